@@ -1,0 +1,290 @@
+"""Typed, validated parameters: the one place that reads ``params.yaml``.
+
+Every section is a frozen dataclass with a docstring per field. :func:`load_params` builds them
+from the YAML mapping and rejects unknown keys, wrong types and impossible values with a
+:class:`~uaprobe.errors.ConfigError` that names the file, the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+from uaprobe.errors import ConfigError
+
+SourceKind = Literal["hub", "local", "gguf", "packaged"]
+DropPolicy = Literal["special", "first"]
+DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
+DeviceName = Literal["auto", "cpu", "cuda"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of the catalog."""
+
+    display: str
+    """Name shown in figures and tables, e.g. ``Pythia-6.9B``."""
+    source: SourceKind
+    """Where the weights come from: ``hub`` (id@revision, honours the HF cache and
+    ``HF_HUB_OFFLINE``), ``local`` (a directory with config and weights), ``gguf`` (a GGUF file
+    path) or ``packaged`` (a GGUF file shipped inside an installed Python package)."""
+    location: str
+    """Hub id, directory, GGUF file path, or importable package name (for ``packaged``)."""
+    revision: str | None = None
+    """Pinned hub revision (commit or immutable branch); required for ``hub``."""
+    gguf_file: str | None = None
+    """For ``packaged``: the GGUF file name inside the package (default: its only ``.gguf``)."""
+    params_millions: float | None = None
+    """Parameter count in millions, for the scaling plots (informational)."""
+    dtype: DtypeName = "auto"
+    """Compute dtype: ``auto`` is float32 on CPU and bfloat16 on GPU; float16 is refused for
+    Gemma, which overflows in it."""
+    device_map_auto: bool = False
+    """Spread the model over all visible GPUs with ``device_map="auto"`` (large models)."""
+
+    def __post_init__(self) -> None:
+        if self.source == "hub" and not self.revision:
+            raise ConfigError(
+                f"model {self.location!r}: a hub model needs a pinned `revision` "
+                "(a commit hash or an immutable branch such as Pythia's `step143000`)"
+            )
+
+
+@dataclass(frozen=True)
+class ExtractParams:
+    """How the extraction stage runs the forward passes."""
+
+    batch_size: int = 16
+    """Statements per forward pass (length-sorted batches)."""
+    device: DeviceName = "auto"
+    """``auto`` picks CUDA when available, else CPU."""
+    max_length: int | None = None
+    """Refuse statements longer than this many tokens (default: the model's context)."""
+
+    def __post_init__(self) -> None:
+        _require(self.batch_size >= 1, "extract.batch_size", self.batch_size, "an integer >= 1")
+        if self.max_length is not None:
+            _require(self.max_length >= 2, "extract.max_length", self.max_length, "an integer >= 2 or null")
+
+
+@dataclass(frozen=True)
+class PoolingParams:
+    """Which token positions the pooled states cover."""
+
+    drop: DropPolicy = "special"
+    """``special``: exclude the special tokens actually present (BOS, EOS); ``first``: the seeds'
+    ``hidden[0, 1:]`` -- drop position 0 whatever it is and take position 0 as the first token."""
+
+
+@dataclass(frozen=True)
+class BinsParams:
+    """Random partitions of the pairs into k bins (seed 002)."""
+
+    k: tuple[int, ...] = (10, 15, 20, 25, 30)
+    """Bin counts to try."""
+    partitions: int = 200
+    """Random partitions per k."""
+    ci_k: int = 20
+    """The k of the one seeded partition that gets a bootstrap CI of r."""
+
+    def __post_init__(self) -> None:
+        _require(len(self.k) > 0 and all(k >= 3 for k in self.k), "analysis.bins.k", list(self.k),
+                 "a non-empty list of integers >= 3 (a correlation needs 3 points)")
+        _require(self.partitions >= 1, "analysis.bins.partitions", self.partitions, "an integer >= 1")
+        _require(self.ci_k >= 3, "analysis.bins.ci_k", self.ci_k, "an integer >= 3")
+
+
+@dataclass(frozen=True)
+class AnalysisParams:
+    """Every statistical knob of the analyses."""
+
+    seed: int = 42
+    """Seed of the one ``numpy.random.Generator`` each analysis builds for itself."""
+    bootstrap_resamples: int = 10_000
+    """Bootstrap resamples for every CI."""
+    permutations: int = 10_000
+    """Permutations for every permutation p-value."""
+    ci_level: float = 0.95
+    """Confidence level of every interval."""
+    preference: Literal["mean", "sum"] = "mean"
+    """Per-statement NLL used for the preference NLL(B) - NLL(A): per-token mean (the seeds) or sum."""
+    alpha: float = 0.05
+    """Family-wise / false-discovery level of the multiple-comparison corrections."""
+    bins: BinsParams = field(default_factory=BinsParams)
+    """Random bins (seed 002)."""
+    aligned_r: float = 0.5
+    """Seed 003: r above this is ALIGNED."""
+    inverted_r: float = -0.3
+    """Seed 003: r below this is INVERTED; between the two, DECOUPLED."""
+    neutral_ua: float = 0.02
+    """Seed 003: |UA| below this counts as neutral for the per-category aligned flag."""
+    neutral_preference: float = 0.1
+    """Seed 003: |preference| below this counts as neutral for the per-category aligned flag."""
+    stable_depth_std: float = 10.0
+    """Seed 001: peak depth is called stable across the panel if its std (in % depth) is below this."""
+    spectrum_top: int = 100
+    """Seed 004: how many leading eigenvalues of each layer's spectrum are stored."""
+
+    def __post_init__(self) -> None:
+        _require(self.bootstrap_resamples >= 1, "analysis.bootstrap_resamples", self.bootstrap_resamples,
+                 "an integer >= 1")
+        _require(self.permutations >= 1, "analysis.permutations", self.permutations, "an integer >= 1")
+        _require(0.0 < self.ci_level < 1.0, "analysis.ci_level", self.ci_level, "a number in (0, 1)")
+        _require(0.0 < self.alpha < 1.0, "analysis.alpha", self.alpha, "a number in (0, 1)")
+        _require(self.inverted_r < self.aligned_r, "analysis.inverted_r", self.inverted_r,
+                 f"a number below analysis.aligned_r ({self.aligned_r})")
+        _require(self.spectrum_top >= 1, "analysis.spectrum_top", self.spectrum_top, "an integer >= 1")
+        _require(self.stable_depth_std > 0, "analysis.stable_depth_std", self.stable_depth_std, "a number > 0")
+
+
+@dataclass(frozen=True)
+class Params:
+    """The whole of ``params.yaml``."""
+
+    models: tuple[str, ...]
+    """The panel ``dvc repro`` runs: ids from ``catalog``."""
+    catalog: Mapping[str, ModelSpec]
+    """Every model the project knows, by id."""
+    extract: ExtractParams = field(default_factory=ExtractParams)
+    pooling: PoolingParams = field(default_factory=PoolingParams)
+    analysis: AnalysisParams = field(default_factory=AnalysisParams)
+
+    def __post_init__(self) -> None:
+        _require(len(self.models) > 0, "models", list(self.models), "a non-empty list of catalog ids")
+        for model_id in self.models:
+            if model_id not in self.catalog:
+                raise ConfigError(
+                    f"models: {model_id!r} has no entry in `catalog`; known ids: {sorted(self.catalog)}. "
+                    "Add a catalog entry with a source, or pick a known id."
+                )
+        if len(set(self.models)) != len(self.models):
+            raise ConfigError(f"models: ids repeat in {list(self.models)}; list each model once")
+
+    def model(self, model_id: str) -> ModelSpec:
+        """The catalog entry of ``model_id``, or a ConfigError naming the known ids."""
+        try:
+            return self.catalog[model_id]
+        except KeyError:
+            raise ConfigError(
+                f"catalog: no model {model_id!r}; known ids: {sorted(self.catalog)}"
+            ) from None
+
+
+def _require(ok: bool, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: got {value!r}, expected {expected}")
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return f"a list of {_describe(typing.get_args(tp)[0])}"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(tp: Any, value: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` and convert it (lists to tuples, nested dataclasses)."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        if value in typing.get_args(tp) and not isinstance(value, bool):
+            return value
+    elif origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _convert(arg, value, key)
+            except ConfigError:
+                continue
+    elif origin is tuple:
+        if isinstance(value, (list, tuple)):
+            (inner, _ellipsis) = typing.get_args(tp)
+            return tuple(_convert(inner, v, f"{key}[{i}]") for i, v in enumerate(value))
+    elif tp is type(None):
+        if value is None:
+            return None
+    elif dataclasses.is_dataclass(tp):
+        if isinstance(value, Mapping):
+            return _build(tp, value, key)
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str) and value:
+            return value
+    else:  # pragma: no cover - a new annotation needs a branch here
+        raise TypeError(f"unsupported annotation {tp!r}")
+    raise ConfigError(f"{key}: got {value!r}, expected {_describe(tp)}")
+
+
+def _build(cls: type, mapping: Mapping[str, Any], prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(map(str, mapping)) - set(fields))
+    if unknown:
+        where = prefix or "top level"
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(fields)}")
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name not in mapping:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{key}: missing; expected {_describe(hints[name])}")
+            continue
+        if cls is Params and name == "catalog":
+            kwargs[name] = _build_catalog(mapping[name])
+        else:
+            kwargs[name] = _convert(hints[name], mapping[name], key)
+    return cls(**kwargs)
+
+
+def _build_catalog(value: Any) -> dict[str, ModelSpec]:
+    if not isinstance(value, Mapping) or not value:
+        raise ConfigError(f"catalog: got {value!r}, expected a mapping of model id -> model entry")
+    catalog = {}
+    for model_id, entry in value.items():
+        if not isinstance(model_id, str) or not model_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ConfigError(
+                f"catalog: model id {model_id!r} must be letters, digits, '-', '_' or '.' (it names files)"
+            )
+        catalog[model_id] = _convert(ModelSpec, entry, f"catalog.{model_id}")
+    return catalog
+
+
+def params_from_mapping(mapping: Any) -> Params:
+    """Build :class:`Params` from an already parsed YAML document."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"top level: got {type(mapping).__name__}, expected a mapping of sections")
+    return _build(Params, mapping, "")
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate ``params.yaml``; every error names the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        mapping = yaml.safe_load(text)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found; run from the repository root or pass --params") from None
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 YAML ({exc})") from None
+    try:
+        return params_from_mapping(mapping)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
