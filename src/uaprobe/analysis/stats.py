@@ -1,0 +1,376 @@
+"""Vectorised statistics shared by every analysis family.
+
+Conventions: the last axis of an array is the sample axis (groups: categories, bins or pairs);
+leading axes are batch axes (layers, poolings, partitions) and broadcast. A statistic that cannot
+be computed is NaN, and every function that can produce one returns a matching array of reasons
+(``""`` where the value is defined), so the caller can record why -- never a silent 0.
+Random draws take an explicit :class:`numpy.random.Generator`; nothing touches global state.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+FloatArray = np.ndarray
+"""An ``np.ndarray`` of float64."""
+ReasonArray = np.ndarray
+"""An ``np.ndarray`` of ``object`` dtype holding ``str``: ``""`` where a value is defined."""
+
+DEGENERATE_RELATIVE_VARIANCE = 1e-12
+"""A bootstrap resample whose variance is below this fraction of the full sample's sum of squares
+has "no variance": its correlation is undefined and it is dropped from the interval."""
+TIE_TOLERANCE = 1e-12
+"""|r_perm| >= |r| - TIE_TOLERANCE counts as a permutation hit (floating-point ties)."""
+
+
+def rng_for(*, seed: int, name: str) -> np.random.Generator:
+    """The one generator of an analysis family: seeded by ``seed`` and the family's ``name``."""
+    return np.random.default_rng([seed, zlib.crc32(name.encode("utf-8"))])
+
+
+def reasons_like(shape: tuple[int, ...]) -> ReasonArray:
+    """An all-defined reason array of ``shape``."""
+    out = np.empty(shape, dtype=object)
+    out.fill("")
+    return out
+
+
+def first_reason(*candidates: tuple[np.ndarray, str]) -> ReasonArray:
+    """Combine ``(condition, reason)`` pairs (broadcast together); the first true condition wins."""
+    shape = np.broadcast_shapes(*(np.shape(c) for c, _ in candidates))
+    out = reasons_like(shape)
+    for cond, why in reversed(candidates):
+        out[np.broadcast_to(cond, shape)] = why
+    return out
+
+
+def inherit(reason: ReasonArray, own: ReasonArray) -> ReasonArray:
+    """``reason`` where it is set, else ``own`` (a derived statistic inherits its input's reason)."""
+    out = np.array(own, dtype=object, copy=True)
+    has = np.array([bool(s) for s in np.ravel(reason)], dtype=bool).reshape(np.shape(reason))
+    out[has] = reason[has]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Correlation
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Correlations along the sample axis; all arrays have the batch shape ``(...)``."""
+
+    r: FloatArray
+    p: FloatArray
+    """Two-sided p-value of the t-test of r (the same as ``scipy.stats.pearsonr``)."""
+    n: np.ndarray
+    """Number of points behind r."""
+    reason: ReasonArray
+
+
+def _constant(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """True where the selected entries of ``x`` (..., n) are all equal (exact comparison)."""
+    hi = np.where(w, x, -np.inf).max(axis=-1)
+    lo = np.where(w, x, np.inf).min(axis=-1)
+    return hi == lo
+
+
+def pearson_p(*, r: FloatArray, n: np.ndarray) -> FloatArray:
+    """Two-sided p-value of Pearson's r with ``n`` points (t distribution with n - 2 df)."""
+    r = np.asarray(r, dtype=float)
+    df = np.asarray(n, dtype=float) - 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.abs(r) * np.sqrt(df / ((1.0 - r) * (1.0 + r)))
+        p = 2.0 * special.stdtr(df, -t)
+    return np.where(np.isfinite(r) & (df > 0), np.clip(p, 0.0, 1.0), np.nan)
+
+
+def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min_n: int = 3,
+            x_name: str = "x", y_name: str = "y") -> Correlation:
+    """Pearson r of ``x`` and ``y`` (broadcast to ``(..., n)``) along the last axis.
+
+    ``mask`` (broadcastable to ``(..., n)``, bool) selects the points of each row (default: all).
+    Undefined (NaN, with a reason) where fewer than ``min_n`` points are selected, an input is
+    non-finite, or either variable is constant over the selected points.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    x, y = np.broadcast_arrays(x, y)
+    w = np.ones(x.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), x.shape)
+    n = w.sum(axis=-1)
+    nonfinite = (w & ~(np.isfinite(x) & np.isfinite(y))).any(axis=-1)
+    xs = np.where(w, x, 0.0)
+    ys = np.where(w, y, 0.0)
+    nn = np.maximum(n, 1)
+    xc = np.where(w, xs - (xs.sum(axis=-1) / nn)[..., None], 0.0)
+    yc = np.where(w, ys - (ys.sum(axis=-1) / nn)[..., None], 0.0)
+    const_x = _constant(xs, w)
+    const_y = _constant(ys, w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = (xc * yc).sum(axis=-1) / np.sqrt((xc * xc).sum(axis=-1) * (yc * yc).sum(axis=-1))
+    reason = first_reason(
+        (n < min_n, f"fewer than {min_n} points"),
+        (nonfinite, "non-finite input"),
+        (const_x, f"{x_name} is constant"),
+        (const_y, f"{y_name} is constant"),
+    )
+    bad = reason != ""
+    r = np.where(bad, np.nan, np.clip(r, -1.0, 1.0))
+    return Correlation(r=r, p=pearson_p(r=r, n=n), n=n, reason=reason)
+
+
+def spearman(x: np.ndarray, y: np.ndarray, *, x_name: str = "x", y_name: str = "y") -> Correlation:
+    """Spearman rho (Pearson of average ranks) along the last axis, with the t-test p-value
+    (as ``scipy.stats.spearmanr``). ``x`` and ``y`` broadcast to ``(..., n)``."""
+    from scipy.stats import rankdata
+
+    x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+    finite = np.isfinite(x) & np.isfinite(y)
+    rx = np.where(finite, rankdata(np.where(finite, x, 0.0), axis=-1), np.nan)
+    ry = np.where(finite, rankdata(np.where(finite, y, 0.0), axis=-1), np.nan)
+    return pearson(rx, ry, x_name=x_name, y_name=y_name)
+
+
+# --------------------------------------------------------------------------------------------
+# Bootstrap
+
+
+def bootstrap_indices(rng: np.random.Generator, *, n: int, resamples: int) -> np.ndarray:
+    """(resamples, n) int: each row draws ``n`` of ``range(n)`` with replacement."""
+    return rng.integers(0, n, size=(resamples, n))
+
+
+def resample_counts(indices: np.ndarray, *, n: int) -> FloatArray:
+    """(B, n) multiplicity of each point in each resample of ``indices`` (B, m)."""
+    b = indices.shape[0]
+    flat = (indices + n * np.arange(b)[:, None]).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(float)
+
+
+def percentile(values: FloatArray, q: float) -> tuple[FloatArray, np.ndarray]:
+    """The ``q``-th percentile (0..100, linear interpolation as ``numpy.percentile``) of the
+    finite entries along the last axis, and their count. All-NaN rows give NaN."""
+    s = np.sort(np.asarray(values, dtype=float), axis=-1)  # NaN sort last
+    valid = np.isfinite(s).sum(axis=-1)
+    h = (np.maximum(valid, 1) - 1) * (q / 100.0)
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
+    frac = h - lo
+    a = np.take_along_axis(s, lo[..., None], axis=-1)[..., 0]
+    b = np.take_along_axis(s, hi[..., None], axis=-1)[..., 0]
+    out = a + frac * (b - a)
+    return np.where(valid > 0, out, np.nan), valid
+
+
+def percentile_interval(values: FloatArray, *, level: float) -> tuple[FloatArray, FloatArray, np.ndarray]:
+    """Percentile interval at ``level`` over the finite entries of the last axis: (low, high, valid)."""
+    alpha = 1.0 - level
+    lo, valid = percentile(values, 100.0 * alpha / 2.0)
+    hi, _ = percentile(values, 100.0 * (1.0 - alpha / 2.0))
+    return lo, hi, valid
+
+
+def bootstrap_pearson(x: np.ndarray, y: np.ndarray, counts: FloatArray) -> FloatArray:
+    """Pearson r of every bootstrap resample: x (M, n), y (n,), counts (B, n) -> (M, B).
+
+    Uses count-weighted moments (three matrix products, no loop over resamples). A resample in
+    which x or y has no variance (below :data:`DEGENERATE_RELATIVE_VARIANCE` of the full
+    sample's sum of squares) gives NaN.
+    """
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    y = np.asarray(y, dtype=float)
+    n = x.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean()
+    sx = counts @ xc.T  # (B, M)
+    sxx = counts @ (xc * xc).T
+    sxy = counts @ (xc * yc).T
+    sy = (counts @ yc)[:, None]
+    syy = (counts @ (yc * yc))[:, None]
+    vx = sxx - sx * sx / n
+    vy = syy - sy * sy / n
+    cxy = sxy - sx * sy / n
+    tol_x = DEGENERATE_RELATIVE_VARIANCE * (xc * xc).sum(axis=-1)[None, :]
+    tol_y = DEGENERATE_RELATIVE_VARIANCE * float((yc * yc).sum())
+    ok = (vx > tol_x) & (vy > tol_y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = cxy / np.sqrt(vx * vy)
+    return np.where(ok, np.clip(r, -1.0, 1.0), np.nan).T
+
+
+def bootstrap_mean(x: np.ndarray, counts: FloatArray) -> FloatArray:
+    """Mean of every bootstrap resample: x (M, n), counts (B, n) -> (M, B)."""
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    return (counts @ x.T).T / x.shape[-1]
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: FloatArray
+    high: FloatArray
+    valid: np.ndarray
+    """Resamples behind the interval."""
+    reason: ReasonArray
+
+
+def bootstrap_r_interval(x: np.ndarray, y: np.ndarray, counts: FloatArray, *, level: float,
+                         r_reason: ReasonArray) -> Interval:
+    """Percentile interval of bootstrap r: x (M, n), y (n,), counts (B, n); ``r_reason`` (M,) is
+    the reason of the observed r (an undefined r gives an undefined interval)."""
+    rb = bootstrap_pearson(x, y, counts)
+    undefined = r_reason != ""
+    rb[undefined] = np.nan
+    lo, hi, valid = percentile_interval(rb, level=level)
+    reason = inherit(r_reason, first_reason((valid == 0, "no bootstrap resample had variance in both variables")))
+    return Interval(low=lo, high=hi, valid=valid, reason=reason)
+
+
+# --------------------------------------------------------------------------------------------
+# Permutation, Fisher-z, multiple comparisons
+
+
+def permutation_orders(rng: np.random.Generator, *, n: int, permutations: int) -> tuple[np.ndarray, str]:
+    """Orders to permute ``n`` points: all ``n!`` (``"exact"``) if that is at most
+    ``permutations``, else ``permutations`` random ones (``"random"``). (P, n) int."""
+    if n <= 12 and math.factorial(n) <= permutations:
+        return np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(-1, n), "exact"
+    base = np.broadcast_to(np.arange(n), (permutations, n))
+    return rng.permuted(base, axis=1), "random"
+
+
+def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.ndarray, mode: str) -> FloatArray:
+    """Two-sided permutation p-value of Pearson r: x (M, n), y (n,), observed r (M,).
+
+    ``exact``: share of the orders with ``|r_perm| >= |r|``; ``random``: ``(1 + hits) / (1 + P)``.
+    NaN where r is NaN.
+    """
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    y = np.asarray(y, dtype=float)
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xn = xc / np.linalg.norm(xc, axis=-1, keepdims=True)
+        yn = yc / np.linalg.norm(yc)
+    r_perm = xn @ yn[orders].T  # (M, P)
+    hits = (np.abs(r_perm) >= (np.abs(r) - TIE_TOLERANCE)[:, None]).sum(axis=-1)
+    total = orders.shape[0]
+    p = hits / total if mode == "exact" else (1.0 + hits) / (1.0 + total)
+    return np.where(np.isfinite(r), p, np.nan)
+
+
+def fisher_interval(*, r: FloatArray, n: np.ndarray, level: float) -> tuple[FloatArray, FloatArray, ReasonArray]:
+    """Fisher-z interval ``tanh(atanh(r) +- z / sqrt(n - 3))``; needs n >= 4 and a defined r."""
+    from scipy.stats import norm
+
+    r = np.asarray(r, dtype=float)
+    n = np.asarray(n, dtype=float)
+    zcrit = norm.ppf(0.5 + level / 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.arctanh(r)
+        se = 1.0 / np.sqrt(n - 3.0)
+        lo = np.tanh(z - zcrit * se)
+        hi = np.tanh(z + zcrit * se)
+    reason = first_reason((~np.isfinite(r), "r is undefined"), (n < 4, "the Fisher-z interval needs at least 4 points"))
+    bad = reason != ""
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), reason
+
+
+def holm(p: np.ndarray) -> FloatArray:
+    """Holm step-down adjusted p-values of a 1-D family; NaN entries are left out (stay NaN)."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    q = p[ok]
+    m = q.size
+    if m == 0:
+        return out
+    order = np.argsort(q, kind="stable")
+    adj = np.maximum.accumulate((m - np.arange(m)) * q[order])
+    res = np.empty(m)
+    res[order] = np.minimum(adj, 1.0)
+    out[ok] = res
+    return out
+
+
+def benjamini_hochberg(p: np.ndarray) -> FloatArray:
+    """Benjamini-Hochberg adjusted p-values of a 1-D family; NaN entries are left out."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    q = p[ok]
+    m = q.size
+    if m == 0:
+        return out
+    order = np.argsort(q, kind="stable")
+    scaled = q[order] * m / np.arange(1, m + 1)
+    adj = np.minimum.accumulate(scaled[::-1])[::-1]
+    res = np.empty(m)
+    res[order] = np.minimum(adj, 1.0)
+    out[ok] = res
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Curves over layers and simple summaries
+
+
+def sign_changes(values: np.ndarray) -> list[tuple[int, int]]:
+    """Index pairs ``(i, i + 1)`` of consecutive entries with ``v_i * v_{i+1} < 0`` (NaN never changes)."""
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        hit = (v[:-1] * v[1:]) < 0
+    return [(int(i), int(i) + 1) for i in np.flatnonzero(hit)]
+
+
+def peak(values: np.ndarray, *, lowest: bool = False) -> int | None:
+    """Index of the largest (or smallest) finite entry, first on ties; None if none is finite."""
+    v = np.asarray(values, dtype=float)
+    if not np.isfinite(v).any():
+        return None
+    return int(np.nanargmin(v) if lowest else np.nanargmax(v))
+
+
+def cohens_d(x: np.ndarray) -> float:
+    """Seed 003's one-sample effect size: ``mean / (std(ddof=0) + 1e-10)``."""
+    x = np.asarray(x, dtype=float)
+    return float(np.mean(x) / (np.std(x) + 1e-10))
+
+
+@dataclass(frozen=True)
+class LineFit:
+    slope: float
+    intercept: float
+    r: float
+    p: float
+    n: int
+    reason: dict[str, str]
+    """Field name -> reason, for each undefined field."""
+
+
+def line_fit(y: np.ndarray) -> LineFit:
+    """Least-squares line of ``y`` against its positions ``0..n-1`` (as ``scipy.stats.linregress``)."""
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    reason: dict[str, str] = {}
+    if n < 2 or not np.isfinite(y).all():
+        why = "fewer than 2 points" if n < 2 else "non-finite input"
+        return LineFit(np.nan, np.nan, np.nan, np.nan, n, {k: why for k in ("slope", "intercept", "r", "p")})
+    x = np.arange(n, dtype=float)
+    xc = x - x.mean()
+    yc = y - y.mean()
+    slope = float((xc * yc).sum() / (xc * xc).sum())
+    intercept = float(y.mean() - slope * x.mean())
+    corr = pearson(x, y, min_n=2, x_name="position", y_name="the values")
+    r = float(corr.r)
+    if corr.reason[()]:
+        reason["r"] = str(corr.reason[()])
+    p = float(pearson_p(r=np.array(r), n=np.array(n))) if n >= 3 else np.nan
+    if not np.isfinite(p):
+        reason["p"] = reason.get("r", "a p-value needs at least 3 points")
+    return LineFit(slope, intercept, r, p, n, reason)

@@ -1,0 +1,274 @@
+"""Batched forward passes: masked pooling of every layer and per-sequence NLL, from one pass.
+
+For a batch of B right-padded sequences of length T, one forward pass with
+``output_hidden_states=True`` gives L+1 hidden states (index 0 = token embeddings, L = last block
+after the final norm) and the logits. From them, on the device:
+
+- pooled states over *content* positions: mean, first and last content token, shape (B, L+1, D);
+- the last block's residual before the final norm (captured by a hook on the final norm), pooled
+  the same way, shape (B, D);
+- the NLL of each sequence from the logits in float32: sum, mean and number of scored tokens.
+
+Which positions are content is the pooling policy (:func:`content_positions`):
+``special`` excludes the special tokens actually present (BOS, EOS); ``first`` reproduces the
+seeds' ``hidden[0, 1:]``: position 0 is dropped from the mean whatever it is, and taken as the first
+token.
+
+Right padding keeps every content position's computation identical to the unpadded sequence
+(causal attention never looks right), so no position ids are needed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from uaprobe.errors import DatasetError, NumericalError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Which positions of a right-padded batch each pooled state covers."""
+
+    mean_mask: torch.Tensor
+    """(B, T) bool: positions averaged by mean pooling."""
+    first: torch.Tensor
+    """(B,) long: index of the first token."""
+    last: torch.Tensor
+    """(B,) long: index of the last token."""
+
+
+def content_positions(attention_mask: torch.Tensor, special_tokens_mask: torch.Tensor, drop: str) -> Positions:
+    """Positions per pooling policy, for right-padded ``attention_mask`` (B, T).
+
+    ``special``: content = attended and not special; first/last = first/last content position.
+    ``first``: the seeds' convention: mean over attended positions 1..; first = 0; last = last
+    attended position.
+    """
+    attended = attention_mask.bool()
+    positions = torch.arange(attended.shape[1], device=attended.device).expand_as(attended)
+    if drop == "special":
+        content = attended & ~special_tokens_mask.bool()
+        big = torch.full_like(positions, attended.shape[1])
+        first = torch.where(content, positions, big).min(dim=1).values
+        last = torch.where(content, positions, torch.full_like(positions, -1)).max(dim=1).values
+    elif drop == "first":
+        content = attended & (positions > 0)
+        first = torch.zeros(attended.shape[0], dtype=torch.long, device=attended.device)
+        last = attended.sum(dim=1) - 1
+    else:
+        raise ValueError(f"unknown pooling policy {drop!r}; expected 'special' or 'first'")
+    return Positions(content, first.long(), last.long())
+
+
+def pool(hidden: torch.Tensor, where: Positions) -> dict[str, torch.Tensor]:
+    """Pool hidden states (B, ..., T, D) over the positions -> mean/first/last, each (B, ..., D), float32.
+
+    Any number of middle dimensions (e.g. layers) is allowed; time is the second-last axis.
+    """
+    hidden = hidden.float()
+    mask = where.mean_mask.to(hidden.dtype)
+    # broadcast the (B, T) mask over the middle dims: (B, 1, ..., T, 1)
+    shape = (mask.shape[0],) + (1,) * (hidden.dim() - 3) + (mask.shape[1], 1)
+    counts = mask.sum(dim=1).reshape((mask.shape[0],) + (1,) * (hidden.dim() - 2))
+    mean = (hidden * mask.reshape(shape)).sum(dim=-2) / counts
+    rows = torch.arange(hidden.shape[0], device=hidden.device)
+    moved = hidden.movedim(-2, 1)  # (B, T, ..., D)
+    return {"mean": mean, "first": moved[rows, where.first], "last": moved[rows, where.last]}
+
+
+def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-sequence NLL of a right- or left-padded batch, in float32.
+
+    Token t+1 is scored from position t where both are real tokens
+    (``mask[:, :-1] & mask[:, 1:]``). Returns (sum (B,), mean (B,), scored-token count (B,)).
+    The mean equals the Hugging Face ``loss`` of the same sequence run alone, unpadded.
+    """
+    scored = attention_mask[:, :-1].bool() & attention_mask[:, 1:].bool()
+    targets = input_ids[:, 1:].masked_fill(~scored, -100)
+    token_nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none",
+                                ignore_index=-100)
+    total = token_nll.sum(dim=1, dtype=torch.float64)
+    count = scored.sum(dim=1)
+    return total, total / count, count
+
+
+@contextmanager
+def capture_input(module: torch.nn.Module) -> Iterator[dict[str, torch.Tensor]]:
+    """Record the input of ``module`` (e.g. the final norm) at every forward call."""
+    store: dict[str, torch.Tensor] = {}
+
+    def hook(_mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        store["input"] = args[0]
+
+    handle = module.register_forward_pre_hook(hook)
+    try:
+        yield store
+    finally:
+        handle.remove()
+
+
+def final_norm(model: torch.nn.Module) -> torch.nn.Module:
+    """The norm applied after the last block (``norm`` in Llama/Gemma, ``final_layer_norm`` in GPT-NeoX)."""
+    base = model.base_model
+    for name in ("norm", "final_layer_norm", "ln_f", "final_layernorm"):
+        module = getattr(base, name, None)
+        if isinstance(module, torch.nn.Module):
+            return module
+    raise NumericalError(
+        f"{type(model).__name__}: no final norm found on {type(base).__name__} "
+        "(looked for norm, final_layer_norm, ln_f, final_layernorm); add its name to uaprobe.extract.final_norm"
+    )
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Everything one forward pass yields for B statements, on the CPU as numpy."""
+
+    pooled: dict[str, np.ndarray]
+    """mean/first/last -> (B, L+1, D) float32"""
+    prenorm: dict[str, np.ndarray]
+    """mean/first/last -> (B, D) float32"""
+    nll_sum: np.ndarray
+    nll_mean: np.ndarray
+    n_tokens: np.ndarray
+    n_content: np.ndarray
+
+
+@dataclass(frozen=True)
+class Encoded:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    special_tokens_mask: torch.Tensor
+
+
+def encode(tokenizer: Any, texts: Sequence[str]) -> Encoded:
+    """Tokenize a batch, right-padded, with the special-tokens mask."""
+    enc = tokenizer(list(texts), padding=True, return_tensors="pt", return_special_tokens_mask=True)
+    return Encoded(enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"])
+
+
+def prepare_tokenizer(tokenizer: Any) -> Any:
+    """Right padding, and a pad token if the tokenizer has none (its id never reaches a result)."""
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
+        if tokenizer.pad_token is None:
+            tokenizer.add_special_tokens({"pad_token": "<pad>"})
+        log.info("tokenizer has no pad token; padding with %r (masked out everywhere)", tokenizer.pad_token)
+    return tokenizer
+
+
+def _check_finite(name: str, tensor: torch.Tensor, what: str) -> None:
+    bad = ~torch.isfinite(tensor)
+    if bad.any():
+        layer = int(bad.reshape(bad.shape[0], bad.shape[1], -1).any(dim=2).any(dim=0).nonzero()[0, 0]) \
+            if tensor.dim() >= 3 else -1
+        where = f" at layer {layer}" if layer >= 0 else ""
+        raise NumericalError(
+            f"model {name!r}: {what} contain NaN or inf{where}; float16 overflows in some models "
+            "(Gemma): set `catalog.<id>.dtype` to float32 or bfloat16"
+        )
+
+
+@torch.no_grad()
+def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "model") -> BatchResult:
+    """One forward pass over a right-padded batch -> pooled states of every layer, pre-norm states, NLL."""
+    device = next(model.parameters()).device
+    ids = enc.input_ids.to(device)
+    mask = enc.attention_mask.to(device)
+    special = enc.special_tokens_mask.to(device)
+    where = content_positions(mask, special, drop)
+    counts = where.mean_mask.sum(dim=1)
+    if bool((counts == 0).any()):
+        raise DatasetError(
+            f"a statement has no content tokens under pooling.drop={drop!r} "
+            "(it is empty or a single token); lengthen it or use pooling.drop=special"
+        )
+    with capture_input(final_norm(model)) as captured:
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
+    hidden = torch.stack([h.to(device) for h in out.hidden_states], dim=1)  # (B, L+1, T, D)
+    pooled = pool(hidden, where)
+    prenorm = pool(captured["input"].to(device), where)
+    nll_sum, nll_mean, n_tokens = sequence_nll(out.logits.to(device), ids, mask)
+    _check_finite(model_name, pooled["mean"], "hidden states")
+    _check_finite(model_name, nll_sum, "log-likelihoods")
+    return BatchResult(
+        pooled={k: v.cpu().numpy() for k, v in pooled.items()},
+        prenorm={k: v.cpu().numpy() for k, v in prenorm.items()},
+        nll_sum=nll_sum.cpu().numpy(),
+        nll_mean=nll_mean.cpu().numpy(),
+        n_tokens=n_tokens.cpu().numpy().astype(np.int32),
+        n_content=counts.cpu().numpy().astype(np.int32),
+    )
+
+
+@torch.no_grad()
+def token_states(model: Any, enc: Encoded) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every token state of every sequence at every layer: per row ((T_i, L+1, D) float32, (T_i,) special)."""
+    device = next(model.parameters()).device
+    out = model(input_ids=enc.input_ids.to(device), attention_mask=enc.attention_mask.to(device),
+                output_hidden_states=True, use_cache=False)
+    hidden = torch.stack([h.to(device) for h in out.hidden_states], dim=2).float()  # (B, T, L+1, D)
+    rows = []
+    for b in range(hidden.shape[0]):
+        keep = enc.attention_mask[b].bool()
+        rows.append((hidden[b][keep.to(device)].cpu().numpy(), enc.special_tokens_mask[b][keep].numpy().astype(bool)))
+    return rows
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Row indices grouped into batches of similar length (stable: ties keep dataset order)."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def iterate_batches(model: Any, tokenizer: Any, texts: Sequence[str], batches: Sequence[np.ndarray], *,
+                    drop: str, model_name: str = "model",
+                    on_batch: Callable[[np.ndarray, BatchResult], None]) -> None:
+    """Run :func:`forward_batch` on each batch of row indices and hand the result to ``on_batch``."""
+    for rows in batches:
+        enc = encode(tokenizer, [texts[i] for i in rows])
+        on_batch(rows, forward_batch(model, enc, drop=drop, model_name=model_name))
+
+
+def anisotropy_states(model: Any, tokenizer: Any, prompts: Sequence[str], *, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token states of every prompt, concatenated: ((T, L+1, D) float32, (T,) prompt index, (T,) special)."""
+    states, index, special = [], [], []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start:start + batch_size]
+        for offset, (h, s) in enumerate(token_states(model, encode(tokenizer, chunk))):
+            states.append(h)
+            special.append(s)
+            index.append(np.full(len(s), start + offset, dtype=np.int32))
+    return np.concatenate(states), np.concatenate(index), np.concatenate(special)
+
+
+def token_lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    return [len(ids) for ids in tokenizer(list(texts))["input_ids"]]
+
+
+def check_lengths(lengths: Sequence[int], labels: Sequence[str], *, limit: int) -> None:
+    """Refuse statements longer than ``limit`` tokens, naming the first one."""
+    for n, label in zip(lengths, labels):
+        if n > limit:
+            raise DatasetError(f"{label}: {n} tokens, more than the limit of {limit} "
+                               "(the model's context, or extract.max_length); shorten the statement")
+
+
+def context_length(model: Any) -> int:
+    config = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None) or getattr(getattr(config, "text_config", None), name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return 1 << 30
