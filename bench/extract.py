@@ -1,0 +1,151 @@
+"""Extraction benchmark: the seeds' method vs ours vs bare batched forward passes, one run, one model.
+
+    python bench/extract.py [--model smollm2-135m] [--limit N] [--batch-size B]
+
+On the whole dataset it times, with model loading excluded from all three:
+
+(a) the seeds' method: one statement at a time, a forward pass for the hidden states (pooled as
+    ``hidden[0, 1:].mean(0)``, last and first token, every layer) and another with ``labels=`` for
+    the NLL;
+(b) our extraction: length-sorted batches, one pass each, masked pooling and NLL on the device,
+    streamed into an HDF5 file;
+(c) bare batched forward passes over the same batches with ``output_hidden_states=True``: no
+    pooling, no NLL, no I/O.
+
+It prints each time, the ratios a/b (goal >= 10) and b/c (goal <= 1.25), and the peak resident
+memory above the post-load baseline of each phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+from uaprobe import extract  # noqa: E402
+from uaprobe.config import load_params  # noqa: E402
+from uaprobe.dataset import load_dataset  # noqa: E402
+from uaprobe.models import load_model  # noqa: E402
+from uaprobe.store import ExtractionWriter  # noqa: E402
+
+
+class PeakRSS:
+    """Samples the process's resident memory every 5 ms; ``peak`` is the maximum seen."""
+
+    def __init__(self) -> None:
+        self.proc = psutil.Process()
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "PeakRSS":
+        self.baseline = self.proc.memory_info().rss
+        self.peak = self.baseline
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.005)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    @property
+    def above_baseline_mb(self) -> float:
+        return (self.peak - self.baseline) / 2**20
+
+
+@torch.no_grad()
+def seeds_method(model, tokenizer, texts: list[str]) -> None:
+    for text in texts:
+        inputs = tokenizer(text, return_tensors="pt")
+        out = model(**inputs, output_hidden_states=True)
+        last_idx = int(inputs["attention_mask"][0].sum()) - 1
+        for hidden in out.hidden_states:
+            hidden[0, 1:, :].mean(dim=0).numpy().astype(np.float32)
+            hidden[0, last_idx, :].numpy().astype(np.float32)
+            hidden[0, 0, :].numpy().astype(np.float32)
+        model(**inputs, labels=inputs["input_ids"]).loss.item()
+
+
+@torch.no_grad()
+def bare_forward(model, tokenizer, texts: list[str], batches: list[np.ndarray]) -> None:
+    for rows in batches:
+        enc = extract.encode(tokenizer, [texts[i] for i in rows])
+        model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, output_hidden_states=True, use_cache=False)
+
+
+def ours(model, tokenizer, texts: list[str], batches: list[np.ndarray], out: Path, drop: str) -> None:
+    n_layers = model.config.num_hidden_layers
+    d = model.config.hidden_size
+    writer = ExtractionWriter(
+        out, texts=texts, categories=["c"] * len(texts), pairs=np.arange(len(texts)) // 2,
+        sides=np.arange(len(texts)) % 2, n_layers=n_layers, hidden_size=d, prompts=["p", "q"],
+        aniso_states=np.zeros((2, n_layers + 1, d), np.float32), aniso_prompt_index=np.array([0, 1]),
+        aniso_special=np.zeros(2, bool), attrs={"model_id": "bench"}, resume=False)
+    try:
+        extract.iterate_batches(model, tokenizer, texts, batches, drop=drop, on_batch=writer.write)
+        writer.finish()
+    finally:
+        writer.close()
+
+
+def timed(label: str, fn) -> tuple[float, float]:
+    with PeakRSS() as mem:
+        start = time.perf_counter()
+        fn()
+        seconds = time.perf_counter() - start
+    print(f"  {label:<58} {seconds:8.2f} s   peak RSS +{mem.above_baseline_mb:7.1f} MiB", flush=True)
+    return seconds, mem.above_baseline_mb
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--limit", type=int, default=0, help="first N statements only (0 = all)")
+    parser.add_argument("--batch-size", type=int, default=0, help="default: extract.batch_size of params.yaml")
+    args = parser.parse_args(argv)
+    params = load_params(REPO / "params.yaml")
+    texts = load_dataset(REPO / "data" / "dataset.json").texts
+    if args.limit:
+        texts = texts[: args.limit]
+    batch_size = args.batch_size or params.extract.batch_size
+    model, tokenizer, _source, dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
+    extract.prepare_tokenizer(tokenizer)
+    batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size)
+    print(f"{args.model}: {len(texts)} statements, batch size {batch_size}, {dtype}, "
+          f"{torch.get_num_threads()} threads")
+    bare_forward(model, tokenizer, texts, batches[:1])  # warm-up, not timed
+    with tempfile.TemporaryDirectory() as tmp:
+        a, _ = timed("(a) seeds' method: 1 statement, 2 passes each", lambda: seeds_method(model, tokenizer, texts))
+        # (b) and (c) alternate over two rounds and keep each one's best, so that load from other
+        # processes on the machine does not land on one side only.
+        runs_b, runs_c = [], []
+        for round_ in (1, 2):
+            runs_b.append(timed(f"(b) ours: batched, pooled, NLL, streamed to HDF5 [round {round_}]",
+                                lambda: ours(model, tokenizer, texts, batches, Path(tmp) / "bench.h5",
+                                             params.pooling.drop)))
+            runs_c.append(timed(f"(c) bare batched forward passes, no pooling/I/O [round {round_}]",
+                                lambda: bare_forward(model, tokenizer, texts, batches)))
+        b, c = min(t for t, _ in runs_b), min(t for t, _ in runs_c)
+    print(f"a/b = {a / b:.2f}  (goal >= 10)")
+    print(f"b/c = {b / c:.2f}  (goal <= 1.25)")
+    print(f"statements/s: seeds {len(texts) / a:.1f}, ours {len(texts) / b:.1f}, bare {len(texts) / c:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
