@@ -23,6 +23,7 @@ from tqdm import tqdm
 import uaprobe
 from uaprobe import extract
 from uaprobe.config import load_params
+from uaprobe.distributed import ShardWriter, current_rank, read_shard, shard_batches, shard_path
 from uaprobe.dataset import load_dataset, load_prompts, sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.models import load_model, pick_device
@@ -38,6 +39,15 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     dataset = load_dataset(dataset_path)
     prompts = load_prompts(prompts_path)
     device = pick_device(params.extract.device)
+    rank = current_rank()
+    if rank.world > 1:
+        import torch.distributed as dist
+
+        if device.type == "cuda":
+            device = torch.device("cuda", rank.local_rank)
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        log.info("rank %d of %d on %s", rank.rank, rank.world, device)
     torch.manual_seed(0)
 
     log.info("loading %s from %s on %s", model_id, spec.source, device)
@@ -55,6 +65,13 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                           [f"{prompts_path}: line {i + 1}" for i in range(len(prompts))], limit=limit)
     bos_added = bool(tokenizer("a", return_special_tokens_mask=True)["special_tokens_mask"][0])
 
+    batches = extract.length_sorted_batches(lengths, params.extract.batch_size)
+    if rank.world > 1:
+        _compute_shard(model, tokenizer, texts, batches, out=out, rank=rank, drop=params.pooling.drop,
+                       model_id=model_id, progress=progress)
+        if not rank.is_main:
+            _finish_distributed()
+            return out
     aniso, aniso_index, aniso_special = extract.anisotropy_states(model, tokenizer, prompts,
                                                                   batch_size=params.extract.batch_size)
     n_layers, hidden_size = aniso.shape[1] - 1, aniso.shape[2]
@@ -82,28 +99,67 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         out, texts=texts, categories=[s.category for s in dataset.statements],
         pairs=np.array([s.pair for s in dataset.statements]), sides=np.array([s.side for s in dataset.statements]),
         n_layers=n_layers, hidden_size=hidden_size, prompts=prompts, aniso_states=aniso,
-        aniso_prompt_index=aniso_index, aniso_special=aniso_special, attrs=attrs, resume=resume,
+        aniso_prompt_index=aniso_index, aniso_special=aniso_special, attrs=attrs,
+        resume=resume and rank.world == 1,
     )
     try:
-        batches = extract.length_sorted_batches(lengths, params.extract.batch_size)
-        todo = [rows for rows in batches if not writer.done[rows].all()]
-        if len(todo) < len(batches):
-            log.info("resuming %s: %d of %d batches already written", writer.tmp, len(batches) - len(todo), len(batches))
-        bar = tqdm(total=len(texts), initial=len(texts) - sum(len(r) for r in todo), unit="stmt",
-                   desc=f"extract {model_id}", disable=not progress)
+        if rank.world > 1:
+            for r in range(rank.world):
+                for stored in read_shard(shard_path(out, r, rank.world)):
+                    writer.write(stored.rows, stored)
+        else:
+            todo = [rows for rows in batches if not writer.done[rows].all()]
+            if len(todo) < len(batches):
+                log.info("resuming %s: %d of %d batches already written", writer.tmp, len(batches) - len(todo),
+                         len(batches))
+            bar = tqdm(total=len(texts), initial=len(texts) - sum(len(r) for r in todo), unit="stmt",
+                       desc=f"extract {model_id}", disable=not progress)
 
-        def on_batch(rows: np.ndarray, result: extract.BatchResult) -> None:
-            writer.write(rows, result)
-            bar.update(len(rows))
+            def on_batch(rows: np.ndarray, result: extract.BatchResult) -> None:
+                writer.write(rows, result)
+                bar.update(len(rows))
 
-        extract.iterate_batches(model, tokenizer, texts, todo, drop=params.pooling.drop, model_name=model_id,
-                                on_batch=on_batch)
-        bar.close()
+            extract.iterate_batches(model, tokenizer, texts, todo, drop=params.pooling.drop, model_name=model_id,
+                                    on_batch=on_batch)
+            bar.close()
         path = writer.finish()
     finally:
         writer.close()
+        if rank.world > 1:
+            for r in range(rank.world):
+                shard_path(out, r, rank.world).unlink(missing_ok=True)
+            _finish_distributed()
     log.info("wrote %s (%d statements, %d layers + embeddings, d=%d)", path, len(texts), n_layers, hidden_size)
     return path
+
+
+def _compute_shard(model, tokenizer, texts: list[str], batches: list[np.ndarray], *, out: Path, rank, drop: str,
+                   model_id: str, progress: bool) -> None:
+    """This rank's share of the batches, streamed into its shard file; then wait for every rank."""
+    import torch.distributed as dist
+
+    mine = shard_batches(batches, rank=rank.rank, world=rank.world)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shard = ShardWriter(shard_path(out, rank.rank, rank.world))
+    bar = tqdm(total=sum(len(r) for _, r in mine), unit="stmt", desc=f"extract {model_id} [rank {rank.rank}]",
+               disable=not progress, position=rank.rank)
+    try:
+        for index, rows in mine:
+            result = extract.forward_batch(model, extract.encode(tokenizer, [texts[i] for i in rows]), drop=drop,
+                                           model_name=model_id)
+            shard.write(index, rows, result)
+            bar.update(len(rows))
+    finally:
+        bar.close()
+        shard.close()
+    dist.barrier()
+
+
+def _finish_distributed() -> None:
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:

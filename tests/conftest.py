@@ -37,6 +37,7 @@ def small_project(tmp_path: Path, tiny_neox: Path) -> Path:
     params["catalog"] = {"tiny": {"display": "Tiny-NeoX", "source": "local", "location": str(tiny_neox),
                                   "params_millions": 0.1}}
     params["extract"]["batch_size"] = 4
+    params["extract"]["device"] = "cpu"
     params["analysis"].update(bootstrap_resamples=200, permutations=200)
     params["analysis"]["bins"].update(k=[3, 4], partitions=10, ci_k=3)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")

@@ -1,0 +1,55 @@
+"""Data-parallel extraction: two CPU processes (gloo) give the single-process file, value for value."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from uaprobe.distributed import shard_batches
+from uaprobe.store import read_embeddings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_shards_partition_the_batches() -> None:
+    batches = [np.arange(i * 3, i * 3 + 3) for i in range(7)]
+    shards = [shard_batches(batches, rank=r, world=3) for r in range(3)]
+    indices = sorted(i for shard in shards for i, _ in shard)
+    assert indices == list(range(7))
+    assert [len(s) for s in shards] == [3, 2, 2]
+
+
+def _extract(project: Path, out: Path, nproc: int) -> Path:
+    args = ["--model", "tiny", "--params", str(project / "params.yaml"), "--dataset", str(project / "data/dataset.json"),
+            "--prompts", str(project / "data/anisotropy_prompts.txt"), "--out", str(out)]
+    script = str(REPO / "stages" / "extract.py")
+    if nproc == 1:
+        cmd = [sys.executable, script, *args]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", script, *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_two_processes_equal_one(small_project: Path) -> None:
+    single = read_embeddings(_extract(small_project, small_project / "one" / "tiny.h5", 1))
+    merged_path = _extract(small_project, small_project / "two" / "tiny.h5", 2)
+    merged = read_embeddings(merged_path)
+    assert list(merged_path.parent.iterdir()) == [merged_path], "shard files must be cleaned up"
+    for p in ("mean", "first", "last"):
+        np.testing.assert_array_equal(merged.pooled[p], single.pooled[p])
+        np.testing.assert_array_equal(merged.prenorm[p], single.prenorm[p])
+    np.testing.assert_array_equal(merged.nll_sum, single.nll_sum)
+    np.testing.assert_array_equal(merged.n_tokens, single.n_tokens)
+    np.testing.assert_array_equal(merged.aniso_states, single.aniso_states)
+    assert merged.text == single.text
+    one = hashlib.md5((small_project / "one" / "tiny.h5").read_bytes()).hexdigest()
+    two = hashlib.md5(merged_path.read_bytes()).hexdigest()
+    assert one == two
