@@ -8,6 +8,8 @@ from the YAML mapping and rejects unknown keys, wrong types and impossible value
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,6 +24,8 @@ SourceKind = Literal["hub", "local", "gguf", "packaged"]
 DropPolicy = Literal["special", "first"]
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 DeviceName = Literal["auto", "cpu", "cuda"]
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,23 @@ class ModelSpec:
     """Spread the model over all visible GPUs with ``device_map="auto"`` (large models)."""
 
     def __post_init__(self) -> None:
+        # Keys are relative to the catalog entry; the loader prefixes ``catalog.<id>.``.
         if self.source == "hub" and not self.revision:
             raise ConfigError(
-                f"model {self.location!r}: a hub model needs a pinned `revision` "
+                f"revision: missing for hub model {self.location!r}; a hub model needs a pinned revision "
                 "(a commit hash or an immutable branch such as Pythia's `step143000`)"
             )
+        if self.source == "hub" and not _HUB_ID.match(self.location):
+            raise ConfigError(f"location: {self.location!r} is not a hub id; expected `name` or `organisation/name`")
+        if self.revision is not None and self.source != "hub":
+            raise ConfigError(f"revision: only hub models take a revision (source is {self.source!r}); remove it")
+        if self.gguf_file is not None and self.source != "packaged":
+            raise ConfigError(
+                f"gguf_file: only packaged models take a gguf_file (source is {self.source!r}); for source: gguf "
+                "put the file's path in `location`"
+            )
+        if self.params_millions is not None and not self.params_millions > 0:
+            raise ConfigError(f"params_millions: got {self.params_millions!r}, expected a number > 0 or null")
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,9 @@ class ExtractParams:
     """``auto`` picks CUDA when available, else CPU."""
     max_length: int | None = None
     """Refuse statements longer than this many tokens (default: the model's context)."""
+    launcher: str = "python"
+    """The command the extract stage runs under: ``python`` (one process), or a data-parallel
+    launcher such as ``torchrun --standalone --nproc_per_node=4``."""
 
     def __post_init__(self) -> None:
         _require(self.batch_size >= 1, "extract.batch_size", self.batch_size, "an integer >= 1")
@@ -132,11 +151,17 @@ class AnalysisParams:
     """Seed 004: how many leading eigenvalues of each layer's spectrum are stored."""
 
     def __post_init__(self) -> None:
+        _require(self.seed >= 0, "analysis.seed", self.seed, "an integer >= 0 (numpy seeds are non-negative)")
         _require(self.bootstrap_resamples >= 1, "analysis.bootstrap_resamples", self.bootstrap_resamples,
                  "an integer >= 1")
         _require(self.permutations >= 1, "analysis.permutations", self.permutations, "an integer >= 1")
         _require(0.0 < self.ci_level < 1.0, "analysis.ci_level", self.ci_level, "a number in (0, 1)")
         _require(0.0 < self.alpha < 1.0, "analysis.alpha", self.alpha, "a number in (0, 1)")
+        _require(-1.0 <= self.aligned_r <= 1.0, "analysis.aligned_r", self.aligned_r, "a correlation in [-1, 1]")
+        _require(-1.0 <= self.inverted_r <= 1.0, "analysis.inverted_r", self.inverted_r, "a correlation in [-1, 1]")
+        _require(self.neutral_ua >= 0, "analysis.neutral_ua", self.neutral_ua, "a number >= 0")
+        _require(self.neutral_preference >= 0, "analysis.neutral_preference", self.neutral_preference,
+                 "a number >= 0")
         _require(self.inverted_r < self.aligned_r, "analysis.inverted_r", self.inverted_r,
                  f"a number below analysis.aligned_r ({self.aligned_r})")
         _require(self.spectrum_top >= 1, "analysis.spectrum_top", self.spectrum_top, "an integer >= 1")
@@ -191,6 +216,16 @@ def _describe(tp: Any) -> str:
         return f"a list of {_describe(typing.get_args(tp)[0])}"
     if tp is type(None):
         return "null"
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping with keys {sorted(f.name for f in dataclasses.fields(tp))}"
+    if tp is float:
+        return "a finite number"
+    if tp is str:
+        return "a non-empty string"
+    if tp is int:
+        return "an integer"
+    if tp is bool:
+        return "true or false"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -224,7 +259,12 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
             return value
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer too large for a float
+                number = math.inf
+            if math.isfinite(number):
+                return number
     elif tp is str:
         if isinstance(value, str) and value:
             return value
@@ -251,7 +291,12 @@ def _build(cls: type, mapping: Mapping[str, Any], prefix: str) -> Any:
             kwargs[name] = _build_catalog(mapping[name])
         else:
             kwargs[name] = _convert(hints[name], mapping[name], key)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        if cls is ModelSpec and prefix:  # its checks name keys relative to the entry
+            raise ConfigError(f"{prefix}.{exc}") from None
+        raise
 
 
 def _build_catalog(value: Any) -> dict[str, ModelSpec]:
@@ -259,6 +304,8 @@ def _build_catalog(value: Any) -> dict[str, ModelSpec]:
         raise ConfigError(f"catalog: got {value!r}, expected a mapping of model id -> model entry")
     catalog = {}
     for model_id, entry in value.items():
+        if isinstance(model_id, bool) or not isinstance(model_id, str):
+            raise ConfigError(f"catalog: model id {model_id!r} must be a string of letters, digits, '-', '_' or '.'")
         if not isinstance(model_id, str) or not model_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ConfigError(
                 f"catalog: model id {model_id!r} must be letters, digits, '-', '_' or '.' (it names files)"
@@ -274,16 +321,55 @@ def params_from_mapping(mapping: Any) -> Params:
     return _build(Params, mapping, "")
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(f"key {key!r} on line {line} repeats line {first}")
+        self.key, self.line, self.first = key, line, first
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key repeated in one mapping is an error, not a silent overwrite."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges are overridable by design
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:
+            continue  # an unhashable key: the base constructor reports it
+        line = key_node.start_mark.line + 1
+        if first is not None:
+            raise _RepeatedKey(key, line, first)
+        seen[key] = line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate ``params.yaml``; every error names the file."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        mapping = yaml.safe_load(text)
+        mapping = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found; run from the repository root or pass --params") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not valid UTF-8 YAML ({exc})") from None
+    except _RepeatedKey as exc:
+        raise ConfigError(f"{path}: {exc}; YAML would keep only the last value silently. Keep one of them") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the params file ({exc.strerror or exc}); pass a readable YAML file "
+                          "with --params") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep; an integer too long to convert
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ConfigError(f"{path}: not a usable params file ({reason}); compare it with the shipped params.yaml") \
+            from None
     try:
         return params_from_mapping(mapping)
     except ConfigError as exc:

@@ -1,0 +1,176 @@
+"""The reviewer workflow, end to end on the tiny panel: remote cache, same bytes, metrics across commits.
+
+These tests run the real pipeline through `dvc repro` in throw-away git repositories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_project import dvc, git, make_project, output_digests, run
+from tiny_models import build_tiny_neox
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("reviewer")
+
+
+@pytest.fixture(scope="module")
+def author(workspace: Path) -> Path:
+    """The author's project: `dvc repro`, `dvc push` to the default remote, everything committed."""
+    model = build_tiny_neox(workspace / "model", bos=False)
+    project = make_project(workspace / "author", model)
+    dvc("repro", cwd=project)
+    dvc("push", cwd=project)
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "results", cwd=project)
+    assert (workspace / "uaprobe-dvc-remote").is_dir(), "the default remote is the sibling directory"
+    return project
+
+
+def _clone(author: Path, dest: Path) -> Path:
+    run(["git", "clone", "-q", str(author), str(dest)], dest.parent)
+    return dest
+
+
+def test_pipeline_outputs_everything(author: Path) -> None:
+    digests = output_digests(author)
+    for expected in ("data/embeddings/tiny.h5", "metrics/models/tiny.json", "metrics/panel.json",
+                     "results/panel.json", "paper/_output/paper.html", "paper/_output/paper.pdf"):
+        assert expected in digests
+    assert any(k.startswith("figures/") and k.endswith(".png") for k in digests)
+    assert any(k.startswith("plots/models/tiny/") for k in digests)
+    status = dvc("status", cwd=author).stdout
+    assert "up to date" in status
+
+
+def test_second_repro_runs_nothing(author: Path) -> None:
+    out = dvc("repro", cwd=author).stdout
+    assert "Running stage" not in out, out
+
+
+def test_two_clean_runs_give_identical_bytes(author: Path, workspace: Path) -> None:
+    """A second, independent project built from scratch: every output has the same md5."""
+    model = build_tiny_neox(workspace / "model-b", bos=False)
+    other = make_project(workspace / "second", model)
+    # the model directory is part of the catalog entry; point it at the author's to keep params equal
+    params = yaml.safe_load((other / "params.yaml").read_text())
+    params["catalog"]["tiny"]["location"] = str(workspace / "model")
+    (other / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    dvc("repro", cwd=other)
+    mine, theirs = output_digests(author), output_digests(other)
+    assert mine.keys() == theirs.keys()
+    differing = sorted(k for k in mine if mine[k] != theirs[k])
+    assert differing == [], f"outputs differ between two clean runs: {differing}"
+
+
+def test_reviewer_pulls_the_same_paper(author: Path, workspace: Path) -> None:
+    reviewer = _clone(author, workspace / "reviewer")
+    dvc("pull", cwd=reviewer)
+    assert "up to date" in dvc("status", cwd=reviewer).stdout
+    assert "Running stage" not in dvc("repro", cwd=reviewer).stdout
+    assert output_digests(reviewer) == output_digests(author)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _http_server(directory: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_reviewer_pulls_over_http_read_only(author: Path, workspace: Path) -> None:
+    reviewer = _clone(author, workspace / "reviewer-http")
+    with _http_server(workspace / "uaprobe-dvc-remote") as url:
+        dvc("remote", "add", "--local", "-d", "web", url, cwd=reviewer)
+        dvc("pull", cwd=reviewer)
+    assert output_digests(reviewer) == output_digests(author)
+    assert "up to date" in dvc("status", cwd=reviewer).stdout
+
+
+def test_reviewer_without_model_rebuilds_paper_from_cache(author: Path, workspace: Path) -> None:
+    """No model can be loaded: a manuscript edit still rebuilds the paper from pulled outputs."""
+    reviewer = _clone(author, workspace / "reviewer-nogpu")
+    params = yaml.safe_load((reviewer / "params.yaml").read_text())
+    model_dir = Path(params["catalog"]["tiny"]["location"])
+    hidden = model_dir.with_name(model_dir.name + "-away")
+    model_dir.rename(hidden)
+    try:
+        qmd = reviewer / "paper" / "paper.qmd"
+        qmd.write_text(qmd.read_text(encoding="utf-8") + "\nA reviewer's added sentence.\n", encoding="utf-8")
+        out = dvc("repro", "--pull", cwd=reviewer).stdout
+    finally:
+        hidden.rename(model_dir)
+    assert "Running stage 'paper'" in out
+    assert "Running stage 'extract@tiny'" not in out
+    html = (reviewer / "paper/_output/paper.html").read_text(encoding="utf-8")
+    assert "added sentence" in html
+    assert (reviewer / "data/embeddings/tiny.h5").is_file(), "the extraction output comes from the cache"
+
+
+def test_extraction_fails_fast_without_the_model(author: Path, workspace: Path) -> None:
+    """The same reviewer forcing the extraction gets the source and the fix, not a traceback."""
+    reviewer = _clone(author, workspace / "reviewer-forced")
+    params = yaml.safe_load((reviewer / "params.yaml").read_text())
+    params["catalog"]["tiny"]["location"] = str(workspace / "nowhere")
+    (reviewer / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = run([sys.executable, "stages/extract.py", "--model", "tiny"], reviewer, check=False)
+    assert proc.returncode == 2
+    assert "has no config.json" in proc.stderr and "nowhere" in proc.stderr
+    assert not (reviewer / "data/embeddings/tiny.h5").exists()
+
+
+def test_metrics_and_plots_diff_across_commits(author: Path, workspace: Path) -> None:
+    project = _clone(author, workspace / "author-diff")
+    dvc("pull", cwd=project)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pooling"]["drop"] = "first"
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = dvc("repro", cwd=project).stdout
+    assert "Running stage 'extract@tiny'" in out
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "pooling.drop: first", cwd=project)
+    diff = json.loads(dvc("metrics", "diff", "HEAD~1", "--json", cwd=project).stdout)
+    changed = {f"{path}:{key}" for path, entries in diff.items() for key, v in entries.items()
+               if v.get("diff") not in (None, 0)}
+    assert any(k.startswith("metrics/models/tiny.json") for k in changed), diff
+    text = dvc("metrics", "diff", "HEAD~1", cwd=project).stdout
+    assert "metrics/models/tiny.json" in text
+    plots = dvc("plots", "diff", "HEAD~1", "-o", str(workspace / "plots-diff"), cwd=project)
+    assert (workspace / "plots-diff" / "index.html").is_file(), plots.stdout
+
+
+def test_exp_run_sets_parameters(author: Path, workspace: Path) -> None:
+    project = _clone(author, workspace / "author-exp")
+    dvc("pull", cwd=project)
+    dvc("exp", "run", "-S", "analysis.bootstrap_resamples=300", "-S", "analysis.ci_level=0.9", cwd=project)
+    shown = yaml.safe_load((project / "params.yaml").read_text())["analysis"]
+    assert shown["bootstrap_resamples"] == 300 and shown["ci_level"] == 0.9
+    out = dvc("status", cwd=project).stdout
+    assert "up to date" in out
+    shutil.rmtree(project)
