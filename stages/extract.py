@@ -2,15 +2,22 @@
 
     python stages/extract.py --model smollm2-135m
 
-Validates params and dataset before the model loads; streams batches into
-``data/embeddings/<model>.h5.partial`` (resumed if an earlier run was interrupted) and moves the
-complete file into place.
+Validates params, dataset, prompts and the output path before the model loads, and the statement
+lengths before any forward pass; streams batches into ``data/embeddings/<model>.h5.partial`` and
+moves the complete file into place, so ``<model>.h5`` is always the previous complete file, the new
+complete file, or absent.
+
+Interrupted (Ctrl-C, SIGTERM, SIGKILL): the partial file stays, and rerunning the same command
+resumes from its last complete batch (``--no-resume`` starts over). Failed (bad input, disk full,
+read-only output, NaN in the model): the partial file is removed -- the fix changes the inputs or
+frees the disk, so there is nothing worth resuming -- and the exit code is 2 with the error logged.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -27,7 +34,7 @@ from uaprobe.distributed import ShardWriter, current_rank, read_shard, shard_bat
 from uaprobe.dataset import load_dataset, load_prompts, sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.models import load_model, pick_device
-from uaprobe.store import ExtractionWriter
+from uaprobe.store import ExtractionWriter, check_output_path
 
 log = logging.getLogger("uaprobe.extract")
 
@@ -39,6 +46,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     dataset = load_dataset(dataset_path)
     prompts = load_prompts(prompts_path)
     device = pick_device(params.extract.device)
+    check_output_path(out)
     rank = current_rank()
     if rank.world > 1:
         import torch.distributed as dist
@@ -63,6 +71,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     extract.check_lengths(lengths, [f"{dataset_path}: {s.json_path}" for s in dataset.statements], limit=limit)
     extract.check_lengths(extract.token_lengths(tokenizer, prompts),
                           [f"{prompts_path}: line {i + 1}" for i in range(len(prompts))], limit=limit)
+    extract.check_content(extract.content_counts(tokenizer, texts, params.pooling.drop), lengths,
+                          [f"{dataset_path}: {s.json_path}" for s in dataset.statements], drop=params.pooling.drop)
     bos_added = bool(tokenizer("a", return_special_tokens_mask=True)["special_tokens_mask"][0])
 
     batches = extract.length_sorted_batches(lengths, params.extract.batch_size)
@@ -73,7 +83,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
             _finish_distributed()
             return out
     aniso, aniso_index, aniso_special = extract.anisotropy_states(model, tokenizer, prompts,
-                                                                  batch_size=params.extract.batch_size)
+                                                                  batch_size=params.extract.batch_size,
+                                                                  model_name=model_id)
     n_layers, hidden_size = aniso.shape[1] - 1, aniso.shape[2]
     attrs = {
         "model_id": model_id,
@@ -123,8 +134,17 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                                     on_batch=on_batch)
             bar.close()
         path = writer.finish()
-    finally:
+    except KeyboardInterrupt:
+        # Interrupted: keep the partial file, closed cleanly, for the next run to resume.
         writer.close()
+        log.warning("interrupted: %d of %d statements are saved in %s; rerun the same command to resume",
+                    int(writer.done.sum()), len(texts), writer.tmp)
+        raise
+    except BaseException:
+        # Failed: the fix changes the inputs or frees the disk, so the partial file is not worth keeping.
+        writer.discard()
+        raise
+    finally:
         if rank.world > 1:
             for r in range(rank.world):
                 shard_path(out, r, rank.world).unlink(missing_ok=True)
@@ -174,12 +194,39 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = args.out or Path("data/embeddings") / f"{args.model}.h5"
     try:
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
         run(model_id=args.model, params_path=args.params, dataset_path=args.dataset, prompts_path=args.prompts,
             out=out, resume=not args.no_resume, progress=True)
     except UAProbeError as exc:
         log.error("%s", exc)
         return 2
+    except (torch.OutOfMemoryError, MemoryError) as exc:
+        log.error("%s: out of memory with extract.batch_size=%s (%s); lower extract.batch_size in params.yaml",
+                  out, _batch_size(args.params), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return 2
+    except KeyboardInterrupt as exc:
+        signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+        log.error("%s: stopped by %s", out, signal.Signals(signum).name)
+        return 128 + int(signum)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    """SIGTERM (e.g. from a job scheduler or `kill`) stops the run like Ctrl-C: the partial file is kept."""
+    raise KeyboardInterrupt(signum)
+
+
+def _batch_size(params_path: Path) -> str:
+    try:
+        return str(load_params(params_path).extract.batch_size)
+    except UAProbeError:
+        return "?"
 
 
 if __name__ == "__main__":

@@ -152,32 +152,64 @@ class Encoded:
 
 
 def encode(tokenizer: Any, texts: Sequence[str]) -> Encoded:
-    """Tokenize a batch, right-padded, with the special-tokens mask."""
-    enc = tokenizer(list(texts), padding=True, return_tensors="pt", return_special_tokens_mask=True)
-    return Encoded(enc["input_ids"], enc["attention_mask"], enc["special_tokens_mask"])
+    """Tokenize a batch, right-padded, with the special-tokens mask.
+
+    Padding is done here rather than by the tokenizer, so a tokenizer with no pad token at all works:
+    padded positions hold the pad id (or id 0 if there is none), are masked out of attention and
+    pooling and are never scored, so their id never reaches a result.
+    """
+    enc = tokenizer(list(texts), return_special_tokens_mask=True)
+    rows, special_rows = enc["input_ids"], enc["special_tokens_mask"]
+    width = max([len(r) for r in rows] + [1])
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    special = torch.ones((len(rows), width), dtype=torch.long)
+    for b, (ids, spec) in enumerate(zip(rows, special_rows)):
+        input_ids[b, :len(ids)] = torch.as_tensor(ids, dtype=torch.long)
+        attention[b, :len(ids)] = 1
+        special[b, :len(ids)] = torch.as_tensor(spec, dtype=torch.long)
+    return Encoded(input_ids, attention, special)
 
 
 def prepare_tokenizer(tokenizer: Any) -> Any:
-    """Right padding, and a pad token if the tokenizer has none (its id never reaches a result)."""
+    """Right padding, with the EOS (or UNK) token as pad token if the tokenizer has none.
+
+    A tokenizer with neither gets no new token (that would need a new embedding row and change the
+    softmax): :func:`encode` pads with id 0, which is masked out everywhere.
+    """
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
-        if tokenizer.pad_token is None:
-            tokenizer.add_special_tokens({"pad_token": "<pad>"})
-        log.info("tokenizer has no pad token; padding with %r (masked out everywhere)", tokenizer.pad_token)
+        log.info("tokenizer has no pad token; padding with %r (masked out everywhere)",
+                 tokenizer.pad_token if tokenizer.pad_token is not None else "id 0")
     return tokenizer
 
 
-def _check_finite(name: str, tensor: torch.Tensor, what: str) -> None:
+def _numerical_fix(name: str, dtype: torch.dtype | None) -> str:
+    if dtype in (torch.float16, torch.bfloat16):
+        return (f"the model runs in {str(dtype).removeprefix('torch.')}, which overflows in some models (Gemma in "
+                f"float16): set `catalog.{name}.dtype: float32` in params.yaml")
+    return (f"the model already runs in {str(dtype).removeprefix('torch.') if dtype else 'its dtype'}, so its "
+            "weights are the likely cause: re-download or reinstall the model")
+
+
+def _check_finite(name: str, tensor: torch.Tensor, what: str, *, layer_dim: int | None = None,
+                  dtype: torch.dtype | None = None) -> None:
+    """Raise :class:`NumericalError` if ``tensor`` holds NaN or inf, naming the first layer that does.
+
+    ``layer_dim`` is the axis that indexes layers (hidden-state index: 0 = token embeddings, L = last
+    block), if any.
+    """
     bad = ~torch.isfinite(tensor)
     if bad.any():
-        layer = int(bad.reshape(bad.shape[0], bad.shape[1], -1).any(dim=2).any(dim=0).nonzero()[0, 0]) \
-            if tensor.dim() >= 3 else -1
-        where = f" at layer {layer}" if layer >= 0 else ""
-        raise NumericalError(
-            f"model {name!r}: {what} contain NaN or inf{where}; float16 overflows in some models "
-            "(Gemma): set `catalog.<id>.dtype` to float32 or bfloat16"
-        )
+        where = ""
+        if layer_dim is not None:
+            per_layer = bad.movedim(layer_dim, 0).reshape(bad.shape[layer_dim], -1).any(dim=1)
+            layer = int(per_layer.nonzero()[0, 0])
+            where = (f" from layer {layer} on (hidden-state index; 0 = token embeddings, "
+                     f"{bad.shape[layer_dim] - 1} = last block)")
+        raise NumericalError(f"model {name!r}: {what} contain NaN or inf{where}; {_numerical_fix(name, dtype)}")
 
 
 @torch.no_grad()
@@ -200,8 +232,11 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
     pooled = pool(hidden, where)
     prenorm = pool(captured["input"].to(device), where)
     nll_sum, nll_mean, n_tokens = sequence_nll(out.logits.to(device), ids, mask)
-    _check_finite(model_name, pooled["mean"], "hidden states")
-    _check_finite(model_name, nll_sum, "log-likelihoods")
+    dtype = next(model.parameters()).dtype
+    for p in ("mean", "first", "last"):
+        _check_finite(model_name, pooled[p], f"hidden states ({p}-pooled)", layer_dim=1, dtype=dtype)
+        _check_finite(model_name, prenorm[p], f"pre-final-norm states ({p}-pooled)", dtype=dtype)
+    _check_finite(model_name, nll_sum, "log-likelihoods", dtype=dtype)
     return BatchResult(
         pooled={k: v.cpu().numpy() for k, v in pooled.items()},
         prenorm={k: v.cpu().numpy() for k, v in prenorm.items()},
@@ -213,12 +248,15 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
 
 
 @torch.no_grad()
-def token_states(model: Any, enc: Encoded) -> list[tuple[np.ndarray, np.ndarray]]:
+def token_states(model: Any, enc: Encoded, *, model_name: str = "model") -> list[tuple[np.ndarray, np.ndarray]]:
     """Every token state of every sequence at every layer: per row ((T_i, L+1, D) float32, (T_i,) special)."""
     device = next(model.parameters()).device
     out = model(input_ids=enc.input_ids.to(device), attention_mask=enc.attention_mask.to(device),
                 output_hidden_states=True, use_cache=False)
     hidden = torch.stack([h.to(device) for h in out.hidden_states], dim=2).float()  # (B, T, L+1, D)
+    attended = enc.attention_mask.bool().to(device)
+    _check_finite(model_name, hidden[attended], "token states of the anisotropy prompts", layer_dim=1,
+                  dtype=next(model.parameters()).dtype)
     rows = []
     for b in range(hidden.shape[0]):
         keep = enc.attention_mask[b].bool()
@@ -241,12 +279,13 @@ def iterate_batches(model: Any, tokenizer: Any, texts: Sequence[str], batches: S
         on_batch(rows, forward_batch(model, enc, drop=drop, model_name=model_name))
 
 
-def anisotropy_states(model: Any, tokenizer: Any, prompts: Sequence[str], *, batch_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def anisotropy_states(model: Any, tokenizer: Any, prompts: Sequence[str], *, batch_size: int,
+                      model_name: str = "model") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token states of every prompt, concatenated: ((T, L+1, D) float32, (T,) prompt index, (T,) special)."""
     states, index, special = [], [], []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start:start + batch_size]
-        for offset, (h, s) in enumerate(token_states(model, encode(tokenizer, chunk))):
+        for offset, (h, s) in enumerate(token_states(model, encode(tokenizer, chunk), model_name=model_name)):
             states.append(h)
             special.append(s)
             index.append(np.full(len(s), start + offset, dtype=np.int32))
@@ -263,6 +302,36 @@ def check_lengths(lengths: Sequence[int], labels: Sequence[str], *, limit: int) 
         if n > limit:
             raise DatasetError(f"{label}: {n} tokens, more than the limit of {limit} "
                                "(the model's context, or extract.max_length); shorten the statement")
+
+
+def content_counts(tokenizer: Any, texts: Sequence[str], drop: str) -> list[int]:
+    """Content tokens per text under the pooling policy (what :func:`content_positions` pools over)."""
+    enc = tokenizer(list(texts), return_special_tokens_mask=True)
+    if drop == "special":
+        return [len(s) - sum(s) for s in enc["special_tokens_mask"]]
+    if drop == "first":
+        return [len(ids) - 1 for ids in enc["input_ids"]]
+    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special' or 'first'")
+
+
+def check_content(counts: Sequence[int], lengths: Sequence[int], labels: Sequence[str], *, drop: str) -> None:
+    """Refuse statements with nothing to pool or nothing to score, naming the first one (before any forward pass).
+
+    ``counts`` are content tokens (:func:`content_counts`), ``lengths`` all tokens (:func:`token_lengths`):
+    the NLL scores tokens 2..T, so a one-token statement has no likelihood.
+    """
+    for n, length, label in zip(counts, lengths, labels):
+        if length < 2:
+            raise DatasetError(
+                f"{label}: {length} token(s); the NLL of a statement scores every token after the first, so it "
+                "needs at least 2 tokens; lengthen the statement"
+            )
+        if n < 1:
+            raise DatasetError(
+                f"{label}: no content tokens under pooling.drop={drop!r} (the statement is a single token, or "
+                "only special tokens such as a literal end-of-text marker); lengthen or rewrite it"
+                + (", or use pooling.drop: special" if drop == "first" else "")
+            )
 
 
 def context_length(model: Any) -> int:

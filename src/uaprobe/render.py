@@ -51,6 +51,7 @@ from typing import Any, Literal
 import yaml
 
 from uaprobe.errors import UAProbeError
+from uaprobe.manuscript import FIGURES_DIR, FIGURES_DIR_ENV
 
 Engine = Literal["auto", "quarto", "fallback"]
 
@@ -239,8 +240,9 @@ def find_quarto(environ: Mapping[str, str] | None = None) -> Path | None:
 
 
 def quarto_command(quarto: Path, qmd: Path) -> list[str]:
-    """The ``quarto render`` command line: every format, executed afresh, nothing frozen."""
-    return [str(quarto), "render", qmd.name, "--execute", "--no-cache", "-M", "freeze:false"]
+    """The ``quarto render`` command line: every format, executed afresh (``_quarto.yml`` sets
+    ``execute.freeze: false``, so nothing is frozen either)."""
+    return [str(quarto), "render", qmd.name, "--execute", "--no-cache"]
 
 
 def render_with_quarto(
@@ -249,6 +251,36 @@ def render_with_quarto(
     """Run ``quarto render`` in the paper directory and move its outputs to ``output_dir``."""
     env = dict(environ)
     env.setdefault("QUARTO_PYTHON", sys.executable)
+    # Quarto compiles Typst with the Quarto project (the paper directory) as root, so images
+    # outside it cannot be read: figures are copied in for the render and removed afterwards.
+    staged = _stage_figures(qmd.parent)
+    if staged is not None:
+        env[FIGURES_DIR_ENV] = str(staged)
+    try:
+        return _run_quarto(quarto, qmd, output_dir=output_dir, env=env)
+    finally:
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+STAGED_FIGURES = "_figures"
+"""Directory inside the paper directory that holds the figures while Quarto renders."""
+
+
+def _stage_figures(paper_dir: Path) -> Path | None:
+    for candidate in (paper_dir, *paper_dir.parents):
+        if (candidate / "params.yaml").is_file():
+            source = candidate / FIGURES_DIR
+            if not source.is_dir():
+                return None
+            target = paper_dir / STAGED_FIGURES
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target)
+            return target
+    return None
+
+
+def _run_quarto(quarto: Path, qmd: Path, *, output_dir: Path, env: Mapping[str, str]) -> RenderResult:
     with tempfile.TemporaryDirectory(prefix="quarto-", dir=qmd.parent) as tmp:
         command = quarto_command(quarto, qmd) + ["--output-dir", tmp]
         proc = subprocess.run(command, cwd=qmd.parent, env=env, capture_output=True, text=True)
@@ -385,8 +417,9 @@ def split_chunks(body: str, *, first_line: int = 1, where: str = "<manuscript>")
             yield from flush()
             options, code = parse_cell_options("".join(lines[index + 1:end]), line=lineno + 1, where=where)
             yield CodeCell(options=options, code=code, line=lineno)
-        else:
-            markdown.extend((t, first_line + i) for i, t in enumerate(lines[index:end + 1], start=index))
+        else:  # a plain code block: verbatim, neither scanned nor evaluated
+            yield from flush()
+            yield MarkdownChunk(parts=("".join(lines[index:end + 1]),), line=lineno)
         index = end + 1
     yield from flush()
 
@@ -561,17 +594,23 @@ def execute_manuscript(manuscript: Manuscript, *, timeout: int = 900) -> dict[in
         resources={"metadata": {"path": str(manuscript.path.parent)}},
     )
     where = "setup"
-    try:
-        with client.setup_kernel():
-            for index, cell in enumerate(notebook.cells):
-                where = items[index][1]
-                client.execute_cell(cell, index)
-    except CellExecutionError as exc:
-        raise RenderError(f"{manuscript.path}: {where} raised {exc.ename}: {exc.evalue}\n{_strip_ansi(exc.traceback)[-3000:]}") from None
-    except CellTimeoutError:
-        raise RenderError(f"{manuscript.path}: {where} did not finish within {timeout} s") from None
-    except DeadKernelError as exc:
-        raise RenderError(f"{manuscript.path}: the kernel died while running {where}: {exc}") from None
+    # The kernel's own log (start-up notices, crashes) goes to a file, quoted if the kernel dies.
+    with tempfile.TemporaryFile(mode="w+b") as kernel_log:
+        try:
+            with client.setup_kernel(stderr=kernel_log, stdout=kernel_log):
+                for index, cell in enumerate(notebook.cells):
+                    where = items[index][1]
+                    client.execute_cell(cell, index)
+        except CellExecutionError as exc:
+            raise RenderError(f"{manuscript.path}: {where} raised {exc.ename}: {exc.evalue}\n"
+                              f"{_strip_ansi(exc.traceback)[-3000:]}") from None
+        except CellTimeoutError:
+            raise RenderError(f"{manuscript.path}: {where} did not finish within {timeout} s") from None
+        except (DeadKernelError, RuntimeError) as exc:
+            kernel_log.seek(0)
+            log_tail = kernel_log.read().decode("utf-8", "replace")[-3000:]
+            raise RenderError(f"{manuscript.path}: the kernel failed while running {where}: {exc}\n"
+                              f"kernel log:\n{log_tail}") from None
     results: dict[int, CellOutput] = {}
     for (key, _where), cell in zip(items, notebook.cells):
         results[key] = _collect_outputs(cell.get("outputs", []))
@@ -1036,6 +1075,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -23,12 +23,22 @@ Layout of ``data/embeddings/<model>.h5`` (names may grow, never shrink)::
 
 Writes go to ``<name>.h5.partial`` in the same directory and are moved into place with
 :func:`os.replace` only once the file is complete, so the output path holds either a complete file
-or nothing. Bytes are deterministic: no timestamps, sorted attributes, contiguous datasets.
+(the previous one, or the new one) or nothing. Bytes are deterministic: no timestamps, sorted
+attributes, contiguous datasets.
+
+Faults: every dataset's storage is allocated when the partial file is created, so a full disk
+shows at creation, before any batch is computed. A failed write (disk full, read-only directory,
+I/O error) removes the partial file and raises :class:`~uaprobe.errors.UAProbeError` naming the
+file and the fix. An interrupted run (Ctrl-C, SIGTERM, SIGKILL) leaves the partial file, which the
+next run with the same inputs resumes from its last complete batch.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +49,53 @@ import numpy as np
 
 from uaprobe.errors import UAProbeError
 
+log = logging.getLogger(__name__)
+
 POOLINGS = ("mean", "last", "first")
 STR = h5py.string_dtype("utf-8")
 
 
 def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
+
+
+def os_reason(exc: BaseException) -> str:
+    """The operating-system reason behind an I/O error, also when HDF5 buried it in its message."""
+    number = getattr(exc, "errno", None)
+    if not number:
+        found = re.search(r"errno = (\d+)", str(exc))
+        number = int(found.group(1)) if found else None
+    if number:
+        return f"{os.strerror(number)} [errno {number}]"
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _write_error(path: Path, exc: BaseException, doing: str) -> UAProbeError:
+    return UAProbeError(
+        f"{path}: {doing} failed ({os_reason(exc)}); free space on the disk of {path.parent} or point --out "
+        "at a writable directory. No partial file was left behind and an earlier complete file is untouched"
+    )
+
+
+def check_output_path(path: str | Path) -> None:
+    """Fail early, before any model loads, if ``path`` cannot be written: its directory cannot be
+    created, is read-only, or ``path`` itself is a directory."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UAProbeError(f"{path}: cannot create the output directory {path.parent} ({os_reason(exc)}); "
+                           "point --out at a writable directory") from None
+    if path.is_dir():
+        raise UAProbeError(f"{path}: is a directory; remove it or point --out at a file path")
+    try:
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UAProbeError(f"{path}: the output directory {path.parent} is not writable ({os_reason(exc)}); "
+                           "point --out at a writable directory") from None
 
 
 def _dataset(group: h5py.Group, name: str, data: Any = None, *, shape: tuple[int, ...] | None = None,
@@ -75,17 +126,19 @@ def open_new(path: str | Path) -> Iterator[h5py.File]:
     left untouched.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    check_output_path(path)
     tmp = partial_path(path)
     try:
         fh = h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False)
     except OSError as exc:
-        raise UAProbeError(f"{path}: cannot create the output file ({exc}); check the directory is writable "
-                           "and the disk has space") from None
+        raise _write_error(path, exc, "creating the output file") from None
     try:
         with fh:
             yield fh
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _write_error(path, exc, "writing the output file") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -139,23 +192,31 @@ def read_embeddings(path: str | Path) -> Embeddings:
         attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in fh.attrs.items()}
         if not attrs.get("complete"):
             raise UAProbeError(f"{path}: incomplete extraction file; delete it and rerun the extract stage")
-        return Embeddings(
-            attrs=attrs,
-            text=_strings(fh["statements/text"]),
-            category=np.array(_strings(fh["statements/category"])),
-            pair=fh["statements/pair"][()].astype(np.int64),
-            side=fh["statements/side"][()].astype(np.int64),
-            pooled={p: fh[f"pooled/{p}"][()] for p in POOLINGS},
-            prenorm={p: fh[f"prenorm/{p}"][()] for p in POOLINGS},
-            nll_sum=fh["nll/sum"][()],
-            nll_mean=fh["nll/mean"][()],
-            n_tokens=fh["n_tokens"][()].astype(np.int64),
-            n_content=fh["n_content"][()].astype(np.int64),
-            prompts=_strings(fh["anisotropy/prompt"]),
-            aniso_states=fh["anisotropy/states"][()],
-            aniso_prompt_index=fh["anisotropy/prompt_index"][()].astype(np.int64),
-            aniso_special=fh["anisotropy/special"][()].astype(bool),
-        )
+        try:
+            return _read(fh, attrs)
+        except (KeyError, OSError, ValueError) as exc:
+            raise UAProbeError(f"{path}: not an extraction file of this layout or damaged ({exc}); delete it "
+                               "and rerun the extract stage") from None
+
+
+def _read(fh: h5py.File, attrs: dict[str, Any]) -> Embeddings:
+    return Embeddings(
+        attrs=attrs,
+        text=_strings(fh["statements/text"]),
+        category=np.array(_strings(fh["statements/category"])),
+        pair=fh["statements/pair"][()].astype(np.int64),
+        side=fh["statements/side"][()].astype(np.int64),
+        pooled={p: fh[f"pooled/{p}"][()] for p in POOLINGS},
+        prenorm={p: fh[f"prenorm/{p}"][()] for p in POOLINGS},
+        nll_sum=fh["nll/sum"][()],
+        nll_mean=fh["nll/mean"][()],
+        n_tokens=fh["n_tokens"][()].astype(np.int64),
+        n_content=fh["n_content"][()].astype(np.int64),
+        prompts=_strings(fh["anisotropy/prompt"]),
+        aniso_states=fh["anisotropy/states"][()],
+        aniso_prompt_index=fh["anisotropy/prompt_index"][()].astype(np.int64),
+        aniso_special=fh["anisotropy/special"][()].astype(bool),
+    )
 
 
 def _allocated(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any) -> h5py.Dataset:
@@ -184,26 +245,40 @@ class ExtractionWriter:
                  attrs: Mapping[str, Any], resume: bool = True) -> None:
         self.path = Path(path)
         self.tmp = partial_path(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        check_output_path(self.path)
         self.attrs = {k: _plain(v) for k, v in attrs.items()}
         n = len(texts)
         self.fh: h5py.File | None = None
         if resume and self.tmp.exists():
-            self.fh = self._try_resume(n)
+            self.fh = self._try_resume(n, n_layers, hidden_size)
         if self.fh is None:
-            self.tmp.unlink(missing_ok=True)
+            try:
+                self.tmp.unlink(missing_ok=True)
+            except OSError as exc:
+                raise _write_error(self.path, exc, f"removing the old {self.tmp.name}") from None
             self.fh = self._create(texts, categories, pairs, sides, n_layers, hidden_size, prompts,
                                    aniso_states, aniso_prompt_index, aniso_special)
-        self.done = self.fh["progress/done"][()].astype(bool)
+        try:
+            self.done = self.fh["progress/done"][()].astype(bool)
+        except OSError as exc:
+            self.discard()
+            raise _write_error(self.path, exc, "reading the progress of the partial file") from None
 
-    def _try_resume(self, n: int) -> h5py.File | None:
+    def _try_resume(self, n: int, n_layers: int, hidden_size: int) -> h5py.File | None:
+        """The partial file of an interrupted run with the same inputs, open for writing; else None."""
         try:
             fh = h5py.File(self.tmp, "r+")
-        except OSError:
-            return None  # killed mid-write: the metadata is not consistent; start over
-        same = all(_same(fh.attrs.get(k), v) for k, v in self.attrs.items()) and fh["progress/done"].shape == (n,)
-        if not same:
-            fh.close()
+        except OSError as exc:
+            log.warning("%s is unreadable (%s), probably killed while being created; starting over",
+                        self.tmp, os_reason(exc))
+            return None
+        try:
+            reason = _resume_mismatch(fh, self.attrs, n, n_layers, hidden_size)
+        except Exception as exc:  # noqa: BLE001 - a damaged file can fail in many ways; none may stop a fresh start
+            reason = f"it is damaged ({exc})"
+        if reason:
+            log.info("not resuming %s: %s; starting over", self.tmp, reason)
+            _close_quietly(fh)
             return None
         return fh
 
@@ -213,8 +288,8 @@ class ExtractionWriter:
         try:
             fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
         except OSError as exc:
-            raise UAProbeError(f"{self.path}: cannot create the output file ({exc}); check the directory "
-                               "is writable and the disk has space") from None
+            self.tmp.unlink(missing_ok=True)
+            raise _write_error(self.path, exc, "creating the output file") from None
         try:
             n, shape = len(texts), (len(texts), n_layers + 1, hidden_size)
             _dataset(fh, "statements/text", np.array(texts, dtype=object), dtype=STR)
@@ -235,9 +310,11 @@ class ExtractionWriter:
             _dataset(fh, "anisotropy/special", np.asarray(aniso_special, dtype=np.bool_))
             write_attrs(fh, dict(self.attrs, complete=False))
             fh.flush()
-        except BaseException:
-            fh.close()
+        except BaseException as exc:
+            _close_quietly(fh)
             self.tmp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise _write_error(self.path, exc, "creating the output file") from None
             raise
         return fh
 
@@ -251,33 +328,78 @@ class ExtractionWriter:
         assert self.fh is not None
         order = np.argsort(rows)
         idx = np.asarray(rows)[order]
-        for p in POOLINGS:
-            self.fh[f"pooled/{p}"][idx] = result.pooled[p][order]
-            self.fh[f"prenorm/{p}"][idx] = result.prenorm[p][order]
-        self.fh["nll/sum"][idx] = result.nll_sum[order]
-        self.fh["nll/mean"][idx] = result.nll_mean[order]
-        self.fh["n_tokens"][idx] = result.n_tokens[order]
-        self.fh["n_content"][idx] = result.n_content[order]
+        try:
+            # Data first, then the progress flags: a run killed in between redoes the batch.
+            for p in POOLINGS:
+                self.fh[f"pooled/{p}"][idx] = result.pooled[p][order]
+                self.fh[f"prenorm/{p}"][idx] = result.prenorm[p][order]
+            self.fh["nll/sum"][idx] = result.nll_sum[order]
+            self.fh["nll/mean"][idx] = result.nll_mean[order]
+            self.fh["n_tokens"][idx] = result.n_tokens[order]
+            self.fh["n_content"][idx] = result.n_content[order]
+            self.fh["progress/done"][idx] = True
+            self.fh.flush()
+        except OSError as exc:
+            self.discard()
+            raise _write_error(self.path, exc, "writing a batch") from None
         self.done[idx] = True
-        self.fh["progress/done"][idx] = True
-        self.fh.flush()
 
     def finish(self) -> Path:
         """Mark the file complete and move it into place."""
         assert self.fh is not None
         if not self.done.all():
             raise UAProbeError(f"{self.path}: {int((~self.done).sum())} statements were not written")
-        self.fh.attrs["complete"] = True
-        self.fh.close()
-        self.fh = None
-        os.replace(self.tmp, self.path)
+        try:
+            self.fh.attrs["complete"] = True
+            self.fh.close()
+            self.fh = None
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.discard()
+            raise _write_error(self.path, exc, "moving the finished file into place") from None
         return self.path
 
     def close(self) -> None:
-        """Close without finishing: the partial file stays for a later resume."""
+        """Close without finishing: the partial file stays for a later resume (after an interruption)."""
         if self.fh is not None:
             self.fh.close()
             self.fh = None
+
+    def discard(self) -> None:
+        """Close and delete the partial file (after an error: it is not worth resuming)."""
+        if self.fh is not None:
+            _close_quietly(self.fh)
+            self.fh = None
+        try:
+            self.tmp.unlink(missing_ok=True)
+        except OSError as exc:
+            log.error("could not remove %s (%s); delete it by hand", self.tmp, os_reason(exc))
+
+
+def _resume_mismatch(fh: h5py.File, attrs: Mapping[str, Any], n: int, n_layers: int, hidden_size: int) -> str:
+    """Why the partial file ``fh`` cannot be resumed by a run with ``attrs`` (empty string: it can)."""
+    for key, value in attrs.items():
+        if not _same(fh.attrs.get(key), value):
+            return f"it was written with {key}={fh.attrs.get(key)!r}, this run has {value!r}"
+    shapes = {f"pooled/{p}": (n, n_layers + 1, hidden_size) for p in POOLINGS}
+    shapes.update({f"prenorm/{p}": (n, hidden_size) for p in POOLINGS})
+    shapes.update({name: (n,) for name in ("nll/sum", "nll/mean", "n_tokens", "n_content", "progress/done",
+                                           "statements/text")})
+    for name, shape in shapes.items():
+        if name not in fh or fh[name].shape != shape:
+            return f"{name} is missing or not of shape {shape}"
+    for name in ("anisotropy/states", "anisotropy/prompt", "anisotropy/prompt_index", "anisotropy/special"):
+        if name not in fh:
+            return f"{name} is missing"
+    return ""
+
+
+def _close_quietly(fh: h5py.File) -> None:
+    """Close a file whose last write failed; closing flushes and can fail again for the same reason."""
+    try:
+        fh.close()
+    except Exception:  # noqa: BLE001 - the first error is the one reported
+        pass
 
 
 def _same(stored: Any, wanted: Any) -> bool:

@@ -101,8 +101,11 @@ def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    x, y = np.broadcast_arrays(x, y)
-    w = np.ones(x.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), x.shape)
+    if mask is None:
+        x, y = np.broadcast_arrays(x, y)
+        w = np.ones(x.shape, dtype=bool)
+    else:
+        x, y, w = np.broadcast_arrays(x, y, np.asarray(mask, dtype=bool))
     n = w.sum(axis=-1)
     nonfinite = (w & ~(np.isfinite(x) & np.isfinite(y))).any(axis=-1)
     xs = np.where(w, x, 0.0)
@@ -125,15 +128,31 @@ def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min
     return Correlation(r=r, p=pearson_p(r=r, n=n), n=n, reason=reason)
 
 
+def average_ranks(x: np.ndarray) -> FloatArray:
+    """Ranks 1..n along the last axis, ties sharing their average rank (``scipy.stats.rankdata``)."""
+    x = np.asarray(x, dtype=float)
+    n = x.shape[-1]
+    order = np.argsort(x, axis=-1, kind="stable")
+    s = np.take_along_axis(x, order, axis=-1)
+    idx = np.broadcast_to(np.arange(n), s.shape)
+    starts_here = np.ones(s.shape, dtype=bool)
+    starts_here[..., 1:] = s[..., 1:] != s[..., :-1]
+    ends_here = np.ones(s.shape, dtype=bool)
+    ends_here[..., :-1] = s[..., 1:] != s[..., :-1]
+    start = np.maximum.accumulate(np.where(starts_here, idx, 0), axis=-1)
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(ends_here, idx, n - 1), axis=-1), axis=-1), axis=-1)
+    ranks = np.empty(s.shape)
+    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=-1)
+    return ranks
+
+
 def spearman(x: np.ndarray, y: np.ndarray, *, x_name: str = "x", y_name: str = "y") -> Correlation:
     """Spearman rho (Pearson of average ranks) along the last axis, with the t-test p-value
     (as ``scipy.stats.spearmanr``). ``x`` and ``y`` broadcast to ``(..., n)``."""
-    from scipy.stats import rankdata
-
     x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     finite = np.isfinite(x) & np.isfinite(y)
-    rx = np.where(finite, rankdata(np.where(finite, x, 0.0), axis=-1), np.nan)
-    ry = np.where(finite, rankdata(np.where(finite, y, 0.0), axis=-1), np.nan)
+    rx = np.where(finite, average_ranks(np.where(finite, x, 0.0)), np.nan)
+    ry = np.where(finite, average_ranks(np.where(finite, y, 0.0)), np.nan)
     return pearson(rx, ry, x_name=x_name, y_name=y_name)
 
 
@@ -266,11 +285,9 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
 
 def fisher_interval(*, r: FloatArray, n: np.ndarray, level: float) -> tuple[FloatArray, FloatArray, ReasonArray]:
     """Fisher-z interval ``tanh(atanh(r) +- z / sqrt(n - 3))``; needs n >= 4 and a defined r."""
-    from scipy.stats import norm
-
     r = np.asarray(r, dtype=float)
     n = np.asarray(n, dtype=float)
-    zcrit = norm.ppf(0.5 + level / 2.0)
+    zcrit = special.ndtri(0.5 + level / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.arctanh(r)
         se = 1.0 / np.sqrt(n - 3.0)

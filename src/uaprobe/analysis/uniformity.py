@@ -42,12 +42,24 @@ def gram(x: np.ndarray) -> np.ndarray:
     return u @ np.swapaxes(u, -1, -2)
 
 
-def group_uniformity(g: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+class FlatGram:
+    """Gram matrices (L, n, n) laid out as (n*n, L): one contiguous row of L values per entry
+    (i, j), so gathering the entries of many groups reads whole rows. Build once, reuse for every
+    partition of the same matrices."""
+
+    def __init__(self, g: np.ndarray) -> None:
+        g = np.asarray(g, dtype=np.float64)
+        self.n_layers, self.n, _ = g.shape
+        self.table = np.ascontiguousarray(g.reshape(self.n_layers, self.n * self.n).T)
+
+
+def group_uniformity(g: np.ndarray | FlatGram, labels: np.ndarray, *,
+                     n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Uniformity of every group of every partition, from Gram matrices.
 
     Args:
         g: (L, n, n) Gram matrices (or any linear combination of them, e.g. ``G_A - G_B``, which
-            gives the difference of uniformities directly).
+            gives the difference of uniformities directly), or their :class:`FlatGram`.
         labels: (P, n) int, the group of each member in each partition; -1 leaves a member out.
         n_groups: number of groups G per partition (labels < G).
 
@@ -58,9 +70,9 @@ def group_uniformity(g: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
     Only the within-group entries are visited (about ``n^2 / (2G)`` per partition per layer,
     gathered in one indexing operation per distinct group size), never an ``n x n`` mask per group.
     """
-    g = np.asarray(g, dtype=np.float64)
+    flat_g = g if isinstance(g, FlatGram) else FlatGram(g)
     labels = np.asarray(labels, dtype=np.int64)
-    n_layers, n, _ = g.shape
+    n_layers, n = flat_g.n_layers, flat_g.n
     n_parts = labels.shape[0]
     if labels.shape[1] != n:
         raise ValueError(f"labels cover {labels.shape[1]} members, the Gram matrices {n}")
@@ -72,8 +84,6 @@ def group_uniformity(g: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
     sizes_all = np.bincount(flat_labels, minlength=n_parts * (n_groups + 1)).reshape(n_parts, n_groups + 1)
     sizes = sizes_all[:, :n_groups]
     starts = np.cumsum(sizes_all, axis=1) - sizes_all
-    flat_g = g.reshape(n_layers, n * n).T  # (n*n, L): rows of L values for one (i, j)
-    flat_g = np.ascontiguousarray(flat_g)
     out = np.full((n_layers, n_parts, n_groups), np.nan)
     for size in np.unique(sizes[sizes >= 2]):
         part_idx, group_idx = np.nonzero(sizes == size)
@@ -81,7 +91,7 @@ def group_uniformity(g: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
         members = order[part_idx[:, None], pos]  # (m, size) member indices
         iu, ju = np.triu_indices(int(size), k=1)
         flat = members[:, iu] * n + members[:, ju]  # (m, t)
-        sums = flat_g[flat].sum(axis=1)  # (m, L)
+        sums = flat_g.table[flat].sum(axis=1)  # (m, L)
         out[:, part_idx, group_idx] = (sums / iu.size).T
     return out, sizes
 

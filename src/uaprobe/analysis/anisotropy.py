@@ -1,0 +1,141 @@
+"""Seed 004: the anisotropy profile of the token states of the anisotropy prompts, per layer.
+
+Per layer, from the n x D matrix X of token states: the covariance spectrum ``lambda = s^2 / (n-1)``
+from the singular values ``s`` of the centred X (an SVD of the n x D matrix, never the D x D
+covariance), padded with zeros to D values and floored at 1e-10 as the seed's ``eigvalsh`` path;
+eigenvalue variance, lambda1 / sum(lambda), effective rank exp(H(lambda / sum)), mean cosine to the
+mean state, variance share of the top 1/10/50 components, the top of the spectrum. L* = argmax of
+lambda1 / sum; the seed's bell-curve test fits a line before and after L*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import curves, stats
+from uaprobe.analysis.report import Reasons
+
+EIGEN_FLOOR = 1e-10
+"""Seed 004 floors eigenvalues at this value (``np.maximum(eigenvalues, 1e-10)``)."""
+TOP_SHARES = (1, 10, 50)
+
+
+def select_tokens(*, states: np.ndarray, special: np.ndarray, pooling_drop: str) -> tuple[np.ndarray, str]:
+    """Token states to use: (T, L+1, D) -> (L+1, n, D) float64 and the selection's name.
+
+    ``pooling_drop == "special"``: content tokens only (``"content"``); ``"first"``: every token,
+    as seed 004 did (``"all"``).
+    """
+    if pooling_drop == "special":
+        keep, name = ~np.asarray(special, dtype=bool), "content"
+    else:
+        keep, name = np.ones(states.shape[0], dtype=bool), "all"
+    return np.swapaxes(np.asarray(states[keep], dtype=np.float64), 0, 1), name
+
+
+def covariance_spectrum(x: np.ndarray) -> np.ndarray:
+    """Eigenvalues of the covariance of each layer's rows: x (L, n, D) -> (L, D), descending,
+    from the SVD of the centred n x D matrices, padded with zeros to D and floored at 1e-10."""
+    n, d = x.shape[-2], x.shape[-1]
+    centred = x - x.mean(axis=-2, keepdims=True)
+    s = np.linalg.svd(centred, compute_uv=False)  # (L, min(n, d)), descending
+    lam = np.zeros(x.shape[:-2] + (d,))
+    lam[..., : s.shape[-1]] = s * s / max(n - 1, 1)
+    return np.maximum(lam, EIGEN_FLOOR)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Per-layer anisotropy measures, arrays (L+1,) unless noted."""
+
+    eigenvalue_variance: np.ndarray
+    lambda1_ratio: np.ndarray
+    effective_rank: np.ndarray
+    mean_cos_to_mean: np.ndarray
+    mean_cos_reason: np.ndarray
+    var_top: dict[int, np.ndarray]
+    spectrum: np.ndarray
+    """(L+1, m) leading eigenvalues."""
+
+
+def anisotropy_profile(x: np.ndarray, *, spectrum_top: int) -> Profile:
+    """Seed 004's measures for x (L+1, n, D) (n >= 2 token states)."""
+    lam = covariance_spectrum(x)
+    total = lam.sum(axis=-1)
+    norm = lam / total[..., None]
+    entropy = -(norm * np.log(norm + 1e-10)).sum(axis=-1)
+    cum = np.cumsum(lam, axis=-1) / total[..., None]
+    d = lam.shape[-1]
+    mean_vec = x.mean(axis=-2)  # (L, D)
+    mean_norm = np.linalg.norm(mean_vec, axis=-1)
+    dots = np.einsum("lnd,ld->ln", x, mean_vec)
+    row_norms = np.linalg.norm(x, axis=-1)
+    cos = dots / (row_norms * mean_norm[:, None] + 1e-10)
+    zero_mean = mean_norm <= 1e-10
+    return Profile(
+        eigenvalue_variance=lam.var(axis=-1),
+        lambda1_ratio=lam[..., 0] / total,
+        effective_rank=np.exp(entropy),
+        mean_cos_to_mean=np.where(zero_mean, np.nan, cos.mean(axis=-1)),
+        mean_cos_reason=stats.first_reason((zero_mean, "the mean token state is the zero vector")),
+        var_top={k: cum[..., min(k, d) - 1] for k in TOP_SHARES},
+        spectrum=lam[..., : min(spectrum_top, d)],
+    )
+
+
+def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str, n_tokens: int, n_prompts: int,
+                       sign_changes: Sequence[dict[str, Any]], rec: Reasons) -> dict[str, Any]:
+    """The body of ``anisotropy.json``; ``sign_changes`` are the mean-pooling records of layerwise r."""
+    ratio = profile.lambda1_ratio
+    out: dict[str, Any] = {
+        "token_selection": token_selection, "n_tokens": n_tokens, "n_prompts": n_prompts,
+        "eigenvalue_variance": rec.series("eigenvalue_variance", profile.eigenvalue_variance),
+        "lambda1_ratio": rec.series("lambda1_ratio", ratio),
+        "effective_rank": rec.series("effective_rank", profile.effective_rank),
+        "mean_cos_to_mean": rec.series("mean_cos_to_mean", profile.mean_cos_to_mean, profile.mean_cos_reason),
+        "spectrum": rec.series("spectrum", profile.spectrum),
+        "spectrum_top": int(profile.spectrum.shape[-1]),
+    }
+    for k, v in profile.var_top.items():
+        out[f"var_top{k}"] = rec.series(f"var_top{k}", v)
+    l_star = stats.peak(ratio)
+    assert l_star is not None  # the ratio is always finite (floored eigenvalues)
+    out["l_star"] = l_star
+    out["l_star_depth_pct"] = float(curves.depth_pct([l_star], n_layers=n_layers)[0])
+    out["l_star_value"] = float(ratio[l_star])
+    fits = {"before": stats.line_fit(ratio[:l_star]), "after": stats.line_fit(ratio[l_star:])}
+    bell: dict[str, Any] = {}
+    for name, fit in fits.items():
+        bell[name] = {
+            "n_layers": fit.n,
+            **{f: rec.value(f"bell_curve/{name}/{f}", getattr(fit, f), fit.reason.get(f))
+               for f in ("slope", "intercept", "r", "p")},
+        }
+    slopes_defined = np.isfinite(fits["before"].slope) and np.isfinite(fits["after"].slope)
+    bell["is_bell_curve"] = rec.scalar_flag(
+        "bell_curve/is_bell_curve", fits["before"].slope > 0 and fits["after"].slope < 0, defined=slopes_defined,
+        reason="a slope is undefined (L* at the first or last layer)")
+    out["bell_curve"] = bell
+    changes = [dict(sc, distance=int(l_star - sc["layer_after"])) for sc in sign_changes]
+    inversions = [sc for sc in changes if sc["r_before"] > 0 > sc["r_after"]]
+    corr: dict[str, Any] = {"pooling": "mean", "sign_changes": changes}
+    if inversions:
+        corr["last_inversion_layer"] = inversions[-1]["layer_after"]
+        corr["distance_to_last_inversion"] = inversions[-1]["distance"]
+    else:
+        why = "r(UA, preference) never changes from positive to negative"
+        corr["last_inversion_layer"] = rec.label("correlation_sign_changes/last_inversion_layer", None, why)
+        corr["distance_to_last_inversion"] = rec.label("correlation_sign_changes/distance_to_last_inversion", None, why)
+    if changes:
+        nearest = min(changes, key=lambda sc: (abs(sc["distance"]), sc["layer_after"]))
+        corr["nearest_sign_change_layer"] = nearest["layer_after"]
+        corr["distance_to_nearest"] = nearest["distance"]
+    else:
+        why = "r(UA, preference) never changes sign"
+        corr["nearest_sign_change_layer"] = rec.label("correlation_sign_changes/nearest_sign_change_layer", None, why)
+        corr["distance_to_nearest"] = rec.label("correlation_sign_changes/distance_to_nearest", None, why)
+    out["correlation_sign_changes"] = corr
+    return out

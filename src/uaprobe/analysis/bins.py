@@ -1,0 +1,261 @@
+"""Seed 002: random partitions of the pairs into k bins; r(UA, preference) across bins.
+
+Two schemes: ``randint`` (the seed's: each pair draws a bin uniformly, so bin sizes vary and bins
+with fewer than 2 pairs are skipped) and ``balanced`` (a random permutation cut into k bins whose
+sizes differ by at most one). For each k: mean and std of r and mean p over the partitions, per
+layer. One seeded partition with k = ``ci_k`` gets the full statistics (bootstrap CI of r over its
+bins), compared with the category-level result (n = 6).
+
+All partitions of one k are evaluated at once: bin uniformities come from the Gram matrices
+(:func:`~uaprobe.analysis.uniformity.group_uniformity` on ``G_A - G_B``), bin preferences from a
+weighted bincount, correlations from masked, vectorised moments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import stats
+from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
+from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.uniformity import FlatGram, group_means, group_uniformity
+from uaprobe.config import AnalysisParams
+from uaprobe.errors import ConfigError
+
+Scheme = Literal["randint", "balanced"]
+SCHEMES: tuple[Scheme, ...] = ("randint", "balanced")
+MIN_BIN_PAIRS = 2
+"""A bin needs two pairs for a uniformity (the seed skips smaller bins)."""
+
+
+def check_bins(params: AnalysisParams, *, n_pairs: int) -> None:
+    """Refuse bin counts that cannot give bins of at least two pairs."""
+    limit = n_pairs // MIN_BIN_PAIRS
+    for key, values in (("analysis.bins.k", params.bins.k), ("analysis.bins.ci_k", (params.bins.ci_k,))):
+        too_big = [k for k in values if k > limit]
+        if too_big:
+            raise ConfigError(f"{key}: {too_big if key.endswith('.k') else too_big[0]} is more bins than "
+                              f"{n_pairs} pairs allow (at most {limit}, for bins of {MIN_BIN_PAIRS} pairs); "
+                              "lower it in params.yaml")
+
+
+def partitions(rng: np.random.Generator, *, scheme: Scheme, n: int, k: int, count: int) -> np.ndarray:
+    """(count, n) bin labels in 0..k-1."""
+    if scheme == "randint":
+        return rng.integers(0, k, size=(count, n))
+    sizes = np.full(k, n // k)
+    sizes[: n % k] += 1
+    base = np.repeat(np.arange(k), sizes)  # (n,)
+    order = rng.permuted(np.broadcast_to(np.arange(n), (count, n)), axis=1)
+    labels = np.empty((count, n), dtype=np.int64)
+    np.put_along_axis(labels, order, np.broadcast_to(base, (count, n)), axis=1)
+    return labels
+
+
+@dataclass(frozen=True)
+class KSummary:
+    """Summary over the partitions of one k, per view: arrays (V,)."""
+
+    r_mean: np.ndarray
+    r_std: np.ndarray
+    p_mean: np.ndarray
+    n_valid: np.ndarray
+    bins_used_mean: float
+    bin_size_min: int
+    bin_size_max: int
+
+
+def summarize_partitions(*, gram_diff: np.ndarray | FlatGram, preference: np.ndarray, labels: np.ndarray, k: int) -> KSummary:
+    """r across the bins of every partition, then mean / std (ddof 0) / mean p over partitions.
+
+    Args:
+        gram_diff: (V, n, n) ``G_A - G_B`` (or its :class:`FlatGram`).
+        preference: (n,) per-pair preference.
+        labels: (P, n) bin of each pair in each partition.
+        k: bins per partition.
+    """
+    ua, sizes = group_uniformity(gram_diff, labels, n_groups=k)  # (V, P, k)
+    pref, _ = group_means(preference, labels, n_groups=k)  # (P, k)
+    used = sizes >= MIN_BIN_PAIRS
+    corr = stats.pearson(ua, np.where(used, pref, 0.0)[None], mask=used[None])  # (V, P)
+    ok = np.isfinite(corr.r)
+    n_valid = ok.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r0 = np.where(ok, corr.r, 0.0)
+        r_mean = r0.sum(axis=1) / n_valid
+        r_std = np.sqrt(np.where(ok, (corr.r - r_mean[:, None]) ** 2, 0.0).sum(axis=1) / n_valid)
+        p_mean = np.where(ok, corr.p, 0.0).sum(axis=1) / n_valid
+    none = n_valid == 0
+    return KSummary(r_mean=np.where(none, np.nan, r_mean), r_std=np.where(none, np.nan, r_std),
+                    p_mean=np.where(none, np.nan, p_mean), n_valid=n_valid,
+                    bins_used_mean=float(used.sum(axis=1).mean()), bin_size_min=int(sizes.min()),
+                    bin_size_max=int(sizes.max()))
+
+
+@dataclass(frozen=True)
+class CiPartition:
+    """The one seeded partition with k = ci_k; per-bin arrays cover the bins with >= 2 pairs."""
+
+    k: int
+    assignment: np.ndarray
+    """(n_pairs,) bin of each pair."""
+    bin_ids: np.ndarray
+    """(n_bins,) the used bins (labels)."""
+    bin_sizes: np.ndarray
+    mean_preference: np.ndarray
+    u_a: np.ndarray
+    """(V, n_bins)"""
+    u_b: np.ndarray
+    stats: GroupStats
+
+
+def ci_partition(*, gram_a: np.ndarray, gram_b: np.ndarray, preference: np.ndarray, labels: np.ndarray, k: int,
+                 params: AnalysisParams, rng: np.random.Generator) -> CiPartition:
+    """Full statistics of r across the bins of one partition ``labels`` (n,)."""
+    lab = np.asarray(labels)[None, :]
+    u_a, sizes = group_uniformity(gram_a, lab, n_groups=k)
+    u_b, _ = group_uniformity(gram_b, lab, n_groups=k)
+    pref, _ = group_means(preference, lab, n_groups=k)
+    used = np.flatnonzero(sizes[0] >= MIN_BIN_PAIRS)
+    x = (u_a[:, 0, used] - u_b[:, 0, used])
+    y = pref[0, used]
+    draws = Resampling.draw(rng, n=used.size, resamples=params.bootstrap_resamples,
+                            permutations=params.permutations)
+    gs = group_stats(x=x, y=y, draws=draws, level=params.ci_level)
+    return CiPartition(k=k, assignment=np.asarray(labels), bin_ids=used, bin_sizes=sizes[0, used], mean_preference=y,
+                       u_a=u_a[:, 0, used], u_b=u_b[:, 0, used], stats=gs)
+
+
+@dataclass(frozen=True)
+class SchemeResult:
+    by_k: dict[int, KSummary]
+    ci: CiPartition
+
+
+def analyze_bins(*, gram_a: np.ndarray, gram_b: np.ndarray, preference: np.ndarray, params: AnalysisParams,
+                 rng: np.random.Generator) -> dict[str, SchemeResult]:
+    """Both schemes for one pooling. Draw order from ``rng``: per scheme, the partitions of each k
+    (in params order), then the ci_k partition, then its bootstrap and permutation draws."""
+    n = preference.size
+    check_bins(params, n_pairs=n)
+    diff = FlatGram(gram_a - gram_b)
+    out = {}
+    for scheme in SCHEMES:
+        by_k = {}
+        for k in params.bins.k:
+            labels = partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
+            by_k[k] = summarize_partitions(gram_diff=diff, preference=preference, labels=labels, k=k)
+        ci_labels = partitions(rng, scheme=scheme, n=n, k=params.bins.ci_k, count=1)[0]
+        ci = ci_partition(gram_a=gram_a, gram_b=gram_b, preference=preference, labels=ci_labels,
+                          k=params.bins.ci_k, params=params, rng=rng)
+        out[scheme] = SchemeResult(by_k=by_k, ci=ci)
+    return out
+
+
+def _excludes_zero(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    defined = np.isfinite(lo) & np.isfinite(hi)
+    with np.errstate(invalid="ignore"):
+        return defined & ~((lo <= 0) & (0 <= hi)), defined
+
+
+def change_labels(*, before_excludes: np.ndarray, after_excludes: np.ndarray) -> list[str]:
+    """Seed 002's comparison labels, per layer."""
+    out = []
+    for b, a in zip(before_excludes, after_excludes):
+        if not b and a:
+            out.append("NOW SIGNIFICANT")
+        elif b and not a:
+            out.append("Lost significance")
+        else:
+            out.append("No change")
+    return out
+
+
+def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupStats, n_layers: int,
+                 rec: Reasons) -> dict[str, Any]:
+    """The ``schemes`` object of one pooling in ``bins.json`` (see docs/results.md)."""
+    sel = slice(0, n_layers + 1)
+    out: dict[str, Any] = {}
+    for scheme, res in result.items():
+        srec = rec.sub(f"schemes/{scheme}")
+        by_k = {}
+        for k, s in res.by_k.items():
+            why = "no partition had a defined r (fewer than 3 usable bins or constant values)"
+            krec = srec.sub(f"by_k/{k}")
+            by_k[str(k)] = {
+                "r_mean": krec.series("r_mean", s.r_mean[sel], why),
+                "r_std": krec.series("r_std", s.r_std[sel], why),
+                "p_mean": krec.series("p_mean", s.p_mean[sel], why),
+                "n_valid": s.n_valid[sel].tolist(),
+                "bins_used_mean": s.bins_used_mean, "bin_size_min": s.bin_size_min, "bin_size_max": s.bin_size_max,
+            }
+        ci = res.ci
+        g = ci.stats
+        crec = srec.sub("ci_partition")
+        lo, hi = g.bootstrap.low[sel], g.bootstrap.high[sel]
+        excl, defined = _excludes_zero(lo, hi)
+        ci_obj = {
+            "k": ci.k,
+            "assignment": ci.assignment.tolist(),
+            "bin_ids": ci.bin_ids.tolist(),
+            "bin_sizes": ci.bin_sizes.tolist(),
+            "mean_preference": crec.series("mean_preference", ci.mean_preference),
+            "u_a": crec.series("u_a", ci.u_a[sel]),
+            "u_b": crec.series("u_b", ci.u_b[sel]),
+            "ua": crec.series("ua", (ci.u_a - ci.u_b)[sel]),
+            "r": crec.series("r", g.pearson.r[sel], g.pearson.reason[sel]),
+            "p": crec.series("p", g.pearson.p[sel], g.pearson.reason[sel]),
+            "spearman_rho": crec.series("spearman_rho", g.spearman.r[sel], g.spearman.reason[sel]),
+            "bootstrap_ci_low": crec.series("bootstrap_ci_low", lo, g.bootstrap.reason[sel]),
+            "bootstrap_ci_high": crec.series("bootstrap_ci_high", hi, g.bootstrap.reason[sel]),
+            "bootstrap_valid": g.bootstrap.valid[sel].tolist(),
+            "fisher_ci_low": crec.series("fisher_ci_low", g.fisher_low[sel], g.fisher_reason[sel]),
+            "fisher_ci_high": crec.series("fisher_ci_high", g.fisher_high[sel], g.fisher_reason[sel]),
+            "permutation_p": crec.series("permutation_p", g.permutation_p[sel], g.pearson.reason[sel]),
+            "ci_excludes_zero": crec.flags("ci_excludes_zero", excl, defined=defined, reasons=g.bootstrap.reason[sel]),
+        }
+        # comparison with the categories (n = number of categories)
+        c = categories_stats
+        c_lo, c_hi = c.bootstrap.low[sel], c.bootstrap.high[sel]
+        c_excl, c_def = _excludes_zero(c_lo, c_hi)
+        cmp_rec = srec.sub("comparison")
+        both = c_def & defined
+        labels = change_labels(before_excludes=c_excl, after_excludes=excl)
+        change = [cmp_rec.label(f"change/{i}", lab if both[i] else None,
+                                "an interval is undefined") for i, lab in enumerate(labels)]
+        w_cat = c_hi - c_lo
+        w_bin = hi - lo
+        mean_cat = float(np.mean(w_cat[both])) if both.any() else np.nan
+        mean_bin = float(np.mean(w_bin[both])) if both.any() else np.nan
+        reduction = (mean_cat - mean_bin) / mean_cat * 100.0 if both.any() and mean_cat != 0 else np.nan
+        no_layer = "no layer where both intervals are defined"
+        comparison = {
+            "categories_r": cmp_rec.series("categories_r", c.pearson.r[sel], c.pearson.reason[sel]),
+            "categories_ci_low": cmp_rec.series("categories_ci_low", c_lo, c.bootstrap.reason[sel]),
+            "categories_ci_high": cmp_rec.series("categories_ci_high", c_hi, c.bootstrap.reason[sel]),
+            "categories_ci_width": cmp_rec.series("categories_ci_width", w_cat, c.bootstrap.reason[sel]),
+            "categories_ci_excludes_zero": cmp_rec.flags("categories_ci_excludes_zero", c_excl, defined=c_def,
+                                                         reasons=c.bootstrap.reason[sel]),
+            "bins_ci_width": cmp_rec.series("bins_ci_width", w_bin, g.bootstrap.reason[sel]),
+            "change": change,
+            "n_significant_categories": int(c_excl.sum()),
+            "n_significant_bins": int(excl.sum()),
+            "mean_ci_width_categories": cmp_rec.value("mean_ci_width_categories", mean_cat, no_layer),
+            "mean_ci_width_bins": cmp_rec.value("mean_ci_width_bins", mean_bin, no_layer),
+            "ci_width_reduction_pct": cmp_rec.value("ci_width_reduction_pct", reduction,
+                                                    no_layer + " (or a zero category width)"),
+        }
+        out[scheme] = {"by_k": by_k, "ci_partition": ci_obj, "comparison": comparison}
+    return out
+
+
+def bins_settings(params: AnalysisParams) -> dict[str, Any]:
+    return {"k": list(params.bins.k), "partitions": params.bins.partitions, "ci_k": params.bins.ci_k,
+            "schemes": list(SCHEMES), "min_bin_pairs": MIN_BIN_PAIRS}
+
+
+__all__: Sequence[str] = ("analyze_bins", "bins_results", "check_bins", "partitions", "summarize_partitions",
+                          "ci_partition", "change_labels")

@@ -1,0 +1,128 @@
+"""Pair-level view over all pairs: does a pair's position relative to its category predict its preference?
+
+Per pair i of category c: ``score_i = cos(A_i, centroid_A(c)) - cos(B_i, centroid_B(c))`` where the
+centroid of a side is the mean of the unit-normalised statements of that side in c (the pair's own
+statement included). r = Pearson of score vs preference across all pairs, per view, with bootstrap
+(resampling pairs), Fisher-z, permutation p, and Holm / Benjamini-Hochberg across layers.
+
+From Gram matrices: ``u_i . sum_{j in c} u_j = sum_{j in c} G_ij`` and ``||sum_{j in c} u_j||^2 =
+sum_{j,k in c} G_jk``, so no embedding is touched again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import curves, stats
+from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
+from uaprobe.analysis.pairs_data import ViewGrams
+from uaprobe.analysis.report import Reasons
+from uaprobe.config import AnalysisParams
+
+
+def centroid_cosines(g: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """cos(u_i, centroid of u_j over i's category) for every member: g (V, n, n) -> (V, n).
+
+    NaN where a statement or a centroid is the zero vector.
+    """
+    cat = np.asarray(category_of_pair)
+    onehot = np.eye(n_categories)[cat]  # (n, C)
+    row_sums = g @ onehot  # (V, n, C)
+    own = np.take_along_axis(row_sums, np.broadcast_to(cat[None, :, None], (g.shape[0], cat.size, 1)), axis=2)[..., 0]
+    block = onehot.T @ row_sums  # (V, C, C): sums of g over category blocks
+    block_diag = np.diagonal(block, axis1=1, axis2=2)  # (V, C)
+    centroid_norm = np.sqrt(np.maximum(block_diag, 0.0))[:, cat]  # (V, n)
+    self_norm = np.sqrt(np.maximum(np.diagonal(g, axis1=1, axis2=2), 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = own / (self_norm * centroid_norm)
+    return np.where((self_norm > 0) & (centroid_norm > 0), cos, np.nan)
+
+
+def pair_scores(grams: ViewGrams, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """(V, n_pairs) score = cos(A, centroid_A) - cos(B, centroid_B)."""
+    return (centroid_cosines(grams.a, category_of_pair=category_of_pair, n_categories=n_categories)
+            - centroid_cosines(grams.b, category_of_pair=category_of_pair, n_categories=n_categories))
+
+
+@dataclass(frozen=True)
+class PairLevel:
+    score: np.ndarray
+    """(V, n_pairs)"""
+    stats: GroupStats
+    holm_p: np.ndarray
+    """(L+1,)"""
+    bh_p: np.ndarray
+
+
+def analyze_pairlevel(*, scores: dict[str, np.ndarray], preference: np.ndarray, params: AnalysisParams,
+                      rng: np.random.Generator) -> tuple[dict[str, PairLevel], Resampling]:
+    """Statistics of score vs preference for every pooling (scores: pooling -> (V, n_pairs)).
+    Bootstrap indices and permutations are drawn once and shared by all poolings and views."""
+    draws = Resampling.draw(rng, n=preference.size, resamples=params.bootstrap_resamples,
+                            permutations=params.permutations)
+    out = {}
+    for pooling, score in scores.items():
+        gs = group_stats(x=score, y=preference, draws=draws, level=params.ci_level, x_name="pair score")
+        n_layer_views = score.shape[0] - 1
+        out[pooling] = PairLevel(score=score, stats=gs, holm_p=stats.holm(gs.pearson.p[:n_layer_views]),
+                                 bh_p=stats.benjamini_hochberg(gs.pearson.p[:n_layer_views]))
+    return out, draws
+
+
+def pairlevel_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float, rec: Reasons) -> dict[str, Any]:
+    """The ``poolings`` object of ``pairs.json``."""
+    layers = list(range(n_layers + 1))
+    sel = slice(0, n_layers + 1)
+    pre = n_layers + 1
+    zero = "a statement or its category centroid is the zero vector"
+    out: dict[str, Any] = {}
+    for pooling, res in result.items():
+        prec = rec.sub(f"poolings/{pooling}")
+        g = res.stats
+        p, rho, b = g.pearson, g.spearman, g.bootstrap
+
+        def block(r: Reasons, idx: Any) -> dict[str, Any]:
+            def s(name: str, values: np.ndarray, reasons: np.ndarray) -> Any:
+                v = values[idx]
+                return r.series(name, v, reasons[idx]) if np.ndim(v) else r.value(name, v, reasons[idx])
+            return {
+                "pearson_r": s("pearson_r", p.r, p.reason), "pearson_p": s("pearson_p", p.p, p.reason),
+                "spearman_rho": s("spearman_rho", rho.r, rho.reason), "spearman_p": s("spearman_p", rho.p, rho.reason),
+                "bootstrap_ci_low": s("bootstrap_ci_low", b.low, b.reason),
+                "bootstrap_ci_high": s("bootstrap_ci_high", b.high, b.reason),
+                "bootstrap_valid": np.asarray(b.valid[idx]).tolist(),
+                "fisher_ci_low": s("fisher_ci_low", g.fisher_low, g.fisher_reason),
+                "fisher_ci_high": s("fisher_ci_high", g.fisher_high, g.fisher_reason),
+                "permutation_p": s("permutation_p", g.permutation_p, p.reason),
+            }
+
+        entry = {"score": prec.series("score", res.score[sel], zero)}
+        entry.update(block(prec, sel))
+        for name, adj in (("holm", res.holm_p), ("bh", res.bh_p)):
+            why = stats.inherit(p.reason[sel], stats.first_reason((~np.isfinite(adj), "p-value is undefined")))
+            entry[f"{name}_p"] = prec.series(f"{name}_p", adj, why)
+            entry[f"{name}_reject"] = prec.flags(f"{name}_reject", adj <= alpha, defined=np.isfinite(adj), reasons=why)
+        r = p.r[sel]
+        entry["peak_abs"] = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False, rec=prec,
+                                               path="peak_abs")
+        if entry["peak_abs"]["layer"] is not None:
+            entry["peak_abs"]["r"] = float(r[entry["peak_abs"]["layer"]])
+        entry["final"] = {
+            "layer": n_layers,
+            "r": prec.value("final/r", p.r[n_layers], p.reason[n_layers]),
+            "p": prec.value("final/p", p.p[n_layers], p.reason[n_layers]),
+            "bootstrap_ci_low": prec.value("final/bootstrap_ci_low", b.low[n_layers], b.reason[n_layers]),
+            "bootstrap_ci_high": prec.value("final/bootstrap_ci_high", b.high[n_layers], b.reason[n_layers]),
+        }
+        pre_rec = prec.sub("prenorm")
+        prenorm = {"score": pre_rec.series("score", res.score[pre], zero)}
+        prenorm.update(block(pre_rec, pre))
+        entry["prenorm"] = prenorm
+        out[pooling] = entry
+    return out
+
+
+__all__: Sequence[str] = ("centroid_cosines", "pair_scores", "analyze_pairlevel", "pairlevel_results")

@@ -1,0 +1,331 @@
+"""Library entry points of the ``analyze`` (one model) and ``compare`` (the panel) stages.
+
+:func:`analyze_model` turns one extraction file's contents into the results, metrics and plot
+series documented in ``docs/results.md``; :func:`compare_panel` does the same for the panel from
+the per-model results. Neither touches the file system: the stages write what they return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import anisotropy, bins, curves, layerwise, pairlevel, preference, scaling, validation
+from uaprobe.analysis.pairs_data import PairTable, pair_table, view_grams
+from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
+from uaprobe.config import AnalysisParams
+from uaprobe.errors import UAProbeError
+from uaprobe.store import POOLINGS, Embeddings
+
+EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
+                    "dataset_sha256", "prompts_sha256", "uaprobe_version", "bos_added")
+"""HDF5 attributes copied into every results file (provenance)."""
+BIN_POOLINGS: tuple[str, ...] = POOLINGS
+"""Poolings the random-bins analysis runs on (the seed used mean pooling)."""
+MIN_ANISOTROPY_TOKENS = 2
+
+
+@dataclass
+class Outputs:
+    """What a stage writes: results files (stem -> JSON object), one metrics object, CSV series
+    (stem -> ordered columns)."""
+
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    plots: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+
+
+def settings(params: AnalysisParams) -> dict[str, Any]:
+    """The analysis parameters as a JSON object."""
+    def conv(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    return conv(dataclasses.asdict(params))
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    return v
+
+
+def _header(*, model_id: str, display: str, n_layers: int, params: AnalysisParams,
+            attrs: Mapping[str, Any]) -> dict[str, Any]:
+    layers = list(range(n_layers + 1))
+    return {
+        "model": model_id,
+        "display": display,
+        "n_layers": n_layers,
+        "layers": layers,
+        "depth_pct": curves.depth_pct(layers, n_layers=n_layers).tolist(),
+        "seed_layers": curves.seed_layers(n_layers),
+        "settings": settings(params),
+        "extraction": {k: _plain(attrs[k]) for k in EXTRACTION_ATTRS if k in attrs},
+    }
+
+
+def _finish(body: dict[str, Any], header: dict[str, Any], rec: NanReasons) -> dict[str, Any]:
+    return {**header, **body, "nan_reasons": dict(sorted(rec.reasons.items()))}
+
+
+def table_from_embeddings(emb: Embeddings, *, source: str = "extraction file") -> PairTable:
+    return pair_table(category=emb.category, pair=emb.pair, side=emb.side, nll_mean=emb.nll_mean,
+                      nll_sum=emb.nll_sum, n_tokens=emb.n_tokens, source=source)
+
+
+def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
+                  source: str = "extraction file") -> Outputs:
+    """Every per-model analysis of docs/results.md, from one extraction file's contents.
+
+    Args:
+        emb: the extraction file, loaded.
+        params: the ``analysis`` section of params.yaml.
+        model_id: the catalog id (names the outputs).
+        display: the model's display name (default: the file's ``display`` attribute or the id).
+        source: the file's path, for error messages.
+    """
+    n_layers = emb.n_layers
+    for p in POOLINGS:
+        if emb.pooled[p].shape[1] != n_layers + 1:
+            raise UAProbeError(f"{source}: pooled/{p} has {emb.pooled[p].shape[1]} layers, the attribute n_layers "
+                               f"says {n_layers} (+1 for the embeddings); the file is inconsistent, re-extract it")
+    table = table_from_embeddings(emb, source=source)
+    bins.check_bins(params, n_pairs=table.n_pairs)
+    display = display or str(_plain(emb.attrs.get("display") or model_id))
+    header = _header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
+    categories = list(table.categories)
+    n_cat = len(categories)
+    pref = table.preference(params.preference)
+    if not np.isfinite(pref).all():
+        raise UAProbeError(f"{source}: non-finite NLL values (nll/{params.preference}); re-extract the model")
+    mean_pref = preference.category_means(pref, category_of_pair=table.category_of_pair, n_categories=n_cat)
+
+    grams = {p: view_grams(pooled=emb.pooled[p], prenorm=emb.prenorm[p], table=table) for p in POOLINGS}
+    cat_u = {p: layerwise.category_uniformity(grams[p], category_of_pair=table.category_of_pair,
+                                              n_categories=n_cat) for p in POOLINGS}
+    out = Outputs()
+
+    # --- layer-wise (seed 000)
+    rec = NanReasons()
+    lw, lw_draws = layerwise.analyze_layerwise(uniformity=cat_u, mean_preference=mean_pref, categories=categories,
+                                               params=params, rng=rng_for(seed=params.seed, name="layerwise"))
+    lw_body = {
+        "categories": categories,
+        "n_pairs": table.pairs_per_category.tolist(),
+        "preference": params.preference,
+        "mean_preference": rec.series("mean_preference", mean_pref),
+        "permutation_mode": lw_draws.mode,
+        "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params, rec=rec),
+    }
+    out.results["layerwise"] = _finish(lw_body, header, rec)
+
+    # --- validation table (seed 003)
+    rec = NanReasons()
+    v_rng = rng_for(seed=params.seed, name="validation")
+    v_counts = resample_counts(bootstrap_indices(v_rng, n=n_cat, resamples=params.bootstrap_resamples), n=n_cat)
+    variants = {}
+    for p in POOLINGS:
+        for suffix, view in (("", n_layers), ("_prenorm", n_layers + 1)):
+            name = p + suffix
+            tab = validation.category_table(u_a=cat_u[p].u_a[view], u_b=cat_u[p].u_b[view], preference=pref,
+                                            category_of_pair=table.category_of_pair, n_categories=n_cat,
+                                            neutral_ua=params.neutral_ua, neutral_preference=params.neutral_preference)
+            glob = validation.global_stats(ua=tab.ua, mean_preference=tab.mean_preference, counts=v_counts,
+                                           level=params.ci_level, aligned_r=params.aligned_r,
+                                           inverted_r=params.inverted_r)
+            variants[name] = validation.validation_variant(table=tab, glob=glob, categories=categories,
+                                                           level=params.ci_level, rec=rec.sub(f"variants/{name}"))
+    val_body = {
+        "layer": n_layers,
+        "thresholds": {"aligned_r": params.aligned_r, "inverted_r": params.inverted_r,
+                       "neutral_ua": params.neutral_ua, "neutral_preference": params.neutral_preference},
+        "variants": variants,
+    }
+    out.results["validation"] = _finish(val_body, header, rec)
+
+    # --- random bins (seed 002)
+    rec = NanReasons()
+    b_rng = rng_for(seed=params.seed, name="bins")
+    bin_res = {}
+    bins_body_poolings = {}
+    for p in BIN_POOLINGS:
+        bin_res[p] = bins.analyze_bins(gram_a=grams[p].a[: n_layers + 1], gram_b=grams[p].b[: n_layers + 1],
+                                       preference=pref, params=params, rng=b_rng)
+        bins_body_poolings[p] = {"schemes": bins.bins_results(bin_res[p], categories_stats=lw[p].stats,
+                                                              n_layers=n_layers, rec=rec.sub(f"poolings/{p}"))}
+    bins_body = {"n_pairs": table.n_pairs, **bins.bins_settings(params), "poolings": bins_body_poolings}
+    out.results["bins"] = _finish(bins_body, header, rec)
+
+    # --- pair level
+    rec = NanReasons()
+    scores = {p: pairlevel.pair_scores(grams[p], category_of_pair=table.category_of_pair, n_categories=n_cat)
+              for p in POOLINGS}
+    pl, pl_draws = pairlevel.analyze_pairlevel(scores=scores, preference=pref, params=params,
+                                     rng=rng_for(seed=params.seed, name="pairs"))
+    names = np.array(categories, dtype=object)[table.category_of_pair]
+    pl_body = {
+        "pair": table.pair_ids.tolist(),
+        "category": names.tolist(),
+        "preference": rec.series("preference", pref),
+        "centroid": "mean of the unit-normalised statements of the same side and category, own statement included",
+        "permutation_mode": pl_draws.mode,
+        "poolings": pairlevel.pairlevel_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
+    }
+    out.results["pairs"] = _finish(pl_body, header, rec)
+
+    # --- NLL mean vs sum
+    rec = NanReasons()
+    pref_body = preference.preference_results(table=table, ua={p: cat_u[p].ua for p in POOLINGS},
+                                              selected=params.preference, n_layers=n_layers, rec=rec)
+    out.results["preference"] = _finish(pref_body, header, rec)
+
+    # --- anisotropy (seed 004)
+    rec = NanReasons()
+    x, selection = anisotropy.select_tokens(states=emb.aniso_states, special=emb.aniso_special,
+                                            pooling_drop=str(_plain(emb.attrs.get("pooling_drop", "special"))))
+    if x.shape[1] < MIN_ANISOTROPY_TOKENS:
+        raise UAProbeError(f"{source}: {x.shape[1]} anisotropy token state(s) after selecting {selection} tokens; "
+                           f"the profile needs at least {MIN_ANISOTROPY_TOKENS}")
+    prof = anisotropy.anisotropy_profile(x, spectrum_top=params.spectrum_top)
+    an_body = anisotropy.anisotropy_results(
+        profile=prof, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
+        n_prompts=len(emb.prompts), sign_changes=out.results["layerwise"]["poolings"]["mean"]["sign_changes"], rec=rec)
+    an_body["hidden_size"] = int(x.shape[2])
+    out.results["anisotropy"] = _finish(an_body, header, rec)
+
+    out.metrics = model_metrics(out.results, params=params)
+    out.plots = model_plots(out.results, n_layers=n_layers)
+    return out
+
+
+def _layer_pick(values: list[Any], layer: int | None) -> Any:
+    return None if layer is None else values[layer]
+
+
+def model_metrics(results: Mapping[str, dict[str, Any]], *, params: AnalysisParams) -> dict[str, Any]:
+    """Headline scalars of one model (``metrics/models/<id>.json``)."""
+    lw = results["layerwise"]["poolings"]
+    m: dict[str, Any] = {"layerwise": {}, "pairs": {}, "bins": {}}
+    for p, e in lw.items():
+        m["layerwise"][p] = {
+            "final_r": e["final"]["r"], "final_p": e["final"]["p"],
+            "final_permutation_p": e["permutation_p"][-1],
+            "prenorm_r": e["prenorm"]["pearson_r"],
+            "peak_positive_r": e["peak_positive"]["r"], "peak_positive_layer": e["peak_positive"]["layer"],
+            "peak_negative_r": e["peak_negative"]["r"], "peak_negative_layer": e["peak_negative"]["layer"],
+            "n_sign_changes": len(e["sign_changes"]),
+            "n_holm_reject": sum(1 for v in e["holm_reject"] if v),
+            "n_bh_reject": sum(1 for v in e["bh_reject"] if v),
+        }
+    g = results["validation"]["variants"]["mean"]["global"]
+    m["validation"] = {k: g[k] for k in ("mean_ua", "std_ua", "ci_low", "ci_high", "cohens_d", "r", "mean_preference")}
+    b = results["bins"]["poolings"]["mean"]["schemes"]
+    for scheme, s in b.items():
+        entry = {f"final_r_mean_k{k}": s["by_k"][k]["r_mean"][-1] for k in s["by_k"]}
+        ci = s["ci_partition"]
+        entry.update({"ci_final_r": ci["r"][-1], "ci_final_low": ci["bootstrap_ci_low"][-1],
+                      "ci_final_high": ci["bootstrap_ci_high"][-1],
+                      "n_layers_ci_excludes_zero": sum(1 for v in ci["ci_excludes_zero"] if v)})
+        m["bins"][scheme] = entry
+    for p, e in results["pairs"]["poolings"].items():
+        m["pairs"][p] = {"final_r": e["final"]["r"], "final_ci_low": e["final"]["bootstrap_ci_low"],
+                         "final_ci_high": e["final"]["bootstrap_ci_high"], "peak_abs_r": e["peak_abs"]["r"],
+                         "peak_abs_layer": e["peak_abs"]["layer"]}
+    a = results["anisotropy"]
+    m["anisotropy"] = {"l_star": a["l_star"], "l_star_depth_pct": a["l_star_depth_pct"],
+                       "is_bell_curve": a["bell_curve"]["is_bell_curve"],
+                       "distance_to_last_inversion": a["correlation_sign_changes"]["distance_to_last_inversion"]}
+    pr = results["preference"]
+    m["preference"] = {"r_categories_mean_vs_sum": pr["r_categories_mean_vs_sum"],
+                       "final_r_mean": pr["poolings"]["mean"]["r_mean"][-1],
+                       "final_r_sum": pr["poolings"]["mean"]["r_sum"][-1]}
+    return m
+
+
+def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict[str, dict[str, list[Any]]]:
+    """Per-layer CSV series of one model (``plots/models/<id>/*.csv``)."""
+    base = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
+    lw = results["layerwise"]["poolings"]
+    cols: dict[str, list[Any]] = dict(base)
+    for p, e in lw.items():
+        cols.update({f"r_{p}": e["pearson_r"], f"p_{p}": e["pearson_p"], f"ci_low_{p}": e["bootstrap_ci_low"],
+                     f"ci_high_{p}": e["bootstrap_ci_high"], f"spearman_{p}": e["spearman_rho"],
+                     f"permutation_p_{p}": e["permutation_p"], f"holm_p_{p}": e["holm_p"], f"bh_p_{p}": e["bh_p"]})
+    plots = {"layerwise": cols}
+    cols = dict(base)
+    for scheme, s in results["bins"]["poolings"]["mean"]["schemes"].items():
+        for k, e in s["by_k"].items():
+            cols[f"r_mean_{scheme}_k{k}"] = e["r_mean"]
+            cols[f"r_std_{scheme}_k{k}"] = e["r_std"]
+        ci = s["ci_partition"]
+        cols.update({f"ci_r_{scheme}": ci["r"], f"ci_low_{scheme}": ci["bootstrap_ci_low"],
+                     f"ci_high_{scheme}": ci["bootstrap_ci_high"]})
+    plots["bins"] = cols
+    cols = dict(base)
+    for p, e in results["pairs"]["poolings"].items():
+        cols.update({f"r_{p}": e["pearson_r"], f"ci_low_{p}": e["bootstrap_ci_low"], f"ci_high_{p}": e["bootstrap_ci_high"]})
+    plots["pairs"] = cols
+    a = results["anisotropy"]
+    cols = dict(base)
+    for key in ("eigenvalue_variance", "lambda1_ratio", "effective_rank", "mean_cos_to_mean", "var_top1",
+                "var_top10", "var_top50"):
+        cols[key] = a[key]
+    plots["anisotropy"] = cols
+    return plots
+
+
+# ---------------------------------------------------------------------------------------------
+# compare
+
+
+def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, dict[str, Any]],
+                  anisotropy_results: Mapping[str, dict[str, Any]],
+                  params_millions: Mapping[str, float | None], params: AnalysisParams) -> Outputs:
+    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json``."""
+    rec = NanReasons()
+    present = set(next(iter(layerwise_results.values()))["poolings"]) if layerwise_results else set(POOLINGS)
+    poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
+    curves_by_pooling = {
+        p: [scaling.curve_from_results(model_id=m, layerwise=layerwise_results[m], pooling=p,
+                                       params_millions=params_millions.get(m)) for m in model_ids]
+        for p in poolings
+    }
+    body: dict[str, Any] = {
+        "models": list(model_ids),
+        "stable_depth_std": params.stable_depth_std,
+        "settings": settings(params),
+        "poolings": scaling.scaling_view(curves_by_pooling, seed_view=False, stable_depth_std=params.stable_depth_std,
+                                         rec=rec.sub("poolings")),
+        "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
+                                                 stable_depth_std=params.stable_depth_std,
+                                                 rec=rec.sub("seed_layers_view")),
+        "anisotropy": {m: {"l_star": a["l_star"], "l_star_depth_pct": a["l_star_depth_pct"],
+                           "is_bell_curve": a["bell_curve"]["is_bell_curve"]}
+                       for m, a in anisotropy_results.items()},
+    }
+    results = {"panel": {**body, "nan_reasons": dict(sorted(rec.reasons.items()))}}
+    metrics: dict[str, Any] = {"poolings": {}}
+    for p, e in body["poolings"].items():
+        s = e["summary"]
+        metrics["poolings"][p] = {k: s[k] for k in ("peak_positive_depth_mean", "peak_positive_depth_std",
+                                                    "peak_negative_depth_mean", "peak_negative_depth_std", "stable")}
+    mean_models = body["poolings"]["mean"]["models"] if "mean" in body["poolings"] else {}
+    metrics["final_r"] = {m: v["final_r"] for m, v in mean_models.items()}
+    metrics["peak_positive_depth_pct"] = {m: v["peak_positive"]["depth_pct"] for m, v in mean_models.items()}
+    plots = {}
+    for m in model_ids:
+        lw = layerwise_results[m]
+        cols: dict[str, list[Any]] = {"layer": list(lw["layers"]), "depth_pct": list(lw["depth_pct"])}
+        for p in poolings:
+            cols[f"r_{p}"] = list(lw["poolings"][p]["pearson_r"])
+        plots[m] = cols
+    return Outputs(results=results, metrics=metrics, plots=plots)

@@ -1,0 +1,531 @@
+"""Figures of the paper, drawn from the results files only (see ``docs/results.md``).
+
+One function per figure: it takes the parsed results documents (``dict`` from JSON) and returns a
+:class:`matplotlib.figure.Figure`; it reads no file, touches no global matplotlib state (no
+``pyplot``; style through :func:`style`) and is deterministic. :func:`save_figure` writes a figure
+with its metadata stripped, so that reruns give identical bytes.
+
+Palette: Okabe & Ito's colour-blind-safe set; line styles and markers double every colour, so the
+figures read in grey scale too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from uaprobe.errors import UAProbeError
+
+OKABE_ITO: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
+"""Okabe & Ito (2008) colour-blind-safe palette."""
+
+POOLINGS: tuple[str, ...] = ("mean", "last", "first")
+"""Pooling strategies in the order the figures show them."""
+
+POOLING_STYLE: Mapping[str, Mapping[str, Any]] = {
+    "mean": {"color": OKABE_ITO[0], "marker": "o", "linestyle": "-"},
+    "last": {"color": OKABE_ITO[1], "marker": "s", "linestyle": "--"},
+    "first": {"color": OKABE_ITO[2], "marker": "^", "linestyle": ":"},
+}
+"""Colour, marker and line style of each pooling, shared by every figure."""
+
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)), "-")
+
+R_LABEL = "r(UA, preference) (Pearson r, unitless)"
+LAYER_LABEL = "layer (0 = token embeddings)"
+DEPTH_LABEL = "depth (% of layers)"
+
+SVG_HASHSALT = "uaprobe"
+"""Fixed ``svg.hashsalt``: SVG element ids do not change between runs."""
+
+STRIPPED_METADATA: Mapping[str, Mapping[str, Any]] = {
+    "png": {"Software": None},
+    "svg": {"Date": None, "Creator": None},
+    "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
+}
+"""Metadata removed per format: no dates, no software versions."""
+
+_RC: Mapping[str, Any] = {
+    "font.family": "DejaVu Sans",  # shipped with matplotlib: same glyphs on every machine
+    "font.size": 9.0,
+    "axes.titlesize": 10.0,
+    "axes.labelsize": 9.0,
+    "legend.fontsize": 8.0,
+    "xtick.labelsize": 8.0,
+    "ytick.labelsize": 8.0,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.5,
+    "lines.markersize": 4.0,
+    "svg.hashsalt": SVG_HASHSALT,
+    "svg.fonttype": "path",
+    "pdf.fonttype": 42,
+    "savefig.dpi": 150,
+    "figure.dpi": 100,
+    "axes.prop_cycle": matplotlib.cycler(color=list(OKABE_ITO)),
+}
+
+
+class FigureDataError(UAProbeError):
+    """A results document lacks what a figure needs."""
+
+
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """The figures' matplotlib settings, scoped to a ``with`` block (no global change)."""
+    with matplotlib.rc_context(dict(_RC)):
+        yield
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _arr(values: Any) -> np.ndarray:
+    """A float array from a JSON list in which ``null`` is a missing value (NaN)."""
+    if values is None:
+        return np.array([], dtype=float)
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def _get(doc: Mapping[str, Any], *path: str, what: str = "results") -> Any:
+    node: Any = doc
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            raise FigureDataError(
+                f"{what} of {doc.get('model', '?') if isinstance(doc, Mapping) else '?'}: missing key "
+                f"{'/'.join(path)!r} (see docs/results.md; rerun the analysis stage)"
+            )
+        node = node[key]
+    return node
+
+
+def _zero_line(ax: Axes, *, axis: str = "y") -> None:
+    (ax.axhline if axis == "y" else ax.axvline)(0.0, color="0.45", linewidth=0.8, linestyle="--", zorder=1)
+
+
+def _layer_axis(ax: Axes) -> None:
+    """Label an x axis of layer indices, with integer ticks only."""
+    ax.set_xlabel(LAYER_LABEL)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _title(doc: Mapping[str, Any]) -> str:
+    return str(doc.get("display") or doc.get("model") or "")
+
+
+# --------------------------------------------------------------------------------------------
+# Seed 000: layer-wise correlation and pooling strategies
+# --------------------------------------------------------------------------------------------
+
+
+def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
+    """Seed 000: r(UA, preference) per layer with its bootstrap CI and the sign changes
+    ("divergence"), beside the final-layer r of every pooling (and of the pre-final-norm state).
+    """
+    block = _get(layerwise, "poolings", pooling)
+    layers = _arr(_get(layerwise, "layers"))
+    r = _arr(block["pearson_r"])
+    low, high = _arr(block["bootstrap_ci_low"]), _arr(block["bootstrap_ci_high"])
+    ci_level = float(layerwise.get("settings", {}).get("ci_level", 0.95))
+    with style():
+        fig = _new_figure(9.0, 3.6)
+        ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.7, 1.0))
+        st = POOLING_STYLE.get(pooling, POOLING_STYLE["mean"])
+        ax_curve.fill_between(layers, low, high, color=st["color"], alpha=0.18, linewidth=0,
+                              label=f"{ci_level:.0%} bootstrap CI")
+        ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling} pooling")
+        holm = np.array([bool(x) for x in block.get("holm_reject", [])] or [False] * len(r))
+        if holm.any():
+            ax_curve.plot(layers[holm], r[holm], linestyle="none", marker="*", markersize=9,
+                          color=OKABE_ITO[7], label="Holm-significant")
+        for i, change in enumerate(block.get("sign_changes", [])):
+            x = (float(change["layer_before"]) + float(change["layer_after"])) / 2.0
+            ax_curve.axvline(x, color=OKABE_ITO[1], linestyle=":", linewidth=1.3,
+                             label="sign change (divergence)" if i == 0 else None)
+        _zero_line(ax_curve)
+        _layer_axis(ax_curve)
+        ax_curve.set_ylabel(R_LABEL)
+        ax_curve.set_ylim(-1.05, 1.05)
+        ax_curve.set_title("Correlation by layer")
+        ax_curve.legend(loc="best")
+
+        names: list[str] = []
+        values: list[float] = []
+        errors: list[tuple[float, float]] = []
+        colors: list[str] = []
+        hatches: list[str] = []
+        final_index = int(np.nanargmax(layers)) if layers.size else -1
+        for name in POOLINGS:
+            if name not in layerwise["poolings"]:
+                continue
+            pb = layerwise["poolings"][name]
+            for label, value, lo, hi, hatch in (
+                (name, _arr(pb["pearson_r"])[final_index], _arr(pb["bootstrap_ci_low"])[final_index],
+                 _arr(pb["bootstrap_ci_high"])[final_index], ""),
+                (f"{name}\npre-norm", _nan(pb.get("prenorm", {}).get("pearson_r")),
+                 _nan(pb.get("prenorm", {}).get("bootstrap_ci_low")),
+                 _nan(pb.get("prenorm", {}).get("bootstrap_ci_high")), "//"),
+            ):
+                names.append(label)
+                values.append(value)
+                errors.append((value - lo, hi - value))
+                colors.append(POOLING_STYLE[name]["color"])
+                hatches.append(hatch)
+        x = np.arange(len(names))
+        heights = np.nan_to_num(np.array(values, dtype=float))
+        bars = ax_bars.bar(x, heights, color=colors, edgecolor="black", linewidth=0.6)
+        for bar, hatch, value in zip(bars, hatches, values):
+            bar.set_hatch(hatch)
+            if hatch:
+                bar.set_alpha(0.6)
+            text = "n/a" if math.isnan(value) else f"{value:+.2f}"
+            ax_bars.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                             xytext=(0, 3 if value >= 0 or math.isnan(value) else -10),
+                             textcoords="offset points", ha="center", fontsize=7)
+        err = np.array(errors, dtype=float).T
+        ax_bars.errorbar(x, heights, yerr=np.nan_to_num(err), fmt="none", ecolor=OKABE_ITO[7],
+                         color=OKABE_ITO[7], elinewidth=0.8, capsize=2)
+        _zero_line(ax_bars)
+        ax_bars.set_xticks(x, names, fontsize=7)
+        ax_bars.set_ylim(-1.05, 1.05)
+        ax_bars.set_ylabel(R_LABEL)
+        ax_bars.set_title(f"Pooling strategy, final layer ({int(layers[final_index]) if layers.size else '?'})")
+        fig.suptitle(_title(layerwise))
+    return fig
+
+
+def _nan(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Seed 001: scaling across the panel
+# --------------------------------------------------------------------------------------------
+
+
+def scaling_figure(panel: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
+    """Seed 001: the layer curves of every model of the panel, in absolute layers and in
+    normalised depth, with each model's positive peak marked."""
+    models = _get(panel, "poolings", pooling, "models", what="panel results")
+    order = [m for m in panel.get("models", list(models)) if m in models]
+    with style():
+        fig = _new_figure(9.0, 3.8)
+        ax_abs, ax_rel = fig.subplots(1, 2, sharey=True)
+        for i, model_id in enumerate(order):
+            entry = models[model_id]
+            r = _arr(entry["r"])
+            kwargs = {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
+                      "linestyle": LINESTYLES[i % len(LINESTYLES)], "label": entry.get("display", model_id)}
+            ax_abs.plot(_arr(entry["layers"]), r, **kwargs)
+            ax_rel.plot(_arr(entry["depth_pct"]), r, **kwargs)
+            peak = entry.get("peak_positive") or {}
+            if peak.get("r") is not None:
+                ax_abs.plot([peak["layer"]], [peak["r"]], marker="*", markersize=11, color=kwargs["color"],
+                            markeredgecolor="black", linestyle="none")
+                ax_rel.plot([peak["depth_pct"]], [peak["r"]], marker="*", markersize=11, color=kwargs["color"],
+                            markeredgecolor="black", linestyle="none")
+        for ax, xlabel, title in ((ax_abs, LAYER_LABEL, "Absolute depth"),
+                                  (ax_rel, DEPTH_LABEL, "Normalised depth")):
+            _zero_line(ax)
+            ax.set_xlabel(xlabel)
+            if ax is ax_abs:
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_title(title)
+            ax.set_ylim(-1.05, 1.05)
+        ax_abs.set_ylabel(R_LABEL)
+        ax_rel.set_xlim(-2, 102)
+        ax_abs.legend(loc="best")
+        fig.suptitle(f"Layer curves across the panel ({pooling} pooling; \u2605 = positive peak)")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Seed 002: categories vs random bins
+# --------------------------------------------------------------------------------------------
+
+
+def bins_figure(bins: Mapping[str, Any], *, pooling: str = "mean", n_categories: int | None = None) -> Figure:
+    """Seed 002: per layer, r and the width of its bootstrap CI with the categories against the
+    ``ci_k`` random bins (both binning schemes). ``n_categories`` only labels the legend."""
+    schemes = _get(bins, "poolings", pooling, "schemes")
+    layers = _arr(_get(bins, "layers"))
+    ci_k = int(bins.get("ci_k", 0))
+    with style():
+        fig = _new_figure(9.0, 3.6)
+        ax_r, ax_w = fig.subplots(1, 2, sharex=True)
+        first = next(iter(schemes.values()))
+        comparison = first["comparison"]
+        cat_label = f"n = {n_categories} categories" if n_categories else "categories"
+        ax_r.plot(layers, _arr(comparison["categories_r"]), color=OKABE_ITO[7], marker="o",
+                  label=cat_label)
+        ax_w.plot(layers, _arr(comparison["categories_ci_width"]), color=OKABE_ITO[7], marker="o",
+                  label=cat_label)
+        for i, (scheme, data) in enumerate(schemes.items()):
+            color = OKABE_ITO[(i + 1) % 7]
+            part = data["ci_partition"]
+            label = f"k = {ci_k} bins ({scheme})"
+            ax_r.plot(layers, _arr(part["r"]), color=color, marker=MARKERS[i + 1],
+                      linestyle=LINESTYLES[i + 1], label=label)
+            ax_r.fill_between(layers, _arr(part["bootstrap_ci_low"]), _arr(part["bootstrap_ci_high"]),
+                              color=color, alpha=0.12, linewidth=0)
+            ax_w.plot(layers, _arr(data["comparison"]["bins_ci_width"]), color=color, marker=MARKERS[i + 1],
+                      linestyle=LINESTYLES[i + 1], label=label)
+        _zero_line(ax_r)
+        ax_r.set_ylim(-1.05, 1.05)
+        _layer_axis(ax_r)
+        ax_r.set_ylabel(R_LABEL)
+        ax_r.set_title("Correlation (bands: bootstrap CI of the bins)")
+        _layer_axis(ax_w)
+        ax_w.set_ylabel("CI width (Pearson r units)")
+        ax_w.set_ylim(0, 2.05)
+        ax_w.set_title("Width of the bootstrap CI of r")
+        ax_w.legend(loc="best")
+        fig.suptitle(f"{_title(bins)}: categories vs random bins ({pooling} pooling)")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Seed 003: validation scatter
+# --------------------------------------------------------------------------------------------
+
+
+def validation_figure(
+    validation: Mapping[str, Any],
+    *,
+    variant: str = "mean",
+    reference: Mapping[str, tuple[float, float]] | None = None,
+    reference_category: str | None = None,
+    preference_unit: str = "nats/token",
+) -> Figure:
+    """Seed 003: UA against the mean output preference by category at the final layer, with the
+    published reference models (one category) marked for comparison."""
+    table = _get(validation, "variants", variant, "table")
+    with style():
+        fig = _new_figure(6.4, 4.6)
+        ax = fig.subplots()
+        ua = _arr([row["ua"] for row in table])
+        pref = _arr([row["mean_preference"] for row in table])
+        ax.scatter(ua, pref, s=46, color=OKABE_ITO[0], edgecolors="black", linewidths=0.8, zorder=5,
+                   label=f"{_title(validation)} (categories)")
+        for row, x, y in zip(table, ua, pref):
+            if not (math.isnan(x) or math.isnan(y)):
+                ax.annotate(str(row["category"]).replace("_", " "), (x, y), xytext=(4, 4),
+                            textcoords="offset points", fontsize=7)
+        if reference:
+            for i, (name, (ref_ua, ref_pref)) in enumerate(reference.items()):
+                ax.scatter([ref_ua], [ref_pref], marker=MARKERS[(i + 2) % len(MARKERS)], s=40,
+                           color=OKABE_ITO[(i + 1) % 7], edgecolors="black", linewidths=0.5, zorder=4,
+                           label=f"{name} (published{', ' + reference_category.replace('_', ' ') if reference_category else ''})")
+        _zero_line(ax, axis="y")
+        _zero_line(ax, axis="x")
+        ax.set_xlabel("UA = U(A) \u2212 U(B) (difference of mean cosine similarities, unitless)")
+        ax.set_ylabel(f"mean preference NLL(B) \u2212 NLL(A) ({preference_unit})")
+        layer = validation.get("layer")
+        ax.set_title(f"{_title(validation)}: UA vs output preference, layer {layer} ({variant} pooling)")
+        ax.legend(loc="best", fontsize=7)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Seed 004: anisotropy
+# --------------------------------------------------------------------------------------------
+
+
+def anisotropy_figure(anisotropy: Mapping[str, Any]) -> Figure:
+    """Seed 004: the anisotropy profile (λ1/Σλ, effective rank, mean cosine to the mean state,
+    eigenvalue variance) per layer, with L* = argmax λ1/Σλ marked."""
+    layers = _arr(_get(anisotropy, "layers"))
+    l_star = anisotropy.get("l_star")
+    panels = (
+        ("lambda1_ratio", r"$\lambda_1/\Sigma\lambda$ (share of variance, unitless)", "Variance in the first component", False),
+        ("effective_rank", "effective rank (dimensions)", "Effective rank (lower = more anisotropic)", False),
+        ("mean_cos_to_mean", "mean cosine to the mean state (unitless)", "Directional anisotropy", False),
+        ("eigenvalue_variance", r"Var($\lambda$) (squared activation variance, log scale)", "Eigenvalue variance", True),
+    )
+    with style():
+        fig = _new_figure(9.0, 6.4)
+        axes = fig.subplots(2, 2, sharex=True)
+        for ax, (key, ylabel, title, log), color, marker in zip(axes.flat, panels, OKABE_ITO, MARKERS):
+            values = _arr(_get(anisotropy, key))
+            ax.plot(layers, values, color=color, marker=marker)
+            if log:
+                positive = values[np.isfinite(values) & (values > 0)]
+                if positive.size:
+                    ax.set_yscale("log")
+            if l_star is not None:
+                ax.axvline(float(l_star), color=OKABE_ITO[1], linestyle="--", linewidth=1.2,
+                           label=f"L* = {int(l_star)}")
+                ax.legend(loc="best")
+            ax.set_ylabel(ylabel)
+            ax.set_title(title)
+        for ax in axes[1]:
+            _layer_axis(ax)
+        selection = anisotropy.get("token_selection", "")
+        fig.suptitle(f"{_title(anisotropy)}: anisotropy profile ({anisotropy.get('n_tokens', '?')} token "
+                     f"states of {anisotropy.get('n_prompts', '?')} prompts, {selection} tokens)")
+    return fig
+
+
+def spectrum_key_layers(n_layers: int, l_star: int | None) -> list[int]:
+    """Seed 004's key layers: 0, L*/2, L*, (L* + L)/2 and L (duplicates dropped, in order)."""
+    star = n_layers // 2 if l_star is None else int(l_star)
+    layers = [0, star // 2, star, (star + n_layers) // 2, n_layers]
+    return sorted(set(layers))
+
+
+def spectrum_figure(anisotropy: Mapping[str, Any]) -> Figure:
+    """Seed 004: the leading covariance eigenvalues at key layers, as shares of the total variance."""
+    spectrum = _get(anisotropy, "spectrum")
+    n_layers = int(_get(anisotropy, "n_layers"))
+    top1 = _arr(_get(anisotropy, "var_top1"))
+    key_layers = spectrum_key_layers(n_layers, anisotropy.get("l_star"))
+    with style():
+        fig = _new_figure(6.4, 4.2)
+        ax = fig.subplots()
+        for i, layer in enumerate(key_layers):
+            eig = _arr(spectrum[layer])
+            if eig.size == 0 or not np.isfinite(eig[0]) or eig[0] <= 0:
+                continue
+            # lambda_1 / sum(lambda) is var_top1: rescale so each value is a share of the total.
+            share = eig * (top1[layer] / eig[0])
+            star = " (L*)" if anisotropy.get("l_star") is not None and layer == int(anisotropy["l_star"]) else ""
+            ax.semilogy(np.arange(1, eig.size + 1), share, color=OKABE_ITO[i % 7],
+                        linestyle=LINESTYLES[i % len(LINESTYLES)], label=f"layer {layer}{star}")
+        ax.set_xlabel("eigenvalue rank (1 = largest)")
+        ax.set_ylabel(r"$\lambda_i/\Sigma\lambda$ (share of total variance, log scale)")
+        ax.set_title(f"{_title(anisotropy)}: covariance spectrum at key layers "
+                     f"(top {anisotropy.get('spectrum_top', len(spectrum[0]) if spectrum else '?')})")
+        ax.legend(loc="best")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Added analyses: pair level, leave one category out
+# --------------------------------------------------------------------------------------------
+
+
+def pairs_figure(pairs: Mapping[str, Any]) -> Figure:
+    """Pair-level r (score vs preference over all pairs) per layer with its bootstrap CI, for every
+    pooling."""
+    layers = _arr(_get(pairs, "layers"))
+    poolings = _get(pairs, "poolings")
+    n_pairs = len(pairs.get("preference", [])) or None
+    with style():
+        fig = _new_figure(6.8, 3.8)
+        ax = fig.subplots()
+        for name in POOLINGS:
+            if name not in poolings:
+                continue
+            block = poolings[name]
+            st = POOLING_STYLE[name]
+            ax.fill_between(layers, _arr(block["bootstrap_ci_low"]), _arr(block["bootstrap_ci_high"]),
+                            color=st["color"], alpha=0.15, linewidth=0)
+            ax.plot(layers, _arr(block["pearson_r"]), label=f"{name} pooling", **st)
+        _zero_line(ax)
+        _layer_axis(ax)
+        ax.set_ylabel("r(pair score, pair preference) (Pearson r, unitless)")
+        ax.set_title(f"{_title(pairs)}: pair-level correlation"
+                     + (f" (n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
+        ax.legend(loc="best")
+    return fig
+
+
+def loco_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
+    """Leave-one-category-out: r per layer with all categories and with each one left out."""
+    block = _get(layerwise, "poolings", pooling)
+    layers = _arr(_get(layerwise, "layers"))
+    categories = list(_get(layerwise, "categories"))
+    loco = np.array([[np.nan if v is None else float(v) for v in row] for row in block["loco_r"]], dtype=float)
+    with style():
+        fig = _new_figure(6.8, 4.0)
+        ax = fig.subplots()
+        for j, category in enumerate(categories):
+            ax.plot(layers, loco[:, j] if loco.ndim == 2 and loco.shape[1] > j else np.full_like(layers, np.nan),
+                    color=OKABE_ITO[j % 7], linestyle=LINESTYLES[(j + 1) % len(LINESTYLES)],
+                    marker=MARKERS[(j + 1) % len(MARKERS)], markersize=3, linewidth=1.0,
+                    label=f"without {category.replace('_', ' ')}")
+        ax.plot(layers, _arr(block["pearson_r"]), color=OKABE_ITO[7], linewidth=2.2, marker="o",
+                label="all categories")
+        _zero_line(ax)
+        ax.set_ylim(-1.05, 1.05)
+        _layer_axis(ax)
+        ax.set_ylabel(R_LABEL)
+        ax.set_title(f"{_title(layerwise)}: leave-one-category-out ({pooling} pooling)")
+        ax.legend(loc="best", fontsize=6.5, ncols=2)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+
+def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Write ``fig`` as ``path`` with each suffix in ``formats``; metadata (dates, software) stripped.
+
+    ``path`` may carry a suffix; it is replaced. Returns the written paths. Writes are atomic.
+    """
+    import os
+    import tempfile
+
+    base = Path(path)
+    base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
+    base.parent.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with style():
+        for fmt in formats:
+            if fmt not in STRIPPED_METADATA:
+                raise UAProbeError(f"save_figure: format {fmt!r} not supported; use png, svg or pdf")
+            target = base.with_name(f"{base.name}.{fmt}")
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            os.close(fd)
+            try:
+                fig.savefig(tmp, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            written.append(target)
+    return written
+
+
+__all__ = [
+    "OKABE_ITO",
+    "POOLINGS",
+    "FigureDataError",
+    "anisotropy_figure",
+    "bins_figure",
+    "layerwise_figure",
+    "loco_figure",
+    "pairs_figure",
+    "save_figure",
+    "scaling_figure",
+    "spectrum_figure",
+    "spectrum_key_layers",
+    "style",
+    "validation_figure",
+]

@@ -1,0 +1,127 @@
+"""DVC stage `figures`: the paper's figures, drawn from the results files only.
+
+    python stages/figures.py [--params params.yaml] [--root .] [--out figures]
+
+For every model of the panel (``models`` in params.yaml) it reads ``results/models/<id>/*.json``
+and writes ``figures/models/<id>/<figure>.png`` and ``.svg``; from ``results/panel.json`` it writes
+``figures/panel/<figure>.png|svg``. ``figures/manifest.json`` lists every figure with the results
+files it was drawn from (the manuscript's captions cite them). The output directory is built aside
+and swapped in whole, so no figure of a model that left the panel survives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from uaprobe import figures
+from uaprobe.config import load_params
+from uaprobe.errors import UAProbeError
+from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS, read_json
+
+log = logging.getLogger("uaprobe.figures")
+
+STAGE = "figures"
+FORMATS = ("png", "svg")
+
+
+@dataclass(frozen=True)
+class PerModelFigure:
+    key: str
+    sources: tuple[str, ...]
+    """Results files of the model, ``results/models/<id>/<name>.json``."""
+    draw: Callable[[Mapping[str, Mapping[str, Any]]], Figure]
+
+
+def _unit(docs: Mapping[str, Mapping[str, Any]]) -> str:
+    return "nats/token" if docs["layerwise"].get("preference", "mean") == "mean" else "nats/statement"
+
+
+PER_MODEL: tuple[PerModelFigure, ...] = (
+    PerModelFigure("layerwise", ("layerwise",), lambda d: figures.layerwise_figure(d["layerwise"])),
+    PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
+        d["bins"], n_categories=len(d["layerwise"]["categories"]))),
+    PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
+        d["validation"], reference=PUBLISHED_SCIENTIFIC_FACTS, reference_category=PUBLISHED_REFERENCE_CATEGORY,
+        preference_unit=_unit(d))),
+    PerModelFigure("anisotropy", ("anisotropy",), lambda d: figures.anisotropy_figure(d["anisotropy"])),
+    PerModelFigure("spectrum", ("anisotropy",), lambda d: figures.spectrum_figure(d["anisotropy"])),
+    PerModelFigure("pairs", ("pairs",), lambda d: figures.pairs_figure(d["pairs"])),
+    PerModelFigure("loco", ("layerwise",), lambda d: figures.loco_figure(d["layerwise"])),
+)
+"""The per-model figures: key, the results files they read, how they are drawn."""
+
+
+def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
+    params = load_params(params_path)
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    entries: list[dict[str, Any]] = []
+    build = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        for model_id in params.models:
+            names = sorted({name for spec in PER_MODEL for name in spec.sources})
+            docs = {name: read_json(root, f"results/models/{model_id}/{name}.json") for name in names}
+            for spec in PER_MODEL:
+                written = figures.save_figure(spec.draw(docs), build / "models" / model_id / spec.key,
+                                              formats=FORMATS)
+                entries.append(_entry(spec.key, model_id, written, build, out, root,
+                                      [f"results/models/{model_id}/{n}.json" for n in spec.sources]))
+        panel = read_json(root, "results/panel.json")
+        written = figures.save_figure(figures.scaling_figure(panel), build / "panel" / "scaling", formats=FORMATS)
+        entries.append(_entry("scaling", None, written, build, out, root, ["results/panel.json"]))
+        manifest = {"stage": STAGE, "formats": list(FORMATS), "figures": entries}
+        (build / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        build.chmod(0o755)
+        if out.exists():
+            shutil.rmtree(out)
+        build.rename(out)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    for e in entries:
+        log.info("%-10s %-14s -> %s", e["key"], e["model"] or "panel", ", ".join(e["files"].values()))
+    log.info("wrote %d figures (%s) and %s", len(entries), "+".join(FORMATS), _rel(out / "manifest.json", root))
+    return entries
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _entry(key: str, model_id: str | None, written: list[Path], build: Path, out: Path, root: Path,
+           sources: list[str]) -> dict[str, Any]:
+    files = {p.suffix.lstrip("."): _rel(out / p.relative_to(build), root) for p in written}
+    return {"key": key, "model": model_id, "stage": STAGE, "sources": sources, "files": files, "png": files["png"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--root", type=Path, default=Path("."), help="repository root holding results/")
+    parser.add_argument("--out", type=Path, default=Path("figures"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    try:
+        run(params_path=args.params, root=args.root, out=args.out)
+    except UAProbeError as exc:
+        log.error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

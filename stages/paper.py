@@ -1,0 +1,48 @@
+"""DVC stage `paper`: render the manuscript to ``paper/_output/paper.html`` and ``paper.pdf``.
+
+    python stages/paper.py [--qmd paper/paper.qmd] [--out paper/_output] [--engine auto|quarto|fallback]
+
+With a Quarto executable (``$UAPROBE_QUARTO``, ``$QUARTO_PATH``, ``quarto`` on PATH, or the
+``quarto-cli`` package) it runs ``quarto render`` with the Jupyter engine and freezing off;
+without one it uses the fallback renderer of :mod:`uaprobe.render` (Jupyter kernel + pandoc +
+Typst). The manuscript's cells read the tracked outputs (results/, metrics/, figures/, dvc.lock,
+params.yaml) from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from uaprobe.errors import UAProbeError
+from uaprobe.render import render_manuscript
+
+log = logging.getLogger("uaprobe.paper")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--qmd", type=Path, default=Path("paper/paper.qmd"))
+    parser.add_argument("--out", type=Path, default=Path("paper/_output"))
+    parser.add_argument("--engine", choices=("auto", "quarto", "fallback"), default="auto")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds allowed per code cell")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # jupyter_client's shutdown notices
+    started = time.perf_counter()
+    try:
+        result = render_manuscript(args.qmd, output_dir=args.out, engine=args.engine, timeout=args.timeout)
+    except UAProbeError as exc:
+        log.error("%s", exc)
+        return 1
+    log.info("rendered %s with %s in %.1f s", args.qmd, result.engine, time.perf_counter() - started)
+    log.info("wrote %s (%d bytes)", result.html, result.html.stat().st_size)
+    log.info("wrote %s (%d bytes)", result.pdf, result.pdf.stat().st_size)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Build small extraction files with the exact layout of :mod:`uaprobe.store`, for tests and the benchmark.
+
+Two kinds of content:
+
+- ``random``: Gaussian states around a shared direction (realistic positive cosines), random NLLs.
+- ``planted``: per layer, the uniformities are exact: within a category, the side-S statements are
+  ``sqrt(c) e_0 + sqrt(1 - c) e_i`` (orthonormal e_i), so every pairwise cosine is exactly ``c`` and
+  U(S) = c. With ``c_A - c_B = slope[layer] * pref_c`` the category-level UA is a known linear
+  function of the preference: r = sign(slope[layer]) exactly, and UA is known to rounding.
+  Anisotropy tokens get a planted variance concentration peaking at ``bell_layer``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import h5py
+import numpy as np
+
+STR = h5py.string_dtype("utf-8")
+
+
+def category_preferences(n_categories: int) -> np.ndarray:
+    """Distinct, non-constant category preferences used by the planted files."""
+    return np.linspace(-1.0, 1.5, n_categories)
+
+
+def pair_offsets(n: int) -> np.ndarray:
+    """Within-category preference offsets summing to zero."""
+    if n == 1:
+        return np.zeros(1)
+    d = np.linspace(-0.3, 0.3, n)
+    return d - d.mean()
+
+
+def build_arrays(*, pairs_per_category: Sequence[int], n_layers: int, hidden: int, seed: int, kind: str,
+                 slopes: Sequence[float] | None, n_prompts: int, tokens_per_prompt: int,
+                 bell_layer: int | None) -> dict[str, np.ndarray | list[str]]:
+    rng = np.random.default_rng(seed)
+    n_cat = len(pairs_per_category)
+    categories, texts, pair_idx, side = [], [], [], []
+    p = 0
+    for c, n in enumerate(pairs_per_category):
+        for j in range(n):
+            for s in (0, 1):
+                categories.append(f"cat{c}")
+                texts.append(f"category {c} pair {j} side {'AB'[s]}")
+                pair_idx.append(p)
+                side.append(s)
+            p += 1
+    n_rows = len(texts)
+    cat_code = np.array([int(c[3:]) for c in categories])
+    side = np.array(side)
+    pair_arr = np.array(pair_idx)
+    L1 = n_layers + 1
+    cat_pref = category_preferences(n_cat)
+    pref_pair = np.concatenate([cat_pref[c] + pair_offsets(n) for c, n in enumerate(pairs_per_category)])
+    if kind == "planted":
+        if slopes is None:
+            slopes = np.linspace(0.08, -0.08, L1)
+        slopes = np.asarray(slopes, dtype=float)
+        if hidden < 1 + max(pairs_per_category):
+            raise ValueError("planted files need hidden >= 1 + the largest category")
+        pooled = np.zeros((n_rows, L1, hidden), dtype=np.float64)
+        for layer in range(L1):
+            for c, n in enumerate(pairs_per_category):
+                # c_A - c_B = slope * pref_c, centred on 0.5
+                delta = slopes[layer] * cat_pref[c]
+                for s, cos in ((0, 0.5 + delta / 2), (1, 0.5 - delta / 2)):
+                    rows = np.flatnonzero((cat_code == c) & (side == s))
+                    for i, row in enumerate(rows):
+                        v = np.zeros(hidden)
+                        v[0] = np.sqrt(cos)
+                        v[1 + i] = np.sqrt(1.0 - cos)
+                        pooled[row, layer] = v * (1.0 + 0.5 * layer)  # scale is irrelevant to cosines
+        pooled = pooled.astype(np.float32)
+        pooled_all = {"mean": pooled, "last": pooled.copy(), "first": pooled.copy()}
+    else:
+        shared = rng.standard_normal(hidden)
+        pooled_all = {}
+        for name in ("mean", "last", "first"):
+            base = rng.standard_normal((n_rows, L1, hidden))
+            pooled_all[name] = (base + 1.5 * shared).astype(np.float32)
+    prenorm = {k: (v[:, -1, :] * 1.7 + 0.01).astype(np.float32) for k, v in pooled_all.items()}
+    nll_a = 2.0 + rng.uniform(0, 0.5, size=len(pref_pair))
+    nll_mean = np.empty(n_rows)
+    nll_mean[side == 0] = nll_a if kind == "planted" else rng.uniform(1.5, 4.0, size=len(pref_pair))
+    nll_mean[side == 1] = (nll_a + pref_pair) if kind == "planted" else rng.uniform(1.5, 4.0, size=len(pref_pair))
+    n_tokens = rng.integers(3, 12, size=n_rows).astype(np.int32)
+    nll_sum = nll_mean * n_tokens
+    # anisotropy prompts
+    prompts = [f"prompt number {i}" for i in range(n_prompts)]
+    T = n_prompts * tokens_per_prompt
+    special = np.zeros(T, dtype=bool)
+    special[::tokens_per_prompt] = True  # a BOS per prompt
+    prompt_index = np.repeat(np.arange(n_prompts), tokens_per_prompt).astype(np.int32)
+    if bell_layer is None:
+        bell_layer = n_layers // 2
+    amp = 0.5 + 3.0 * np.exp(-0.5 * ((np.arange(L1) - bell_layer) / max(1.0, n_layers / 4)) ** 2)
+    z = rng.standard_normal(T)
+    noise = rng.standard_normal((T, L1, hidden)) * 0.3
+    states = noise + amp[None, :, None] * z[:, None, None] * np.eye(hidden)[0][None, None, :]
+    states += 2.0 * np.eye(hidden)[-1][None, None, :]  # a non-zero mean
+    return {
+        "text": texts, "category": categories, "pair": pair_arr.astype(np.int32), "side": side.astype(np.int8),
+        **{f"pooled/{k}": v for k, v in pooled_all.items()},
+        **{f"prenorm/{k}": v for k, v in prenorm.items()},
+        "nll/mean": nll_mean, "nll/sum": nll_sum, "n_tokens": n_tokens, "n_content": n_tokens.copy(),
+        "anisotropy/prompt": prompts, "anisotropy/states": states.astype(np.float32),
+        "anisotropy/prompt_index": prompt_index, "anisotropy/special": special,
+    }
+
+
+def write_synthetic_h5(path: str | Path, *, pairs_per_category: Sequence[int] = (6, 5, 7, 6), n_layers: int = 6,
+                       hidden: int = 16, seed: int = 0, kind: str = "random", slopes: Sequence[float] | None = None,
+                       pooling_drop: str = "special", n_prompts: int = 4, tokens_per_prompt: int = 6,
+                       bell_layer: int | None = None, model_id: str = "synthetic") -> Path:
+    """Write a complete extraction file at ``path`` (layout of :mod:`uaprobe.store`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays = build_arrays(pairs_per_category=pairs_per_category, n_layers=n_layers, hidden=hidden, seed=seed,
+                          kind=kind, slopes=slopes, n_prompts=n_prompts, tokens_per_prompt=tokens_per_prompt,
+                          bell_layer=bell_layer)
+    with h5py.File(path, "w", track_order=False) as fh:
+        st = fh.create_group("statements")
+        st.create_dataset("text", data=arrays["text"], dtype=STR, track_times=False)
+        st.create_dataset("category", data=arrays["category"], dtype=STR, track_times=False)
+        st.create_dataset("pair", data=arrays["pair"], track_times=False)
+        st.create_dataset("side", data=arrays["side"], track_times=False)
+        for name in ("mean", "last", "first"):
+            fh.create_dataset(f"pooled/{name}", data=arrays[f"pooled/{name}"], track_times=False)
+            fh.create_dataset(f"prenorm/{name}", data=arrays[f"prenorm/{name}"], track_times=False)
+        fh.create_dataset("nll/sum", data=arrays["nll/sum"], track_times=False)
+        fh.create_dataset("nll/mean", data=arrays["nll/mean"], track_times=False)
+        fh.create_dataset("n_tokens", data=arrays["n_tokens"], track_times=False)
+        fh.create_dataset("n_content", data=arrays["n_content"], track_times=False)
+        fh.create_dataset("anisotropy/prompt", data=arrays["anisotropy/prompt"], dtype=STR, track_times=False)
+        fh.create_dataset("anisotropy/states", data=arrays["anisotropy/states"], track_times=False)
+        fh.create_dataset("anisotropy/prompt_index", data=arrays["anisotropy/prompt_index"], track_times=False)
+        fh.create_dataset("anisotropy/special", data=arrays["anisotropy/special"], track_times=False)
+        attrs = {
+            "model_id": model_id, "display": f"Synthetic-{model_id}", "source": "synthetic", "location": "tests",
+            "revision": "", "dtype": "float32", "device": "cpu", "pooling_drop": pooling_drop,
+            "dataset_sha256": "0" * 64, "prompts_sha256": "0" * 64, "uaprobe_version": "test",
+            "torch_version": "", "transformers_version": "", "n_layers": n_layers, "hidden_size": hidden,
+            "bos_added": True, "complete": True,
+        }
+        for key in sorted(attrs):
+            fh.attrs[key] = attrs[key]
+    return path

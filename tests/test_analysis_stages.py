@@ -1,0 +1,208 @@
+"""The analyze and compare stages end to end on small synthetic extraction files."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from synthetic_h5 import category_preferences, pair_offsets, write_synthetic_h5
+from uaprobe.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = (6, 5, 7, 6)
+
+
+def load_stage(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"stage_{name}", ROOT / "stages" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+analyze_stage = load_stage("analyze")
+compare_stage = load_stage("compare")
+
+
+def write_params(path: Path, *, models: list[str], k: tuple[int, ...] = (3, 4), ci_k: int = 4) -> Path:
+    doc = {
+        "models": models,
+        "catalog": {m: {"display": f"Model {m}", "source": "local", "location": f"/nowhere/{m}",
+                        "params_millions": 10.0 * (i + 1)} for i, m in enumerate(models)},
+        "analysis": {"seed": 7, "bootstrap_resamples": 300, "permutations": 300, "ci_level": 0.9,
+                     "bins": {"k": list(k), "partitions": 12, "ci_k": ci_k}},
+    }
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def strict_json(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("}\n")
+
+    def refuse(token: str) -> None:
+        raise AssertionError(f"{path}: non-strict JSON token {token}")
+
+    obj = json.loads(text, parse_constant=refuse)
+    assert text == json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return obj
+
+
+def run_analyze(tmp: Path, model: str, params: Path, h5: Path, out: str = "out") -> Path:
+    base = tmp / out
+    rc = analyze_stage.main(["--model", model, "--params", str(params), "--embeddings", str(h5),
+                             "--results", str(base / "results/models"), "--metrics", str(base / "metrics/models"),
+                             "--plots", str(base / "plots/models")])
+    assert rc == 0
+    return base
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("panel")
+    params = write_params(tmp / "params.yaml", models=["rand", "plant"])
+    slopes = np.array([0.05, 0.08, 0.04, -0.03, -0.06, -0.09, -0.05, -0.07, -0.1])  # sign change 2 -> 3
+    h5 = {
+        "rand": write_synthetic_h5(tmp / "rand.h5", pairs_per_category=PAIRS, n_layers=6, hidden=16, seed=1),
+        "plant": write_synthetic_h5(tmp / "plant.h5", pairs_per_category=PAIRS, n_layers=8, hidden=16, seed=2,
+                                    kind="planted", slopes=slopes, bell_layer=3, pooling_drop="first"),
+    }
+    for m, path in h5.items():
+        base = run_analyze(tmp, m, params, path)
+    rc = compare_stage.main(["--params", str(params), "--results", str(base / "results/models"),
+                             "--out-results", str(base / "results/panel.json"),
+                             "--out-metrics", str(base / "metrics/panel.json"),
+                             "--out-plots", str(base / "plots/panel")])
+    assert rc == 0
+    return {"tmp": tmp, "base": base, "params": params, "h5": h5, "slopes": slopes}
+
+
+def test_analyze_writes_every_documented_file(panel):
+    base = panel["base"]
+    for m in ("rand", "plant"):
+        names = sorted(p.name for p in (base / "results/models" / m).iterdir())
+        assert names == ["anisotropy.json", "bins.json", "layerwise.json", "pairs.json", "preference.json",
+                         "validation.json"]
+        for p in (base / "results/models" / m).iterdir():
+            obj = strict_json(p)
+            assert obj["model"] == m and "nan_reasons" in obj and obj["settings"]["seed"] == 7
+        metrics = strict_json(base / "metrics/models" / f"{m}.json")
+        assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference"}
+        plots = sorted(p.name for p in (base / "plots/models" / m).iterdir())
+        assert plots == ["anisotropy.csv", "bins.csv", "layerwise.csv", "pairs.csv"]
+
+
+def test_plot_csvs_have_one_row_per_layer(panel):
+    base = panel["base"]
+    for m, n_layers in (("rand", 6), ("plant", 8)):
+        for p in (base / "plots/models" / m).iterdir():
+            text = p.read_text(encoding="utf-8")
+            assert text.endswith("\n") and "nan" not in text.lower()
+            rows = list(csv.reader(text.splitlines()))
+            assert rows[0][:2] == ["layer", "depth_pct"]
+            assert [int(r[0]) for r in rows[1:]] == list(range(n_layers + 1))
+            assert float(rows[-1][1]) == 100.0
+
+
+def test_metrics_are_headline_scalars(panel):
+    def leaves(obj):
+        if isinstance(obj, dict):
+            for v in obj.values():
+                yield from leaves(v)
+        else:
+            yield obj
+    for path in (panel["base"] / "metrics").rglob("*.json"):
+        assert all(v is None or isinstance(v, (int, float, bool)) for v in leaves(strict_json(path))), path
+
+
+def test_planted_model_gives_the_planted_answer(panel):
+    base = panel["base"]
+    lw = strict_json(base / "results/models/plant/layerwise.json")
+    slopes = panel["slopes"]
+    pref = category_preferences(len(PAIRS))
+    assert lw["mean_preference"] == pytest.approx(pref.tolist(), abs=1e-12)
+    for pooling in ("mean", "last", "first"):
+        e = lw["poolings"][pooling]
+        assert e["pearson_r"] == pytest.approx(np.sign(slopes).tolist(), abs=1e-9)
+        assert np.array(e["ua"]) == pytest.approx(slopes[:, None] * pref[None, :], abs=2e-6)
+        assert [(s["layer_before"], s["layer_after"]) for s in e["sign_changes"]] == [(2, 3)]
+        assert e["peak_positive"]["layer"] in (0, 1, 2) and e["peak_negative"]["layer"] >= 3  # r = +-1 up to rounding
+        assert e["final"]["r"] == pytest.approx(-1.0, abs=1e-9)
+        # exact permutation test over 4 categories: only the identity (and its exact mirror) reach |r| = 1
+        assert lw["permutation_mode"] == "exact"
+    val = strict_json(base / "results/models/plant/validation.json")
+    g = val["variants"]["mean"]["global"]
+    assert g["r"] == pytest.approx(-1.0, abs=1e-9) and g["label"] == "INVERTED"
+    assert g["mean_ua"] == pytest.approx(float(np.mean(slopes[-1] * pref)), abs=2e-6)
+    rows = val["variants"]["mean"]["table"]
+    expected_pct = [100 * np.mean(pref[c] + pair_offsets(n) > 0) for c, n in enumerate(PAIRS)]
+    assert [r["pct_prefer_a"] for r in rows] == pytest.approx(expected_pct)
+    an = strict_json(base / "results/models/plant/anisotropy.json")
+    assert an["token_selection"] == "all" and an["l_star"] == 3
+    assert an["correlation_sign_changes"]["last_inversion_layer"] == 3
+    assert an["correlation_sign_changes"]["distance_to_last_inversion"] == 0
+    rand_an = strict_json(base / "results/models/rand/anisotropy.json")
+    assert rand_an["token_selection"] == "content" and rand_an["n_tokens"] == 4 * 5
+
+
+def test_compare_stage(panel):
+    base = panel["base"]
+    res = strict_json(base / "results/panel.json")
+    assert res["models"] == ["rand", "plant"]
+    plant = res["poolings"]["mean"]["models"]["plant"]
+    assert plant["n_layers"] == 8 and plant["params_millions"] == 20.0
+    assert plant["peak_positive"]["layer"] in (0, 1, 2) and plant["peak_positive"]["r"] == pytest.approx(1.0)
+    assert plant["peak_positive"]["depth_pct"] == 12.5 * plant["peak_positive"]["layer"]
+    assert [s["layer_after"] for s in plant["sign_changes"]] == [3]
+    assert res["seed_layers_view"]["mean"]["models"]["plant"]["layers"] == [0, 4, 8]
+    depths = [res["poolings"]["mean"]["models"][m]["peak_positive"]["depth_pct"] for m in ("rand", "plant")]
+    s = res["poolings"]["mean"]["summary"]
+    assert s["peak_positive_depth_mean"] == pytest.approx(np.mean(depths))
+    assert s["peak_positive_depth_std"] == pytest.approx(np.std(depths))
+    assert s["stable"] is bool(np.std(depths) < 10.0)
+    metrics = strict_json(base / "metrics/panel.json")
+    assert metrics["final_r"]["plant"] == pytest.approx(-1.0)
+    rows = list(csv.reader((base / "plots/panel/plant.csv").read_text().splitlines()))
+    assert rows[0] == ["layer", "depth_pct", "r_mean", "r_last", "r_first"] and len(rows) == 10
+
+
+def test_outputs_are_identical_across_reruns(panel):
+    tmp = panel["tmp"]
+    again = run_analyze(tmp, "rand", panel["params"], panel["h5"]["rand"], out="again")
+    first = panel["base"]
+    for rel in ("results/models/rand", "metrics/models", "plots/models/rand"):
+        for p in sorted((again / rel).glob("*")):
+            if p.is_file() and (rel != "metrics/models" or p.name == "rand.json"):
+                assert p.read_bytes() == (first / rel / p.name).read_bytes(), p
+
+
+def test_constant_preference_gives_nulls_with_reasons_not_a_crash(tmp_path):
+    h5 = write_synthetic_h5(tmp_path / "flat.h5", pairs_per_category=PAIRS, n_layers=3, hidden=12, seed=3)
+    with h5py.File(h5, "r+") as fh:
+        fh["nll/mean"][...] = 2.0
+    params = write_params(tmp_path / "params.yaml", models=["flat"])
+    base = run_analyze(tmp_path, "flat", params, h5)
+    lw = strict_json(base / "results/models/flat/layerwise.json")
+    assert all(v is None for v in lw["poolings"]["mean"]["pearson_r"])
+    assert lw["nan_reasons"]["poolings/mean/pearson_r/0"] == "preference is constant"
+    val = strict_json(base / "results/models/flat/validation.json")
+    assert val["variants"]["mean"]["global"]["r"] is None and val["variants"]["mean"]["global"]["label"] is None
+    assert "variants/mean/global/r" in val["nan_reasons"]
+    bins_ = strict_json(base / "results/models/flat/bins.json")
+    assert bins_["poolings"]["mean"]["schemes"]["balanced"]["by_k"]["3"]["r_mean"][0] is None
+    assert "poolings/mean/schemes/balanced/by_k/3/r_mean/0" in bins_["nan_reasons"]
+
+
+def test_too_many_bins_for_the_data_is_a_config_error(tmp_path):
+    h5 = write_synthetic_h5(tmp_path / "m.h5", pairs_per_category=PAIRS, n_layers=2, hidden=8, seed=0)
+    params = write_params(tmp_path / "params.yaml", models=["m"], k=(3, 20), ci_k=4)
+    with pytest.raises(ConfigError, match=r"analysis\.bins\.k"):
+        run_analyze(tmp_path, "m", params, h5)

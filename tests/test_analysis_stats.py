@@ -1,0 +1,270 @@
+"""Each vectorised statistic against a direct, readable computation on random inputs."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from uaprobe.analysis import stats
+from uaprobe.analysis.groupstats import Resampling, group_stats, leave_one_out
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+def test_pearson_matches_scipy_row_by_row(rng):
+    x = rng.standard_normal((7, 12))
+    y = rng.standard_normal(12)
+    got = stats.pearson(x, y)
+    for i in range(7):
+        r, p = sps.pearsonr(x[i], y)
+        assert got.r[i] == pytest.approx(r, abs=1e-12)
+        assert got.p[i] == pytest.approx(p, rel=1e-9, abs=1e-14)
+        assert got.reason[i] == ""
+    assert (got.n == 12).all()
+
+
+def test_pearson_with_mask_equals_pearson_of_the_selected_points(rng):
+    x = rng.standard_normal((5, 20))
+    y = rng.standard_normal((5, 20))
+    mask = rng.random((5, 20)) < 0.6
+    got = stats.pearson(x, y, mask=mask)
+    for i in range(5):
+        r, p = sps.pearsonr(x[i, mask[i]], y[i, mask[i]])
+        assert got.r[i] == pytest.approx(r, abs=1e-12)
+        assert got.p[i] == pytest.approx(p, rel=1e-9)
+
+
+def test_pearson_undefined_cases_are_nan_with_reasons():
+    x = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, np.nan, 4.0], [1.0, 2.0, 3.0, 4.0]])
+    y = np.array([[1.0, 2.0, 3.0, 5.0], [2.0, 2.0, 2.0, 2.0], [1.0, 2.0, 3.0, 5.0], [1.0, 2.0, 3.0, 5.0]])
+    mask = np.array([True, True, True, True])[None].repeat(4, 0)
+    mask[3] = [True, True, False, False]
+    got = stats.pearson(x, y, mask=mask, x_name="UA", y_name="preference")
+    assert np.isnan(got.r).all() and np.isnan(got.p).all()
+    assert list(got.reason) == ["UA is constant", "preference is constant", "non-finite input", "fewer than 3 points"]
+
+
+def test_pearson_p_is_zero_for_perfect_correlation():
+    got = stats.pearson(np.arange(5.0), 2 * np.arange(5.0) + 1)
+    assert got.r == pytest.approx(1.0)
+    assert got.p == pytest.approx(0.0, abs=1e-12)
+
+
+def test_spearman_matches_scipy_with_ties(rng):
+    x = rng.integers(0, 5, size=(4, 15)).astype(float)
+    y = rng.standard_normal(15)
+    got = stats.spearman(x, y)
+    for i in range(4):
+        res = sps.spearmanr(x[i], y)
+        assert got.r[i] == pytest.approx(res.statistic, abs=1e-12)
+        assert got.p[i] == pytest.approx(res.pvalue, rel=1e-9)
+
+
+def test_average_ranks_match_scipy(rng):
+    x = rng.integers(0, 6, size=(5, 30)).astype(float)
+    assert np.array_equal(stats.average_ranks(x), sps.rankdata(x, axis=-1))
+    y = rng.standard_normal(17)
+    assert np.array_equal(stats.average_ranks(y), sps.rankdata(y))
+
+
+def test_percentile_matches_numpy_and_ignores_nan(rng):
+    v = rng.standard_normal((3, 101))
+    v[1, ::7] = np.nan
+    v[2] = np.nan
+    for q in (2.5, 50.0, 97.5):
+        got, valid = stats.percentile(v, q)
+        assert got[0] == pytest.approx(np.percentile(v[0], q), abs=1e-15)
+        assert got[1] == pytest.approx(np.percentile(v[1][np.isfinite(v[1])], q), abs=1e-15)
+        assert np.isnan(got[2])
+        assert valid.tolist() == [101, 101 - len(range(0, 101, 7)), 0]
+
+
+def test_resample_counts_are_multiplicities(rng):
+    idx = stats.bootstrap_indices(rng, n=6, resamples=50)
+    counts = stats.resample_counts(idx, n=6)
+    for b in range(50):
+        assert counts[b].tolist() == np.bincount(idx[b], minlength=6).tolist()
+
+
+def test_bootstrap_pearson_matches_a_loop(rng):
+    x = rng.standard_normal((4, 9))
+    y = rng.standard_normal(9)
+    idx = stats.bootstrap_indices(rng, n=9, resamples=300)
+    got = stats.bootstrap_pearson(x, y, stats.resample_counts(idx, n=9))
+    for m in range(4):
+        for b in range(300):
+            xb, yb = x[m, idx[b]], y[idx[b]]
+            if np.ptp(xb) == 0 or np.ptp(yb) == 0:
+                assert np.isnan(got[m, b])
+            else:
+                assert got[m, b] == pytest.approx(np.corrcoef(xb, yb)[0, 1], abs=1e-10)
+
+
+def test_bootstrap_resample_without_variance_is_dropped_not_zero():
+    x = np.array([[0.1, 0.2, 0.3]])
+    y = np.array([1.0, 2.0, 4.0])
+    idx = np.array([[0, 0, 0], [1, 1, 1], [0, 1, 2], [2, 2, 1]])
+    rb = stats.bootstrap_pearson(x, y, stats.resample_counts(idx, n=3))
+    assert np.isnan(rb[0, 0]) and np.isnan(rb[0, 1])
+    assert np.isfinite(rb[0, 2]) and np.isfinite(rb[0, 3])
+    iv = stats.bootstrap_r_interval(x, y, stats.resample_counts(idx, n=3), level=0.95,
+                                    r_reason=np.array([""], dtype=object))
+    assert iv.valid[0] == 2
+
+
+def test_bootstrap_interval_all_degenerate_has_a_reason():
+    x = np.array([[0.1, 0.2, 0.3]])
+    y = np.array([1.0, 2.0, 4.0])
+    idx = np.array([[0, 0, 0], [1, 1, 1]])
+    iv = stats.bootstrap_r_interval(x, y, stats.resample_counts(idx, n=3), level=0.95,
+                                    r_reason=np.array([""], dtype=object))
+    assert np.isnan(iv.low[0]) and iv.valid[0] == 0
+    assert "no bootstrap resample" in iv.reason[0]
+
+
+def test_bootstrap_interval_matches_the_seed_on_the_same_indices(rng):
+    x = rng.standard_normal(20)
+    y = 0.5 * x + rng.standard_normal(20)
+    idx = rng.integers(0, 20, size=(2000, 20))
+    rs = [sps.pearsonr(x[i], y[i])[0] for i in idx]
+    iv = stats.bootstrap_r_interval(x[None], y, stats.resample_counts(idx, n=20), level=0.9,
+                                    r_reason=np.array([""], dtype=object))
+    assert iv.low[0] == pytest.approx(np.percentile(rs, 5), abs=1e-10)
+    assert iv.high[0] == pytest.approx(np.percentile(rs, 95), abs=1e-10)
+
+
+def test_bootstrap_mean_matches_a_loop(rng):
+    x = rng.standard_normal((2, 6))
+    idx = stats.bootstrap_indices(rng, n=6, resamples=100)
+    got = stats.bootstrap_mean(x, stats.resample_counts(idx, n=6))
+    assert np.allclose(got, np.stack([[x[m, i].mean() for i in idx] for m in range(2)]), atol=1e-14)
+
+
+def test_exact_permutation_p_matches_direct_enumeration(rng):
+    x = rng.standard_normal((3, 6))
+    y = rng.standard_normal(6)
+    orders, mode = stats.permutation_orders(rng, n=6, permutations=10_000)
+    assert mode == "exact" and orders.shape == (720, 6)
+    r = stats.pearson(x, y).r
+    got = stats.permutation_p(x, y, r=r, orders=orders, mode=mode)
+    for m in range(3):
+        hits = sum(abs(np.corrcoef(x[m], y[list(p)])[0, 1]) >= abs(r[m]) - 1e-12
+                   for p in itertools.permutations(range(6)))
+        assert got[m] == pytest.approx(hits / 720)
+
+
+def test_random_permutation_p_matches_a_loop(rng):
+    x = rng.standard_normal((2, 30))
+    y = 0.3 * x[0] + rng.standard_normal(30)
+    orders, mode = stats.permutation_orders(rng, n=30, permutations=500)
+    assert mode == "random"
+    assert all(sorted(o) == list(range(30)) for o in orders)
+    r = stats.pearson(x, y).r
+    got = stats.permutation_p(x, y, r=r, orders=orders, mode=mode)
+    for m in range(2):
+        hits = sum(abs(np.corrcoef(x[m], y[o])[0, 1]) >= abs(r[m]) - 1e-12 for o in orders)
+        assert got[m] == pytest.approx((1 + hits) / 501)
+
+
+def test_fisher_interval_matches_the_formula():
+    r, n = np.array([0.3, -0.8, np.nan, 0.5]), np.array([30, 6, 10, 3])
+    lo, hi, reason = stats.fisher_interval(r=r, n=n, level=0.95)
+    z = 1.959963984540054
+    assert lo[0] == pytest.approx(math.tanh(math.atanh(0.3) - z / math.sqrt(27)))
+    assert hi[1] == pytest.approx(math.tanh(math.atanh(-0.8) + z / math.sqrt(3)))
+    assert np.isnan(lo[2]) and reason[2] == "r is undefined"
+    assert np.isnan(hi[3]) and "at least 4" in reason[3]
+
+
+def _holm_reference(p: list[float]) -> list[float]:
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (m - rank) * p[i])
+        adjusted[i] = min(1.0, running)
+    return adjusted
+
+
+def _bh_reference(p: list[float]) -> list[float]:
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    adjusted, running = [0.0] * m, 1.0
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, p[i] * m / (rank + 1))
+        adjusted[i] = min(1.0, running)
+    return adjusted
+
+
+def test_holm_and_bh_match_readable_procedures(rng):
+    for _ in range(20):
+        p = rng.random(rng.integers(1, 15)) ** 3
+        assert np.allclose(stats.holm(p), _holm_reference(list(p)))
+        assert np.allclose(stats.benjamini_hochberg(p), _bh_reference(list(p)))
+
+
+def test_corrections_leave_nan_out_of_the_family():
+    p = np.array([0.01, np.nan, 0.04, 0.03])
+    assert np.allclose(stats.holm(p)[[0, 2, 3]], _holm_reference([0.01, 0.04, 0.03]))
+    assert np.isnan(stats.holm(p)[1]) and np.isnan(stats.benjamini_hochberg(p)[1])
+
+
+def test_holm_rejections_match_the_step_down_rule():
+    p = np.array([0.001, 0.03, 0.013, 0.5])
+    # step-down at alpha 0.05: 0.001 <= 0.05/4, 0.013 <= 0.05/3, 0.03 > 0.05/2 -> stop
+    assert (stats.holm(p) <= 0.05).tolist() == [True, False, True, False]
+
+
+def test_sign_changes_and_peaks():
+    r = np.array([0.2, -0.1, np.nan, -0.3, 0.4, 0.0, -0.2])
+    assert stats.sign_changes(r) == [(0, 1), (3, 4)]
+    assert stats.peak(r) == 4 and stats.peak(r, lowest=True) == 3
+    assert stats.peak(np.array([np.nan, np.nan])) is None
+
+
+def test_cohens_d_is_the_seeds():
+    x = np.array([0.1, -0.2, 0.05])
+    assert stats.cohens_d(x) == pytest.approx(x.mean() / (x.std() + 1e-10))
+
+
+def test_line_fit_matches_linregress(rng):
+    y = rng.standard_normal(9)
+    fit = stats.line_fit(y)
+    ref = sps.linregress(np.arange(9), y)
+    assert (fit.slope, fit.intercept, fit.r) == pytest.approx((ref.slope, ref.intercept, ref.rvalue))
+    assert fit.p == pytest.approx(ref.pvalue)
+    short = stats.line_fit(np.array([1.0]))
+    assert np.isnan(short.slope) and short.reason["slope"] == "fewer than 2 points"
+    flat = stats.line_fit(np.ones(4))
+    assert flat.slope == 0.0 and np.isnan(flat.r) and flat.reason["r"] == "the values is constant"
+
+
+def test_rng_for_is_reproducible_and_family_specific():
+    a = stats.rng_for(seed=42, name="bins").random(3)
+    b = stats.rng_for(seed=42, name="bins").random(3)
+    c = stats.rng_for(seed=42, name="pairs").random(3)
+    assert (a == b).all() and not (a == c).all()
+
+
+def test_group_stats_and_leave_one_out(rng):
+    x = rng.standard_normal((3, 6))
+    y = rng.standard_normal(6)
+    draws = Resampling.draw(np.random.default_rng(0), n=6, resamples=200, permutations=720)
+    gs = group_stats(x=x, y=y, draws=draws, level=0.95)
+    assert np.allclose(gs.pearson.r, [np.corrcoef(x[i], y)[0, 1] for i in range(3)])
+    loo = leave_one_out(x=x, y=y, r=gs.pearson.r, names=list("abcdef"))
+    for i in range(3):
+        for j in range(6):
+            keep = [k for k in range(6) if k != j]
+            assert loo.r[i, j] == pytest.approx(np.corrcoef(x[i, keep], y[keep])[0, 1])
+        shifts = np.abs(loo.r[i] - gs.pearson.r[i])
+        assert loo.driver[i] == int(np.argmax(shifts))
+        assert loo.max_shift[i] == pytest.approx(shifts.max())

@@ -1,0 +1,142 @@
+"""Figure functions on a small synthetic results tree; byte-stable files; the figures stage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from synthetic_results import SYNTHETIC_MODELS, load_results, write_synthetic_results
+from uaprobe import figures
+from uaprobe.manuscript import PUBLISHED_SCIENTIFIC_FACTS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("results-tree")
+    write_synthetic_results(root)
+    return root
+
+
+def _docs(root: Path, model: str = "tiny-a") -> dict[str, dict]:
+    return {n: load_results(root, model, n) for n in ("layerwise", "validation", "bins", "pairs", "anisotropy")}
+
+
+DRAWERS = {
+    "layerwise": lambda d: figures.layerwise_figure(d["layerwise"]),
+    "layerwise_last": lambda d: figures.layerwise_figure(d["layerwise"], pooling="last"),
+    "bins": lambda d: figures.bins_figure(d["bins"], n_categories=6),
+    "validation": lambda d: figures.validation_figure(d["validation"], reference=PUBLISHED_SCIENTIFIC_FACTS,
+                                                      reference_category="scientific_facts"),
+    "validation_noref": lambda d: figures.validation_figure(d["validation"]),
+    "anisotropy": lambda d: figures.anisotropy_figure(d["anisotropy"]),
+    "spectrum": lambda d: figures.spectrum_figure(d["anisotropy"]),
+    "pairs": lambda d: figures.pairs_figure(d["pairs"]),
+    "loco": lambda d: figures.loco_figure(d["layerwise"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWERS))
+@pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
+def test_each_figure_function_draws_from_a_synthetic_results_file(tree: Path, name: str, model: str) -> None:
+    fig = DRAWERS[name](_docs(tree, model))
+    assert isinstance(fig, Figure)
+    axes = fig.get_axes()
+    assert axes, "a figure with no axes"
+    for ax in axes:
+        assert ax.get_ylabel(), f"{name}: an axis without a y label"
+        assert ax.has_data(), f"{name}: an empty axis"
+    # every x label of a data axis says its unit or scale
+    assert any("(" in ax.get_xlabel() for ax in axes)
+
+
+def test_scaling_figure_draws_every_model_of_the_panel(tree: Path) -> None:
+    panel = json.loads((tree / "results" / "panel.json").read_text())
+    fig = figures.scaling_figure(panel)
+    labels = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
+    assert labels == [SYNTHETIC_MODELS[m]["display"] for m in panel["models"]]
+
+
+def test_figures_use_the_colour_blind_safe_palette(tree: Path) -> None:
+    fig = figures.layerwise_figure(_docs(tree)["layerwise"])
+    palette = {mcolors.to_hex(c) for c in figures.OKABE_ITO}
+    for ax in fig.get_axes():
+        for line in ax.get_lines():
+            colour = mcolors.to_hex(line.get_color())
+            assert colour in palette or colour in {"#737373", "#000000"}, colour
+
+
+def test_missing_values_are_gaps_not_errors(tree: Path) -> None:
+    lw = _docs(tree)["layerwise"]
+    lw["poolings"]["mean"]["pearson_r"][2] = None
+    lw["poolings"]["mean"]["bootstrap_ci_low"][2] = None
+    lw["poolings"]["mean"]["prenorm"]["pearson_r"] = None
+    fig = figures.layerwise_figure(lw)
+    ydata = fig.get_axes()[0].get_lines()[0].get_ydata()
+    assert np.isnan(ydata[2])
+
+
+def test_a_missing_key_names_the_key(tree: Path) -> None:
+    lw = _docs(tree)["layerwise"]
+    del lw["poolings"]["mean"]
+    with pytest.raises(figures.FigureDataError, match="poolings/mean"):
+        figures.layerwise_figure(lw)
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
+def test_saved_files_are_byte_identical_and_carry_no_dates(tree: Path, tmp_path: Path, fmt: str) -> None:
+    d = _docs(tree)
+    first = figures.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "a" / "fig", formats=(fmt,))
+    second = figures.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "b" / "fig", formats=(fmt,))
+    data = first[0].read_bytes()
+    assert data == second[0].read_bytes()
+    assert first[0].suffix == f".{fmt}"
+    for marker in (b"CreationDate", b"ModDate", b"<dc:date>", b"Software", b"matplotlib version"):
+        assert marker not in data, marker
+
+
+def test_save_figure_rejects_an_unknown_format(tmp_path: Path) -> None:
+    with pytest.raises(Exception, match="format"):
+        figures.save_figure(Figure(), tmp_path / "x", formats=("jpg",))
+
+
+def test_spectrum_key_layers_follow_seed_004() -> None:
+    assert figures.spectrum_key_layers(32, 7) == [0, 3, 7, 19, 32]
+    assert figures.spectrum_key_layers(4, 4) == [0, 2, 4]
+
+
+def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "stages"))
+    from figures import run  # stages/figures.py
+
+    tree = tmp_path / "one-model"
+    tree.mkdir()
+    write_synthetic_results(tree, models={"tiny-b": SYNTHETIC_MODELS["tiny-b"]})
+
+    out = tree / "figures"
+    entries = run(params_path=tree / "params.yaml", root=tree, out=out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["figures"] == entries
+    keys = {(e["key"], e["model"]) for e in entries}
+    for model in ("tiny-b",):
+        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco"):
+            assert (key, model) in keys
+            assert (out / "models" / model / f"{key}.png").is_file()
+            assert (out / "models" / model / f"{key}.svg").is_file()
+    assert ("scaling", None) in keys
+    for e in entries:
+        assert e["stage"] == "figures"
+        assert all((tree / s).is_file() for s in e["sources"]), e
+        assert (tree / e["png"]).is_file()
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    (out / "models" / "stale-model").mkdir()
+    run(params_path=tree / "params.yaml", root=tree, out=out)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before, "a rerun changed bytes or kept a stale file"

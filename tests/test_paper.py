@@ -1,0 +1,143 @@
+"""The manuscript end to end: synthetic results -> figures stage -> paper rendered by the fallback;
+the HTML checked in headless Chromium, the PDF through pdftoppm, numbers traced to the results."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser import find_chromium, inspect_page, pdf_pages
+from synthetic_results import write_synthetic_results
+from uaprobe import manuscript as ms
+from uaprobe.render import render_manuscript
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib")
+
+
+def make_project(root: Path) -> Path:
+    """A project tree with synthetic results, the real manuscript sources and drawn figures."""
+    write_synthetic_results(root)
+    (root / "paper").mkdir()
+    for name in PAPER_FILES:
+        shutil.copyfile(REPO / "paper" / name, root / "paper" / name)
+    sys.path.insert(0, str(REPO / "stages"))
+    from figures import run  # stages/figures.py
+
+    run(params_path=root / "params.yaml", root=root, out=root / "figures")
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_project(tmp_path_factory.mktemp("project"))
+    render_manuscript(root / "paper" / "paper.qmd", engine="fallback")
+    return root
+
+
+def rendered(root: Path) -> tuple[Path, Path]:
+    return root / "paper" / "_output" / "paper.html", root / "paper" / "_output" / "paper.pdf"
+
+
+def expected_tables() -> list[str]:
+    return re.findall(r"^#\| label: (tbl-[\w-]+)$", (REPO / "paper" / "paper.qmd").read_text(), flags=re.M)
+
+
+def expected_figures(root: Path) -> list[str]:
+    manifest = json.loads((root / "figures" / "manifest.json").read_text())
+    return [ms.figure_label(e["key"], e["model"]) for e in manifest["figures"]]
+
+
+def test_the_paper_stage_renders_html_and_pdf(project: Path) -> None:
+    html, pdf = rendered(project)
+    assert html.is_file() and pdf.read_bytes().startswith(b"%PDF")
+    text = html.read_text(encoding="utf-8")
+    assert "<script" not in text.lower() or "data:" in text  # self-contained
+    assert 'src="../' not in text and 'src="figures' not in text, "an image is linked, not embedded"
+
+
+def test_html_in_headless_chromium(project: Path) -> None:
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed (Debian package `chromium`); the browser check needs it")
+    report = inspect_page(rendered(project)[0])
+    assert report.images, "no images on the page"
+    broken = [i for i in report.images if not (i["complete"] and i["width"] > 0 and i["height"] > 0)]
+    assert not broken, f"images that did not load: {broken}"
+    assert sorted(report.figures) == sorted(expected_figures(project))
+    assert len(report.images) == len(report.figures)
+    assert sorted(report.tables) == sorted(expected_tables())
+    assert "??" not in report.text
+    assert not re.search(r"@(fig|tbl|sec)-", report.text), "a raw cross-reference reached the page"
+    unresolved = [link for link in report.links if not link["resolves"]]
+    assert not unresolved, f"links to missing targets: {unresolved}"
+    refs = [link["text"] for link in report.links]
+    assert any(t.startswith("Figure") for t in refs) and any(t.startswith("Table") for t in refs)
+    assert any(t.startswith("Section") for t in refs)
+    assert not report.errors, f"console errors: {report.errors}"
+
+
+def test_pdf_pages_are_rendered_and_not_blank(project: Path, tmp_path: Path) -> None:
+    if shutil.which("pdftoppm") is None or shutil.which("pdfinfo") is None:
+        pytest.skip("poppler-utils is not installed (Debian package `poppler-utils`): no pdftoppm/pdfinfo")
+    from PIL import Image
+
+    pdf = rendered(project)[1]
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    n_pages = int(re.search(r"^Pages:\s+(\d+)", info, flags=re.M).group(1))
+    pages = pdf_pages(pdf, tmp_path)
+    assert len(pages) == n_pages >= 8
+    for page in pages:
+        gray = Image.open(page).convert("L")
+        dark = sum(gray.histogram()[:200]) / (gray.width * gray.height)
+        assert dark > 0.002, f"{page.name} is blank"
+
+
+def test_a_changed_metric_changes_the_rendered_number(project: Path, tmp_path: Path) -> None:
+    root = tmp_path / "changed"
+    shutil.copytree(project, root, ignore=shutil.ignore_patterns("_output"))
+    path = root / "results" / "models" / "tiny-a" / "validation.json"
+    doc = json.loads(path.read_text())
+    doc["variants"]["mean"]["global"]["mean_ua"] = 0.98765
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    path = root / "results" / "models" / "tiny-b" / "layerwise.json"
+    doc = json.loads(path.read_text())
+    doc["poolings"]["mean"]["pearson_r"][-1] = -0.4321
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+    before = rendered(project)[0].read_text(encoding="utf-8")
+    result = render_manuscript(root / "paper" / "paper.qmd", engine="fallback")
+    after = result.html.read_text(encoding="utf-8")
+    for text in (ms.fmt(0.98765, 4, signed=True), ms.fmt_r(-0.4321)):
+        assert text not in before
+        assert text in after, text
+
+
+def test_rerendering_the_paper_gives_the_same_bytes(project: Path, tmp_path: Path) -> None:
+    html, pdf = rendered(project)
+    again = render_manuscript(project / "paper" / "paper.qmd", engine="fallback", output_dir=tmp_path)
+    assert again.html.read_bytes() == html.read_bytes()
+    assert again.pdf.read_bytes() == pdf.read_bytes()
+
+
+def test_the_paper_states_its_provenance(project: Path) -> None:
+    text = rendered(project)[0].read_text(encoding="utf-8")
+    assert len(re.findall(r"Stage\s+<code>figures</code>,\s+drawn\s+from", text)) == len(expected_figures(project))
+    assert "10.5281/zenodo.18110161" in text and "10.5281/zenodo.18142454" in text
+    assert "matches" in text, "the dvc.lock table should confirm the hashes of the files read"
+
+
+def test_the_paper_stage_command_line(project: Path, tmp_path: Path) -> None:
+    root = tmp_path / "cli"
+    shutil.copytree(project, root, ignore=shutil.ignore_patterns("_output"))
+    proc = subprocess.run([sys.executable, str(REPO / "stages" / "paper.py"), "--engine", "fallback"],
+                          cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "rendered paper/paper.qmd with fallback" in proc.stderr
+    assert (root / "paper" / "_output" / "paper.html").is_file()
+    assert (root / "paper" / "_output" / "paper.pdf").is_file()

@@ -1,0 +1,230 @@
+"""The fallback renderer: the Quarto subset it supports, what it refuses, byte-stable output; the
+Quarto runner's plumbing with a stand-in executable."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from uaprobe import render
+from uaprobe.errors import UAProbeError
+from uaprobe.render import ManuscriptSyntaxError, RenderError
+
+QUARTO_YML = textwrap.dedent("""\
+    project:
+      type: default
+      output-dir: _output
+    number-sections: true
+    bibliography: refs.bib
+    reference-section-title: References
+    execute:
+      echo: false
+      warning: false
+      freeze: false
+    format:
+      html:
+        embed-resources: true
+      typst:
+        papersize: a4
+    """)
+
+BIB = "@article{smith2020, author={Smith, Jane}, title={A Study}, journal={J}, year={2020}}\n"
+
+DOC = textwrap.dedent('''\
+    ---
+    title: "Test"
+    author: "Someone"
+    jupyter: python3
+    ---
+
+    # Intro {#sec-intro}
+
+    ```{python}
+    import sys
+    from IPython.display import Markdown, Image
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(2, 2)); fig.subplots().plot([0, 1]); fig.savefig("plot.png", metadata={"Software": None})
+    value = 0.125
+    ```
+
+    Value `{python} f"{value:.2f}"`; kernel `{python} sys.executable`; see @fig-plot, @tbl-tab,
+    -@fig-plot, @sec-intro and @sec-more, as in earlier work [@smith2020].
+
+    ```{python}
+    #| label: fig-plot
+    #| fig-cap: "A *plot*."
+    Image(filename="plot.png")
+    ```
+
+    ```{python}
+    #| label: tbl-tab
+    #| tbl-cap: "A table."
+    Markdown("| a | b |\\n|---|---:|\\n| 1 | 2 |")
+    ```
+
+    ## More {#sec-more}
+
+    ```{python}
+    #| output: asis
+    print("![Second](plot.png){#fig-second}\\n\\nAnd @fig-second.")
+    ```
+    ''')
+
+
+def write_project(root: Path, body: str = DOC, quarto_yml: str = QUARTO_YML) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "_quarto.yml").write_text(quarto_yml, encoding="utf-8")
+    (root / "refs.bib").write_text(BIB, encoding="utf-8")
+    (root / "doc.qmd").write_text(body, encoding="utf-8")
+    return root / "doc.qmd"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> render.RenderResult:
+    qmd = write_project(tmp_path_factory.mktemp("doc"))
+    return render.render_manuscript(qmd, engine="fallback")
+
+
+def test_fallback_writes_html_and_pdf(rendered: render.RenderResult) -> None:
+    assert rendered.engine == "fallback"
+    assert rendered.html.name == "doc.html" and rendered.html.parent.name == "_output"
+    assert rendered.pdf.read_bytes().startswith(b"%PDF")
+    assert oct(rendered.html.stat().st_mode & 0o777) == "0o644"
+
+
+def test_numbers_cross_references_citations_and_inline_values(rendered: render.RenderResult) -> None:
+    html = rendered.html.read_text(encoding="utf-8")
+    assert "Value 0.12;" in html
+    assert f"kernel {sys.executable}" in html, "cells must run in this interpreter"
+    assert ">Figure\u00a01</a>" in html and ">Table\u00a01</a>" in html and ">Figure\u00a02</a>" in html
+    assert ">1</a>" in html  # -@fig-plot
+    assert ">Section\u00a01</a>" in html and ">Section\u00a01.1</a>" in html
+    assert "Figure\u00a01: A <em>plot</em>." in html and "Table\u00a01: A table." in html
+    assert "(Smith 2020)" in html and "References" in html
+    assert "@fig-" not in html and "??" not in html
+    assert "src=\"data:image/png;base64," in html, "images must be embedded"
+    assert "import sys" not in html, "echo: false hides code"
+
+
+def test_rerendering_unchanged_inputs_gives_the_same_bytes(rendered: render.RenderResult, tmp_path: Path) -> None:
+    html, pdf = rendered.html.read_bytes(), rendered.pdf.read_bytes()
+    again = render.render_manuscript(rendered.html.parent.parent / "doc.qmd", engine="fallback",
+                                     output_dir=tmp_path / "again")
+    assert again.html.read_bytes() == html
+    assert again.pdf.read_bytes() == pdf
+    assert b"CreationDate" not in pdf and b"ModDate" not in pdf
+
+
+UNSUPPORTED = {
+    "callout": "::: {.callout-note}\nNote.\n:::\n",
+    "shortcode": "{{< pagebreak >}}\n",
+    "mermaid": "```{mermaid}\ngraph TD; A-->B;\n```\n",
+    "r cell": "```{r}\n1 + 1\n```\n",
+    "raw block": "```{=html}\n<b>x</b>\n```\n",
+    "equation label": "$$ x = 1 $$ {#eq-one}\n",
+    "inline r": "Value `{r} 1 + 1`.\n",
+    "equation reference": "See @eq-one.\n",
+    "unknown figure": "See @fig-nowhere.\n",
+    "unknown section": "See @sec-nowhere.\n",
+    "cell option": "```{python}\n#| code-fold: true\n1\n```\n",
+    "sub-captions": "```{python}\n#| label: fig-x\n#| fig-cap:\n#|   - a\n#|   - b\n1\n```\n",
+    "cell label": "```{python}\n#| label: lst-code\n1\n```\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
+def test_unsupported_quarto_syntax_fails_loudly(tmp_path: Path, name: str) -> None:
+    qmd = write_project(tmp_path, '---\ntitle: "T"\n---\n\n# A {#sec-a}\n\n' + UNSUPPORTED[name])
+    with pytest.raises(ManuscriptSyntaxError):
+        render.render_manuscript(qmd, engine="fallback")
+
+
+def test_unsupported_metadata_fails_loudly(tmp_path: Path) -> None:
+    qmd = write_project(tmp_path, '---\ntitle: "T"\nfilters: [foo.lua]\n---\n\nText.\n')
+    with pytest.raises(ManuscriptSyntaxError, match="filters"):
+        render.render_manuscript(qmd, engine="fallback")
+
+
+def test_an_unknown_citation_key_fails(tmp_path: Path) -> None:
+    qmd = write_project(tmp_path, '---\ntitle: "T"\n---\n\nAs shown [@nobody1999].\n')
+    with pytest.raises(RenderError, match="nobody1999"):
+        render.render_manuscript(qmd, engine="fallback")
+
+
+def test_a_failing_cell_names_the_cell(tmp_path: Path) -> None:
+    body = '---\ntitle: "T"\n---\n\n```{python}\n#| label: tbl-bad\n#| tbl-cap: "x"\n1 / 0\n```\n'
+    qmd = write_project(tmp_path, body)
+    with pytest.raises(RenderError, match=r"tbl-bad.*ZeroDivisionError"):
+        render.render_manuscript(qmd, engine="fallback")
+
+
+def test_a_figure_cell_must_display_one_image(tmp_path: Path) -> None:
+    body = '---\ntitle: "T"\n---\n\n```{python}\n#| label: fig-none\n#| fig-cap: "x"\nprint("no image")\n```\n'
+    with pytest.raises(RenderError, match="fig-none"):
+        render.render_manuscript(write_project(tmp_path, body), engine="fallback")
+
+
+def test_code_inside_plain_code_blocks_is_not_parsed(tmp_path: Path) -> None:
+    body = '---\ntitle: "T"\n---\n\n```\n::: {.callout-note}\n{{< x >}} `{r} 1`\n```\n'
+    result = render.render_manuscript(write_project(tmp_path, body), engine="fallback")
+    assert "{{&lt; x &gt;}}" in result.html.read_text(encoding="utf-8")
+
+
+def test_split_chunks_keeps_document_order() -> None:
+    chunks = list(render.split_chunks("a `{python} 1`\n\n```{python}\n#| echo: true\nx = 1\n```\n\nb\n"))
+    assert isinstance(chunks[0], render.MarkdownChunk) and isinstance(chunks[1], render.CodeCell)
+    assert chunks[1].options == {"echo": True} and chunks[1].code == "x = 1\n"
+    assert [p for p in chunks[0].parts if isinstance(p, render.InlineExpr)][0].expr == "1"
+
+
+# -- Quarto -------------------------------------------------------------------------------------
+
+
+def _fake_quarto(directory: Path) -> Path:
+    """A stand-in `quarto` that records its command line and writes the two outputs."""
+    script = directory / "quarto"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import os, sys, pathlib
+        args = sys.argv[1:]
+        out = pathlib.Path(args[args.index("--output-dir") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        stem = pathlib.Path(args[1]).stem
+        (out / f"{{stem}}.html").write_text("<html>" + " ".join(args) + "|" + os.environ["QUARTO_PYTHON"] + "</html>")
+        (out / f"{{stem}}.pdf").write_bytes(b"%PDF-fake")
+        """), encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_find_quarto_prefers_the_environment_variable(tmp_path: Path) -> None:
+    fake = _fake_quarto(tmp_path)
+    assert render.find_quarto({"UAPROBE_QUARTO": str(fake), "PATH": ""}) == fake
+    assert render.find_quarto({"PATH": str(tmp_path)}) == fake
+    with pytest.raises(RenderError, match="UAPROBE_QUARTO"):
+        render.find_quarto({"UAPROBE_QUARTO": str(tmp_path / "missing")})
+
+
+def test_quarto_runs_with_execution_on_and_freezing_off(tmp_path: Path) -> None:
+    fake = _fake_quarto(tmp_path / "bin" if (tmp_path / "bin").mkdir() is None else tmp_path)
+    qmd = write_project(tmp_path / "paper")
+    result = render.render_manuscript(qmd, engine="auto", environ={**os.environ, "UAPROBE_QUARTO": str(fake)})
+    assert result.engine == "quarto"
+    html = result.html.read_text()
+    assert "render doc.qmd --execute --no-cache --output-dir" in html
+    assert sys.executable in html, "quarto must run the cells with this interpreter"
+    assert result.pdf.read_bytes() == b"%PDF-fake"
+    assert not list((tmp_path / "paper").glob("quarto-*")), "temporary output directory left behind"
+
+
+def test_engine_quarto_without_quarto_is_an_error(tmp_path: Path) -> None:
+    qmd = write_project(tmp_path)
+    with pytest.raises(UAProbeError, match="no quarto executable"):
+        render.render_manuscript(qmd, engine="quarto", environ={"PATH": ""})
