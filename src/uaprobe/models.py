@@ -16,11 +16,13 @@ says how to fix it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import logging
 import mmap
 import os
+import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +116,7 @@ def read_gguf_summary(path: str | Path) -> GGUFSummary:
                     return take(_GGUF_SCALARS[kind])
                 if kind == 8:
                     return string()
-                if kind == 9 and depth == 0:
+                if kind == 9 and depth < 4:  # arrays may nest
                     inner, count = take("<I"), take("<Q")
                     if inner in _GGUF_SCALARS:
                         width = struct.calcsize(_GGUF_SCALARS[inner])
@@ -335,7 +337,7 @@ def _first_line(exc: BaseException, limit: int = 400) -> str:
     return first if len(first) <= limit else first[:limit] + "..."
 
 
-def _load_fix(spec: ModelSpec, model_id: str, source: ResolvedSource) -> str:
+def _load_fix(spec: ModelSpec, model_id: str, source: ResolvedSource, exc: BaseException) -> str:
     """What to do when transformers cannot load a source that passed :func:`resolve_source`."""
     if spec.source == "hub":
         return (f"the cache may hold only part of the model: run `hf download {spec.location} --revision "
@@ -343,14 +345,16 @@ def _load_fix(spec: ModelSpec, model_id: str, source: ResolvedSource) -> str:
     if spec.source == "local":
         return (f"a missing, truncated or corrupted weight or tokenizer file in {source.path} is the usual cause: "
                 "save the model again with save_pretrained() and the tokenizer with its save_pretrained()")
-    arch = ""
+    arch = "?"
     try:
         arch = read_gguf_summary(Path(source.path) / str(source.gguf_file)).architecture
     except (GGUFFormatError, OSError, ValueError):
         pass
-    return (f"the GGUF architecture is {arch!r}; transformers loads only some GGUF architectures (gpt_neox, "
-            f"for one, is not among them): use a hub or local copy of the model, or re-download the file if "
-            "it is corrupted")
+    if "not supported" in str(exc):
+        return (f"transformers cannot load GGUF architecture {arch!r} (GPT-NeoX/Pythia, for one, has no GGUF "
+                f"support): give `catalog.{model_id}` a hub or local source instead")
+    return (f"the file's header is complete (architecture {arch!r}) but its metadata or tensors are not what "
+            "transformers expects: re-download or reinstall the file, it may be corrupted")
 
 
 def load_model(spec: ModelSpec, model_id: str, *, device: torch.device) -> tuple[Any, Any, ResolvedSource, torch.dtype]:
@@ -363,22 +367,79 @@ def load_model(spec: ModelSpec, model_id: str, *, device: torch.device) -> tuple
         kwargs["gguf_file"] = source.gguf_file
     if source.revision:
         kwargs["revision"] = source.revision
+    path = source.path
+    converted = _converted_dir(source) if source.gguf_file else None
+    if converted is not None and converted.is_dir():
+        path, kwargs = str(converted), {}  # the GGUF file, dequantized earlier and saved as safetensors
     try:
-        config = AutoConfig.from_pretrained(source.path, **kwargs)
+        config = AutoConfig.from_pretrained(path, **kwargs)
         dtype = pick_dtype(spec, device, config.model_type)
-        tokenizer = AutoTokenizer.from_pretrained(source.path, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
         model_kwargs: dict[str, Any] = dict(kwargs, dtype=dtype)
         if spec.device_map_auto and device.type == "cuda":
             model_kwargs["device_map"] = "auto"
-        model = AutoModelForCausalLM.from_pretrained(source.path, **model_kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, **model_kwargs)
+        if converted is not None and not converted.is_dir() and dtype == torch.float32:
+            _save_converted(model, tokenizer, converted)
     except ModelSourceError:
         raise
     except Exception as exc:
         raise ModelSourceError(
             f"model {model_id!r}: loading from {source.description} failed ({type(exc).__name__}: "
-            f"{_first_line(exc)}); {_load_fix(spec, model_id, source)}"
+            f"{_first_line(exc)}); {_load_fix(spec, model_id, source, exc)}"
         ) from None
+    _check_tokenizer(tokenizer, model, model_id, source)
     if "device_map" not in model_kwargs:
         model.to(device)
     model.eval()
     return model, tokenizer, source, dtype
+
+
+def _converted_dir(source: ResolvedSource) -> Path:
+    """Where the dequantized copy of a GGUF file is kept: keyed by the file's size, mtime and name and the
+    transformers version that converted it. Parsing a GGUF file's metadata in Python takes most of a
+    load (over a minute for Gemma's 262k-token vocabulary); the float32 safetensors copy loads in seconds
+    and holds exactly the dequantized weights and the rebuilt tokenizer."""
+    import transformers
+
+    gguf = Path(source.path) / str(source.gguf_file)
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}".encode())
+    return cache_dir() / "converted" / f"{gguf.stem}-{key.hexdigest()[:16]}"
+
+
+def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:
+    """Save atomically (a temporary sibling, then a rename); a failure only costs the next load its speed."""
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    try:
+        from safetensors.torch import save_model
+
+        tmp.mkdir(parents=True)
+        # save_pretrained() refuses models loaded from GGUF; the weights are plain float32 tensors by now.
+        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+        log.info("saved the dequantized model to %s for faster loads", target)
+    except (OSError, ValueError, RuntimeError) as exc:
+        log.warning("could not keep the dequantized model in %s (%s); the next load converts again", target, exc)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _check_tokenizer(tokenizer: Any, model: Any, model_id: str, source: ResolvedSource) -> None:
+    """A tokenizer with no vocabulary (its files are missing: transformers then builds an empty one) or
+    with more tokens than the model has embeddings (tokenizer and weights of different models)."""
+    probe = tokenizer("The cat sat on the mat.", add_special_tokens=False)["input_ids"]
+    if len(tokenizer) == 0 or not probe:
+        raise ModelSourceError(
+            f"model {model_id!r}: the tokenizer from {source.description} has no vocabulary (it turns text into "
+            "no tokens); its files (tokenizer.json, tokenizer_config.json, ...) are missing: save them with "
+            "the tokenizer's save_pretrained() next to the weights"
+        )
+    embeddings = model.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None)
+    if rows is not None and max(probe) >= rows:
+        raise ModelSourceError(
+            f"model {model_id!r}: the tokenizer from {source.description} produces token id {max(probe)} but the "
+            f"model has only {rows} embeddings; tokenizer and weights come from different models"
+        )
