@@ -174,3 +174,19 @@ def test_exp_run_sets_parameters(author: Path, workspace: Path) -> None:
     out = dvc("status", cwd=project).stdout
     assert "up to date" in out
     shutil.rmtree(project)
+
+
+def test_verify_checks_outputs_against_the_lock(author: Path, workspace: Path) -> None:
+    reviewer = _clone(author, workspace / "reviewer-verify")
+    dvc("pull", cwd=reviewer)
+    ok = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    metrics = reviewer / "metrics" / "panel.json"
+    metrics.write_text(metrics.read_text().replace("1", "2", 1))
+    bad = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
+    assert bad.returncode == 1 and "metrics/panel.json" in bad.stdout, bad.stdout
+    # an extraction file made from another dataset is caught too
+    dataset = reviewer / "data" / "dataset.json"
+    dataset.write_text(dataset.read_text().replace("Gravity", "Levity", 1))
+    bad = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
+    assert "dataset_sha256" in bad.stdout
