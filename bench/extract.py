@@ -88,14 +88,20 @@ def bare_forward(model, tokenizer, texts: list[str], batches: list[np.ndarray]) 
         model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, output_hidden_states=True, use_cache=False)
 
 
-def ours(model, tokenizer, texts: list[str], batches: list[np.ndarray], out: Path, drop: str) -> None:
+def ours(model, tokenizer, texts: list[str], batches: list[np.ndarray], out: Path, drop: str, *,
+         categories: list[str] | None = None, pairs: np.ndarray | None = None, sides: np.ndarray | None = None,
+         anisotropy: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+    """Our extraction path: length-sorted batches, one pass each, streamed through the HDF5 writer."""
     n_layers = model.config.num_hidden_layers
     d = model.config.hidden_size
+    states, index, special = anisotropy or (np.zeros((2, n_layers + 1, d), np.float32), np.array([0, 1]),
+                                            np.zeros(2, bool))
     writer = ExtractionWriter(
-        out, texts=texts, categories=["c"] * len(texts), pairs=np.arange(len(texts)) // 2,
-        sides=np.arange(len(texts)) % 2, n_layers=n_layers, hidden_size=d, prompts=["p", "q"],
-        aniso_states=np.zeros((2, n_layers + 1, d), np.float32), aniso_prompt_index=np.array([0, 1]),
-        aniso_special=np.zeros(2, bool), attrs={"model_id": "bench"}, resume=False)
+        out, texts=texts, categories=categories or ["c"] * len(texts),
+        pairs=np.arange(len(texts)) // 2 if pairs is None else pairs,
+        sides=np.arange(len(texts)) % 2 if sides is None else sides, n_layers=n_layers, hidden_size=d,
+        prompts=[f"p{i}" for i in range(int(index.max()) + 1)], aniso_states=states, aniso_prompt_index=index,
+        aniso_special=special, attrs={"model_id": "bench", "n_layers": n_layers, "pooling_drop": drop}, resume=False)
     try:
         extract.iterate_batches(model, tokenizer, texts, batches, drop=drop, on_batch=writer.write)
         writer.finish()

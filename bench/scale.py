@@ -29,7 +29,9 @@ from extract import PeakRSS, ours  # noqa: E402  (bench/extract.py)
 
 from uaprobe import extract  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
-from uaprobe.dataset import load_dataset  # noqa: E402
+from uaprobe.analysis.pipeline import analyze_model  # noqa: E402
+from uaprobe.dataset import load_dataset, load_prompts  # noqa: E402
+from uaprobe.store import read_embeddings  # noqa: E402
 from uaprobe.models import load_model  # noqa: E402
 
 
@@ -50,13 +52,23 @@ def enlarged(raw: dict, factor: int, seed: int = 0) -> dict:
     return out
 
 
-def measure_extraction(model, tokenizer, texts: list[str], batch_size: int, drop: str, out: Path) -> tuple[float, float]:
+def measure_extraction(model, tokenizer, dataset, batch_size: int, drop: str, out: Path, anisotropy) -> tuple[float, float]:
+    texts = dataset.texts
     batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size)
     with PeakRSS() as mem:
         start = time.perf_counter()
-        ours(model, tokenizer, texts, batches, out, drop)
+        ours(model, tokenizer, texts, batches, out, drop, categories=[s.category for s in dataset.statements],
+             pairs=np.array([s.pair for s in dataset.statements]), sides=np.array([s.side for s in dataset.statements]),
+             anisotropy=anisotropy)
         seconds = time.perf_counter() - start
     return len(texts) / seconds, mem.above_baseline_mb
+
+
+def measure_analysis(path: Path, params) -> float:
+    emb = read_embeddings(path)
+    start = time.perf_counter()
+    analyze_model(emb, params=params.analysis, model_id="bench")
+    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,21 +80,26 @@ def main(argv: list[str] | None = None) -> int:
     raw = json.loads((REPO / "data" / "dataset.json").read_text(encoding="utf-8"))
     model, tokenizer, _source, _dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
     extract.prepare_tokenizer(tokenizer)
+    anisotropy = extract.anisotropy_states(model, tokenizer, load_prompts(REPO / "data" / "anisotropy_prompts.txt"),
+                                           batch_size=params.extract.batch_size)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, data in (("dataset", raw), (f"{args.factor}x", enlarged(raw, args.factor))):
             path = Path(tmp) / f"{label}.json"
             path.write_text(json.dumps(data), encoding="utf-8")
-            texts = load_dataset(path).texts
-            rate, mem = measure_extraction(model, tokenizer, texts, params.extract.batch_size, params.pooling.drop,
-                                           Path(tmp) / f"{label}.h5")
-            rows.append((label, len(texts), rate, mem))
-            print(f"  {label:<8} {len(texts):6d} statements  {rate:7.1f} statements/s  "
-                  f"peak RSS +{mem:7.1f} MiB", flush=True)
-            (Path(tmp) / f"{label}.h5").unlink()
-    (_, n1, r1, m1), (_, n2, r2, m2) = rows
+            dataset = load_dataset(path)
+            h5 = Path(tmp) / f"{label}.h5"
+            rate, mem = measure_extraction(model, tokenizer, dataset, params.extract.batch_size, params.pooling.drop,
+                                           h5, anisotropy)
+            seconds = measure_analysis(h5, params)
+            rows.append((label, dataset.n_pairs, rate, mem, seconds))
+            print(f"  {label:<8} {dataset.n_pairs:6d} pairs  extraction {rate:7.1f} statements/s, "
+                  f"peak RSS +{mem:7.1f} MiB;  analyze {seconds:6.1f} s", flush=True)
+            h5.unlink()
+    (_, n1, r1, m1, s1), (_, n2, r2, m2, s2) = rows
     print(f"peak memory ratio {m2 / m1:.2f}x for {n2 / n1:.0f}x the statements (goal < 1.2x)")
     print(f"throughput ratio  {r2 / r1:.2f} (goal within 0.8-1.2)")
+    print(f"analyze time ratio {s2 / s1:.1f}x for {n2 / n1:.0f}x the pairs (goal <= {n2 / n1:.0f}x, linear)")
     return 0
 
 
