@@ -1,7 +1,7 @@
 """DVC stage `analyze`: every per-model analysis of one extraction file.
 
 Reads params.yaml and data/embeddings/<id>.h5; writes results/models/<id>/*.json,
-metrics/models/<id>.json and plots/models/<id>/*.csv (schema: docs/results.md).
+metrics/models/<id>.json and plots/<kind>/<id>.csv (schema: docs/results.md).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--embeddings", type=Path, default=None, help="default: data/embeddings/<model>.h5")
     ap.add_argument("--results", type=Path, default=Path("results/models"), help="writes <dir>/<model>/*.json")
     ap.add_argument("--metrics", type=Path, default=Path("metrics/models"), help="writes <dir>/<model>.json")
-    ap.add_argument("--plots", type=Path, default=Path("plots/models"), help="writes <dir>/<model>/*.csv")
+    ap.add_argument("--plots", type=Path, default=Path("plots"), help="writes <dir>/<kind>/<model>.csv")
     return ap.parse_args(argv)
 
 
@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     for stem, obj in sorted(out.results.items()):
         write_text_atomic(res_dir / f"{stem}.json", json_text(obj))
     metrics_path = write_text_atomic(args.metrics / f"{args.model}.json", json_text(out.metrics))
-    plot_dir = args.plots / args.model
+    # one directory per kind of series, so that `dvc plots` can name each kind's columns once for the panel
     for stem, cols in sorted(out.plots.items()):
-        write_text_atomic(plot_dir / f"{stem}.csv", csv_text(cols))
+        write_text_atomic(args.plots / stem / f"{args.model}.csv", csv_text(cols))
     log.info("%s: results in %s (%s), metrics in %s, plots in %s (%s)", args.model, res_dir,
-             ", ".join(sorted(out.results)), metrics_path, plot_dir, ", ".join(sorted(out.plots)))
+             ", ".join(sorted(out.results)), metrics_path, args.plots, ", ".join(f"{k}/{args.model}.csv" for k in sorted(out.plots)))
     return 0
 
 

@@ -73,6 +73,10 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                           [f"{prompts_path}: line {i + 1}" for i in range(len(prompts))], limit=limit)
     extract.check_content(extract.content_counts(tokenizer, texts, params.pooling.drop), lengths,
                           [f"{dataset_path}: {s.json_path}" for s in dataset.statements], drop=params.pooling.drop)
+    for row, token in extract.literal_special_tokens(tokenizer, texts):
+        log.warning("%s: %s spells the special token %r, which the model reads as that token (pooled and "
+                    "scored as content); rewrite the statement if that is not intended",
+                    dataset_path, dataset.statements[row].json_path, token)
     bos_added = bool(tokenizer("a", return_special_tokens_mask=True)["special_tokens_mask"][0])
 
     batches = extract.length_sorted_batches(lengths, params.extract.batch_size)
@@ -123,16 +127,15 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
             if len(todo) < len(batches):
                 log.info("resuming %s: %d of %d batches already written", writer.tmp, len(batches) - len(todo),
                          len(batches))
-            bar = tqdm(total=len(texts), initial=len(texts) - sum(len(r) for r in todo), unit="stmt",
-                       desc=f"extract {model_id}", disable=not progress)
+            with tqdm(total=len(texts), initial=len(texts) - sum(len(r) for r in todo), unit="stmt",
+                      desc=f"extract {model_id}", disable=not progress) as bar:
 
-            def on_batch(rows: np.ndarray, result: extract.BatchResult) -> None:
-                writer.write(rows, result)
-                bar.update(len(rows))
+                def on_batch(rows: np.ndarray, result: extract.BatchResult) -> None:
+                    writer.write(rows, result)
+                    bar.update(len(rows))
 
-            extract.iterate_batches(model, tokenizer, texts, todo, drop=params.pooling.drop, model_name=model_id,
-                                    on_batch=on_batch)
-            bar.close()
+                extract.iterate_batches(model, tokenizer, texts, todo, drop=params.pooling.drop,
+                                        model_name=model_id, on_batch=on_batch)
         path = writer.finish()
     except KeyboardInterrupt:
         # Interrupted: keep the partial file, closed cleanly, for the next run to resume.

@@ -60,6 +60,19 @@ def test_known_answer_aligned_flags():
     assert flags.tolist() == expected == [False, True, False, True, False, False]
 
 
+def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason():
+    counts = resample_counts(bootstrap_indices(np.random.default_rng(0), n=6, resamples=50), n=6)
+    g = validation.global_stats(ua=np.full(6, 0.01), mean_preference=np.arange(6.0), counts=counts, level=0.95,
+                                aligned_r=0.5, inverted_r=-0.3)
+    assert np.isnan(g.cohens_d) and np.isnan(g.r)
+    rec = NanReasons()
+    tab = validation.category_table(u_a=np.full(6, 0.5), u_b=np.full(6, 0.49), preference=np.arange(6.0),
+                                    category_of_pair=np.arange(6), n_categories=6, neutral_ua=0.02,
+                                    neutral_preference=0.1)
+    out = validation.validation_variant(table=tab, glob=g, categories=list("abcdef"), level=0.95, rec=rec)
+    assert out["global"]["cohens_d"] is None and "std 0" in rec.reasons["global/cohens_d"]
+
+
 def test_validation_labels_follow_the_thresholds():
     assert validation.interpretation(0.6, aligned_r=0.5, inverted_r=-0.3) == "ALIGNED"
     assert validation.interpretation(0.5, aligned_r=0.5, inverted_r=-0.3) == "DECOUPLED"
@@ -203,6 +216,21 @@ def test_ci_partition_matches_the_seed_bootstrap_in_distribution():
     assert ci.stats.bootstrap.high[0] == pytest.approx(hi, abs=0.05)
 
 
+def test_ci_partition_with_too_few_usable_bins_is_nan_with_reasons():
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((2, 8, 5))
+    labels = np.array([0, 0, 0, 0, 0, 1, 2, 3])  # one bin of 5, three singletons
+    ci = bins.ci_partition(gram_a=gram(emb), gram_b=gram(emb[::-1]), preference=rng.standard_normal(8), labels=labels,
+                           k=4, params=small_params(), rng=np.random.default_rng(1))
+    assert ci.bin_ids.tolist() == [0]
+    assert np.isnan(ci.stats.pearson.r).all() and ci.stats.pearson.reason[0] == "fewer than 3 points"
+    assert np.isnan(ci.stats.bootstrap.low).all() and ci.stats.bootstrap.reason[0] == "fewer than 3 points"
+    ci = bins.ci_partition(gram_a=gram(emb), gram_b=gram(emb), preference=np.arange(8.0), labels=np.arange(8), k=8,
+                           params=small_params(), rng=np.random.default_rng(1))  # no bin has two pairs
+    assert ci.bin_ids.tolist() == [] and np.isnan(ci.stats.bootstrap.high).all()
+    assert ci.stats.pearson.reason[0] == "fewer than 3 points"
+
+
 def test_too_many_bins_is_a_config_error_naming_the_key():
     with pytest.raises(ConfigError, match=r"analysis\.bins\.k"):
         bins.check_bins(small_params(bins=BinsParams(k=(3, 30), partitions=2, ci_k=4)), n_pairs=40)
@@ -286,6 +314,19 @@ def test_anisotropy_zero_mean_is_nan_with_a_reason_not_zero():
     x = np.array([[[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]])
     prof = anisotropy.anisotropy_profile(x, spectrum_top=5)
     assert np.isnan(prof.mean_cos_to_mean[0]) and prof.mean_cos_reason[0]
+
+
+def test_anisotropy_of_identical_token_states_is_nan_with_a_reason():
+    x = np.random.default_rng(0).standard_normal((4, 10, 8))
+    x[1] = x[1, 0]
+    prof = anisotropy.anisotropy_profile(x, spectrum_top=4)
+    assert np.isnan(prof.lambda1_ratio[1]) and np.isnan(prof.effective_rank[1]) and np.isnan(prof.spectrum[1]).all()
+    assert np.isfinite(prof.lambda1_ratio[[0, 2, 3]]).all() and np.isfinite(prof.mean_cos_to_mean[1])
+    rec = NanReasons()
+    out = anisotropy.anisotropy_results(profile=prof, n_layers=3, token_selection="all", n_tokens=10, n_prompts=2,
+                                        sign_changes=[], rec=rec)
+    assert out["lambda1_ratio"][1] is None and "zero covariance" in rec.reasons["lambda1_ratio/1"]
+    assert out["l_star"] != 1
 
 
 def test_token_selection_follows_the_pooling_policy():

@@ -60,7 +60,7 @@ def run_analyze(tmp: Path, model: str, params: Path, h5: Path, out: str = "out")
     base = tmp / out
     rc = analyze_stage.main(["--model", model, "--params", str(params), "--embeddings", str(h5),
                              "--results", str(base / "results/models"), "--metrics", str(base / "metrics/models"),
-                             "--plots", str(base / "plots/models")])
+                             "--plots", str(base / "plots")])
     assert rc == 0
     return base
 
@@ -96,14 +96,14 @@ def test_analyze_writes_every_documented_file(panel):
             assert obj["model"] == m and "nan_reasons" in obj and obj["settings"]["seed"] == 7
         metrics = strict_json(base / "metrics/models" / f"{m}.json")
         assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference"}
-        plots = sorted(p.name for p in (base / "plots/models" / m).iterdir())
-        assert plots == ["anisotropy.csv", "bins.csv", "layerwise.csv", "pairs.csv"]
+        kinds = sorted(p.parent.name for p in (base / "plots").glob(f"*/{m}.csv") if p.parent.name != "panel")
+        assert kinds == ["anisotropy", "bins", "layerwise", "pairs"]
 
 
 def test_plot_csvs_have_one_row_per_layer(panel):
     base = panel["base"]
     for m, n_layers in (("rand", 6), ("plant", 8)):
-        for p in (base / "plots/models" / m).iterdir():
+        for p in (base / "plots").glob(f"*/{m}.csv"):
             text = p.read_text(encoding="utf-8")
             assert text.endswith("\n") and "nan" not in text.lower()
             rows = list(csv.reader(text.splitlines()))
@@ -178,9 +178,10 @@ def test_outputs_are_identical_across_reruns(panel):
     tmp = panel["tmp"]
     again = run_analyze(tmp, "rand", panel["params"], panel["h5"]["rand"], out="again")
     first = panel["base"]
-    for rel in ("results/models/rand", "metrics/models", "plots/models/rand"):
+    for rel in ("results/models/rand", "metrics/models", "plots/layerwise", "plots/bins", "plots/pairs",
+                "plots/anisotropy"):
         for p in sorted((again / rel).glob("*")):
-            if p.is_file() and (rel != "metrics/models" or p.name == "rand.json"):
+            if p.is_file() and (rel.startswith("results") or p.name == "rand.json" or p.name == "rand.csv"):
                 assert p.read_bytes() == (first / rel / p.name).read_bytes(), p
 
 

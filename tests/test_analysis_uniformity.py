@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seed_reference import uniformity_score
 from uaprobe.analysis.uniformity import FlatGram, gram, group_means, group_uniformity, uniformity
@@ -89,3 +91,20 @@ def test_group_means(rng):
     assert means[0, 2] == pytest.approx(v[6:].mean())
     assert np.isnan(means[0, 3]) and sizes[0].tolist() == [2, 3, 4, 0]
     assert means[1, 0] == pytest.approx(v.mean())
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 14), d=st.integers(1, 6), k=st.integers(1, 5), parts=st.integers(1, 3),
+       seed=st.integers(0, 2**32 - 1))
+def test_group_uniformity_property(n, d, k, parts, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((2, n, d))
+    labels = rng.integers(-1, k, size=(parts, n))
+    values, sizes = group_uniformity(gram(x), labels, n_groups=k)
+    for p in range(parts):
+        for grp in range(k):
+            members = np.flatnonzero(labels[p] == grp)
+            assert sizes[p, grp] == members.size
+            for layer in range(2):
+                expected = uniformity_score(x[layer, members]) if members.size >= 2 else np.nan
+                assert values[layer, p, grp] == pytest.approx(expected, abs=1e-12, nan_ok=True)

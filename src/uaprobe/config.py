@@ -306,9 +306,10 @@ def _build_catalog(value: Any) -> dict[str, ModelSpec]:
     for model_id, entry in value.items():
         if isinstance(model_id, bool) or not isinstance(model_id, str):
             raise ConfigError(f"catalog: model id {model_id!r} must be a string of letters, digits, '-', '_' or '.'")
-        if not isinstance(model_id, str) or not model_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        if not isinstance(model_id, str) or not model_id.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(
-                f"catalog: model id {model_id!r} must be letters, digits, '-', '_' or '.' (it names files)"
+                f"catalog: model id {model_id!r} must be letters, digits, '-' or '_': it names files and is a "
+                "DVC parameter key (`catalog.<id>`), where a '.' would split it (write pythia-1-4b, not pythia-1.4b)"
             )
         catalog[model_id] = _convert(ModelSpec, entry, f"catalog.{model_id}")
     return catalog

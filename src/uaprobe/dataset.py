@@ -180,7 +180,8 @@ def parse_dataset(raw: Any, *, path: Path, sha256: str = "") -> Dataset:
             seen[key] = where
             for j, text in enumerate(key):
                 if text in first_use:
-                    log.warning("%s: statement %s repeats %s; it is kept, and counts twice in its side's uniformity",
+                    log.warning("%s: statement %s repeats %s; it is kept (repeated within one side of a category, it "
+                                "counts twice in that side's uniformity)",
                                 path, f"{where}[{j}]", first_use[text])
                 else:
                     first_use[text] = f"{where}[{j}]"

@@ -233,9 +233,11 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
     prenorm = pool(captured["input"].to(device), where)
     nll_sum, nll_mean, n_tokens = sequence_nll(out.logits.to(device), ids, mask)
     dtype = next(model.parameters()).dtype
-    for p in ("mean", "first", "last"):
-        _check_finite(model_name, pooled[p], f"hidden states ({p}-pooled)", layer_dim=1, dtype=dtype)
-        _check_finite(model_name, prenorm[p], f"pre-final-norm states ({p}-pooled)", dtype=dtype)
+    # Every pooling at once, so the error names the first layer where any of them breaks.
+    _check_finite(model_name, torch.stack([pooled[p] for p in ("mean", "first", "last")], dim=0),
+                  "hidden states", layer_dim=2, dtype=dtype)
+    _check_finite(model_name, torch.stack([prenorm[p] for p in ("mean", "first", "last")], dim=0),
+                  "pre-final-norm states of the last block", dtype=dtype)
     _check_finite(model_name, nll_sum, "log-likelihoods", dtype=dtype)
     return BatchResult(
         pooled={k: v.cpu().numpy() for k, v in pooled.items()},
@@ -332,6 +334,22 @@ def check_content(counts: Sequence[int], lengths: Sequence[int], labels: Sequenc
                 "only special tokens such as a literal end-of-text marker); lengthen or rewrite it"
                 + (", or use pooling.drop: special" if drop == "first" else "")
             )
+
+
+def literal_special_tokens(tokenizer: Any, texts: Sequence[str]) -> list[tuple[int, str]]:
+    """(row, token) for texts whose own characters spell a special token (e.g. a literal ``<|endoftext|>``).
+
+    Tokenizers turn such text into the special token's id, which the special-tokens mask does not
+    flag (it marks only tokens the tokenizer adds), so the token is pooled and scored as content.
+    """
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    found = []
+    enc = tokenizer(list(texts), return_special_tokens_mask=True)
+    for row, (ids, mask) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
+        literal = [i for i, m in zip(ids, mask) if i in special and not m]
+        if literal:
+            found.append((row, tokenizer.convert_ids_to_tokens(literal[0])))
+    return found
 
 
 def context_length(model: Any) -> int:

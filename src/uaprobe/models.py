@@ -367,20 +367,33 @@ def load_model(spec: ModelSpec, model_id: str, *, device: torch.device) -> tuple
         kwargs["gguf_file"] = source.gguf_file
     if source.revision:
         kwargs["revision"] = source.revision
-    path = source.path
     converted = _converted_dir(source) if source.gguf_file else None
-    if converted is not None and converted.is_dir():
-        path, kwargs = str(converted), {}  # the GGUF file, dequantized earlier and saved as safetensors
-    try:
+
+    def load_from(path: str, kwargs: dict[str, Any]) -> tuple[Any, Any, torch.dtype, dict[str, Any]]:
         config = AutoConfig.from_pretrained(path, **kwargs)
         dtype = pick_dtype(spec, device, config.model_type)
         tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
         model_kwargs: dict[str, Any] = dict(kwargs, dtype=dtype)
         if spec.device_map_auto and device.type == "cuda":
             model_kwargs["device_map"] = "auto"
-        model = AutoModelForCausalLM.from_pretrained(path, **model_kwargs)
-        if converted is not None and not converted.is_dir() and dtype == torch.float32:
-            _save_converted(model, tokenizer, converted)
+        return AutoModelForCausalLM.from_pretrained(path, **model_kwargs), tokenizer, dtype, model_kwargs
+
+    loaded = None
+    if converted is not None and converted.is_dir():  # the GGUF file, dequantized earlier, as safetensors
+        try:
+            loaded = load_from(str(converted), {})
+        except ModelSourceError:
+            raise
+        except Exception as exc:  # a damaged copy is a cache miss, not a failure: convert again
+            log.warning("model %r: the dequantized copy %s is unusable (%s: %s); removing it and loading %s",
+                        model_id, converted, type(exc).__name__, _first_line(exc), source.description)
+            shutil.rmtree(converted, ignore_errors=True)
+    try:
+        if loaded is None:
+            loaded = load_from(source.path, kwargs)
+            if converted is not None and not converted.is_dir() and loaded[2] == torch.float32:
+                _save_converted(loaded[0], loaded[1], converted)
+        model, tokenizer, dtype, model_kwargs = loaded
     except ModelSourceError:
         raise
     except Exception as exc:

@@ -1020,7 +1020,8 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
             yaml.safe_dump(_pandoc_metadata(metadata, qmd.parent, build), sort_keys=True, allow_unicode=True),
             encoding="utf-8",
         )
-        ast = json.loads(run_pandoc(["-f", "markdown", "-t", "json", "--metadata-file", "meta.yaml"],
+        # --columns: pipe tables keep automatic column widths (Typst and browsers fit them to the content)
+        ast = json.loads(run_pandoc(["-f", "markdown", "-t", "json", "--columns", "2000", "--metadata-file", "meta.yaml"],
                                     stdin=markdown, cwd=build, what=where))
         ast = resolve_crossrefs(ast, number_sections=number_sections, where=where)
         ast = _copy_images(ast, paper_dir=qmd.parent, build_dir=build, where=where)

@@ -71,6 +71,12 @@ def os_reason(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def is_io_error(exc: BaseException) -> bool:
+    """An operating-system I/O failure, also when h5py reports it as ValueError/RuntimeError (it does for a
+    full disk while creating a dataset)."""
+    return isinstance(exc, OSError) or (isinstance(exc, (ValueError, RuntimeError)) and "errno = " in str(exc))
+
+
 def _write_error(path: Path, exc: BaseException, doing: str) -> UAProbeError:
     return UAProbeError(
         f"{path}: {doing} failed ({os_reason(exc)}); free space on the disk of {path.parent} or point --out "
@@ -130,17 +136,18 @@ def open_new(path: str | Path) -> Iterator[h5py.File]:
     tmp = partial_path(path)
     try:
         fh = h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False)
-    except OSError as exc:
+    except Exception as exc:
+        if not is_io_error(exc):
+            raise
         raise _write_error(path, exc, "creating the output file") from None
     try:
         with fh:
             yield fh
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise _write_error(path, exc, "writing the output file") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        if is_io_error(exc):
+            raise _write_error(path, exc, "writing the output file") from None
         raise
 
 
@@ -255,14 +262,17 @@ class ExtractionWriter:
             try:
                 self.tmp.unlink(missing_ok=True)
             except OSError as exc:
-                raise _write_error(self.path, exc, f"removing the old {self.tmp.name}") from None
+                raise UAProbeError(f"{self.path}: cannot remove the old {self.tmp} ({os_reason(exc)}); delete it "
+                                   "by hand, or point --out at a writable directory") from None
             self.fh = self._create(texts, categories, pairs, sides, n_layers, hidden_size, prompts,
                                    aniso_states, aniso_prompt_index, aniso_special)
         try:
             self.done = self.fh["progress/done"][()].astype(bool)
-        except OSError as exc:
+        except Exception as exc:
             self.discard()
-            raise _write_error(self.path, exc, "reading the progress of the partial file") from None
+            if is_io_error(exc):
+                raise _write_error(self.path, exc, "reading the progress of the partial file") from None
+            raise
 
     def _try_resume(self, n: int, n_layers: int, hidden_size: int) -> h5py.File | None:
         """The partial file of an interrupted run with the same inputs, open for writing; else None."""
@@ -287,7 +297,9 @@ class ExtractionWriter:
                 aniso_prompt_index: np.ndarray, aniso_special: np.ndarray) -> h5py.File:
         try:
             fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
-        except OSError as exc:
+        except Exception as exc:
+            if not is_io_error(exc):
+                raise
             self.tmp.unlink(missing_ok=True)
             raise _write_error(self.path, exc, "creating the output file") from None
         try:
@@ -313,7 +325,7 @@ class ExtractionWriter:
         except BaseException as exc:
             _close_quietly(fh)
             self.tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
+            if is_io_error(exc):
                 raise _write_error(self.path, exc, "creating the output file") from None
             raise
         return fh
@@ -339,9 +351,11 @@ class ExtractionWriter:
             self.fh["n_content"][idx] = result.n_content[order]
             self.fh["progress/done"][idx] = True
             self.fh.flush()
-        except OSError as exc:
+        except Exception as exc:
             self.discard()
-            raise _write_error(self.path, exc, "writing a batch") from None
+            if is_io_error(exc):
+                raise _write_error(self.path, exc, "writing a batch") from None
+            raise
         self.done[idx] = True
 
     def finish(self) -> Path:
@@ -350,13 +364,16 @@ class ExtractionWriter:
         if not self.done.all():
             raise UAProbeError(f"{self.path}: {int((~self.done).sum())} statements were not written")
         try:
-            self.fh.attrs["complete"] = True
+            if not self.fh.attrs.get("complete", False):  # already set if a run died just before the move
+                self.fh.attrs["complete"] = True
             self.fh.close()
             self.fh = None
             os.replace(self.tmp, self.path)
-        except OSError as exc:
+        except Exception as exc:
             self.discard()
-            raise _write_error(self.path, exc, "moving the finished file into place") from None
+            if is_io_error(exc):
+                raise _write_error(self.path, exc, "moving the finished file into place") from None
+            raise
         return self.path
 
     def close(self) -> None:

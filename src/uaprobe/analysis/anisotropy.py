@@ -21,6 +21,10 @@ from uaprobe.analysis.report import Reasons
 EIGEN_FLOOR = 1e-10
 """Seed 004 floors eigenvalues at this value (``np.maximum(eigenvalues, 1e-10)``)."""
 TOP_SHARES = (1, 10, 50)
+ZERO_COVARIANCE_RELATIVE = 1e-24
+"""A layer whose centred sum of squares is below this fraction of its raw sum of squares has no
+covariance (all token states the same vector): its spectrum measures are undefined, not the
+floor's artefacts (lambda1/sum = 1/D, effective rank = D)."""
 
 
 def select_tokens(*, states: np.ndarray, special: np.ndarray, pooling_drop: str) -> tuple[np.ndarray, str]:
@@ -59,6 +63,8 @@ class Profile:
     var_top: dict[int, np.ndarray]
     spectrum: np.ndarray
     """(L+1, m) leading eigenvalues."""
+    spectrum_reason: np.ndarray
+    """(L+1,) why the spectrum measures of a layer are undefined (``""`` where defined)."""
 
 
 def anisotropy_profile(x: np.ndarray, *, spectrum_top: int) -> Profile:
@@ -75,14 +81,22 @@ def anisotropy_profile(x: np.ndarray, *, spectrum_top: int) -> Profile:
     row_norms = np.linalg.norm(x, axis=-1)
     cos = dots / (row_norms * mean_norm[:, None] + 1e-10)
     zero_mean = mean_norm <= 1e-10
+    centred_ss = ((x - mean_vec[:, None, :]) ** 2).sum(axis=(-2, -1))
+    flat = centred_ss <= ZERO_COVARIANCE_RELATIVE * (x * x).sum(axis=(-2, -1))
+    spectrum_reason = stats.first_reason((flat, "the token states are all the same vector (zero covariance)"))
+
+    def defined(v: np.ndarray) -> np.ndarray:
+        return np.where(flat.reshape(flat.shape + (1,) * (v.ndim - 1)), np.nan, v)
+
     return Profile(
-        eigenvalue_variance=lam.var(axis=-1),
-        lambda1_ratio=lam[..., 0] / total,
-        effective_rank=np.exp(entropy),
+        eigenvalue_variance=defined(lam.var(axis=-1)),
+        lambda1_ratio=defined(lam[..., 0] / total),
+        effective_rank=defined(np.exp(entropy)),
         mean_cos_to_mean=np.where(zero_mean, np.nan, cos.mean(axis=-1)),
         mean_cos_reason=stats.first_reason((zero_mean, "the mean token state is the zero vector")),
-        var_top={k: cum[..., min(k, d) - 1] for k in TOP_SHARES},
-        spectrum=lam[..., : min(spectrum_top, d)],
+        var_top={k: defined(cum[..., min(k, d) - 1]) for k in TOP_SHARES},
+        spectrum=defined(lam[..., : min(spectrum_top, d)]),
+        spectrum_reason=spectrum_reason,
     )
 
 
@@ -90,19 +104,31 @@ def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str,
                        sign_changes: Sequence[dict[str, Any]], rec: Reasons) -> dict[str, Any]:
     """The body of ``anisotropy.json``; ``sign_changes`` are the mean-pooling records of layerwise r."""
     ratio = profile.lambda1_ratio
+    why = profile.spectrum_reason
     out: dict[str, Any] = {
         "token_selection": token_selection, "n_tokens": n_tokens, "n_prompts": n_prompts,
-        "eigenvalue_variance": rec.series("eigenvalue_variance", profile.eigenvalue_variance),
-        "lambda1_ratio": rec.series("lambda1_ratio", ratio),
-        "effective_rank": rec.series("effective_rank", profile.effective_rank),
+        "eigenvalue_variance": rec.series("eigenvalue_variance", profile.eigenvalue_variance, why),
+        "lambda1_ratio": rec.series("lambda1_ratio", ratio, why),
+        "effective_rank": rec.series("effective_rank", profile.effective_rank, why),
         "mean_cos_to_mean": rec.series("mean_cos_to_mean", profile.mean_cos_to_mean, profile.mean_cos_reason),
-        "spectrum": rec.series("spectrum", profile.spectrum),
+        "spectrum": rec.series("spectrum", profile.spectrum, why[:, None]),
         "spectrum_top": int(profile.spectrum.shape[-1]),
     }
     for k, v in profile.var_top.items():
-        out[f"var_top{k}"] = rec.series(f"var_top{k}", v)
+        out[f"var_top{k}"] = rec.series(f"var_top{k}", v, why)
     l_star = stats.peak(ratio)
-    assert l_star is not None  # the ratio is always finite (floored eigenvalues)
+    if l_star is None:
+        none = "lambda1/sum is undefined at every layer"
+        out["l_star"] = rec.label("l_star", None, none)
+        out["l_star_depth_pct"] = rec.value("l_star_depth_pct", np.nan, none)
+        out["l_star_value"] = rec.value("l_star_value", np.nan, none)
+        out["bell_curve"] = {"is_bell_curve": rec.scalar_flag("bell_curve/is_bell_curve", False, defined=False,
+                                                              reason=none)}
+        out["correlation_sign_changes"] = {"pooling": "mean", "sign_changes": list(sign_changes)}
+        for key in ("last_inversion_layer", "distance_to_last_inversion", "nearest_sign_change_layer",
+                    "distance_to_nearest"):
+            out["correlation_sign_changes"][key] = rec.label(f"correlation_sign_changes/{key}", None, none)
+        return out
     out["l_star"] = l_star
     out["l_star_depth_pct"] = float(curves.depth_pct([l_star], n_layers=n_layers)[0])
     out["l_star_value"] = float(ratio[l_star])
@@ -117,7 +143,8 @@ def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str,
     slopes_defined = np.isfinite(fits["before"].slope) and np.isfinite(fits["after"].slope)
     bell["is_bell_curve"] = rec.scalar_flag(
         "bell_curve/is_bell_curve", fits["before"].slope > 0 and fits["after"].slope < 0, defined=slopes_defined,
-        reason="a slope is undefined (L* at the first or last layer)")
+        reason="; ".join(f"{name}: {fit.reason['slope']}" for name, fit in fits.items() if "slope" in fit.reason)
+        or "a slope is undefined")
     out["bell_curve"] = bell
     changes = [dict(sc, distance=int(l_star - sc["layer_after"])) for sc in sign_changes]
     inversions = [sc for sc in changes if sc["r_before"] > 0 > sc["r_after"]]

@@ -252,7 +252,7 @@ def model_metrics(results: Mapping[str, dict[str, Any]], *, params: AnalysisPara
 
 
 def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict[str, dict[str, list[Any]]]:
-    """Per-layer CSV series of one model (``plots/models/<id>/*.csv``)."""
+    """Per-layer CSV series of one model (``plots/<kind>/<id>.csv``)."""
     base = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
     lw = results["layerwise"]["poolings"]
     cols: dict[str, list[Any]] = dict(base)

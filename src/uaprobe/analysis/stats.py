@@ -76,8 +76,8 @@ class Correlation:
 
 def _constant(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """True where the selected entries of ``x`` (..., n) are all equal (exact comparison)."""
-    hi = np.where(w, x, -np.inf).max(axis=-1)
-    lo = np.where(w, x, np.inf).min(axis=-1)
+    hi = np.where(w, x, -np.inf).max(axis=-1, initial=-np.inf)
+    lo = np.where(w, x, np.inf).min(axis=-1, initial=np.inf)
     return hi == lo
 
 
@@ -162,6 +162,8 @@ def spearman(x: np.ndarray, y: np.ndarray, *, x_name: str = "x", y_name: str = "
 
 def bootstrap_indices(rng: np.random.Generator, *, n: int, resamples: int) -> np.ndarray:
     """(resamples, n) int: each row draws ``n`` of ``range(n)`` with replacement."""
+    if n == 0:
+        return np.zeros((resamples, 0), dtype=np.int64)
     return rng.integers(0, n, size=(resamples, n))
 
 
@@ -205,6 +207,8 @@ def bootstrap_pearson(x: np.ndarray, y: np.ndarray, counts: FloatArray) -> Float
     x = np.atleast_2d(np.asarray(x, dtype=float))
     y = np.asarray(y, dtype=float)
     n = x.shape[-1]
+    if n == 0:
+        return np.full((x.shape[0], counts.shape[0]), np.nan)
     xc = x - x.mean(axis=-1, keepdims=True)
     yc = y - y.mean()
     sx = counts @ xc.T  # (B, M)
@@ -258,7 +262,8 @@ def permutation_orders(rng: np.random.Generator, *, n: int, permutations: int) -
     """Orders to permute ``n`` points: all ``n!`` (``"exact"``) if that is at most
     ``permutations``, else ``permutations`` random ones (``"random"``). (P, n) int."""
     if n <= 12 and math.factorial(n) <= permutations:
-        return np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(-1, n), "exact"
+        orders = list(itertools.permutations(range(n)))
+        return np.array(orders, dtype=np.int64).reshape(len(orders), n), "exact"
     base = np.broadcast_to(np.arange(n), (permutations, n))
     return rng.permuted(base, axis=1), "random"
 
@@ -271,6 +276,8 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
     """
     x = np.atleast_2d(np.asarray(x, dtype=float))
     y = np.asarray(y, dtype=float)
+    if x.shape[-1] == 0:
+        return np.full(x.shape[0], np.nan)
     xc = x - x.mean(axis=-1, keepdims=True)
     yc = y - y.mean()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -354,8 +361,14 @@ def peak(values: np.ndarray, *, lowest: bool = False) -> int | None:
 
 
 def cohens_d(x: np.ndarray) -> float:
-    """Seed 003's one-sample effect size: ``mean / (std(ddof=0) + 1e-10)``."""
+    """Seed 003's one-sample effect size: ``mean / (std(ddof=0) + 1e-10)``.
+
+    NaN for a constant sample: the seed's ``1e-10`` would turn it into ``mean * 1e10`` (or 0), a
+    number that means nothing.
+    """
     x = np.asarray(x, dtype=float)
+    if x.size == 0 or np.ptp(x) == 0:
+        return float("nan")
     return float(np.mean(x) / (np.std(x) + 1e-10))
 
 

@@ -119,7 +119,7 @@ def validation_variant(*, table: CategoryTable, glob: GlobalStats, categories: S
             "ci_low": rec.value("global/ci_low", glob.ci_low, "no bootstrap resample"),
             "ci_high": rec.value("global/ci_high", glob.ci_high, "no bootstrap resample"),
             "ci_level": level, "ci_valid": glob.ci_valid,
-            "cohens_d": glob.cohens_d,
+            "cohens_d": rec.value("global/cohens_d", glob.cohens_d, "UA is constant across categories (std 0)"),
             "r": rec.value("global/r", glob.r, glob.r_reason),
             "mean_preference": glob.mean_preference,
             "label": rec.label("global/label", glob.label, glob.r_reason or "r is undefined"),
