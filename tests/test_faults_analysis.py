@@ -121,23 +121,31 @@ def test_global_statistics_of_a_constant_ua_have_reasons() -> None:
     assert rec.reasons["global/r"] == "UA is constant"
 
 
-@pytest.mark.xfail(reason="analysis: Cohen's d of a constant UA is the seed's mean / (0 + 1e-10), a silent number "
-                          "(0 when the mean is 0, else ~1e8); expected NaN with a reason", strict=False)
-def test_cohens_d_of_a_constant_ua_is_nan_not_a_silent_number() -> None:
-    glob = validation.global_stats(ua=np.full(6, 0.01), mean_preference=np.linspace(-1, 1, 6),
-                                   counts=_draws(6).counts, level=0.95, aligned_r=0.5, inverted_r=-0.3)
-    assert math.isnan(glob.cohens_d)
+def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason_not_a_silent_number() -> None:
+    """The seed's mean / (std + 1e-10) would give mean * 1e10 (or 0) for a constant UA."""
+    for ua in (np.full(6, 0.01), np.zeros(6)):
+        glob = validation.global_stats(ua=ua, mean_preference=np.linspace(-1, 1, 6), counts=_draws(6).counts,
+                                       level=0.95, aligned_r=0.5, inverted_r=-0.3)
+        assert math.isnan(glob.cohens_d)
+        rec = NanReasons()
+        table = validation.CategoryTable(n_pairs=np.full(6, 3), u_a=ua + 0.5, u_b=np.full(6, 0.5), ua=ua,
+                                         mean_preference=np.linspace(-1, 1, 6), pct_prefer_a=np.full(6, 50.0),
+                                         aligned=np.zeros(6, dtype=bool))
+        variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95, rec=rec)
+        assert variant["global"]["cohens_d"] is None and rec.reasons["global/cohens_d"]
 
 
-@pytest.mark.xfail(reason="analysis: a layer whose token states are all the same vector has a zero covariance; "
-                          "the seed's eigenvalue floor turns it into lambda1/sum = 1/D and effective rank = D, "
-                          "silent numbers; expected NaN with a reason", strict=False)
-def test_anisotropy_of_identical_token_states_is_nan_not_a_floor_artifact() -> None:
+def test_anisotropy_of_identical_token_states_is_nan_with_a_reason_not_a_floor_artifact() -> None:
+    """Zero covariance: the seed's eigenvalue floor would report lambda1/sum = 1/D and effective rank = D."""
     x = np.random.default_rng(0).standard_normal((3, 10, 8))
     x[1] = x[1, 0]  # layer 1: every token state is the same vector
     prof = anisotropy.anisotropy_profile(x, spectrum_top=4)
-    assert np.isfinite(prof.lambda1_ratio[[0, 2]]).all()
-    assert np.isnan(prof.lambda1_ratio[1]) and np.isnan(prof.effective_rank[1])
+    assert np.isfinite(prof.lambda1_ratio[[0, 2]]).all() and np.isfinite(prof.effective_rank[[0, 2]]).all()
+    for values in (prof.lambda1_ratio, prof.effective_rank, prof.eigenvalue_variance, prof.spectrum,
+                   *prof.var_top.values()):
+        assert np.isnan(values[1]).all()
+    assert prof.spectrum_reason[1] and prof.spectrum_reason[0] == "" == prof.spectrum_reason[2]
+    assert np.isfinite(prof.mean_cos_to_mean[1])  # identical non-zero vectors: cosine 1 to their mean
 
 
 def test_a_nan_without_a_reason_cannot_reach_a_results_file() -> None:

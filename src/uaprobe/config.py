@@ -305,7 +305,7 @@ def _build_catalog(value: Any) -> dict[str, ModelSpec]:
     catalog = {}
     for model_id, entry in value.items():
         if isinstance(model_id, bool) or not isinstance(model_id, str):
-            raise ConfigError(f"catalog: model id {model_id!r} must be a string of letters, digits, '-', '_' or '.'")
+            raise ConfigError(f"catalog: model id {model_id!r} must be a string of letters, digits, '-' or '_'")
         if not isinstance(model_id, str) or not model_id.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(
                 f"catalog: model id {model_id!r} must be letters, digits, '-' or '_': it names files and is a "
