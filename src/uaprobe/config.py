@@ -76,7 +76,7 @@ class ModelSpec:
 class ExtractParams:
     """How the extraction stage runs the forward passes."""
 
-    batch_size: int = 16
+    batch_size: int = 64
     """Statements per forward pass (length-sorted batches)."""
     device: DeviceName = "auto"
     """``auto`` picks CUDA when available, else CPU."""

@@ -70,20 +70,26 @@ def content_positions(attention_mask: torch.Tensor, special_tokens_mask: torch.T
     return Positions(content, first.long(), last.long())
 
 
-def pool(hidden: torch.Tensor, where: Positions) -> dict[str, torch.Tensor]:
-    """Pool hidden states (B, ..., T, D) over the positions -> mean/first/last, each (B, ..., D), float32.
+def pool(hidden: torch.Tensor | Sequence[torch.Tensor], where: Positions) -> dict[str, torch.Tensor]:
+    """Pool hidden states over the positions -> mean/first/last, float32.
 
-    Any number of middle dimensions (e.g. layers) is allowed; time is the second-last axis.
+    ``hidden`` is one (B, T, D) tensor -> each result (B, D); or a sequence of L+1 such tensors
+    (every layer's states, as the model returns them) -> each result (B, L+1, D). Layers are pooled
+    one at a time, so the (B, L+1, T, D) stack of all states is never built.
     """
-    hidden = hidden.float()
-    mask = where.mean_mask.to(hidden.dtype)
-    # broadcast the (B, T) mask over the middle dims: (B, 1, ..., T, 1)
-    shape = (mask.shape[0],) + (1,) * (hidden.dim() - 3) + (mask.shape[1], 1)
-    counts = mask.sum(dim=1).reshape((mask.shape[0],) + (1,) * (hidden.dim() - 2))
-    mean = (hidden * mask.reshape(shape)).sum(dim=-2) / counts
+    if isinstance(hidden, torch.Tensor):
+        return _pool_one(hidden, where)
+    per_layer = [_pool_one(h, where) for h in hidden]
+    return {k: torch.stack([p[k] for p in per_layer], dim=1) for k in ("mean", "first", "last")}
+
+
+def _pool_one(hidden: torch.Tensor, where: Positions) -> dict[str, torch.Tensor]:
+    """(B, T, D) -> mean over the mask (a batched matrix product), first and last position; each (B, D)."""
+    hidden = hidden.to(where.mean_mask.device).float()
+    weights = where.mean_mask.to(hidden.dtype)
+    mean = torch.bmm(weights.unsqueeze(1), hidden).squeeze(1) / weights.sum(dim=1, keepdim=True)
     rows = torch.arange(hidden.shape[0], device=hidden.device)
-    moved = hidden.movedim(-2, 1)  # (B, T, ..., D)
-    return {"mean": mean, "first": moved[rows, where.first], "last": moved[rows, where.last]}
+    return {"mean": mean, "first": hidden[rows, where.first], "last": hidden[rows, where.last]}
 
 
 def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -93,10 +99,14 @@ def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: 
     (``mask[:, :-1] & mask[:, 1:]``). Returns (sum (B,), mean (B,), scored-token count (B,)).
     The mean equals the Hugging Face ``loss`` of the same sequence run alone, unpadded.
     """
+    batch, length, vocab = logits.shape
     scored = attention_mask[:, :-1].bool() & attention_mask[:, 1:].bool()
-    targets = input_ids[:, 1:].masked_fill(~scored, -100)
-    token_nll = F.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none",
-                                ignore_index=-100)
+    # targets aligned with every position (the last one scores nothing), so the (B*T, V) logits are
+    # read in place: no shifted copy, no transpose
+    targets = torch.full_like(input_ids, -100)
+    targets[:, :-1] = input_ids[:, 1:].masked_fill(~scored, -100)
+    token_nll = F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1), reduction="none",
+                                ignore_index=-100).view(batch, length)
     total = token_nll.sum(dim=1, dtype=torch.float64)
     count = scored.sum(dim=1)
     return total, total / count, count
@@ -212,7 +222,7 @@ def _check_finite(name: str, tensor: torch.Tensor, what: str, *, layer_dim: int 
         raise NumericalError(f"model {name!r}: {what} contain NaN or inf{where}; {_numerical_fix(name, dtype)}")
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "model") -> BatchResult:
     """One forward pass over a right-padded batch -> pooled states of every layer, pre-norm states, NLL."""
     device = next(model.parameters()).device
@@ -228,8 +238,7 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
         )
     with capture_input(final_norm(model)) as captured:
         out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
-    hidden = torch.stack([h.to(device) for h in out.hidden_states], dim=1)  # (B, L+1, T, D)
-    pooled = pool(hidden, where)
+    pooled = pool(out.hidden_states, where)  # each (B, L+1, D)
     prenorm = pool(captured["input"].to(device), where)
     nll_sum, nll_mean, n_tokens = sequence_nll(out.logits.to(device), ids, mask)
     dtype = next(model.parameters()).dtype
@@ -249,7 +258,7 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
     )
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def token_states(model: Any, enc: Encoded, *, model_name: str = "model") -> list[tuple[np.ndarray, np.ndarray]]:
     """Every token state of every sequence at every layer: per row ((T_i, L+1, D) float32, (T_i,) special)."""
     device = next(model.parameters()).device
