@@ -280,8 +280,9 @@ RAW_PARAM_CASES: list[tuple[str, Any, list[str]]] = [
     ("yaml-syntax", "models: [smollm2-135m\ncatalog: {}\n", ["not valid UTF-8 YAML"]),
     ("tab-indent", "extract:\n\tbatch_size: 4\n", ["not valid UTF-8 YAML"]),
     ("not-utf8", "models: [caf\u00e9]\n".encode("latin-1"), ["not valid UTF-8 YAML"]),
-    ("repeated-key", yaml.safe_dump(BASE, sort_keys=False).replace("  batch_size: 16\n",
-                                                                   "  batch_size: 16\n  batch_size: 32\n"),
+    ("repeated-key", yaml.safe_dump(BASE, sort_keys=False).replace(
+        f"  batch_size: {BASE['extract']['batch_size']}\n",
+        f"  batch_size: {BASE['extract']['batch_size']}\n  batch_size: 3\n"),
      ["key 'batch_size' on line", "repeats line", "only the last value"]),
     ("repeated-section", yaml.safe_dump(BASE, sort_keys=False) + "models: [gemma3-270m]\n",
      ["key 'models' on line", "repeats line"]),
