@@ -120,8 +120,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     try:
         if rank.world > 1:
             for r in range(rank.world):
-                for stored in read_shard(shard_path(out, r, rank.world)):
-                    writer.write(stored.rows, stored)
+                for rows, result in read_shard(shard_path(out, r, rank.world)):
+                    writer.write(rows, result)
         else:
             todo = [rows for rows in batches if not writer.done[rows].all()]
             if len(todo) < len(batches):

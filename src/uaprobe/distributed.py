@@ -19,6 +19,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from uaprobe.extract import BatchResult
 from uaprobe.store import POOLINGS
 
 
@@ -59,7 +60,7 @@ class ShardWriter:
         self.fh = h5py.File(path, "w")
         self.count = 0
 
-    def write(self, index: int, rows: np.ndarray, result) -> None:
+    def write(self, index: int, rows: np.ndarray, result: BatchResult) -> None:
         group = self.fh.create_group(f"batch{index:08d}")
         group["rows"] = np.asarray(rows)
         for p in POOLINGS:
@@ -74,24 +75,12 @@ class ShardWriter:
         self.fh.close()
 
 
-@dataclass(frozen=True)
-class StoredBatch:
-    rows: np.ndarray
-    pooled: dict[str, np.ndarray]
-    prenorm: dict[str, np.ndarray]
-    nll_sum: np.ndarray
-    nll_mean: np.ndarray
-    n_tokens: np.ndarray
-    n_content: np.ndarray
-
-
-def read_shard(path: Path) -> Iterator[StoredBatch]:
-    """The batches of one shard file, one at a time."""
+def read_shard(path: Path) -> Iterator[tuple[np.ndarray, BatchResult]]:
+    """The (rows, result) batches of one shard file, one at a time."""
     with h5py.File(path, "r") as fh:
         for name in sorted(fh):
             g = fh[name]
-            yield StoredBatch(
-                rows=g["rows"][()],
+            yield g["rows"][()], BatchResult(
                 pooled={p: g[f"pooled_{p}"][()] for p in POOLINGS},
                 prenorm={p: g[f"prenorm_{p}"][()] for p in POOLINGS},
                 nll_sum=g["nll_sum"][()], nll_mean=g["nll_mean"][()],
