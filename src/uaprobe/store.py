@@ -39,10 +39,9 @@ import logging
 import os
 import re
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import h5py
 import numpy as np
@@ -122,33 +121,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, str):
         return str(value)
     return value
-
-
-@contextmanager
-def open_new(path: str | Path) -> Iterator[h5py.File]:
-    """Create ``path`` atomically: yield a file open at ``<path>.partial``; move it into place on success.
-
-    On any exception the partial file is removed and the previous file at ``path`` (if any) is
-    left untouched.
-    """
-    path = Path(path)
-    check_output_path(path)
-    tmp = partial_path(path)
-    try:
-        fh = h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False)
-    except Exception as exc:
-        if not is_io_error(exc):
-            raise
-        raise _write_error(path, exc, "creating the output file") from None
-    try:
-        with fh:
-            yield fh
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if is_io_error(exc):
-            raise _write_error(path, exc, "writing the output file") from None
-        raise
 
 
 @dataclass(frozen=True)
