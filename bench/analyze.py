@@ -39,10 +39,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 import seed_reference as seed  # noqa: E402
 from synthetic_h5 import write_synthetic_h5  # noqa: E402
 from uaprobe.analysis import anisotropy, bins, layerwise  # noqa: E402
-from uaprobe.analysis.pairs_data import view_grams  # noqa: E402
+from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
 from uaprobe.analysis.pipeline import table_from_embeddings  # noqa: E402
 from uaprobe.analysis import stats  # noqa: E402
-from uaprobe.analysis.uniformity import FlatGram  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
 from uaprobe.store import POOLINGS, read_embeddings  # noqa: E402
 
@@ -106,7 +105,7 @@ def main() -> int:
                   ["correlation"] for l in layers] for p in POOLINGS}
     t_seed = time.perf_counter() - t
     t = time.perf_counter()
-    grams = {p: view_grams(pooled=pooled[p], prenorm=prenorm[p], table=table) for p in POOLINGS}
+    grams = {p: pooling_cosines(pooled=pooled[p], prenorm=prenorm[p], table=table) for p in POOLINGS}
     mean_pref = np.bincount(table.category_of_pair, weights=pref) / table.pairs_per_category
     our_r = {}
     for p in POOLINGS:
@@ -128,8 +127,7 @@ def main() -> int:
     t_seed = time.perf_counter() - t
     t = time.perf_counter()
     g = grams["mean"]
-    diff = FlatGram(g.a[:n_views] - g.b[:n_views])
-    our_bins = {k: bins.summarize_partitions(gram_diff=diff, preference=pref, labels=labels[k], k=k).r_mean
+    our_bins = {k: bins.summarize_partitions(cosines=g, preference=pref, labels=labels[k], k=k).r_mean[:n_views]
                 for k in labels}
     t_ours = time.perf_counter() - t
     clock.add(f"random bins ({len(labels)} k x {params.bins.partitions})", t_seed, t_ours,
@@ -148,11 +146,11 @@ def main() -> int:
                                                   np.random.RandomState(params.seed))[0])
     t_seed = time.perf_counter() - t
     t = time.perf_counter()
-    ci = bins.ci_partition(gram_a=g.a[:n_views], gram_b=g.b[:n_views], preference=pref, labels=ci_labels,
+    ci = bins.ci_partition(cosines=g, preference=pref, labels=ci_labels,
                            k=params.bins.ci_k, params=params, rng=rng)
     t_ours = time.perf_counter() - t
     clock.add(f"bootstrap CI of r, k={params.bins.ci_k} bins", t_seed, t_ours,  # diff of r
-              float(np.nanmax(np.abs(np.array(seed_ci) - ci.stats.pearson.r))))
+              float(np.nanmax(np.abs(np.array(seed_ci) - ci.stats.pearson.r[:n_views]))))
 
     # 4. bootstrap CI of the mean UA (seed 003), final layer
     final = n_views - 1

@@ -1,14 +1,15 @@
 """Extraction benchmark: the seeds' method vs ours vs bare batched forward passes, one run, one model.
 
-    python bench/extract.py [--model smollm2-135m] [--limit N] [--batch-size B]
+    python bench/extract.py [--model smollm2-135m] [--limit N] [--batch-size B] [--max-batch-tokens T]
 
 On the whole dataset it times, with model loading excluded from all three:
 
 (a) the seeds' method: one statement at a time, a forward pass for the hidden states (pooled as
     ``hidden[0, 1:].mean(0)``, last and first token, every layer) and another with ``labels=`` for
     the NLL;
-(b) our extraction: length-sorted batches, one pass each, masked pooling and NLL on the device,
-    streamed into an HDF5 file;
+(b) our extraction: length-sorted batches (at most ``extract.batch_size`` statements and
+    ``extract.max_batch_tokens`` padded tokens), one pass each, masked pooling and NLL on the
+    device, streamed into an HDF5 file;
 (c) bare batched forward passes over the same batches with ``output_hidden_states=True``: no
     pooling, no NLL, no I/O.
 
@@ -123,17 +124,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--limit", type=int, default=0, help="first N statements only (0 = all)")
     parser.add_argument("--batch-size", type=int, default=0, help="default: extract.batch_size of params.yaml")
+    parser.add_argument("--max-batch-tokens", type=int, default=0,
+                        help="default: extract.max_batch_tokens of params.yaml")
     args = parser.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     texts = load_dataset(REPO / "data" / "dataset.json").texts
     if args.limit:
         texts = texts[: args.limit]
     batch_size = args.batch_size or params.extract.batch_size
+    max_batch_tokens = args.max_batch_tokens or params.extract.max_batch_tokens
     model, tokenizer, _source, dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
     extract.prepare_tokenizer(tokenizer)
-    batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size)
-    print(f"{args.model}: {len(texts)} statements, batch size {batch_size}, {dtype}, "
-          f"{torch.get_num_threads()} threads")
+    batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size,
+                                            max_batch_tokens=max_batch_tokens)
+    print(f"{args.model}: {len(texts)} statements, {len(batches)} batches (at most {batch_size} statements, "
+          f"{max_batch_tokens} padded tokens), {dtype}, {torch.get_num_threads()} threads")
     bare_forward(model, tokenizer, texts, batches[:1])  # warm-up, not timed
     with tempfile.TemporaryDirectory() as tmp:
         a, _ = timed("(a) seeds' method: 1 statement, 2 passes each", lambda: seeds_method(model, tokenizer, texts))

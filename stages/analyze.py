@@ -23,6 +23,7 @@ from pathlib import Path
 
 from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.analysis.report import csv_text, json_text, write_text_atomic
+from uaprobe.analysis.uniformity import representation_for
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.store import read_embeddings
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = params.model(args.model)
     h5 = args.embeddings or Path("data/embeddings") / f"{args.model}.h5"
     emb = read_embeddings(h5)
+    n_pairs, hidden = len(emb.text) // 2, emb.pooled["mean"].shape[-1]
+    log.info("%s: %d pairs, %d layers, hidden size %d: cosines as %s", args.model, n_pairs, emb.n_layers + 1, hidden,
+             "Gram matrices" if representation_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
     out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5))
     res_dir = args.results / args.model
     for stem, obj in sorted(out.results.items()):

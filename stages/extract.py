@@ -79,7 +79,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                     dataset_path, dataset.statements[row].json_path, token)
     bos_added = bool(tokenizer("a", return_special_tokens_mask=True)["special_tokens_mask"][0])
 
-    batches = extract.length_sorted_batches(lengths, params.extract.batch_size)
+    batches = extract.length_sorted_batches(lengths, params.extract.batch_size,
+                                            max_batch_tokens=params.extract.max_batch_tokens)
     if rank.world > 1:
         _compute_shard(model, tokenizer, texts, batches, out=out, rank=rank, drop=params.pooling.drop,
                        model_id=model_id, progress=progress)
@@ -88,6 +89,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
             return out
     aniso, aniso_index, aniso_special = extract.anisotropy_states(model, tokenizer, prompts,
                                                                   batch_size=params.extract.batch_size,
+                                                                  max_batch_tokens=params.extract.max_batch_tokens,
                                                                   model_name=model_id)
     n_layers, hidden_size = aniso.shape[1] - 1, aniso.shape[2]
     attrs = {
@@ -100,6 +102,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         "device": device.type,
         "pooling_drop": params.pooling.drop,
         "batch_size": params.extract.batch_size,
+        "max_batch_tokens": params.extract.max_batch_tokens,
         "dataset_sha256": dataset.sha256,
         "prompts_sha256": sha256_of(prompts_path),
         "uaprobe_version": uaprobe.__version__,
@@ -207,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", exc)
         return 2
     except (torch.OutOfMemoryError, MemoryError) as exc:
-        log.error("%s: out of memory with extract.batch_size=%s (%s); lower extract.batch_size in params.yaml",
-                  out, _batch_size(args.params), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        log.error("%s: out of memory with %s (%s); lower extract.max_batch_tokens in params.yaml: the padded "
+                  "tokens per forward pass bound its memory (extract.batch_size only caps the statements per pass)",
+                  out, _batch_limits(args.params), str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return 2
     except KeyboardInterrupt as exc:
         signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
@@ -225,11 +229,12 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(signum)
 
 
-def _batch_size(params_path: Path) -> str:
+def _batch_limits(params_path: Path) -> str:
     try:
-        return str(load_params(params_path).extract.batch_size)
+        params = load_params(params_path).extract
     except UAProbeError:
-        return "?"
+        return "extract.max_batch_tokens=? and extract.batch_size=?"
+    return f"extract.max_batch_tokens={params.max_batch_tokens} and extract.batch_size={params.batch_size}"
 
 
 if __name__ == "__main__":

@@ -8,10 +8,10 @@ from scipy import stats as sps
 
 import seed_reference as seed
 from uaprobe.analysis import anisotropy, bins, curves, layerwise, pairlevel, scaling, validation
-from uaprobe.analysis.pairs_data import ViewGrams, pair_table
+from uaprobe.analysis.pairs_data import pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts
-from uaprobe.analysis.uniformity import gram
+from uaprobe.analysis.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams
 from uaprobe.errors import ConfigError, UAProbeError
 
@@ -105,7 +105,15 @@ def test_bootstrap_ci_of_the_mean_agrees_with_the_seed_in_distribution():
 # ------------------------------------------------------------------------------------ seed 000
 
 
-def _table_and_grams(rng, pairs=(5, 4, 6, 5), layers=4, d=10):
+REPRESENTATIONS = ("gram", "vectors")
+
+
+def cosines(a: np.ndarray, b: np.ndarray, representation: str | None = None) -> Cosines:
+    """Cosines of per-layer arrays (L, n, D) of the two sides."""
+    return Cosines(np.swapaxes(a, 0, 1), np.swapaxes(b, 0, 1), representation=representation)
+
+
+def _table_and_cosines(rng, pairs=(5, 4, 6, 5), layers=4, d=10, representation=None):
     n_rows = 2 * sum(pairs)
     cat = np.repeat([f"c{i}" for i in range(len(pairs))], [2 * p for p in pairs])
     pair = np.repeat(np.arange(sum(pairs)), 2)
@@ -115,14 +123,14 @@ def _table_and_grams(rng, pairs=(5, 4, 6, 5), layers=4, d=10):
                        n_tokens=np.full(n_rows, 5))
     pooled = rng.standard_normal((n_rows, layers + 1, d)) + 0.5
     prenorm = rng.standard_normal((n_rows, d))
-    stack_a = np.concatenate([pooled[table.row_a], prenorm[table.row_a][:, None]], axis=1).swapaxes(0, 1)
-    stack_b = np.concatenate([pooled[table.row_b], prenorm[table.row_b][:, None]], axis=1).swapaxes(0, 1)
-    return table, pooled, prenorm, ViewGrams(a=gram(stack_a), b=gram(stack_b))
+    return table, pooled, prenorm, pooling_cosines(pooled=pooled, prenorm=prenorm, table=table,
+                                                   representation=representation)
 
 
-def test_layerwise_matches_the_seed_loop():
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_layerwise_matches_the_seed_loop(representation):
     rng = np.random.default_rng(11)
-    table, pooled, prenorm, grams = _table_and_grams(rng)
+    table, pooled, prenorm, grams = _table_and_cosines(rng, representation=representation)
     pref = table.preference("mean")
     cu = layerwise.category_uniformity(grams, category_of_pair=table.category_of_pair, n_categories=4)
     params = small_params()
@@ -146,7 +154,7 @@ def test_layerwise_matches_the_seed_loop():
 
 def test_layerwise_results_report_sign_changes_peaks_and_nan_reasons():
     rng = np.random.default_rng(2)
-    table, pooled, prenorm, grams = _table_and_grams(rng, layers=8)
+    table, pooled, prenorm, grams = _table_and_cosines(rng, layers=8)
     cu = layerwise.category_uniformity(grams, category_of_pair=table.category_of_pair, n_categories=4)
     const = layerwise.CategoryUniformity(u_a=np.full_like(cu.u_a, 0.5), u_b=np.full_like(cu.u_b, 0.25))
     res, _ = layerwise.analyze_layerwise(uniformity={"mean": cu, "last": const}, mean_preference=np.arange(4.0),
@@ -179,7 +187,8 @@ def test_balanced_partitions_have_sizes_within_one():
     assert len({tuple(r) for r in labels}) > 1
 
 
-def test_bins_summary_matches_the_seed_loop_on_the_same_partitions():
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_bins_summary_matches_the_seed_loop_on_the_same_partitions(representation):
     rng = np.random.default_rng(5)
     n, d, layers = 40, 12, 3
     emb_a = rng.standard_normal((layers, n, d)) + 0.4
@@ -187,7 +196,8 @@ def test_bins_summary_matches_the_seed_loop_on_the_same_partitions():
     pref = rng.standard_normal(n)
     for scheme, k in (("randint", 6), ("randint", 15), ("balanced", 7)):
         labels = bins.partitions(np.random.default_rng(1), scheme=scheme, n=n, k=k, count=25)
-        got = bins.summarize_partitions(gram_diff=gram(emb_a) - gram(emb_b), preference=pref, labels=labels, k=k)
+        got = bins.summarize_partitions(cosines=cosines(emb_a, emb_b, representation), preference=pref,
+                                       labels=labels, k=k)
         for layer in range(layers):
             ref = seed.analyze_with_k_bins(emb_a[layer], emb_b[layer], pref, k, 25, assignments=labels)
             assert got.n_valid[layer] == ref["n_valid"]
@@ -196,7 +206,8 @@ def test_bins_summary_matches_the_seed_loop_on_the_same_partitions():
             assert got.p_mean[layer] == pytest.approx(ref["p_mean"], abs=1e-10)
 
 
-def test_ci_partition_matches_the_seed_bootstrap_in_distribution():
+@pytest.mark.parametrize("representation", REPRESENTATIONS)
+def test_ci_partition_matches_the_seed_bootstrap_in_distribution(representation):
     rng = np.random.default_rng(8)
     n, d = 60, 10
     emb_a = rng.standard_normal((1, n, d)) + 0.3
@@ -204,8 +215,8 @@ def test_ci_partition_matches_the_seed_bootstrap_in_distribution():
     pref = rng.standard_normal(n)
     labels = bins.partitions(np.random.default_rng(2), scheme="randint", n=n, k=8, count=1)[0]
     params = small_params(bootstrap_resamples=4000)
-    ci = bins.ci_partition(gram_a=gram(emb_a), gram_b=gram(emb_b), preference=pref, labels=labels, k=8, params=params,
-                           rng=np.random.default_rng(3))
+    ci = bins.ci_partition(cosines=cosines(emb_a, emb_b, representation), preference=pref, labels=labels, k=8,
+                           params=params, rng=np.random.default_rng(3))
     x = np.array([seed.uniformity_score(emb_a[0][labels == b]) - seed.uniformity_score(emb_b[0][labels == b])
                   for b in ci.bin_ids])
     y = np.array([pref[labels == b].mean() for b in ci.bin_ids])
@@ -220,12 +231,12 @@ def test_ci_partition_with_too_few_usable_bins_is_nan_with_reasons():
     rng = np.random.default_rng(0)
     emb = rng.standard_normal((2, 8, 5))
     labels = np.array([0, 0, 0, 0, 0, 1, 2, 3])  # one bin of 5, three singletons
-    ci = bins.ci_partition(gram_a=gram(emb), gram_b=gram(emb[::-1]), preference=rng.standard_normal(8), labels=labels,
+    ci = bins.ci_partition(cosines=cosines(emb, emb[::-1]), preference=rng.standard_normal(8), labels=labels,
                            k=4, params=small_params(), rng=np.random.default_rng(1))
     assert ci.bin_ids.tolist() == [0]
     assert np.isnan(ci.stats.pearson.r).all() and ci.stats.pearson.reason[0] == "fewer than 3 points"
     assert np.isnan(ci.stats.bootstrap.low).all() and ci.stats.bootstrap.reason[0] == "fewer than 3 points"
-    ci = bins.ci_partition(gram_a=gram(emb), gram_b=gram(emb), preference=np.arange(8.0), labels=np.arange(8), k=8,
+    ci = bins.ci_partition(cosines=cosines(emb, emb), preference=np.arange(8.0), labels=np.arange(8), k=8,
                            params=small_params(), rng=np.random.default_rng(1))  # no bin has two pairs
     assert ci.bin_ids.tolist() == [] and np.isnan(ci.stats.bootstrap.high).all()
     assert ci.stats.pearson.reason[0] == "fewer than 3 points"
@@ -252,10 +263,14 @@ def test_centroid_cosines_match_direct_computation():
     rng = np.random.default_rng(9)
     x = rng.standard_normal((2, 12, 7)) + 0.2
     cat = np.array([0] * 5 + [1] * 7)
-    got = pairlevel.centroid_cosines(gram(x), category_of_pair=cat, n_categories=2)
+    x[1, 3] = 0.0  # a zero statement: its cosine is undefined
+    got = pairlevel.centroid_cosines(cosines(x, x).units["a"], category_of_pair=cat, n_categories=2)
     for layer in range(2):
         u = x[layer] / (np.linalg.norm(x[layer], axis=1, keepdims=True) + 1e-10)
         for i in range(12):
+            if layer == 1 and i == 3:
+                assert np.isnan(got[layer, i])
+                continue
             centroid = u[cat == cat[i]].mean(axis=0)
             expected = u[i] @ centroid / (np.linalg.norm(u[i]) * np.linalg.norm(centroid))
             assert got[layer, i] == pytest.approx(expected, abs=1e-12)
@@ -271,8 +286,7 @@ def test_pair_level_planted_score_predicts_preference():
     w = 1.0 + 0.5 * np.tanh(pref)
     a = w[:, None] * direction + rng.standard_normal((n, d)) * 0.1
     b = direction + rng.standard_normal((n, d)) * 0.1
-    grams = ViewGrams(a=gram(a[None]), b=gram(b[None]))
-    scores = pairlevel.pair_scores(grams, category_of_pair=cat, n_categories=3)
+    scores = pairlevel.pair_scores(cosines(a[None], b[None]), category_of_pair=cat, n_categories=3)
     res, draws = pairlevel.analyze_pairlevel(scores={"mean": np.vstack([scores, scores])}, preference=pref,
                                              params=small_params(), rng=np.random.default_rng(0))
     assert draws.mode == "random"

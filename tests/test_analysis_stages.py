@@ -207,3 +207,31 @@ def test_too_many_bins_for_the_data_is_a_config_error(tmp_path):
     params = write_params(tmp_path / "params.yaml", models=["m"], k=(3, 20), ci_k=4)
     with pytest.raises(ConfigError, match=r"analysis\.bins\.k"):
         run_analyze(tmp_path, "m", params, h5)
+
+
+def _max_float_gap(a, b, path="") -> float:
+    """Largest |a - b| over the floats of two JSON-like trees; everything else must be equal."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        return max((_max_float_gap(a[k], b[k], f"{path}/{k}") for k in a), default=0.0)
+    if isinstance(a, list):
+        assert len(a) == len(b), path
+        return max((_max_float_gap(x, y, f"{path}/{i}") for i, (x, y) in enumerate(zip(a, b))), default=0.0)
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b)
+    assert a == b, path
+    return 0.0
+
+
+def test_gram_and_unit_vector_forms_give_the_same_results(panel):
+    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.config import load_params
+    from uaprobe.store import read_embeddings
+
+    # The random file: on the planted one the category intervals have rounding-sized widths, so the
+    # relative width reduction of the bins is a ratio of rounding errors in either form.
+    params = load_params(panel["params"]).analysis
+    emb = read_embeddings(panel["h5"]["rand"])
+    got = {rep: json.loads(json.dumps(analyze_model(emb, params=params, model_id="rand", representation=rep).results))
+           for rep in ("gram", "vectors")}
+    assert _max_float_gap(got["gram"], got["vectors"]) < 1e-9

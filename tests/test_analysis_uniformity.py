@@ -1,4 +1,5 @@
-"""Uniformity through Gram matrices against the seeds' direct cosine-matrix version."""
+"""Uniformity through Gram matrices and through sums of unit vectors against the seeds' direct
+cosine-matrix version."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seed_reference import uniformity_score
-from uaprobe.analysis.uniformity import FlatGram, gram, group_means, group_uniformity, uniformity
+from uaprobe.analysis.uniformity import (Cosines, FlatGram, gram, group_means, group_pair_sums, group_uniformity,
+                                        representation_for, unit_rows, uniformity)
 
 
 @pytest.fixture
@@ -108,3 +110,113 @@ def test_group_uniformity_property(n, d, k, parts, seed):
             for layer in range(2):
                 expected = uniformity_score(x[layer, members]) if members.size >= 2 else np.nan
                 assert values[layer, p, grp] == pytest.approx(expected, abs=1e-12, nan_ok=True)
+
+
+# ------------------------------------------------------------------------- unit-vector form
+
+
+def _awkward_labels(rng, n, k, parts):
+    labels = rng.integers(-1, k, size=(parts, n))
+    labels[0, :] = 0  # one group with everything
+    labels[1, :] = -1
+    labels[1, :3] = 2  # a group of 3, the others empty
+    labels[2, :] = np.arange(n) % k
+    labels[2, 0] = k - 1
+    labels[2, 1:] = np.where(labels[2, 1:] == k - 1, 0, labels[2, 1:])  # group k-1 has a single member
+    return labels
+
+
+@pytest.mark.parametrize("block_bytes", [1, 4096, 1 << 26])
+def test_group_pair_sums_match_the_direct_upper_triangle(rng, block_bytes):
+    n, views, d, k = 23, 5, 9, 4
+    x = rng.standard_normal((n, views, d)) + 0.2
+    x[4, 2] = 0.0  # a zero row contributes nothing
+    u = unit_rows(x)
+    labels = _awkward_labels(rng, n, k, parts=7)
+    got = group_pair_sums(u, labels, n_groups=k, block_bytes=block_bytes)
+    assert got.shape == (views, 7, k)
+    for p in range(7):
+        for grp in range(k):
+            members = np.flatnonzero(labels[p] == grp)
+            for v in range(views):
+                block = u[members, v] @ u[members, v].T
+                expected = block[np.triu_indices(members.size, k=1)].sum()
+                assert got[v, p, grp] == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("representation", ["gram", "vectors"])
+def test_cosines_uniformity_matches_the_seed_on_each_side_and_their_difference(rng, representation):
+    n, views, d, k = 30, 3, 8, 5
+    a = rng.standard_normal((n, views, d)) + 0.5
+    b = rng.standard_normal((n, views, d)) - 0.1
+    b[7] = 0.0
+    cos = Cosines(a, b, representation=representation)
+    assert cos.representation == representation
+    labels = _awkward_labels(rng, n, k, parts=6)
+    u_a, sizes = cos.uniformity(labels, n_groups=k, side="a")
+    u_b, sizes_b = cos.uniformity(labels, n_groups=k, side="b")
+    diff, sizes_d = cos.uniformity(labels, n_groups=k, side="diff")
+    assert (sizes == sizes_b).all() and (sizes == sizes_d).all()
+    for p in range(6):
+        for grp in range(k):
+            members = np.flatnonzero(labels[p] == grp)
+            assert sizes[p, grp] == members.size
+            for v in range(views):
+                if members.size < 2:
+                    assert np.isnan(u_a[v, p, grp]) and np.isnan(diff[v, p, grp])
+                    continue
+                ea, eb = uniformity_score(a[members, v]), uniformity_score(b[members, v])
+                assert u_a[v, p, grp] == pytest.approx(ea, abs=1e-12)
+                assert u_b[v, p, grp] == pytest.approx(eb, abs=1e-12)
+                assert diff[v, p, grp] == pytest.approx(ea - eb, abs=1e-12)
+
+
+def test_both_representations_agree_on_nearly_collinear_states(rng):
+    # states that share one huge direction (cosines ~ 1 - 1e-7): UA is tiny and must survive
+    n, d = 40, 64
+    base = np.zeros(d)
+    base[0] = 1e4
+    a = base + rng.standard_normal((n, 2, d))
+    b = base + 1.1 * rng.standard_normal((n, 2, d))
+    labels = rng.integers(0, 4, size=(10, n))
+    g, _ = Cosines(a, b, representation="gram").uniformity(labels, n_groups=4, side="diff")
+    v, _ = Cosines(a, b, representation="vectors").uniformity(labels, n_groups=4, side="diff")
+    assert np.nanmax(np.abs(g)) < 1e-6  # the differences really are tiny
+    assert np.allclose(g, v, rtol=1e-6, atol=1e-15, equal_nan=True)
+
+
+def test_the_default_representation_is_the_smaller_one():
+    assert representation_for(100, 576) == "gram"
+    assert representation_for(576, 576) == "gram"
+    assert representation_for(577, 576) == "vectors"
+    x = np.ones((5, 2, 3))
+    assert Cosines(x, x).representation == "vectors"
+    assert Cosines(x[:3], x[:3]).representation == "gram"
+
+
+def test_cosines_refuse_bad_labels_and_shapes(rng):
+    x = rng.standard_normal((6, 2, 3))
+    cos = Cosines(x, x)
+    with pytest.raises(ValueError, match="shape"):
+        cos.uniformity(np.zeros((1, 5), dtype=int), n_groups=2, side="a")
+    with pytest.raises(ValueError, match="-1..n_groups-1"):
+        cos.uniformity(np.full((1, 6), 2), n_groups=2, side="a")
+    with pytest.raises(ValueError, match="side"):
+        cos.uniformity(np.zeros((1, 6), dtype=int), n_groups=2, side="both")
+    with pytest.raises(ValueError, match=r"\(n, V, D\)"):
+        Cosines(x, x[:5])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 14), d=st.integers(1, 6), k=st.integers(1, 5), parts=st.integers(1, 3),
+       seed=st.integers(0, 2**32 - 1))
+def test_the_two_representations_agree_property(n, d, k, parts, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((n, 2, d))
+    b = rng.standard_normal((n, 2, d))
+    labels = rng.integers(-1, k, size=(parts, n))
+    for side in ("a", "b", "diff"):
+        g, sg = Cosines(a, b, representation="gram").uniformity(labels, n_groups=k, side=side)
+        v, sv = Cosines(a, b, representation="vectors").uniformity(labels, n_groups=k, side=side)
+        assert (sg == sv).all()
+        assert np.allclose(g, v, atol=1e-12, equal_nan=True)

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+import yaml
 
+from uaprobe.config import load_params
 from uaprobe.distributed import shard_batches
 from uaprobe.store import read_embeddings
 
@@ -38,7 +41,13 @@ def _extract(project: Path, out: Path, nproc: int) -> Path:
     return out
 
 
-def test_two_processes_equal_one(small_project: Path) -> None:
+@pytest.mark.parametrize("budget", [None, 60], ids=["default-budget", "binding-budget"])
+def test_two_processes_equal_one(small_project: Path, budget: int | None) -> None:
+    if budget is not None:
+        # 60 padded tokens cut the 18 statements into batches of 4, 3, 2, 2, 2, 2, 2 and 1 (tiny tokenizer)
+        params = yaml.safe_load((small_project / "params.yaml").read_text(encoding="utf-8"))
+        params["extract"]["max_batch_tokens"] = budget
+        (small_project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     single = read_embeddings(_extract(small_project, small_project / "one" / "tiny.h5", 1))
     merged_path = _extract(small_project, small_project / "two" / "tiny.h5", 2)
     merged = read_embeddings(merged_path)
@@ -50,6 +59,8 @@ def test_two_processes_equal_one(small_project: Path) -> None:
     np.testing.assert_array_equal(merged.n_tokens, single.n_tokens)
     np.testing.assert_array_equal(merged.aniso_states, single.aniso_states)
     assert merged.text == single.text
+    limits = load_params(small_project / "params.yaml").extract
+    assert merged.attrs["max_batch_tokens"] == single.attrs["max_batch_tokens"] == limits.max_batch_tokens
     one = hashlib.md5((small_project / "one" / "tiny.h5").read_bytes()).hexdigest()
     two = hashlib.md5(merged_path.read_bytes()).hexdigest()
     assert one == two

@@ -8,10 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiny_models import dataset_texts
 from uaprobe import extract
-from uaprobe.config import ModelSpec
+from uaprobe.config import ModelSpec, load_params
 from uaprobe.models import load_model
 from uaprobe.store import read_embeddings
 
@@ -134,11 +136,77 @@ def test_prenorm_is_the_input_of_the_final_norm(neox) -> None:
 
 def test_length_sorted_batches_cover_every_row_once() -> None:
     lengths = [5, 3, 9, 3, 1, 7, 5]
-    batches = extract.length_sorted_batches(lengths, 3)
-    rows = np.concatenate(batches)
-    assert sorted(rows.tolist()) == list(range(len(lengths)))
-    assert [lengths[i] for i in rows] == sorted(lengths)
-    assert [len(b) for b in batches] == [3, 3, 1]
+    for budget in (None, 1000, 27):  # 27 = 3 x 9: never binds here
+        batches = extract.length_sorted_batches(lengths, 3, max_batch_tokens=budget)
+        rows = np.concatenate(batches)
+        assert sorted(rows.tolist()) == list(range(len(lengths)))
+        assert rows.tolist() == [4, 1, 3, 0, 6, 5, 2]  # length-sorted, ties in dataset order
+        assert [len(b) for b in batches] == [3, 3, 1]
+
+
+def test_token_budget_cuts_batches_when_it_binds() -> None:
+    lengths = [2, 5, 2, 2, 5, 2, 2, 5, 5, 2]
+    assert [b.tolist() for b in extract.length_sorted_batches(lengths, 4)] == [[0, 2, 3, 5], [6, 9, 1, 4], [7, 8]]
+    # 10 tokens: the second batch would be 4 x 5 = 20 padded tokens, so the 5s go two at a time
+    assert [b.tolist() for b in extract.length_sorted_batches(lengths, 4, max_batch_tokens=10)] == \
+        [[0, 2, 3, 5], [6, 9], [1, 4], [7, 8]]
+    # the budget alone, with no effective cap on the count
+    assert [len(b) for b in extract.length_sorted_batches(lengths, 100, max_batch_tokens=12)] == [6, 2, 2]
+
+
+def test_statement_longer_than_the_budget_runs_alone() -> None:
+    lengths = [3, 50, 4, 60, 3]
+    batches = extract.length_sorted_batches(lengths, 8, max_batch_tokens=10)
+    assert [b.tolist() for b in batches] == [[0, 4], [2], [1], [3]]
+    # a budget below every length: one statement per pass, still every row once
+    assert [b.tolist() for b in extract.length_sorted_batches(lengths, 8, max_batch_tokens=1)] == \
+        [[0], [4], [2], [1], [3]]
+
+
+@pytest.mark.parametrize("kwargs", [dict(batch_size=0), dict(batch_size=2, max_batch_tokens=0)])
+def test_batching_refuses_impossible_limits(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="must be >= 1"):
+        extract.length_sorted_batches([3, 4], **kwargs)
+
+
+def test_no_statements_no_batches() -> None:
+    assert extract.length_sorted_batches([], 4, max_batch_tokens=10) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(lengths=st.lists(st.integers(1, 40), max_size=80), batch_size=st.integers(1, 12),
+       budget=st.one_of(st.none(), st.integers(1, 200)))
+def test_batches_respect_both_limits_and_are_maximal(lengths: list[int], batch_size: int, budget: int | None) -> None:
+    batches = extract.length_sorted_batches(lengths, batch_size, max_batch_tokens=budget)
+    rows = np.concatenate(batches).tolist() if batches else []
+    assert rows == np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable").tolist()  # every row once, stable
+    limit = budget if budget is not None else float("inf")
+    for i, batch in enumerate(batches):
+        tokens = len(batch) * max(lengths[r] for r in batch)
+        assert 1 <= len(batch) <= batch_size
+        assert tokens <= limit or len(batch) == 1  # only a lone over-long statement exceeds the budget
+        if i + 1 < len(batches):  # greedy: the next batch's first statement would have broken a limit
+            grown = [*batch.tolist(), int(batches[i + 1][0])]
+            assert len(grown) > batch_size or len(grown) * max(lengths[r] for r in grown) > limit
+
+
+def test_budget_batches_keep_the_given_order() -> None:
+    # the anisotropy prompts run in file order: the cut is by the longest so far, not the last one
+    batches = extract.budget_batches(range(5), [6, 2, 2, 7, 1], 4, max_batch_tokens=14)
+    assert [b.tolist() for b in batches] == [[0, 1], [2, 3], [4]]
+
+
+def test_anisotropy_states_under_a_token_budget_equal_one_batch(neox) -> None:
+    model, tokenizer = neox
+    whole = extract.anisotropy_states(model, tokenizer, TEXTS, batch_size=64)
+    lengths = extract.token_lengths(tokenizer, TEXTS)
+    budget = max(lengths) + 1  # one prompt per pass: two never fit
+    assert len(extract.budget_batches(range(len(TEXTS)), lengths, 64, budget)) == len(TEXTS)
+    split = extract.anisotropy_states(model, tokenizer, TEXTS, batch_size=64, max_batch_tokens=budget)
+    np.testing.assert_array_equal(split[1], whole[1])
+    np.testing.assert_array_equal(split[2], whole[2])
+    assert np.bincount(split[1]).tolist() == lengths
+    np.testing.assert_allclose(split[0], whole[0], atol=1e-5, rtol=0)
 
 
 def _run_stage(project: Path, out: Path) -> Path:
@@ -159,6 +227,8 @@ def test_stage_writes_hdf5_that_round_trips(small_project: Path, neox) -> None:
     n = len(emb.text)
     assert n == 18 and emb.pooled["mean"].shape == (n, 4, 32) and emb.prenorm["last"].shape == (n, 32)
     assert emb.attrs["pooling_drop"] == "special" and emb.attrs["bos_added"] is False or emb.attrs["bos_added"] == 0
+    limits = load_params(small_project / "params.yaml").extract
+    assert (emb.attrs["batch_size"], emb.attrs["max_batch_tokens"]) == (4, limits.max_batch_tokens)
     assert list(emb.side[:4]) == [0, 1, 0, 1] and list(emb.pair[:4]) == [0, 0, 1, 1]
     direct = extract.forward_batch(model, extract.encode(tokenizer, emb.text), drop="special")
     for p in ("mean", "first", "last"):
@@ -196,3 +266,16 @@ def test_real_smollm2_on_a_slice_of_the_dataset(tmp_path: Path) -> None:
     alone = extract.forward_batch(model, extract.encode(tokenizer, texts[3:4]), drop="special")
     np.testing.assert_allclose(batch.pooled["mean"][3], alone.pooled["mean"][0], atol=1e-4, rtol=1e-5)
     assert batch.nll_mean[3] == pytest.approx(alone.nll_mean[0], abs=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_id", ["smollm2-135m", "gemma3-270m"])
+def test_default_token_budget_leaves_the_study_batches_unchanged(model_id: str) -> None:
+    """The shipped budget binds only on datasets with longer batches than the study's 460 statements."""
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    _model, tokenizer, _source, _dtype = load_model(params.model(model_id), model_id, device=torch.device("cpu"))
+    lengths = extract.token_lengths(extract.prepare_tokenizer(tokenizer), dataset_texts())
+    limits = params.extract
+    budgeted = extract.length_sorted_batches(lengths, limits.batch_size, max_batch_tokens=limits.max_batch_tokens)
+    plain = extract.length_sorted_batches(lengths, limits.batch_size)
+    assert [b.tolist() for b in budgeted] == [b.tolist() for b in plain]

@@ -39,6 +39,7 @@ import pytest
 from extract_stage import (STAGE, digest, files_in, one_torch_thread, real_dataset, run_stage, stage, stage_args,
                            subprocess_env, write_project)
 from uaprobe import extract, store
+from uaprobe.config import load_params
 from uaprobe.errors import NumericalError, UAProbeError
 from uaprobe.store import partial_path, read_embeddings
 
@@ -332,6 +333,30 @@ def test_stage_main_exits_2_on_an_error_mid_run(runs: dict, tmp_path: Path, monk
     with caplog.at_level(logging.ERROR):
         assert stage().main(stage_args(runs["project"], out)) == 2
     assert "model 'tiny': log-likelihoods contain NaN or inf" in caplog.text
+    assert files_in(tmp_path) == []
+
+
+def test_out_of_memory_names_both_limits_and_the_one_to_lower(runs: dict, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    import torch
+
+    original, calls = extract.forward_batch, [0]
+
+    def forward_batch(*args: Any, **kwargs: Any) -> extract.BatchResult:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(extract, "forward_batch", forward_batch)
+    out = tmp_path / "tiny.h5"
+    with caplog.at_level(logging.ERROR):
+        assert stage().main(stage_args(runs["project"], out)) == 2
+    budget = load_params(runs["project"] / "params.yaml").extract.max_batch_tokens
+    assert f"out of memory with extract.max_batch_tokens={budget} and extract.batch_size=2" in caplog.text
+    assert "CUDA out of memory. Tried to allocate 2.00 GiB" in caplog.text
+    assert "lower extract.max_batch_tokens in params.yaml" in caplog.text
     assert files_in(tmp_path) == []
 
 

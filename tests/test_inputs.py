@@ -219,6 +219,15 @@ PARAM_CASES: list[tuple[str, Any, list[str]]] = [
     ("batch-size-bool", _params(extract__batch_size=True), ["extract.batch_size: got True, expected an integer"]),
     ("batch-size-float", _params(extract__batch_size=2.5), ["extract.batch_size: got 2.5"]),
     ("batch-size-zero", _params(extract__batch_size=0), ["extract.batch_size: got 0, expected an integer >= 1"]),
+    ("max-batch-tokens-string", _params(extract__max_batch_tokens="1024"),
+     ["extract.max_batch_tokens: got '1024', expected an integer"]),
+    ("max-batch-tokens-bool", _params(extract__max_batch_tokens=True),
+     ["extract.max_batch_tokens: got True, expected an integer"]),
+    ("max-batch-tokens-float", _params(extract__max_batch_tokens=512.5), ["extract.max_batch_tokens: got 512.5"]),
+    ("max-batch-tokens-zero", _params(extract__max_batch_tokens=0),
+     ["extract.max_batch_tokens: got 0, expected an integer >= 1"]),
+    ("max-batch-tokens-null", _params(extract__max_batch_tokens=None),
+     ["extract.max_batch_tokens: got None, expected an integer"]),
     ("max-length-one", _params(extract__max_length=1), ["extract.max_length: got 1", ">= 2 or null"]),
     ("device-unknown", _params(extract__device="gpu"), ["extract.device: got 'gpu'", "'auto', 'cpu', 'cuda'"]),
     ("pooling-unknown", _params(pooling__drop="last"), ["pooling.drop: got 'last'", "one of 'special', 'first'"]),
@@ -573,7 +582,7 @@ YAML_VALUES = st.recursive(YAML_SCALARS, lambda kids: st.lists(kids, max_size=3)
 
 def _check_params_invariants(params: Params) -> None:
     assert params.models and set(params.models) <= set(params.catalog)
-    assert params.extract.batch_size >= 1
+    assert params.extract.batch_size >= 1 and params.extract.max_batch_tokens >= 1
     a = params.analysis
     assert 0 < a.ci_level < 1 and 0 < a.alpha < 1
     assert a.bootstrap_resamples >= 1 and a.permutations >= 1 and a.seed >= 0

@@ -77,7 +77,11 @@ class ExtractParams:
     """How the extraction stage runs the forward passes."""
 
     batch_size: int = 64
-    """Statements per forward pass (length-sorted batches)."""
+    """At most this many statements per forward pass (length-sorted batches)."""
+    max_batch_tokens: int = 832
+    """At most this many padded tokens per forward pass: statements x the longest statement in the
+    batch. This, not the number of statements, bounds the memory of a pass (every layer's hidden
+    states and the logits over the vocabulary); a statement longer than the budget runs alone."""
     device: DeviceName = "auto"
     """``auto`` picks CUDA when available, else CPU."""
     max_length: int | None = None
@@ -88,6 +92,7 @@ class ExtractParams:
 
     def __post_init__(self) -> None:
         _require(self.batch_size >= 1, "extract.batch_size", self.batch_size, "an integer >= 1")
+        _require(self.max_batch_tokens >= 1, "extract.max_batch_tokens", self.max_batch_tokens, "an integer >= 1")
         if self.max_length is not None:
             _require(self.max_length >= 2, "extract.max_length", self.max_length, "an integer >= 2 or null")
 

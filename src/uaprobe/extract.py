@@ -275,10 +275,48 @@ def token_states(model: Any, enc: Encoded, *, model_name: str = "model") -> list
     return rows
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
-    """Row indices grouped into batches of similar length (stable: ties keep dataset order)."""
-    order = np.argsort(np.asarray(lengths), kind="stable")
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+def budget_batches(order: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray, batch_size: int,
+                   max_batch_tokens: int | None = None) -> list[np.ndarray]:
+    """Cut the rows ``order`` (indices into ``lengths``) into consecutive batches, keeping their order.
+
+    A batch holds at most ``batch_size`` rows and at most ``max_batch_tokens`` padded tokens (rows x
+    the longest row in it; no token limit if None), since that is what the memory of a forward pass
+    grows with: every layer's hidden states and the (rows, longest, vocabulary) logits. A new batch
+    starts whenever the next row would break either limit. A row that alone exceeds the token budget
+    gets a batch of its own: one row is the least a forward pass can take (``extract.max_length`` is
+    what refuses statements too long to run).
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if max_batch_tokens is not None and max_batch_tokens < 1:
+        raise ValueError(f"max_batch_tokens must be >= 1 or None, got {max_batch_tokens}")
+    rows = np.asarray(order, dtype=np.int64)
+    sizes = np.asarray(lengths, dtype=np.int64)
+    batches: list[np.ndarray] = []
+    start = longest = 0
+    for i, row in enumerate(rows.tolist()):
+        longest = max(longest, int(sizes[row]))
+        count = i - start + 1
+        over_budget = max_batch_tokens is not None and count * longest > max_batch_tokens
+        if count > 1 and (count > batch_size or over_budget):
+            batches.append(rows[start:i])
+            start, longest = i, int(sizes[row])
+    if start < len(rows):
+        batches.append(rows[start:])
+    return batches
+
+
+def length_sorted_batches(lengths: Sequence[int] | np.ndarray, batch_size: int, *,
+                          max_batch_tokens: int | None = None) -> list[np.ndarray]:
+    """Row indices sorted by token length (stable: ties keep dataset order), cut into batches.
+
+    Each batch holds at most ``batch_size`` statements and at most ``max_batch_tokens`` padded
+    tokens (statements x the longest statement in the batch; no token limit if None), so the memory
+    of a forward pass is bounded by the budget, whatever the number or length of the statements.
+    A statement that alone exceeds the budget gets a batch of its own (see :func:`budget_batches`).
+    """
+    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
+    return budget_batches(order, lengths, batch_size, max_batch_tokens)
 
 
 def iterate_batches(model: Any, tokenizer: Any, texts: Sequence[str], batches: Sequence[np.ndarray], *,
@@ -291,15 +329,21 @@ def iterate_batches(model: Any, tokenizer: Any, texts: Sequence[str], batches: S
 
 
 def anisotropy_states(model: Any, tokenizer: Any, prompts: Sequence[str], *, batch_size: int,
+                      max_batch_tokens: int | None = None,
                       model_name: str = "model") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token states of every prompt, concatenated: ((T, L+1, D) float32, (T,) prompt index, (T,) special)."""
+    """Token states of every prompt, concatenated: ((T, L+1, D) float32, (T,) prompt index, (T,) special).
+
+    The prompts run in file order, in batches of at most ``batch_size`` prompts and
+    ``max_batch_tokens`` padded tokens (see :func:`budget_batches`).
+    """
     states, index, special = [], [], []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start:start + batch_size]
-        for offset, (h, s) in enumerate(token_states(model, encode(tokenizer, chunk), model_name=model_name)):
+    lengths = token_lengths(tokenizer, prompts)
+    for rows in budget_batches(range(len(prompts)), lengths, batch_size, max_batch_tokens):
+        chunk = [prompts[i] for i in rows]
+        for row, (h, s) in zip(rows.tolist(), token_states(model, encode(tokenizer, chunk), model_name=model_name)):
             states.append(h)
             special.append(s)
-            index.append(np.full(len(s), start + offset, dtype=np.int32))
+            index.append(np.full(len(s), row, dtype=np.int32))
     return np.concatenate(states), np.concatenate(index), np.concatenate(special)
 
 

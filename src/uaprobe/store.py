@@ -17,9 +17,9 @@ Layout of ``data/embeddings/<model>.h5`` (names may grow, never shrink)::
     anisotropy/states    (T, L+1, D)     float32     every token state of every prompt, prompts concatenated
     anisotropy/prompt_index (T,)         int32
     anisotropy/special   (T,)            bool        the token is a special token (e.g. BOS)
-    attrs: model_id, display, source, location, revision, dtype, device, pooling_drop,
-           dataset_sha256, prompts_sha256, uaprobe_version, torch_version, transformers_version,
-           n_layers, hidden_size, bos_added, complete
+    attrs: model_id, display, source, location, revision, dtype, device, pooling_drop, batch_size,
+           max_batch_tokens, dataset_sha256, prompts_sha256, uaprobe_version, torch_version,
+           transformers_version, n_layers, hidden_size, bos_added, params_millions, complete
 
 Writes go to ``<name>.h5.partial`` in the same directory and are moved into place with
 :func:`os.replace` only once the file is complete, so the output path holds either a complete file

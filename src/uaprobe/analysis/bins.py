@@ -6,9 +6,10 @@ sizes differ by at most one). For each k: mean and std of r and mean p over the 
 layer. One seeded partition with k = ``ci_k`` gets the full statistics (bootstrap CI of r over its
 bins), compared with the category-level result (n = 6).
 
-All partitions of one k are evaluated at once: bin uniformities come from the Gram matrices
-(:func:`~uaprobe.analysis.uniformity.group_uniformity` on ``G_A - G_B``), bin preferences from a
-weighted bincount, correlations from masked, vectorised moments.
+All partitions of one k are evaluated at once: bin uniformities come from
+:meth:`~uaprobe.analysis.uniformity.Cosines.uniformity` (blocks of ``G_A - G_B`` for small sets,
+one-hot sums of unit vectors for large ones), bin preferences from a weighted bincount,
+correlations from masked, vectorised moments.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from uaprobe.analysis import stats
 from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
 from uaprobe.analysis.report import Reasons
-from uaprobe.analysis.uniformity import FlatGram, group_means, group_uniformity
+from uaprobe.analysis.uniformity import Cosines, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
 
@@ -68,16 +69,16 @@ class KSummary:
     bin_size_max: int
 
 
-def summarize_partitions(*, gram_diff: np.ndarray | FlatGram, preference: np.ndarray, labels: np.ndarray, k: int) -> KSummary:
+def summarize_partitions(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray, k: int) -> KSummary:
     """r across the bins of every partition, then mean / std (ddof 0) / mean p over partitions.
 
     Args:
-        gram_diff: (V, n, n) ``G_A - G_B`` (or its :class:`FlatGram`).
+        cosines: the A and B statements of one pooling (pairs in pair order).
         preference: (n,) per-pair preference.
         labels: (P, n) bin of each pair in each partition.
         k: bins per partition.
     """
-    ua, sizes = group_uniformity(gram_diff, labels, n_groups=k)  # (V, P, k)
+    ua, sizes = cosines.uniformity(labels, n_groups=k, side="diff")  # (V, P, k)
     pref, _ = group_means(preference, labels, n_groups=k)  # (P, k)
     used = sizes >= MIN_BIN_PAIRS
     corr = stats.pearson(ua, np.where(used, pref, 0.0)[None], mask=used[None])  # (V, P)
@@ -112,12 +113,12 @@ class CiPartition:
     stats: GroupStats
 
 
-def ci_partition(*, gram_a: np.ndarray, gram_b: np.ndarray, preference: np.ndarray, labels: np.ndarray, k: int,
+def ci_partition(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray, k: int,
                  params: AnalysisParams, rng: np.random.Generator) -> CiPartition:
     """Full statistics of r across the bins of one partition ``labels`` (n,)."""
     lab = np.asarray(labels)[None, :]
-    u_a, sizes = group_uniformity(gram_a, lab, n_groups=k)
-    u_b, _ = group_uniformity(gram_b, lab, n_groups=k)
+    u_a, sizes = cosines.uniformity(lab, n_groups=k, side="a")
+    u_b, _ = cosines.uniformity(lab, n_groups=k, side="b")
     pref, _ = group_means(preference, lab, n_groups=k)
     used = np.flatnonzero(sizes[0] >= MIN_BIN_PAIRS)
     x = (u_a[:, 0, used] - u_b[:, 0, used])
@@ -135,21 +136,21 @@ class SchemeResult:
     ci: CiPartition
 
 
-def analyze_bins(*, gram_a: np.ndarray, gram_b: np.ndarray, preference: np.ndarray, params: AnalysisParams,
+def analyze_bins(*, cosines: Cosines, preference: np.ndarray, params: AnalysisParams,
                  rng: np.random.Generator) -> dict[str, SchemeResult]:
-    """Both schemes for one pooling. Draw order from ``rng``: per scheme, the partitions of each k
-    (in params order), then the ci_k partition, then its bootstrap and permutation draws."""
+    """Both schemes for one pooling, every view of ``cosines``. Draw order from ``rng``: per scheme,
+    the partitions of each k (in params order), then the ci_k partition, then its bootstrap and
+    permutation draws."""
     n = preference.size
     check_bins(params, n_pairs=n)
-    diff = FlatGram(gram_a - gram_b)
     out = {}
     for scheme in SCHEMES:
         by_k = {}
         for k in params.bins.k:
             labels = partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
-            by_k[k] = summarize_partitions(gram_diff=diff, preference=preference, labels=labels, k=k)
+            by_k[k] = summarize_partitions(cosines=cosines, preference=preference, labels=labels, k=k)
         ci_labels = partitions(rng, scheme=scheme, n=n, k=params.bins.ci_k, count=1)[0]
-        ci = ci_partition(gram_a=gram_a, gram_b=gram_b, preference=preference, labels=ci_labels,
+        ci = ci_partition(cosines=cosines, preference=preference, labels=ci_labels,
                           k=params.bins.ci_k, params=params, rng=rng)
         out[scheme] = SchemeResult(by_k=by_k, ci=ci)
     return out

@@ -14,9 +14,8 @@ import numpy as np
 
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.groupstats import GroupStats, LeaveOneOut, Resampling, group_stats, leave_one_out
-from uaprobe.analysis.pairs_data import ViewGrams
 from uaprobe.analysis.report import Reasons
-from uaprobe.analysis.uniformity import group_uniformity
+from uaprobe.analysis.uniformity import Cosines
 from uaprobe.config import AnalysisParams
 
 
@@ -32,11 +31,11 @@ class CategoryUniformity:
         return self.u_a - self.u_b
 
 
-def category_uniformity(grams: ViewGrams, *, category_of_pair: np.ndarray, n_categories: int) -> CategoryUniformity:
+def category_uniformity(cosines: Cosines, *, category_of_pair: np.ndarray, n_categories: int) -> CategoryUniformity:
     """U(A statements) and U(B statements) of every category in every view."""
     labels = np.asarray(category_of_pair)[None, :]
-    u_a, _ = group_uniformity(grams.a, labels, n_groups=n_categories)
-    u_b, _ = group_uniformity(grams.b, labels, n_groups=n_categories)
+    u_a, _ = cosines.uniformity(labels, n_groups=n_categories, side="a")
+    u_b, _ = cosines.uniformity(labels, n_groups=n_categories, side="b")
     return CategoryUniformity(u_a=u_a[:, 0, :], u_b=u_b[:, 0, :])
 
 

@@ -5,8 +5,8 @@ centroid of a side is the mean of the unit-normalised statements of that side in
 statement included). r = Pearson of score vs preference across all pairs, per view, with bootstrap
 (resampling pairs), Fisher-z, permutation p, and Holm / Benjamini-Hochberg across layers.
 
-From Gram matrices: ``u_i . sum_{j in c} u_j = sum_{j in c} G_ij`` and ``||sum_{j in c} u_j||^2 =
-sum_{j,k in c} G_jk``, so no embedding is touched again.
+From the unit vectors: one sum per category and side, then one dot product per statement, so the
+cost is linear in the number of pairs.
 """
 
 from __future__ import annotations
@@ -18,33 +18,31 @@ import numpy as np
 
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
-from uaprobe.analysis.pairs_data import ViewGrams
+from uaprobe.analysis.uniformity import Cosines
 from uaprobe.analysis.report import Reasons
 from uaprobe.config import AnalysisParams
 
 
-def centroid_cosines(g: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
-    """cos(u_i, centroid of u_j over i's category) for every member: g (V, n, n) -> (V, n).
+def centroid_cosines(units: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """cos(u_i, centroid of u_j over i's category) for every member: units (n, V, D) -> (V, n).
 
     NaN where a statement or a centroid is the zero vector.
     """
     cat = np.asarray(category_of_pair)
     onehot = np.eye(n_categories)[cat]  # (n, C)
-    row_sums = g @ onehot  # (V, n, C)
-    own = np.take_along_axis(row_sums, np.broadcast_to(cat[None, :, None], (g.shape[0], cat.size, 1)), axis=2)[..., 0]
-    block = onehot.T @ row_sums  # (V, C, C): sums of g over category blocks
-    block_diag = np.diagonal(block, axis1=1, axis2=2)  # (V, C)
-    centroid_norm = np.sqrt(np.maximum(block_diag, 0.0))[:, cat]  # (V, n)
-    self_norm = np.sqrt(np.maximum(np.diagonal(g, axis1=1, axis2=2), 0.0))
+    sums = np.einsum("nc,nvd->cvd", onehot, units)  # (C, V, D): per-category sums of unit vectors
+    own = np.einsum("nvd,nvd->vn", units, sums[cat])
+    centroid_norm = np.linalg.norm(sums, axis=-1).T[:, cat]  # (V, n)
+    self_norm = np.linalg.norm(units, axis=-1).T  # (V, n)
     with np.errstate(divide="ignore", invalid="ignore"):
         cos = own / (self_norm * centroid_norm)
     return np.where((self_norm > 0) & (centroid_norm > 0), cos, np.nan)
 
 
-def pair_scores(grams: ViewGrams, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+def pair_scores(cosines: Cosines, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
     """(V, n_pairs) score = cos(A, centroid_A) - cos(B, centroid_B)."""
-    return (centroid_cosines(grams.a, category_of_pair=category_of_pair, n_categories=n_categories)
-            - centroid_cosines(grams.b, category_of_pair=category_of_pair, n_categories=n_categories))
+    return (centroid_cosines(cosines.units["a"], category_of_pair=category_of_pair, n_categories=n_categories)
+            - centroid_cosines(cosines.units["b"], category_of_pair=category_of_pair, n_categories=n_categories))
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """From the statements of an extraction file to the per-pair view every analysis works on.
 
 A *view* is one set of pooled embeddings: layers ``0..L`` of a pooling, then the pre-final-norm
-block as view ``L + 1``. The Gram matrices of the A and the B statements per view (pairs in pair
-order) are the only embedding-sized computation; everything downstream works on them.
+block as view ``L + 1``. :func:`pooling_cosines` gathers the A and the B statements of one pooling
+(pairs in pair order, every view) into :class:`~uaprobe.analysis.uniformity.Cosines`, the only
+embedding-sized object the analyses work on.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from uaprobe.analysis.uniformity import unit_rows
+from uaprobe.analysis.uniformity import Cosines, Representation
 from uaprobe.errors import UAProbeError
 
 PreferenceKind = Literal["mean", "sum"]
@@ -94,39 +95,20 @@ def pair_table(*, category: np.ndarray, pair: np.ndarray, side: np.ndarray, nll_
     )
 
 
-@dataclass(frozen=True)
-class ViewGrams:
-    """Cosine Gram matrices of one pooling, views = layers 0..L then the prenorm block."""
-
-    a: np.ndarray
-    """(V, n_pairs, n_pairs) float64: A statements."""
-    b: np.ndarray
-    """(V, n_pairs, n_pairs) float64: B statements."""
-
-    @property
-    def n_views(self) -> int:
-        return int(self.a.shape[0])
-
-
-def view_grams(*, pooled: np.ndarray, prenorm: np.ndarray, table: PairTable, chunk: int = 8) -> ViewGrams:
-    """Gram matrices of the unit-normalised A and B embeddings for every view.
+def pooling_cosines(*, pooled: np.ndarray, prenorm: np.ndarray, table: PairTable,
+                    representation: Representation | None = None) -> Cosines:
+    """The A and B statements of one pooling in every view.
 
     Args:
         pooled: (N, L+1, D) pooled states of one pooling.
         prenorm: (N, D) the pre-final-norm block of the same pooling.
         table: the pairs.
-        chunk: views per float64 block (bounds memory for large hidden sizes).
+        representation: force the Gram or the unit-vector form (default: the smaller one).
 
     Returns:
-        ViewGrams with ``a`` and ``b`` of shape (L+2, n_pairs, n_pairs).
+        :class:`Cosines` over (n_pairs, L+2, D): views = layers 0..L, then the prenorm block.
     """
-    n_views = pooled.shape[1] + 1
-    out = {}
-    for name, rows in (("a", table.row_a), ("b", table.row_b)):
-        stack = np.concatenate([pooled[rows], prenorm[rows][:, None, :]], axis=1)  # (n, V, D) float32
-        g = np.empty((n_views, rows.size, rows.size))
-        for start in range(0, n_views, chunk):
-            u = unit_rows(np.swapaxes(stack[:, start:start + chunk], 0, 1))  # (c, n, D)
-            g[start:start + chunk] = u @ np.swapaxes(u, -1, -2)
-        out[name] = g
-    return ViewGrams(a=out["a"], b=out["b"])
+    def side(rows: np.ndarray) -> np.ndarray:
+        return np.concatenate([pooled[rows], prenorm[rows][:, None, :]], axis=1)
+
+    return Cosines(side(table.row_a), side(table.row_b), representation=representation)

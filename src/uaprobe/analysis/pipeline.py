@@ -14,9 +14,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from uaprobe.analysis import anisotropy, bins, curves, layerwise, pairlevel, preference, scaling, validation
-from uaprobe.analysis.pairs_data import PairTable, pair_table, view_grams
+from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
+from uaprobe.analysis.uniformity import Representation
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
 from uaprobe.store import POOLINGS, Embeddings
@@ -83,7 +84,7 @@ def table_from_embeddings(emb: Embeddings, *, source: str = "extraction file") -
 
 
 def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
-                  source: str = "extraction file") -> Outputs:
+                  source: str = "extraction file", representation: Representation | None = None) -> Outputs:
     """Every per-model analysis of docs/results.md, from one extraction file's contents.
 
     Args:
@@ -92,6 +93,9 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         model_id: the catalog id (names the outputs).
         display: the model's display name (default: the file's ``display`` attribute or the id).
         source: the file's path, for error messages.
+        representation: force the Gram or the unit-vector form of the cosines (default: the
+            smaller one, see :func:`~uaprobe.analysis.uniformity.representation_for`); the results
+            agree up to rounding.
     """
     n_layers = emb.n_layers
     for p in POOLINGS:
@@ -109,9 +113,17 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         raise UAProbeError(f"{source}: non-finite NLL values (nll/{params.preference}); re-extract the model")
     mean_pref = preference.category_means(pref, category_of_pair=table.category_of_pair, n_categories=n_cat)
 
-    grams = {p: view_grams(pooled=emb.pooled[p], prenorm=emb.prenorm[p], table=table) for p in POOLINGS}
-    cat_u = {p: layerwise.category_uniformity(grams[p], category_of_pair=table.category_of_pair,
-                                              n_categories=n_cat) for p in POOLINGS}
+    # The only embedding-sized work, one pooling at a time (so memory holds one pooling's cosines).
+    cat_u, scores, bin_res = {}, {}, {}
+    b_rng = rng_for(seed=params.seed, name="bins")
+    for p in POOLINGS:
+        cos = pooling_cosines(pooled=emb.pooled[p], prenorm=emb.prenorm[p], table=table,
+                              representation=representation)
+        cat_u[p] = layerwise.category_uniformity(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
+        scores[p] = pairlevel.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
+        if p in BIN_POOLINGS:
+            bin_res[p] = bins.analyze_bins(cosines=cos, preference=pref, params=params, rng=b_rng)
+        del cos
     out = Outputs()
 
     # --- layer-wise (seed 000)
@@ -154,12 +166,8 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
     # --- random bins (seed 002)
     rec = NanReasons()
-    b_rng = rng_for(seed=params.seed, name="bins")
-    bin_res = {}
     bins_body_poolings = {}
     for p in BIN_POOLINGS:
-        bin_res[p] = bins.analyze_bins(gram_a=grams[p].a[: n_layers + 1], gram_b=grams[p].b[: n_layers + 1],
-                                       preference=pref, params=params, rng=b_rng)
         bins_body_poolings[p] = {"schemes": bins.bins_results(bin_res[p], categories_stats=lw[p].stats,
                                                               n_layers=n_layers, rec=rec.sub(f"poolings/{p}"))}
     bins_body = {"n_pairs": table.n_pairs, **bins.bins_settings(params), "poolings": bins_body_poolings}
@@ -167,8 +175,6 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
     # --- pair level
     rec = NanReasons()
-    scores = {p: pairlevel.pair_scores(grams[p], category_of_pair=table.category_of_pair, n_categories=n_cat)
-              for p in POOLINGS}
     pl, pl_draws = pairlevel.analyze_pairlevel(scores=scores, preference=pref, params=params,
                                      rng=rng_for(seed=params.seed, name="pairs"))
     names = np.array(categories, dtype=object)[table.category_of_pair]

@@ -1,14 +1,22 @@
-"""Uniformity (mean pairwise cosine similarity) of sets of embeddings, through Gram matrices.
+"""Uniformity (mean pairwise cosine similarity) of groups of embeddings, in time linear in the members.
 
 The seeds' definition: rows normalised by ``norm + 1e-10``, then the mean of the strict upper
-triangle of the cosine matrix. With unit rows ``u_i`` the sum over the upper triangle is
-``(||sum_i u_i||^2 - sum_i ||u_i||^2) / 2``, so a set's uniformity needs only the Gram matrix
-``G = U U^T`` of its members: for a group ``g``, ``U(g) = sum_{i<j in g} G_ij / (|g|(|g|-1)/2)``.
-Computing ``G`` once per layer (n x n, n = number of pairs) makes every later grouping --
-categories, thousands of random bins, bootstrap resamples -- independent of the hidden size.
+triangle of the cosine matrix. With unit rows ``u_i`` the sum over the upper triangle of a group
+``g`` is ``(||sum_{i in g} u_i||^2 - sum_{i in g} ||u_i||^2) / 2``, so a group's uniformity needs
+either its block of the Gram matrix ``G = U U^T`` (``|g|^2 / 2`` entries) or the sum of its unit
+vectors (``|g| D`` additions).
+
+:class:`Cosines` holds one set of embeddings (n members, every view) in whichever form is smaller:
+the Gram matrices when ``n <= D`` (then each group costs its block, and the ``n x n`` matrices are
+no larger than the embeddings), else the unit vectors, summed per group by one dense product with
+the groups' one-hot matrix. Memory is O(V n D) and, for a fixed number of groups, time is linear
+in n once ``n > D``; below that the Gram form is both smaller and faster.
 """
 
 from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
 
 import numpy as np
 
@@ -112,3 +120,122 @@ def group_means(values: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(sizes > 0, total / np.maximum(sizes, 1), np.nan)
     return means, sizes
+
+
+Representation = Literal["gram", "vectors"]
+"""How :class:`Cosines` holds the inner products: Gram matrices or unit vectors."""
+PRODUCT_BYTES = 1 << 26
+"""Working-memory target of one block of the one-hot product (float64 elements x 8)."""
+
+
+def representation_for(n: int, dim: int) -> Representation:
+    """The smaller form of the inner products of n rows of dimension ``dim``: ``gram`` iff n <= dim."""
+    return "gram" if n <= dim else "vectors"
+
+
+def _onehot(labels: np.ndarray, n_groups: int) -> np.ndarray:
+    """(P * G, n) float64 indicator of every group of every partition; -1 labels give zero columns."""
+    n_parts, n = labels.shape
+    out = np.zeros((n_parts * n_groups, n))
+    part, member = np.nonzero(labels >= 0)
+    out[part * n_groups + labels[part, member], member] = 1.0
+    return out
+
+
+def _check_labels(labels: np.ndarray, n: int, n_groups: int) -> np.ndarray:
+    labels = np.asarray(labels, dtype=np.int64)
+    if labels.ndim != 2 or labels.shape[1] != n:
+        raise ValueError(f"labels must have shape (partitions, {n}), got {labels.shape}")
+    if labels.size and (labels.max() >= n_groups or labels.min() < -1):
+        raise ValueError("labels must lie in -1..n_groups-1")
+    return labels
+
+
+def group_pair_sums(units: np.ndarray, labels: np.ndarray, *, n_groups: int,
+                    block_bytes: int = PRODUCT_BYTES) -> np.ndarray:
+    """Sum of ``u_i . u_j`` over the pairs i < j of every group, from unit vectors.
+
+    Args:
+        units: (n, V, D) unit rows (members first, so that a block of views is one strided matrix).
+        labels: (P, n) group of each member in each partition; -1 leaves a member out.
+        n_groups: groups G per partition.
+        block_bytes: working-memory target of one block of the product.
+
+    Returns:
+        (V, P, G): ``(||sum_g u||^2 - sum_g ||u||^2) / 2``; 0 for groups of fewer than two members.
+
+    Cost: ``P G n V D`` multiply-adds in dense products (the one-hot factor is G x wasteful in
+    arithmetic but runs as a matrix product), in blocks of partitions and views.
+    """
+    n, n_views, dim = units.shape
+    labels = _check_labels(labels, n, n_groups)
+    n_parts = labels.shape[0]
+    flat = np.asarray(units, dtype=np.float64).reshape(n, n_views * dim)  # a view for slices of views
+    self_sq = np.einsum("nvd,nvd->nv", units, units)  # (n, V)
+    out = np.empty((n_views, n_parts, n_groups))
+    part_block = max(1, block_bytes // max(1, 8 * n_groups * n))
+    for p0 in range(0, n_parts, part_block):
+        p1 = min(n_parts, p0 + part_block)
+        onehot = _onehot(labels[p0:p1], n_groups)  # (b G, n)
+        self_sums = onehot @ self_sq  # (b G, V)
+        view_block = max(1, block_bytes // max(1, 8 * onehot.shape[0] * dim))
+        for v0 in range(0, n_views, view_block):
+            v1 = min(n_views, v0 + view_block)
+            sums = (onehot @ flat[:, v0 * dim:v1 * dim]).reshape(-1, v1 - v0, dim)  # (b G, c, D)
+            sq = np.einsum("gcd,gcd->gc", sums, sums)
+            out[v0:v1, p0:p1] = ((sq - self_sums[:, v0:v1]) / 2.0).T.reshape(v1 - v0, p1 - p0, n_groups)
+    return out
+
+
+def _pair_counts(sizes: np.ndarray) -> np.ndarray:
+    return sizes * (sizes - 1) / 2.0
+
+
+class Cosines:
+    """The cosine inner products among the A and among the B statements of one pooling, every view.
+
+    Args:
+        a, b: (n, V, D) embeddings of the two sides (row i of ``a`` and of ``b`` form pair i).
+        representation: force ``gram`` or ``vectors`` (default :func:`representation_for`); both
+            give the same values up to rounding.
+    """
+
+    def __init__(self, a: np.ndarray, b: np.ndarray, *, representation: Representation | None = None) -> None:
+        if a.shape != b.shape or a.ndim != 3:
+            raise ValueError(f"a and b must both be (n, V, D), got {a.shape} and {b.shape}")
+        self.n, self.n_views, self.dim = a.shape
+        self.representation: Representation = representation or representation_for(self.n, self.dim)
+        self._both = unit_rows(np.concatenate([a, b], axis=1))  # (n, 2V, D): one product serves both sides
+        self.units = {"a": self._both[:, :self.n_views], "b": self._both[:, self.n_views:]}
+        """side -> (n, V, D) float64 unit rows (views of one array)."""
+
+    def _gram(self, side: str) -> np.ndarray:
+        u = np.swapaxes(self.units[side], 0, 1)  # (V, n, D)
+        return u @ np.swapaxes(u, -1, -2)
+
+    @cached_property
+    def _flat(self) -> dict[str, FlatGram]:
+        g_a, g_b = self._gram("a"), self._gram("b")
+        return {"a": FlatGram(g_a), "b": FlatGram(g_b), "diff": FlatGram(g_a - g_b)}
+
+    def uniformity(self, labels: np.ndarray, *, n_groups: int, side: str) -> tuple[np.ndarray, np.ndarray]:
+        """Uniformity of every group of every partition on one side, or ``U_A - U_B`` (side ``diff``).
+
+        Returns ``(values (V, P, G), sizes (P, G))`` as :func:`group_uniformity` does: NaN for
+        groups with fewer than two members.
+        """
+        if side not in ("a", "b", "diff"):
+            raise ValueError(f"side must be a, b or diff, got {side!r}")
+        labels = _check_labels(labels, self.n, n_groups)
+        if self.representation == "gram":
+            return group_uniformity(self._flat[side], labels, n_groups=n_groups)
+        sizes = np.stack([np.bincount(row[row >= 0], minlength=n_groups) for row in labels]) if labels.size \
+            else np.zeros((labels.shape[0], n_groups), dtype=np.int64)
+        if side == "diff":
+            both = group_pair_sums(self._both, labels, n_groups=n_groups)
+            sums = both[:self.n_views] - both[self.n_views:]
+        else:
+            sums = group_pair_sums(self.units[side], labels, n_groups=n_groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = np.where(sizes >= 2, sums / _pair_counts(sizes), np.nan)
+        return values, sizes
