@@ -21,7 +21,9 @@ import logging
 import sys
 from pathlib import Path
 
-from uaprobe.analysis.pipeline import analyze_model
+from tqdm import tqdm
+
+from uaprobe.analysis.pipeline import analysis_steps, analyze_model
 from uaprobe.analysis.report import csv_text, json_text, write_text_atomic
 from uaprobe.analysis.uniformity import representation_for
 from uaprobe.config import load_params
@@ -51,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     n_pairs, hidden = len(emb.text) // 2, emb.pooled["mean"].shape[-1]
     log.info("%s: %d pairs, %d layers, hidden size %d: cosines as %s", args.model, n_pairs, emb.n_layers + 1, hidden,
              "Gram matrices" if representation_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
-    out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5))
+    with tqdm(total=analysis_steps(params.analysis), desc=f"analyze {args.model}", unit="step") as bar:
+        out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
+                            on_step=bar.update)
     res_dir = args.results / args.model
     for stem, obj in sorted(out.results.items()):
         write_text_atomic(res_dir / f"{stem}.json", json_text(obj))

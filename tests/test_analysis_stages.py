@@ -235,3 +235,15 @@ def test_gram_and_unit_vector_forms_give_the_same_results(panel):
     got = {rep: json.loads(json.dumps(analyze_model(emb, params=params, model_id="rand", representation=rep).results))
            for rep in ("gram", "vectors")}
     assert _max_float_gap(got["gram"], got["vectors"]) < 1e-9
+
+
+def test_progress_steps_are_counted_in_advance(panel):
+    from uaprobe.analysis.pipeline import analysis_steps, analyze_model
+    from uaprobe.config import load_params
+    from uaprobe.store import read_embeddings
+
+    params = load_params(panel["params"]).analysis
+    calls = []
+    analyze_model(read_embeddings(panel["h5"]["rand"]), params=params, model_id="rand",
+                  on_step=lambda: calls.append(1))
+    assert len(calls) == analysis_steps(params) == 3 + 3 * 2 * (len(params.bins.k) + 1)

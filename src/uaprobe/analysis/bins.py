@@ -15,7 +15,7 @@ correlations from masked, vectorised moments.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -137,10 +137,10 @@ class SchemeResult:
 
 
 def analyze_bins(*, cosines: Cosines, preference: np.ndarray, params: AnalysisParams,
-                 rng: np.random.Generator) -> dict[str, SchemeResult]:
+                 rng: np.random.Generator, on_step: Callable[[], None] | None = None) -> dict[str, SchemeResult]:
     """Both schemes for one pooling, every view of ``cosines``. Draw order from ``rng``: per scheme,
     the partitions of each k (in params order), then the ci_k partition, then its bootstrap and
-    permutation draws."""
+    permutation draws. ``on_step`` is called after each of those :func:`bins_steps` steps."""
     n = preference.size
     check_bins(params, n_pairs=n)
     out = {}
@@ -149,11 +149,20 @@ def analyze_bins(*, cosines: Cosines, preference: np.ndarray, params: AnalysisPa
         for k in params.bins.k:
             labels = partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
             by_k[k] = summarize_partitions(cosines=cosines, preference=preference, labels=labels, k=k)
+            if on_step:
+                on_step()
         ci_labels = partitions(rng, scheme=scheme, n=n, k=params.bins.ci_k, count=1)[0]
         ci = ci_partition(cosines=cosines, preference=preference, labels=ci_labels,
                           k=params.bins.ci_k, params=params, rng=rng)
         out[scheme] = SchemeResult(by_k=by_k, ci=ci)
+        if on_step:
+            on_step()
     return out
+
+
+def bins_steps(params: AnalysisParams) -> int:
+    """Steps of :func:`analyze_bins`: one per scheme and k, one per scheme for the ci_k partition."""
+    return len(SCHEMES) * (len(params.bins.k) + 1)
 
 
 def _excludes_zero(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,5 +267,5 @@ def bins_settings(params: AnalysisParams) -> dict[str, Any]:
             "schemes": list(SCHEMES), "min_bin_pairs": MIN_BIN_PAIRS}
 
 
-__all__: Sequence[str] = ("analyze_bins", "bins_results", "check_bins", "partitions", "summarize_partitions",
+__all__: Sequence[str] = ("analyze_bins", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
                           "ci_partition", "change_labels")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -84,7 +84,8 @@ def table_from_embeddings(emb: Embeddings, *, source: str = "extraction file") -
 
 
 def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
-                  source: str = "extraction file", representation: Representation | None = None) -> Outputs:
+                  source: str = "extraction file", representation: Representation | None = None,
+                  on_step: Callable[[], None] | None = None) -> Outputs:
     """Every per-model analysis of docs/results.md, from one extraction file's contents.
 
     Args:
@@ -96,6 +97,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         representation: force the Gram or the unit-vector form of the cosines (default: the
             smaller one, see :func:`~uaprobe.analysis.uniformity.representation_for`); the results
             agree up to rounding.
+        on_step: called after each of the :func:`analysis_steps` embedding-sized steps (progress).
     """
     n_layers = emb.n_layers
     for p in POOLINGS:
@@ -121,8 +123,10 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
                               representation=representation)
         cat_u[p] = layerwise.category_uniformity(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
         scores[p] = pairlevel.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
+        if on_step:
+            on_step()
         if p in BIN_POOLINGS:
-            bin_res[p] = bins.analyze_bins(cosines=cos, preference=pref, params=params, rng=b_rng)
+            bin_res[p] = bins.analyze_bins(cosines=cos, preference=pref, params=params, rng=b_rng, on_step=on_step)
         del cos
     out = Outputs()
 
@@ -211,6 +215,12 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     out.metrics = model_metrics(out.results, params=params)
     out.plots = model_plots(out.results, n_layers=n_layers)
     return out
+
+
+def analysis_steps(params: AnalysisParams) -> int:
+    """How many times :func:`analyze_model` calls ``on_step``: per pooling, the cosines with the
+    category and pair-level sums, then the random-bins steps."""
+    return len(POOLINGS) + len(BIN_POOLINGS) * bins.bins_steps(params)
 
 
 def _layer_pick(values: list[Any], layer: int | None) -> Any:
