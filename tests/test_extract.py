@@ -279,3 +279,21 @@ def test_default_token_budget_leaves_the_study_batches_unchanged(model_id: str) 
     budgeted = extract.length_sorted_batches(lengths, limits.batch_size, max_batch_tokens=limits.max_batch_tokens)
     plain = extract.length_sorted_batches(lengths, limits.batch_size)
     assert [b.tolist() for b in budgeted] == [b.tolist() for b in plain]
+
+
+@pytest.mark.parametrize("chunk_elements", [1, 3 * 7 * 11, 10**9])
+def test_nll_blocks_do_not_change_a_sequence_value(chunk_elements: int) -> None:
+    """Cross-entropy in blocks of sequences (down to one) gives the bytes of one call."""
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(5, 7, 11, generator=gen) * 4
+    ids = torch.randint(0, 11, (5, 7), generator=gen)
+    mask = torch.ones(5, 7, dtype=torch.long)
+    mask[1, 4:] = 0
+    mask[3, 2:] = 0
+    whole = extract.sequence_nll(logits, ids, mask, chunk_elements=10**9)
+    blocks = extract.sequence_nll(logits, ids, mask, chunk_elements=chunk_elements)
+    for a, b in zip(whole, blocks):
+        assert torch.equal(a, b)
+    direct = [-torch.log_softmax(logits[i, :-1], dim=-1)[torch.arange(6), ids[i, 1:]][mask[i, 1:].bool()].double().sum()
+              for i in range(5)]
+    assert torch.allclose(whole[0], torch.stack(direct), atol=1e-5)

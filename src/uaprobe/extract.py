@@ -92,12 +92,22 @@ def _pool_one(hidden: torch.Tensor, where: Positions) -> dict[str, torch.Tensor]
     return {"mean": mean, "first": hidden[rows, where.first], "last": hidden[rows, where.last]}
 
 
-def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+NLL_CHUNK_ELEMENTS = 1 << 24
+"""Logit elements per cross-entropy call (64 MiB of float32): bounds its log-softmax temporary."""
+
+
+def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+                 chunk_elements: int = NLL_CHUNK_ELEMENTS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sequence NLL of a right- or left-padded batch, in float32.
 
     Token t+1 is scored from position t where both are real tokens
     (``mask[:, :-1] & mask[:, 1:]``). Returns (sum (B,), mean (B,), scored-token count (B,)).
     The mean equals the Hugging Face ``loss`` of the same sequence run alone, unpadded.
+
+    The cross-entropy runs over blocks of whole sequences of at most ``chunk_elements`` logits (at
+    least one sequence), so its log-softmax temporary is bounded by the block, not the batch: the
+    logits are the largest tensor of a forward pass, and a full-size copy would double them. Each
+    sequence's values do not depend on the blocks.
     """
     batch, length, vocab = logits.shape
     scored = attention_mask[:, :-1].bool() & attention_mask[:, 1:].bool()
@@ -105,8 +115,12 @@ def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: 
     # read in place: no shifted copy, no transpose
     targets = torch.full_like(input_ids, -100)
     targets[:, :-1] = input_ids[:, 1:].masked_fill(~scored, -100)
-    token_nll = F.cross_entropy(logits.reshape(-1, vocab).float(), targets.reshape(-1), reduction="none",
-                                ignore_index=-100).view(batch, length)
+    rows = max(1, chunk_elements // max(1, length * vocab))
+    token_nll = torch.cat([
+        F.cross_entropy(logits[start:start + rows].reshape(-1, vocab).float(),
+                        targets[start:start + rows].reshape(-1), reduction="none", ignore_index=-100)
+        for start in range(0, batch, rows)
+    ]).view(batch, length)
     total = token_nll.sum(dim=1, dtype=torch.float64)
     count = scored.sum(dim=1)
     return total, total / count, count
