@@ -50,28 +50,16 @@ def test_planted_uniformity_is_exact():
     assert uniformity(3.0 * x) == pytest.approx(c, abs=1e-9)  # up to the seeds' 1e-10 in the norm
 
 
-def test_group_uniformity_matches_direct_per_group(rng):
-    layers, n, d, k = 3, 25, 12, 4
-    x = rng.standard_normal((layers, n, d)) + 0.3
-    g = gram(x)
-    labels = rng.integers(-1, k, size=(6, n))
+def _awkward_labels(rng, n, k, parts):
+    """Random labels (with -1) in rows 3.., and rows 0-2 with one whole group, a group of 3, a singleton."""
+    labels = rng.integers(-1, k, size=(parts, n))
     labels[0, :] = 0  # one group with everything
     labels[1, :] = -1
-    labels[1, :3] = 2  # a group of 3, others empty
+    labels[1, :3] = 2  # a group of 3, the others empty
     labels[2, :] = np.arange(n) % k
-    labels[2, 0] = 3
-    labels[2, 1:] = np.where(labels[2, 1:] == 3, 0, labels[2, 1:])  # group 3 has a single member
-    values, sizes = group_uniformity(g, labels, n_groups=k)
-    assert values.shape == (layers, 6, k)
-    for p in range(6):
-        for grp in range(k):
-            members = np.flatnonzero(labels[p] == grp)
-            assert sizes[p, grp] == members.size
-            for layer in range(layers):
-                if members.size < 2:
-                    assert np.isnan(values[layer, p, grp])
-                else:
-                    assert values[layer, p, grp] == pytest.approx(uniformity_score(x[layer, members]), abs=1e-12)
+    labels[2, 0] = k - 1
+    labels[2, 1:] = np.where(labels[2, 1:] == k - 1, 0, labels[2, 1:])  # group k-1 has a single member
+    return labels
 
 
 def test_group_uniformity_of_a_gram_difference_is_the_difference(rng):
@@ -113,17 +101,6 @@ def test_group_uniformity_property(n, d, k, parts, seed):
 
 
 # ------------------------------------------------------------------------- unit-vector form
-
-
-def _awkward_labels(rng, n, k, parts):
-    labels = rng.integers(-1, k, size=(parts, n))
-    labels[0, :] = 0  # one group with everything
-    labels[1, :] = -1
-    labels[1, :3] = 2  # a group of 3, the others empty
-    labels[2, :] = np.arange(n) % k
-    labels[2, 0] = k - 1
-    labels[2, 1:] = np.where(labels[2, 1:] == k - 1, 0, labels[2, 1:])  # group k-1 has a single member
-    return labels
 
 
 @pytest.mark.parametrize("block_bytes", [1, 4096, 1 << 26])
