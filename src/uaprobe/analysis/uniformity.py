@@ -61,6 +61,25 @@ class FlatGram:
         self.table = np.ascontiguousarray(g.reshape(self.n_layers, self.n * self.n).T)
 
 
+def _check_labels(labels: np.ndarray, n: int, n_groups: int) -> np.ndarray:
+    labels = np.asarray(labels, dtype=np.int64)
+    if labels.ndim != 2 or labels.shape[1] != n:
+        raise ValueError(f"labels must have shape (partitions, {n}), got {labels.shape}")
+    if labels.size and (labels.max() >= n_groups or labels.min() < -1):
+        raise ValueError("labels must lie in -1..n_groups-1")
+    return labels
+
+
+def _group_bincount(labels: np.ndarray, n_groups: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """(P, G + 1) sums of ``weights`` (n,) (member counts if None) over each group of each partition,
+    in one bincount; column G collects the left-out members (label -1)."""
+    n_parts = labels.shape[0]
+    keyed = np.where(labels < 0, n_groups, labels)
+    flat = (keyed + (n_groups + 1) * np.arange(n_parts)[:, None]).ravel()
+    w = None if weights is None else np.broadcast_to(weights, labels.shape).ravel()
+    return np.bincount(flat, weights=w, minlength=n_parts * (n_groups + 1)).reshape(n_parts, n_groups + 1)
+
+
 def group_uniformity(g: np.ndarray | FlatGram, labels: np.ndarray, *,
                      n_groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Uniformity of every group of every partition, from Gram matrices.
@@ -79,17 +98,11 @@ def group_uniformity(g: np.ndarray | FlatGram, labels: np.ndarray, *,
     gathered in one indexing operation per distinct group size), never an ``n x n`` mask per group.
     """
     flat_g = g if isinstance(g, FlatGram) else FlatGram(g)
-    labels = np.asarray(labels, dtype=np.int64)
     n_layers, n = flat_g.n_layers, flat_g.n
+    labels = _check_labels(labels, n, n_groups)
     n_parts = labels.shape[0]
-    if labels.shape[1] != n:
-        raise ValueError(f"labels cover {labels.shape[1]} members, the Gram matrices {n}")
-    if labels.size and (labels.max() >= n_groups or labels.min() < -1):
-        raise ValueError("labels must lie in -1..n_groups-1")
-    keyed = np.where(labels < 0, n_groups, labels)  # left-out members sort last
-    order = np.argsort(keyed, axis=1, kind="stable")
-    flat_labels = (keyed + (n_groups + 1) * np.arange(n_parts)[:, None]).ravel()
-    sizes_all = np.bincount(flat_labels, minlength=n_parts * (n_groups + 1)).reshape(n_parts, n_groups + 1)
+    order = np.argsort(np.where(labels < 0, n_groups, labels), axis=1, kind="stable")  # left-out members last
+    sizes_all = _group_bincount(labels, n_groups)
     sizes = sizes_all[:, :n_groups]
     starts = np.cumsum(sizes_all, axis=1) - sizes_all
     out = np.full((n_layers, n_parts, n_groups), np.nan)
@@ -111,12 +124,8 @@ def group_means(values: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
     """
     values = np.asarray(values, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.int64)
-    n_parts = labels.shape[0]
-    keyed = np.where(labels < 0, n_groups, labels)
-    flat = (keyed + (n_groups + 1) * np.arange(n_parts)[:, None]).ravel()
-    total = np.bincount(flat, weights=np.broadcast_to(values, labels.shape).ravel(),
-                        minlength=n_parts * (n_groups + 1)).reshape(n_parts, n_groups + 1)[:, :n_groups]
-    sizes = np.bincount(flat, minlength=n_parts * (n_groups + 1)).reshape(n_parts, n_groups + 1)[:, :n_groups]
+    total = _group_bincount(labels, n_groups, values)[:, :n_groups]
+    sizes = _group_bincount(labels, n_groups)[:, :n_groups]
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(sizes > 0, total / np.maximum(sizes, 1), np.nan)
     return means, sizes
@@ -140,15 +149,6 @@ def _onehot(labels: np.ndarray, n_groups: int) -> np.ndarray:
     part, member = np.nonzero(labels >= 0)
     out[part * n_groups + labels[part, member], member] = 1.0
     return out
-
-
-def _check_labels(labels: np.ndarray, n: int, n_groups: int) -> np.ndarray:
-    labels = np.asarray(labels, dtype=np.int64)
-    if labels.ndim != 2 or labels.shape[1] != n:
-        raise ValueError(f"labels must have shape (partitions, {n}), got {labels.shape}")
-    if labels.size and (labels.max() >= n_groups or labels.min() < -1):
-        raise ValueError("labels must lie in -1..n_groups-1")
-    return labels
 
 
 def group_pair_sums(units: np.ndarray, labels: np.ndarray, *, n_groups: int,
@@ -229,8 +229,7 @@ class Cosines:
         labels = _check_labels(labels, self.n, n_groups)
         if self.representation == "gram":
             return group_uniformity(self._flat[side], labels, n_groups=n_groups)
-        sizes = np.stack([np.bincount(row[row >= 0], minlength=n_groups) for row in labels]) if labels.size \
-            else np.zeros((labels.shape[0], n_groups), dtype=np.int64)
+        sizes = _group_bincount(labels, n_groups)[:, :n_groups]
         if side == "diff":
             both = group_pair_sums(self._both, labels, n_groups=n_groups)
             sums = both[:self.n_views] - both[self.n_views:]
