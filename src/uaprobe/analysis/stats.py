@@ -13,6 +13,7 @@ import itertools
 import math
 import zlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy import special
@@ -305,32 +306,30 @@ def fisher_interval(*, r: FloatArray, n: np.ndarray, level: float) -> tuple[Floa
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), reason
 
 
-def holm(p: np.ndarray) -> FloatArray:
-    """Holm step-down adjusted p-values of a 1-D family; NaN entries are left out (stay NaN)."""
+def _adjust_finite(p: np.ndarray, step: Callable[[np.ndarray], np.ndarray]) -> FloatArray:
+    """Adjusted p-values of a 1-D family: ``step`` maps the ascending finite p-values to their
+    adjusted values (capped at 1 here); NaN entries are left out of the family and stay NaN."""
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = np.isfinite(p)
     q = p[ok]
-    m = q.size
-    if m == 0:
+    if q.size == 0:
         return out
     order = np.argsort(q, kind="stable")
-    adj = np.maximum.accumulate((m - np.arange(m)) * q[order])
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
+    res = np.empty(q.size)
+    res[order] = np.minimum(step(q[order]), 1.0)
     out[ok] = res
     return out
 
 
+def holm(p: np.ndarray) -> FloatArray:
+    """Holm step-down adjusted p-values of a 1-D family; NaN entries are left out (stay NaN)."""
+    return _adjust_finite(p, lambda q: np.maximum.accumulate((q.size - np.arange(q.size)) * q))
+
+
 def benjamini_hochberg(p: np.ndarray) -> FloatArray:
     """Benjamini-Hochberg adjusted p-values of a 1-D family; NaN entries are left out."""
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.isfinite(p)
-    q = p[ok]
-    m = q.size
-    if m == 0:
-        return out
+    return _adjust_finite(p, lambda q: np.minimum.accumulate((q * q.size / np.arange(1, q.size + 1))[::-1])[::-1])
     order = np.argsort(q, kind="stable")
     scaled = q[order] * m / np.arange(1, m + 1)
     adj = np.minimum.accumulate(scaled[::-1])[::-1]
