@@ -18,16 +18,16 @@ if __name__ == "__main__":
         os.environ.setdefault(_var, "1")
 
 import argparse
-import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 from uaprobe.analysis.pipeline import compare_panel
-from uaprobe.analysis.report import csv_text, json_text, write_text_atomic
+from uaprobe.analysis.report import csv_text, json_text
+from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
-from uaprobe.errors import UAProbeError
+from uaprobe.results_files import read_results
+from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.stages.compare")
 
@@ -42,36 +42,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UAProbeError(f"{path}: not found; run the analyze stage for this model (`dvc repro`)") from None
-    except json.JSONDecodeError as exc:
-        raise UAProbeError(f"{path}: not valid JSON ({exc}); rerun the analyze stage") from None
+def _load(results: Path, model_id: str, name: str) -> dict[str, Any]:
+    """``<results>/<model_id>/<name>.json``, checked for what the comparison reads."""
+    return read_results(Path("."), str(results / model_id / f"{name}.json"), kind=name)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     params = load_params(args.params)
     ids = list(params.models)
-    layerwise = {m: _load(args.results / m / "layerwise.json") for m in ids}
-    aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
+    layerwise = {m: _load(args.results, m, "layerwise") for m in ids}
+    aniso = {m: _load(args.results, m, "anisotropy") for m in ids}
+    for directory, option in ((args.out_results.parent, "--out-results"), (args.out_metrics.parent, "--out-metrics"),
+                              (args.out_plots, "--out-plots")):
+        check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
-    write_text_atomic(args.out_results, json_text(out.results["panel"]))
-    write_text_atomic(args.out_metrics, json_text(out.metrics))
-    for m, cols in out.plots.items():
-        write_text_atomic(args.out_plots / f"{m}.csv", csv_text(cols))
+    files = {args.out_results: json_text(out.results["panel"]), args.out_metrics: json_text(out.metrics)}
+    files.update({args.out_plots / f"{m}.csv": csv_text(cols) for m, cols in out.plots.items()})
+    write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
     log.info("panel of %d model(s): results in %s, metrics in %s, plots in %s", len(ids), args.out_results,
              args.out_metrics, args.out_plots)
     return 0
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        sys.exit(main())
-    except UAProbeError as exc:
-        log.error("%s", exc)
-        sys.exit(2)
+    run_stage("compare", main)
