@@ -598,7 +598,7 @@ def test_reading_damaged_or_foreign_files(runs: dict, tmp_path: Path) -> None:
     with h5py.File(foreign, "w") as fh:
         fh.attrs["complete"] = True
         fh["something"] = [1, 2, 3]
-    with pytest.raises(UAProbeError, match="not an extraction file of this layout or damaged"):
+    with pytest.raises(UAProbeError, match="attribute 'n_layers' .* is missing; delete it and rerun the extract stage"):
         read_embeddings(foreign)
     unfinished = tmp_path / "unfinished.h5"
     shutil.copyfile(runs["reference"], unfinished)

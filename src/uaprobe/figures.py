@@ -23,6 +23,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from uaprobe.atomic import atomic_path
 from uaprobe.errors import UAProbeError
 
 OKABE_ITO: tuple[str, ...] = (
@@ -488,27 +489,16 @@ def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png
 
     ``path`` may carry a suffix; it is replaced. Returns the written paths. Writes are atomic.
     """
-    import os
-    import tempfile
-
     base = Path(path)
     base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
-    base.parent.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     with style():
         for fmt in formats:
             if fmt not in STRIPPED_METADATA:
                 raise UAProbeError(f"save_figure: format {fmt!r} not supported; use png, svg or pdf")
             target = base.with_name(f"{base.name}.{fmt}")
-            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-            os.close(fd)
-            try:
+            with atomic_path(target) as tmp:
                 fig.savefig(tmp, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
             written.append(target)
     return written
 

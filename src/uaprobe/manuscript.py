@@ -28,6 +28,7 @@ import yaml
 
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
+from uaprobe.results_files import read_results
 
 # ------------------------------------------------------------------------------------------------
 # Published reference values (the one place that holds numbers not computed by the pipeline)
@@ -81,14 +82,9 @@ def find_root(start: str | Path | None = None) -> Path:
 
 
 def read_json(root: Path, relative: str) -> Any:
-    """A tracked JSON output, with an error naming the file and the stage that writes it."""
-    path = root / relative
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ManuscriptDataError(f"{relative}: not found under {root}; run `dvc repro` first") from None
-    except json.JSONDecodeError as exc:
-        raise ManuscriptDataError(f"{relative}: not valid JSON ({exc})") from None
+    """A tracked results file, checked for what its readers need (:mod:`uaprobe.results_files`); the error
+    names the file, the key and the stage that writes it."""
+    return read_results(root, relative)
 
 
 @dataclass(frozen=True)

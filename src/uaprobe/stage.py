@@ -42,10 +42,14 @@ def foreseeable_message(exc: BaseException) -> str | None:
     return None
 
 
-def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
-    """Run ``main(argv)`` and turn its outcome into an exit code (see the module docstring)."""
+def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: Sequence[str] | None = None, *,
+               log: logging.Logger | None = None) -> int:
+    """Run ``main(argv)`` and turn its outcome into an exit code (see the module docstring).
+
+    ``name`` names the stage in the bug report; messages go to ``log`` (default ``uaprobe.<name>``).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    log = logging.getLogger(f"uaprobe.{name}")
+    log = log or logging.getLogger(f"uaprobe.{name}")
     try:
         code = main(args)
     except KeyboardInterrupt:
