@@ -34,6 +34,7 @@ from uaprobe.distributed import ShardWriter, current_rank, read_shard, shard_bat
 from uaprobe.dataset import load_dataset, load_prompts, sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.models import load_model, pick_device
+from uaprobe.stage import run_stage
 from uaprobe.store import ExtractionWriter, check_output_path
 
 log = logging.getLogger("uaprobe.extract")
@@ -238,4 +239,4 @@ def _batch_limits(params_path: Path) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_stage("extract", main)
