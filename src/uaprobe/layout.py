@@ -47,6 +47,10 @@ class DatasetSpec:
     whole dataset is written when the file is created."""
     optional: bool = False
     """An older file may lack it; a reader then has no such array."""
+    index_of: str | None = None
+    """The values are indices along this symbol's axis (``P``: a prompt number), so each lies in [0, P)."""
+    choices: tuple[int, ...] | None = None
+    """The only values allowed (``statements/side``: 0 or 1)."""
 
     @property
     def kind(self) -> str:
@@ -72,7 +76,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("statements/text", "str", ("N",), "row order = dataset order (category, pair, A then B)"),
     DatasetSpec("statements/category", "str", ("N",), "category of the statement"),
     DatasetSpec("statements/pair", "int32", ("N",), "pair index over the whole dataset"),
-    DatasetSpec("statements/side", "int8", ("N",), "0 = A, 1 = B"),
+    DatasetSpec("statements/side", "int8", ("N",), "0 = A, 1 = B", choices=(0, 1)),
     *(spec for p in POOLINGS for spec in (
         DatasetSpec(f"pooled/{p}", "float32", ("N", "L+1", "D"), f"{p}-pooled hidden states; index 0 = token "
                     "embeddings, L = last block (post final norm)", stream=f"pooled.{p}"),
@@ -87,7 +91,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("anisotropy/prompt", "str", ("P",), "the anisotropy prompts"),
     DatasetSpec("anisotropy/states", "float32", ("T", "L+1", "D"),
                 "every token state of every prompt, prompts concatenated"),
-    DatasetSpec("anisotropy/prompt_index", "int32", ("T",), "prompt of each token"),
+    DatasetSpec("anisotropy/prompt_index", "int32", ("T",), "prompt of each token", index_of="P"),
     DatasetSpec("anisotropy/special", "bool", ("T",), "the token is a special token (e.g. BOS)"),
 )
 """Every dataset of ``data/embeddings/<model>.h5`` (names may grow, never shrink), in the order the writer
@@ -229,17 +233,32 @@ def first_non_finite(values: np.ndarray) -> tuple[int, ...] | None:
     return tuple(int(i) for i in np.unravel_index(int(np.argmin(finite.ravel())), values.shape))
 
 
-def check_finite(arrays: Mapping[str, np.ndarray], path: Any) -> None:
-    """Every float dataset of :data:`DATASETS` in ``arrays`` holds only finite values."""
+def check_values(arrays: Mapping[str, Any], sizes: Mapping[str, int], path: Any) -> None:
+    """The values of the datasets in ``arrays`` (as read): floats finite, indices in range, choices respected.
+
+    ``sizes`` are the symbol sizes :func:`check_layout` returned. The first offending element is named.
+    """
     for ds in DATASETS:
-        if ds.kind != "float" or ds.name not in arrays:
+        if ds.name not in arrays:
             continue
-        index = first_non_finite(arrays[ds.name])
-        if index is not None:
-            value = arrays[ds.name][index]
-            raise LayoutError(f"{path}: dataset {ds.name!r} holds {value} at index {list(index)} "
-                              f"({', '.join(ds.shape)}), the first non-finite value; the extraction is damaged, "
-                              f"{FIX}")
+        values = arrays[ds.name]
+        if ds.kind == "float":
+            index = first_non_finite(values)
+            if index is not None:
+                raise LayoutError(f"{path}: dataset {ds.name!r} holds {values[index]} at index {list(index)} "
+                                  f"({', '.join(ds.shape)}), the first non-finite value; the extraction is damaged, "
+                                  f"{FIX}")
+        if ds.index_of is not None:
+            limit = sizes[ds.index_of]
+            bad = np.flatnonzero((values < 0) | (values >= limit))
+            if bad.size:
+                raise LayoutError(f"{path}: dataset {ds.name!r} holds {values[bad[0]]} at index {int(bad[0])}, outside "
+                                  f"0..{limit - 1} ({ds.index_of} = {limit}); the file is inconsistent, {FIX}")
+        if ds.choices is not None:
+            bad = np.flatnonzero(~np.isin(values, ds.choices))
+            if bad.size:
+                raise LayoutError(f"{path}: dataset {ds.name!r} holds {values[bad[0]]} at index {int(bad[0])}, "
+                                  f"expected one of {list(ds.choices)}; {FIX}")
 
 
 __all__ = [
@@ -250,7 +269,7 @@ __all__ = [
     "LayoutError",
     "POOLINGS",
     "PROGRESS",
-    "check_finite",
+    "check_values",
     "check_layout",
     "first_non_finite",
     "shape_of",

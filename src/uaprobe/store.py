@@ -143,7 +143,7 @@ def read_embeddings(path: str | Path) -> Embeddings:
         if not fh.attrs.get("complete", False):
             raise UAProbeError(f"{path}: incomplete extraction file (attribute 'complete' is not true); delete it "
                                "and rerun the extract stage")
-        layout.check_layout(fh, path)
+        sizes = layout.check_layout(fh, path)
         attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in fh.attrs.items()}
         try:
             arrays = {ds.name: (_strings(fh[ds.name]) if ds.kind == "str" else fh[ds.name][()])
@@ -151,7 +151,7 @@ def read_embeddings(path: str | Path) -> Embeddings:
         except (OSError, ValueError) as exc:
             raise UAProbeError(f"{path}: damaged, a dataset cannot be read ({os_reason(exc)}); delete it and rerun "
                                "the extract stage") from None
-    layout.check_finite(arrays, path)
+    layout.check_values(arrays, sizes, path)
     return _embeddings(attrs, arrays)
 
 
