@@ -24,7 +24,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from uaprobe import figures
-from uaprobe.atomic import check_writable, replace_directory, write_error, write_file
+from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS
 from uaprobe.results_files import read_results
@@ -91,6 +91,9 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
         write_file(build / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         build.chmod(0o755)
         replace_directory(build, out)
+    except OutputError as exc:  # name the output, not the build directory it was being drawn in
+        shutil.rmtree(build, ignore_errors=True)
+        raise OutputError(str(exc).replace(str(build), str(out))) from None
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
