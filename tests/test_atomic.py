@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from conftest import remount_read_only
 from uaprobe import atomic
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_file, write_files
 from uaprobe.errors import UAProbeError
@@ -144,34 +144,6 @@ def test_replace_directory_swaps_whole_and_restores_on_failure(tmp_path: Path, m
 # ---------------------------------------------------------------------------------------------
 # Real faults: a full tmpfs and a read-only tmpfs (root only)
 # ---------------------------------------------------------------------------------------------
-
-@pytest.fixture()
-def tmpfs(tmp_path: Path):
-    """Mount a tmpfs of a given size (optionally read-only afterwards); unmounted at the end."""
-    mounted: list[Path] = []
-
-    def mount(name: str, size: str) -> Path:
-        if os.geteuid() != 0 or shutil.which("mount") is None:
-            pytest.skip("mounting a tmpfs needs root and the mount command (CI runs as root)")
-        target = tmp_path / name
-        target.mkdir()
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode})")
-        mounted.append(target)
-        return target
-
-    yield mount
-    for target in mounted:
-        subprocess.run(["umount", "-l", str(target)], capture_output=True)
-
-
-def remount_read_only(directory: Path) -> None:
-    proc = subprocess.run(["mount", "-o", "remount,ro", str(directory)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot remount read-only ({proc.stderr.strip()})")
-
 
 def test_a_real_full_disk_leaves_every_earlier_file(tmpfs) -> None:
     disk = tmpfs("full", "64k")

@@ -33,6 +33,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import remount_read_only
 from synthetic_h5 import write_synthetic_h5
 from uaprobe import atomic, cli
 from uaprobe.results_files import REQUIRED
@@ -251,6 +252,35 @@ def test_analyze_checks_a_read_only_results_directory_before_the_analysis(projec
     monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
     run_refused("analyze", ["--model", "m1"], root=project,
                 names=["results/models/m1", "is not writable (Read-only file system", "--results"],
+                caplog=caplog, capsys=capsys)
+
+
+def _on_tmpfs(directory: Path, tmpfs: Any, *, spare: int) -> None:
+    """Move ``directory``'s content onto a tmpfs mounted in its place, with ``spare`` bytes free (about)."""
+    saved = directory.with_name(directory.name + "-saved")
+    shutil.move(directory, saved)
+    used = sum(-(-p.stat().st_size // 4096) * 4096 for p in saved.rglob("*") if p.is_file())
+    used += 4096 * sum(1 for p in saved.rglob("*") if p.is_dir())
+    tmpfs(directory, str(used + spare))
+    shutil.copytree(saved, directory, dirs_exist_ok=True)
+    shutil.rmtree(saved)
+
+
+def test_analyze_on_a_real_read_only_results_directory(project: Path, tmpfs: Any, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    _on_tmpfs(project / "results", tmpfs, spare=1 << 20)
+    remount_read_only(project / "results")
+    monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
+    run_refused("analyze", ["--model", "m1"], root=project, names=["results/models/m1", "Read-only file system"],
+                caplog=caplog, capsys=capsys)
+
+
+def test_analyze_on_a_real_full_disk(project: Path, tmpfs: Any, caplog: pytest.LogCaptureFixture,
+                                     capsys: pytest.CaptureFixture) -> None:
+    """A tmpfs with room for the earlier results and little more: the new files do not fit beside them."""
+    _on_tmpfs(project / "results", tmpfs, spare=8192)
+    run_refused("analyze", ["--model", "m1"], root=project, names=["results/models/m1/", "No space left on device"],
                 caplog=caplog, capsys=capsys)
 
 
