@@ -241,3 +241,9 @@ def test_indices_out_of_range_and_values_outside_their_choices_are_named(good: P
     index[7] = len(np.unique(index))
     message = refused(rewrite(good, tmp_path / "index.h5", replace={"anisotropy/prompt_index": index}))
     assert f"dataset 'anisotropy/prompt_index' holds {index[7]} at index 7, outside 0..{index[7] - 1}" in message
+
+
+def test_the_documented_layout_is_the_description() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "inputs-and-faults.md").read_text(encoding="utf-8")
+    between = doc.split("<!-- layout:begin -->\n", 1)[1].split("<!-- layout:end -->", 1)[0]
+    assert between == layout.markdown_table()

@@ -261,6 +261,19 @@ def check_values(arrays: Mapping[str, Any], sizes: Mapping[str, int], path: Any)
                                   f"expected one of {list(ds.choices)}; {FIX}")
 
 
+def markdown_table() -> str:
+    """The layout as a markdown table (``docs/inputs-and-faults.md`` holds exactly this; a test compares)."""
+    rows = ["| dataset | dtype | shape | streamed | optional | contents |", "|---|---|---|---|---|---|"]
+    for ds in DATASETS:
+        notes = ds.doc + (f"; values index {ds.index_of}" if ds.index_of else "")
+        notes += f"; values in {{{', '.join(map(str, ds.choices))}}}" if ds.choices else ""
+        rows.append(f"| `{ds.name}` | {ds.dtype} | ({', '.join(ds.shape)}) | {'yes' if ds.stream else ''} | "
+                    f"{'yes' if ds.optional else ''} | {notes} |")
+    rows += ["", "| attribute | kind | required | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{a.name}` | {a.kind} | {'yes' if a.required else ''} | {a.doc} |" for a in ATTRIBUTES]
+    return "\n".join(rows) + "\n"
+
+
 __all__ = [
     "ATTRIBUTES",
     "AttrSpec",
@@ -270,6 +283,7 @@ __all__ = [
     "POOLINGS",
     "PROGRESS",
     "check_values",
+    "markdown_table",
     "check_layout",
     "first_non_finite",
     "shape_of",
