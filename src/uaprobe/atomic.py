@@ -121,6 +121,15 @@ def _discard(tmp: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def move_into_place(tmp: Path, path: Path) -> Path:
+    """Sync a finished file written elsewhere in ``path``'s directory (an HDF5 ``.partial`` file) and rename it
+    over ``path``; OS errors pass through to the caller, which knows what to say about its partial file."""
+    _sync_file(tmp)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+    return path
+
+
 def _commit(tmp: Path, path: Path) -> None:
     os.chmod(tmp, FILE_MODE)
     os.replace(tmp, path)
@@ -223,6 +232,7 @@ __all__ = [
     "atomic_path",
     "check_writable",
     "is_io_error",
+    "move_into_place",
     "os_reason",
     "replace_directory",
     "write_error",

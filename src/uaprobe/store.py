@@ -21,7 +21,6 @@ next run with the same inputs resumes from its last complete batch.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -30,7 +29,7 @@ import h5py
 import numpy as np
 
 from uaprobe import layout
-from uaprobe.atomic import check_writable, is_io_error, os_reason
+from uaprobe.atomic import check_writable, is_io_error, move_into_place, os_reason
 from uaprobe.errors import UAProbeError
 from uaprobe.layout import POOLINGS
 
@@ -317,7 +316,7 @@ class ExtractionWriter:
                 self.fh.attrs["complete"] = True
             self.fh.close()
             self.fh = None
-            os.replace(self.tmp, self.path)
+            move_into_place(self.tmp, self.path)
         except Exception as exc:
             self.discard()
             if is_io_error(exc):
