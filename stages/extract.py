@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import sys
 import time
 from pathlib import Path
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import math
 import os
 import platform
