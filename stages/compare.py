@@ -42,21 +42,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _load(results: Path, model_id: str, name: str) -> dict[str, Any]:
-    """``<results>/<model_id>/<name>.json``, checked for what the comparison reads."""
-    return read_results(Path("."), str(results / model_id / f"{name}.json"), kind=name)
+def _load(path: Path) -> dict[str, Any]:
+    """A per-model results file, checked for what the comparison reads (the kind is the file's stem)."""
+    return read_results(Path("."), str(path), kind=path.stem)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     params = load_params(args.params)
     ids = list(params.models)
-    layerwise = {m: _load(args.results, m, "layerwise") for m in ids}
-    aniso = {m: _load(args.results, m, "anisotropy") for m in ids}
+    layerwise = {m: _load(args.results / m / "layerwise.json") for m in ids}
+    aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
+    sink_excluded = {m: _load(args.results / m / "sink_excluded" / "layerwise.json") for m in ids}
     for directory, option in ((args.out_results.parent, "--out-results"), (args.out_metrics.parent, "--out-metrics"),
                               (args.out_plots, "--out-plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
+                        sink_excluded_results=sink_excluded,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
     files = {args.out_results: json_text(out.results["panel"]), args.out_metrics: json_text(out.metrics)}
     files.update({args.out_plots / f"{m}.csv": csv_text(cols) for m, cols in out.plots.items()})

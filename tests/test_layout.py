@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import h5py
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 from synthetic_h5 import write_synthetic_h5
 from uaprobe import layout
+from uaprobe.extract import BatchResult
 from uaprobe.layout import DATASETS, LayoutError, first_non_finite, shape_of
 from uaprobe.store import ExtractionWriter, read_embeddings
 
@@ -109,19 +111,18 @@ def test_the_synthetic_file_and_the_writer_follow_the_layout(good: Path, tmp_pat
             assert (h5py.check_string_dtype(stored) is not None) if spec.kind == "str" else stored == np.dtype(spec.dtype)
 
 
-class _Batch:
-    def __init__(self, emb: Any, rows: np.ndarray) -> None:
-        self.pooled = {p: emb.pooled[p][rows] for p in layout.POOLINGS}
-        self.prenorm = {p: emb.prenorm[p][rows] for p in layout.POOLINGS}
-        self.nll_sum, self.nll_mean = emb.nll_sum[rows], emb.nll_mean[rows]
-        self.n_tokens, self.n_content = emb.n_tokens[rows], emb.n_content[rows]
+def _batch(emb: Any, rows: np.ndarray) -> BatchResult:
+    """The rows of a loaded file as the extraction's batch result."""
+    return BatchResult.from_datasets({d.name: emb.arrays[d.name][rows] for d in DATASETS if d.stream})
 
 
-def _write_with_writer(path: Path, emb: Any, batch: type = _Batch) -> Path:
+def _write_with_writer(path: Path, emb: Any, batch: Callable[[Any, np.ndarray], Any] = _batch) -> Path:
     writer = ExtractionWriter(path, texts=emb.text, categories=list(emb.category), pairs=emb.pair, sides=emb.side,
                               n_layers=emb.n_layers, hidden_size=int(emb.attrs["hidden_size"]), prompts=emb.prompts,
                               aniso_states=emb.aniso_states, aniso_prompt_index=emb.aniso_prompt_index,
-                              aniso_special=emb.aniso_special, attrs={"n_layers": emb.n_layers,
+                              aniso_special=emb.aniso_special,
+                              tokens=(emb.token_ids, emb.token_offsets, emb.token_special),
+                              attrs={"n_layers": emb.n_layers,
                                                                       "hidden_size": int(emb.attrs["hidden_size"])})
     rows = np.arange(len(emb.text))
     for rows_of_batch in (rows[::2], rows[1::2]):
@@ -132,23 +133,23 @@ def _write_with_writer(path: Path, emb: Any, batch: type = _Batch) -> Path:
 def test_a_new_dataset_is_one_line(good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A dataset added to the description is written by the writer, checked by the reader, and may be absent
     from an older file when it is optional."""
-    extra = layout.DatasetSpec("sink/norm_ratio", "float32", ("N", "L+1"), "norm of position 0 over the rest",
-                               stream="sink_norm_ratio", optional=True)
+    extra = layout.DatasetSpec("sink/example", "float32", ("N", "L+1"), "a new per-statement statistic",
+                               stream="example", optional=True)
     monkeypatch.setattr(layout, "DATASETS", (*layout.DATASETS, extra))
     emb = read_embeddings(good)  # older file: the optional dataset is absent
-    assert "sink/norm_ratio" not in emb.arrays
+    assert "sink/example" not in emb.arrays
 
-    class WithSink(_Batch):
+    class WithExample:
         def __init__(self, e: Any, rows: np.ndarray) -> None:
-            super().__init__(e, rows)
-            self.sink_norm_ratio = np.full((len(rows), e.n_layers + 1), 2.0, dtype=np.float32) + rows[:, None]
+            self.__dict__.update(vars(_batch(e, rows)))
+            self.example = np.full((len(rows), e.n_layers + 1), 2.0, dtype=np.float32) + rows[:, None]
 
-    written = _write_with_writer(tmp_path / "sink.h5", emb, WithSink)
-    got = read_embeddings(written).arrays["sink/norm_ratio"]
+    written = _write_with_writer(tmp_path / "example.h5", emb, WithExample)
+    got = read_embeddings(written).arrays["sink/example"]
     assert got.shape == (16, N_LAYERS + 1) and got[5, 0] == 7.0
-    broken = tmp_path / "sink-short.h5"
-    rewrite(written, broken, replace={"sink/norm_ratio": np.ones((15, N_LAYERS + 1), dtype=np.float32)})
-    assert "dataset 'sink/norm_ratio' has shape (15, 4)" in refused(broken)
+    broken = tmp_path / "example-short.h5"
+    rewrite(written, broken, replace={"sink/example": np.ones((15, N_LAYERS + 1), dtype=np.float32)})
+    assert "dataset 'sink/example' has shape (15, 4)" in refused(broken)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,3 +248,16 @@ def test_the_documented_layout_is_the_description() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "inputs-and-faults.md").read_text(encoding="utf-8")
     between = doc.split("<!-- layout:begin -->\n", 1)[1].split("<!-- layout:end -->", 1)[0]
     assert between == layout.markdown_table()
+
+
+def test_offsets_must_rise_from_zero_to_the_token_count(good: Path, tmp_path: Path) -> None:
+    with h5py.File(good, "r") as fh:
+        offsets = fh["tokens/offsets"][()]
+    total = int(offsets[-1])
+    for index, value, name in ((0, 1, "start"), (len(offsets) - 1, total - 1, "end"), (4, int(offsets[6]), "fall")):
+        bad = offsets.copy()
+        bad[index] = value
+        message = refused(rewrite(good, tmp_path / f"offsets-{name}.h5", replace={"tokens/offsets": bad}))
+        first = next(i for i in range(len(bad)) if (i == 0 and bad[0] != 0) or (i == len(bad) - 1 and bad[i] != total)
+                     or (0 < i and bad[i] < bad[i - 1]))
+        assert f"dataset 'tokens/offsets' holds {bad[first]} at index {first}; offsets must rise from 0 to K" in message

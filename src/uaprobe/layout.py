@@ -51,6 +51,8 @@ class DatasetSpec:
     """The values are indices along this symbol's axis (``P``: a prompt number), so each lies in [0, P)."""
     choices: tuple[int, ...] | None = None
     """The only values allowed (``statements/side``: 0 or 1)."""
+    offsets_of: str | None = None
+    """The values are offsets into a concatenation along this symbol's axis: non-decreasing, from 0 to its size."""
 
     @property
     def kind(self) -> str:
@@ -72,22 +74,44 @@ class AttrSpec:
     """The readers need it; a file without it is refused."""
 
 
+POLICIES = ("default", "sink_excluded")
+"""Pooling policies in every file: ``default`` is ``pooled/*`` (the ``pooling.drop`` of the run),
+``sink_excluded`` is ``pooled_sink_excluded/*`` (special tokens and position 0 excluded)."""
+
+SINK_STATISTICS = ("norm", "norm_ratio", "mean_share", "top_dim", "top_dim_share")
+"""Per-statement, per-layer statistics of :func:`uaprobe.sink.sink_statistics` (``top_dim`` is an int)."""
+
+_SINK_DOCS = {"norm": "||h_0||, the norm of position 0's state",
+              "norm_ratio": "||h_0|| over the median norm of the other positions",
+              "mean_share": "position 0's share of the mean over all positions",
+              "top_dim": "position 0's largest dimension", "top_dim_share": "that dimension's share of ||h_0||^2"}
+
 DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("statements/text", "str", ("N",), "row order = dataset order (category, pair, A then B)"),
     DatasetSpec("statements/category", "str", ("N",), "category of the statement"),
     DatasetSpec("statements/pair", "int32", ("N",), "pair index over the whole dataset"),
     DatasetSpec("statements/side", "int8", ("N",), "0 = A, 1 = B", choices=(0, 1)),
-    *(spec for p in POOLINGS for spec in (
-        DatasetSpec(f"pooled/{p}", "float32", ("N", "L+1", "D"), f"{p}-pooled hidden states; index 0 = token "
-                    "embeddings, L = last block (post final norm)", stream=f"pooled.{p}"),
-        DatasetSpec(f"prenorm/{p}", "float32", ("N", "D"), f"{p}-pooled residual stream of the last block before "
-                    "the final norm", stream=f"prenorm.{p}"))),
+    *(spec for suffix, policy in (("", "pooling.drop of the run"),
+                                  ("_sink_excluded", "special tokens and position 0 excluded"))
+      for p in POOLINGS for spec in (
+        DatasetSpec(f"pooled{suffix}/{p}", "float32", ("N", "L+1", "D"), f"{p}-pooled hidden states ({policy}); "
+                    "index 0 = token embeddings, L = last block (post final norm)", stream=f"pooled{suffix}.{p}"),
+        DatasetSpec(f"prenorm{suffix}/{p}", "float32", ("N", "D"), f"{p}-pooled residual stream of the last block "
+                    f"before the final norm ({policy})", stream=f"prenorm{suffix}.{p}"))),
     DatasetSpec("nll/sum", "float64", ("N",), "per-statement negative log-likelihood, summed (nats)", stream="nll_sum"),
     DatasetSpec("nll/mean", "float64", ("N",), "per-statement negative log-likelihood per token (nats)",
                 stream="nll_mean"),
     DatasetSpec("n_tokens", "int32", ("N",), "scored tokens (targets) behind nll", stream="n_tokens"),
     DatasetSpec("n_content", "int32", ("N",), "content tokens behind the pooled states", stream="n_content"),
+    DatasetSpec("n_content_sink_excluded", "int32", ("N",), "content tokens behind the sink-excluded states",
+                stream="n_content_sink_excluded"),
+    *(DatasetSpec(f"sink/{k}", "int32" if k == "top_dim" else "float64", ("N", "L+1"),
+                  f"{_SINK_DOCS[k]} (uaprobe.sink)", stream=f"sink.{k}", index_of="D" if k == "top_dim" else None)
+      for k in SINK_STATISTICS),
     DatasetSpec("progress/done", "bool", ("N",), "the row is written (resuming an interrupted run)", optional=True),
+    DatasetSpec("tokens/ids", "int32", ("K",), "every statement's token ids as the model reads them, concatenated"),
+    DatasetSpec("tokens/offsets", "int64", ("N+1",), "statement i = ids[offsets[i]:offsets[i+1]]", offsets_of="K"),
+    DatasetSpec("tokens/special", "bool", ("K",), "the token was added by the tokenizer (BOS, EOS)"),
     DatasetSpec("anisotropy/prompt", "str", ("P",), "the anisotropy prompts"),
     DatasetSpec("anisotropy/states", "float32", ("T", "L+1", "D"),
                 "every token state of every prompt, prompts concatenated"),
@@ -254,6 +278,14 @@ def check_values(arrays: Mapping[str, Any], sizes: Mapping[str, int], path: Any)
             if bad.size:
                 raise LayoutError(f"{path}: dataset {ds.name!r} holds {values[bad[0]]} at index {int(bad[0])}, outside "
                                   f"0..{limit - 1} ({ds.index_of} = {limit}); the file is inconsistent, {FIX}")
+        if ds.offsets_of is not None:
+            limit = sizes[ds.offsets_of]
+            steps = np.diff(values)
+            if values[0] != 0 or values[-1] != limit or (steps < 0).any():
+                where = 0 if values[0] != 0 else (len(values) - 1 if values[-1] != limit
+                                                  else int(np.flatnonzero(steps < 0)[0]) + 1)
+                raise LayoutError(f"{path}: dataset {ds.name!r} holds {values[where]} at index {where}; offsets must "
+                                  f"rise from 0 to {ds.offsets_of} = {limit}; the file is inconsistent, {FIX}")
         if ds.choices is not None:
             bad = np.flatnonzero(~np.isin(values, ds.choices))
             if bad.size:
@@ -280,7 +312,9 @@ __all__ = [
     "DATASETS",
     "DatasetSpec",
     "LayoutError",
+    "POLICIES",
     "POOLINGS",
+    "SINK_STATISTICS",
     "PROGRESS",
     "check_values",
     "markdown_table",

@@ -31,7 +31,10 @@ import numpy as np
 from uaprobe import layout
 from uaprobe.atomic import check_writable, is_io_error, move_into_place, os_reason
 from uaprobe.errors import UAProbeError
-from uaprobe.layout import POOLINGS
+from uaprobe.layout import POLICIES, POOLINGS, SINK_STATISTICS
+
+__all__ = ["POLICIES", "POOLINGS", "SINK_STATISTICS", "Embeddings", "ExtractionWriter", "check_output_path",
+           "partial_path", "read_embeddings"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +102,18 @@ class Embeddings:
     """pooling -> (N, L+1, D) float32"""
     prenorm: dict[str, np.ndarray]
     """pooling -> (N, D) float32"""
+    pooled_sink_excluded: dict[str, np.ndarray]
+    """pooling -> (N, L+1, D) float32, special tokens and position 0 excluded"""
+    prenorm_sink_excluded: dict[str, np.ndarray]
+    n_content_sink_excluded: np.ndarray
+    sink: dict[str, np.ndarray]
+    """:data:`SINK_STATISTICS` -> (N, L+1)"""
+    token_ids: np.ndarray
+    """(total,) int: every statement's token ids, flat"""
+    token_offsets: np.ndarray
+    """(N+1,) int"""
+    token_special: np.ndarray
+    """(total,) bool"""
     nll_sum: np.ndarray
     nll_mean: np.ndarray
     n_tokens: np.ndarray
@@ -115,6 +130,14 @@ class Embeddings:
     @property
     def n_layers(self) -> int:
         return int(self.attrs["n_layers"])
+
+    def policy(self, name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(pooled, prenorm) of a policy of :data:`POLICIES`."""
+        if name == "default":
+            return self.pooled, self.prenorm
+        if name == "sink_excluded":
+            return self.pooled_sink_excluded, self.prenorm_sink_excluded
+        raise ValueError(f"unknown pooling policy {name!r}; expected one of {POLICIES}")
 
 
 def _strings(ds: h5py.Dataset) -> list[str]:
@@ -167,6 +190,13 @@ def _embeddings(attrs: dict[str, Any], arrays: dict[str, Any]) -> Embeddings:
         nll_mean=arrays["nll/mean"],
         n_tokens=arrays["n_tokens"].astype(np.int64),
         n_content=arrays["n_content"].astype(np.int64),
+        pooled_sink_excluded={p: arrays[f"pooled_sink_excluded/{p}"] for p in POOLINGS},
+        prenorm_sink_excluded={p: arrays[f"prenorm_sink_excluded/{p}"] for p in POOLINGS},
+        n_content_sink_excluded=arrays["n_content_sink_excluded"].astype(np.int64),
+        sink={k: arrays[f"sink/{k}"] for k in SINK_STATISTICS},
+        token_ids=arrays["tokens/ids"].astype(np.int64),
+        token_offsets=arrays["tokens/offsets"].astype(np.int64),
+        token_special=arrays["tokens/special"].astype(bool),
         prompts=arrays["anisotropy/prompt"],
         aniso_states=arrays["anisotropy/states"],
         aniso_prompt_index=arrays["anisotropy/prompt_index"].astype(np.int64),
@@ -201,16 +231,19 @@ class ExtractionWriter:
     A partial file left by an interrupted run is resumed when its fingerprint (every provenance
     attribute) matches the new run; otherwise it is discarded and the extraction starts over.
     Streamed datasets (:attr:`~uaprobe.layout.DatasetSpec.stream`) are filled by :meth:`write` from each
-    batch result; the others are written at creation from the arguments and ``extra`` (name -> values).
+    batch result; the others are written at creation from the arguments (``tokens``: the flat
+    ``tokens/ids``, ``tokens/offsets`` and ``tokens/special``).
     """
 
     def __init__(self, path: str | Path, *, texts: list[str], categories: list[str], pairs: np.ndarray,
                  sides: np.ndarray, n_layers: int, hidden_size: int, prompts: list[str],
                  aniso_states: np.ndarray, aniso_prompt_index: np.ndarray, aniso_special: np.ndarray,
-                 attrs: Mapping[str, Any], resume: bool = True, extra: Mapping[str, Any] | None = None) -> None:
+                 tokens: tuple[np.ndarray, np.ndarray, np.ndarray], attrs: Mapping[str, Any],
+                 resume: bool = True) -> None:
         self.path = Path(path)
+        ids, offsets, special = tokens
         self.sizes = {"N": len(texts), "L": n_layers, "D": hidden_size, "T": len(aniso_prompt_index),
-                      "P": len(prompts)}
+                      "P": len(prompts), "K": len(ids)}
         self.tmp = partial_path(self.path)
         check_output_path(self.path)
         self.attrs = {k: _plain(v) for k, v in attrs.items()}
@@ -226,7 +259,7 @@ class ExtractionWriter:
             fixed = {"statements/text": texts, "statements/category": categories, "statements/pair": pairs,
                      "statements/side": sides, "anisotropy/prompt": prompts, "anisotropy/states": aniso_states,
                      "anisotropy/prompt_index": aniso_prompt_index, "anisotropy/special": aniso_special,
-                     **(extra or {})}
+                     "tokens/ids": ids, "tokens/offsets": offsets, "tokens/special": special}
             self.fh = self._create(fixed, self.sizes)
         try:
             self.done = self.fh["progress/done"][()].astype(bool)
