@@ -20,7 +20,9 @@ next run with the same inputs resumes from its last complete batch.
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -212,6 +214,24 @@ def _stored(values: Any, spec: layout.DatasetSpec) -> tuple[Any, Any]:
     return np.ascontiguousarray(values, dtype=np.dtype(spec.dtype)), None
 
 
+def _bytes_needed(fixed: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
+    """An upper estimate of the file's size: every dataset's bytes, plus HDF5's metadata and string heaps."""
+    total = 64 * 1024
+    for spec in layout.DATASETS:
+        if spec.name in fixed and spec.kind == "str":
+            total += sum(len(str(v).encode("utf-8")) + 32 for v in fixed[spec.name])
+        elif spec.stream is not None or spec.name == layout.PROGRESS or spec.name in fixed:
+            total += int(np.prod(layout.shape_of(spec.shape, sizes))) * np.dtype(spec.dtype).itemsize + 2048
+    return total + total // 50
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
+
+
 def _allocated(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any) -> h5py.Dataset:
     """A contiguous dataset whose storage is allocated (and zero-filled) at creation.
 
@@ -288,7 +308,18 @@ class ExtractionWriter:
         return fh
 
     def _create(self, fixed: Mapping[str, Any], sizes: Mapping[str, int]) -> h5py.File:
-        """A new partial file: the fixed datasets written, the streamed ones allocated (see :mod:`uaprobe.layout`)."""
+        """A new partial file: the fixed datasets written, the streamed ones allocated (see :mod:`uaprobe.layout`).
+
+        The disk's free space is compared with the file's size first: HDF5 can crash the process when
+        it closes a file whose creation ran out of space, so a full disk is found before HDF5 writes.
+        """
+        need, free = _bytes_needed(fixed, sizes), _free_bytes(self.tmp.parent)
+        if free is not None and need > free:
+            raise UAProbeError(
+                f"{self.path}: creating the output file failed ({os_reason(OSError(errno.ENOSPC, ''))}: it needs "
+                f"{need / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free); free space on the disk of {self.path.parent} "
+                "or point --out at a writable directory. No partial file was left behind and an earlier complete "
+                "file is untouched")
         try:
             fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
         except Exception as exc:
