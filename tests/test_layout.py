@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synthetic_h5 import write_synthetic_h5
-from uaprobe import layout
+from uaprobe import layout, store
 from uaprobe.extract import BatchResult
+from uaprobe.errors import UAProbeError
 from uaprobe.layout import DATASETS, LayoutError, first_non_finite, shape_of
 from uaprobe.store import ExtractionWriter, read_embeddings
 
@@ -261,3 +262,20 @@ def test_offsets_must_rise_from_zero_to_the_token_count(good: Path, tmp_path: Pa
         first = next(i for i in range(len(bad)) if (i == 0 and bad[0] != 0) or (i == len(bad) - 1 and bad[i] != total)
                      or (0 < i and bad[i] < bad[i - 1]))
         assert f"dataset 'tokens/offsets' holds {bad[first]} at index {first}; offsets must rise from 0 to K" in message
+
+
+def test_a_disk_without_room_for_the_file_is_refused_before_hdf5_writes(good: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = read_embeddings(good)
+    written = _write_with_writer(tmp_path / "fits.h5", emb)
+    sizes = {"N": len(emb.text), "L": emb.n_layers, "D": HIDDEN, "T": len(emb.aniso_prompt_index),
+             "P": len(emb.prompts), "K": len(emb.token_ids)}
+    need = store._bytes_needed(emb.arrays, sizes)
+    assert written.stat().st_size <= need <= 2 * written.stat().st_size + 200_000  # an upper estimate, not a wild one
+    monkeypatch.setattr(store, "_free_bytes", lambda _directory: need - 1)
+    out = tmp_path / "sub"
+    out.mkdir()
+    with pytest.raises(UAProbeError, match=r"sub/x\.h5: creating the output file failed \(No space left on device "
+                                           r"\[errno 28\]: it needs .* MiB, .* MiB are free\)"):
+        _write_with_writer(out / "x.h5", emb)
+    assert list(out.iterdir()) == []
