@@ -134,7 +134,7 @@ class RobustnessParams:
     """Random assignments of the pairs to groups of the categories' sizes (the size-matched null)."""
     l_star_tolerance: float = 0.001
     """Layers whose lambda1/sum is within this fraction of the maximum tie with L*."""
-    anisotropy_bootstrap: int = 200
+    anisotropy_bootstrap: int = 100
     """Bootstrap resamples of the anisotropy prompts for the distribution of L*."""
 
     def __post_init__(self) -> None:
