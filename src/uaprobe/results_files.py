@@ -32,16 +32,19 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     "validation": (*_HEADER, "variants:dict", "variants/*/table:list"),
     "pairs": (*_HEADER, "poolings:dict", "poolings/*/pearson_r:layers"),
     "preference": (*_HEADER, "pairs:dict"),
+    "robustness": ("model:str", "sink:dict", "sink/layers:list", "sink/norm_ratio_median:list",
+                   "sink/mean_share_median:list"),
     "metrics": (),
     "panel": ("models:list", "poolings:dict", "poolings/*/models:dict", "poolings/*/summary:dict",
               "anisotropy:dict"),
     "panel_metrics": (),
     "manifest": ("figures:list",),
 }
-"""What the readers of each kind of results file need (see the module docstring for the notation)."""
+"""What the readers of each kind of results file need (see the module docstring for the notation). A kind not
+listed here is checked only for being a JSON object."""
 
 WRITER = {"layerwise": "analyze", "anisotropy": "analyze", "bins": "analyze", "validation": "analyze",
-          "pairs": "analyze", "preference": "analyze", "metrics": "analyze", "panel": "compare",
+          "pairs": "analyze", "preference": "analyze", "robustness": "analyze", "metrics": "analyze", "panel": "compare",
           "panel_metrics": "compare", "manifest": "figures"}
 """The stage that writes each kind (named in the fix)."""
 
@@ -102,7 +105,7 @@ def check_results(doc: Any, kind: str, *, shown: str | Path) -> None:
     fix = f"rerun the {WRITER.get(kind, 'producing')} stage (`dvc repro`)"
     if not isinstance(doc, dict):
         raise ResultsFileError(f"{shown}: expected a JSON object at the top level, got {type(doc).__name__}; {fix}")
-    for rule in REQUIRED[kind]:
+    for rule in REQUIRED.get(kind, ()):
         path, _, expected = rule.partition(":")
         try:
             hits = _walk(doc, path.split("/"), [])
