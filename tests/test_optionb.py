@@ -1,0 +1,274 @@
+"""The original study's pair-level metrics (Option B) and phase means, against direct loop
+computations, a hand computation and the published Pythia-6.9B numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+from scipy.spatial.distance import cdist
+
+from uaprobe.analysis import optionb, phases, stats
+from uaprobe.analysis.report import NanReasons
+from uaprobe.config import AnalysisParams
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published" / "pythia-6-9b.json"
+
+
+def small_params(**kw) -> AnalysisParams:
+    return AnalysisParams(**{**dict(bootstrap_resamples=300, permutations=300), **kw})
+
+
+def states(n: int = 14, views: int = 3, dim: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shift = rng.normal(size=(1, views, dim))  # a common direction, as hidden states have
+    return rng.normal(size=(n, views, dim)) + shift, rng.normal(size=(n, views, dim)) + 0.5 * shift
+
+
+# ---------------------------------------------------------------------- direct loop references
+
+
+def cos_loop(x, y, eps: float = 1e-10) -> float:
+    dot = sum(float(p) * float(q) for p, q in zip(x, y))
+    nx = math.sqrt(sum(float(p) ** 2 for p in x))
+    ny = math.sqrt(sum(float(q) ** 2 for q in y))
+    return dot / (nx * ny + eps)
+
+
+def mean_loop(rows) -> list[float]:
+    return [sum(float(r[d]) for r in rows) / len(rows) for d in range(len(rows[0]))]
+
+
+def dist_loop(x, y) -> float:
+    return math.sqrt(sum((float(p) - float(q)) ** 2 for p, q in zip(x, y)))
+
+
+def density_loop(rows, k: int) -> list[float]:
+    out = []
+    for i, x in enumerate(rows):
+        # scikit-learn's cosine distance: no guard in the normalisation, clipped to [0, 2], 0 to itself
+        d = sorted(0.0 if i == j else min(2.0, max(0.0, 1.0 - cos_loop(x, y, eps=0.0))) for j, y in enumerate(rows))
+        out.append(1.0 / (sum(d[:k]) / k + 1e-10))
+    return out
+
+
+def z_loop(v: list[float]) -> list[float]:
+    m = sum(v) / len(v)
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / len(v))
+    return [(x - m) / (sd + 1e-10) for x in v]
+
+
+def metrics_loop(a: np.ndarray, b: np.ndarray, v: int, k: int) -> dict[str, list[float]]:
+    n = a.shape[0]
+    A = [a[i, v] for i in range(n)]
+    B = [b[i, v] for i in range(n)]
+    ca, cb = mean_loop(A), mean_loop(B)
+    mid = [(p + q) / 2 for p, q in zip(ca, cb)]
+    out = {
+        "centroid_asymmetry": [cos_loop(A[i], ca) - cos_loop(B[i], cb) for i in range(n)],
+        "cross_centroid": [cos_loop(A[i], cb) - cos_loop(B[i], ca) for i in range(n)],
+        "within_pair_sim": [cos_loop(A[i], B[i]) for i in range(n)],
+        "margin_asymmetry": [dist_loop(A[i], mid) - dist_loop(B[i], mid) for i in range(n)],
+    }
+    kk = min(k, n - 1)
+    za, zb = z_loop(density_loop(A, kk)), z_loop(density_loop(B, kk))
+    out["knn_density_asymmetry"] = [p - q for p, q in zip(za, zb)]
+    loo = {"centroid_asymmetry_loo": [], "cross_centroid_loo": [], "margin_asymmetry_loo": []}
+    for i in range(n):
+        ca_i = mean_loop([A[j] for j in range(n) if j != i])
+        cb_i = mean_loop([B[j] for j in range(n) if j != i])
+        mid_i = [(p + q) / 2 for p, q in zip(ca_i, cb_i)]
+        loo["centroid_asymmetry_loo"].append(cos_loop(A[i], ca_i) - cos_loop(B[i], cb_i))
+        loo["cross_centroid_loo"].append(cos_loop(A[i], cb_i) - cos_loop(B[i], ca_i))
+        loo["margin_asymmetry_loo"].append(dist_loop(A[i], mid_i) - dist_loop(B[i], mid_i))
+    out.update(loo)
+    return out
+
+
+@pytest.mark.parametrize("k", [10, 4])
+def test_every_metric_matches_a_direct_loop(k):
+    a, b = states()
+    got = optionb.pair_metrics(a, b, k=k)
+    assert set(got) == set(optionb.ALL_METRICS)
+    for v in range(a.shape[1]):
+        ref = metrics_loop(a, b, v, k)
+        for name in optionb.ALL_METRICS:
+            assert got[name].shape == (a.shape[1], a.shape[0])
+            np.testing.assert_allclose(got[name][v], ref[name], rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_knn_density_matches_scipy_cosine_distances():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(25, 7)) + 2.0
+    d = cdist(x, x, "cosine")
+    np.fill_diagonal(d, 0.0)
+    k = 10
+    expected = 1.0 / (np.sort(d, axis=1)[:, :k].mean(axis=1) + 1e-10)
+    np.testing.assert_allclose(optionb.knn_density(x, k=k), expected, rtol=1e-10)
+    # the point itself is one of its k neighbours: with k = 1 every density is 1 / 1e-10
+    np.testing.assert_allclose(optionb.knn_density(x, k=1), 1e10)
+
+
+def test_k_is_capped_at_n_minus_1_and_global_centroids_are_not_per_category():
+    a, b = states(n=5)
+    got = optionb.pair_metrics(a, b)  # k = 10 > n - 1 = 4
+    ref = metrics_loop(a, b, 0, 4)
+    np.testing.assert_allclose(got["knn_density_asymmetry"][0], ref["knn_density_asymmetry"], rtol=1e-10)
+    # moving one pair far away changes every other pair's centroid metric (global centroids)
+    a2 = a.copy()
+    a2[0] += 50.0
+    moved = optionb.pair_metrics(a2, b)["centroid_asymmetry"]
+    assert not np.allclose(moved[:, 1:], got["centroid_asymmetry"][:, 1:])
+
+
+def test_leave_one_out_differs_from_the_plain_metric_by_the_own_contribution():
+    a, b = states(n=200, dim=3, seed=5)
+    got = optionb.pair_metrics(a, b)
+    # with many pairs leaving one out barely moves the centroid
+    np.testing.assert_allclose(got["centroid_asymmetry_loo"], got["centroid_asymmetry"], atol=0.05)
+    assert not np.allclose(got["centroid_asymmetry_loo"], got["centroid_asymmetry"], atol=1e-9)
+
+
+def test_shapes_and_input_errors():
+    a, b = states()
+    with pytest.raises(ValueError, match="n_pairs, n_views, D"):
+        optionb.pair_metrics(a, b[:, :2])
+    with pytest.raises(Exception, match="at least 2 pairs"):
+        optionb.pair_metrics(a[:1], b[:1])
+
+
+# -------------------------------------------------------------------------- partial correlation
+
+
+def test_partial_r_is_the_r_of_residuals_and_its_p_has_n_minus_3_df():
+    rng = np.random.default_rng(1)
+    n = 40
+    z = rng.integers(-4, 5, size=n).astype(float)
+    x = 0.8 * z + rng.normal(size=n)
+    y = -0.5 * z + 0.3 * x + rng.normal(size=n)
+    r, p, reason = optionb.partial_pearson(x[None, :], y, z)
+    design = np.column_stack([np.ones(n), z])
+    rx = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
+    ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
+    r_ref = float(np.corrcoef(rx, ry)[0, 1])
+    t = r_ref * math.sqrt((n - 3) / (1 - r_ref ** 2))
+    p_ref = 2 * sps.t.sf(abs(t), n - 3)
+    assert r[0] == pytest.approx(r_ref, abs=1e-12)
+    assert p[0] == pytest.approx(p_ref, rel=1e-9)
+    assert reason[0] == ""
+
+
+def test_partial_r_is_undefined_when_the_length_explains_the_metric():
+    z = np.arange(10.0)
+    y = np.random.default_rng(0).normal(size=10)
+    r, p, reason = optionb.partial_pearson((2 * z + 1)[None, :], y, z)
+    assert np.isnan(r[0]) and np.isnan(p[0]) and "explains" in reason[0]
+
+
+# ------------------------------------------------------------------------- the results object
+
+
+def test_results_recover_a_planted_metric_and_match_scipy():
+    rng = np.random.default_rng(7)
+    n, views, dim = 60, 5, 4
+    a = rng.normal(size=(n, views, dim)) + 3.0
+    b = rng.normal(size=(n, views, dim)) + 3.0
+    margin = optionb.pair_metrics(a, b)["margin_asymmetry"]
+    pref = np.zeros(n)
+    pref[:] = margin[views - 1] + 0.05 * rng.normal(size=n)  # planted at the last layer only
+    zdiff = rng.integers(-3, 4, size=n)
+    body = optionb.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
+    e = body["metrics"]["margin_asymmetry"]
+    for v in range(views):
+        r_ref, p_ref = sps.pearsonr(margin[v], pref)
+        assert e["pearson_r"][v] == pytest.approx(r_ref, abs=1e-12)
+        assert e["pearson_p"][v] == pytest.approx(p_ref, rel=1e-6, abs=1e-300)
+    assert e["pearson_r"][-1] > 0.99
+    assert e["bootstrap_ci_low"][-1] > 0.98
+    assert e["permutation_p"][-1] == pytest.approx(1 / 301)
+    assert e["permutation_holm_reject"][-1] is True
+    assert sum(e["holm_reject"]) >= 1
+    assert body["n_pairs"] == n and body["k_neighbours"] == 10
+    assert body["nan_reasons"] == {}
+    # deterministic
+    again = optionb.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
+    assert json.dumps(again, sort_keys=True) == json.dumps(body, sort_keys=True)
+
+
+def test_results_record_reasons_for_a_constant_metric():
+    a, b = states(n=8, views=4)
+    b = a.copy()  # A == B: centroid asymmetry and margin are 0 for every pair
+    rec = NanReasons()
+    pref = np.arange(8.0)
+    body = optionb.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0),
+                                    rec=rec)
+    assert "nan_reasons" not in body
+    assert body["metrics"]["centroid_asymmetry"]["pearson_r"] == [None] * 4
+    assert "constant" in rec.reasons["metrics/centroid_asymmetry/pearson_r/0"]
+    assert body["metrics"]["centroid_asymmetry"]["phases"]["late_inversion"] is None
+
+
+# ------------------------------------------------------------------------------------- phases
+
+
+def test_partition_is_the_papers_for_32_layers_and_thirds_of_the_seed_view_otherwise():
+    assert phases.partition(32) == {"early": (0, 4, 8), "mid": (12, 16, 20), "late": (24, 28, 32)}
+    assert phases.partition(30) == {"early": (0, 4, 8), "mid": (12, 16, 20), "late": (24, 28, 30)}
+    assert phases.partition(18) == {"early": (0, 4), "mid": (8, 12), "late": (16, 18)}
+    assert phases.partition(6) == {"early": (0,), "mid": (4,), "late": (6,)}
+    assert phases.partition(3) == {"early": (0, 1), "mid": (2,), "late": (3,)}  # the seed view [0, 3] is too short
+    assert phases.partition(1) == {"early": (), "mid": (), "late": ()}
+
+
+def test_phase_means_and_intervals_by_hand():
+    r = np.array([0.5, 0.1, 0.3, 0.2, -0.1, -0.4])
+    part = {"early": (0, 2), "mid": (3,), "late": (4, 5)}
+    assert phases.phase_means(r, part) == pytest.approx({"early": 0.4, "mid": 0.2, "late": -0.25})
+    # three bootstrap draws per layer; the phase draw is the mean over the phase's layers
+    boot = np.array([[0.4, 0.6, 0.5], [0, 0, 0], [0.2, 0.4, np.nan], [0.1, 0.2, 0.3],
+                     [-0.2, -0.1, 0.0], [-0.5, -0.3, -0.4]])
+    perm = np.array([[0.1, -0.6], [0, 0], [0.1, -0.3], [0.3, 0.1], [0.1, 0.0], [-0.05, 0.0]])
+    rec = NanReasons()
+    out = phases.phase_results(r=r, boot_r=boot, perm_r=perm, mode="exact", partition=part, level=0.5, rec=rec)
+    # early draws: (0.4+0.2)/2 = 0.3, (0.6+0.4)/2 = 0.5, NaN -> dropped; 25th/75th percentile of [0.3, 0.5]
+    assert out["early"]["mean_r"] == pytest.approx(0.4)
+    assert out["early"]["bootstrap_valid"] == 2
+    assert out["early"]["bootstrap_ci_low"] == pytest.approx(0.35)
+    assert out["early"]["bootstrap_ci_high"] == pytest.approx(0.45)
+    # early permutation means: 0.1, -0.45; |.| >= 0.4 once in 2 (exact mode)
+    assert out["early"]["permutation_p"] == pytest.approx(0.5)
+    # late draws: -0.35, -0.2, -0.2 -> [25%, 75%] = [-0.275, -0.2]: below zero -> late inversion
+    assert out["late"]["bootstrap_ci_high"] == pytest.approx(-0.2)
+    assert out["late"]["bootstrap_ci_low"] == pytest.approx(-0.275)
+    assert out["late_inversion"] is True
+    assert out["sign_change"] is True
+    assert out["mid"]["layers"] == [3]
+
+
+def test_published_phase_means_from_the_published_layer_values():
+    """The follow-up paper's Pythia-6.9B early and mid means are the means of the published
+    centroid_asymmetry r over its partition; its late mean is not (see data/README.md)."""
+    pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    ob = pub["option_b"]
+    assert ob["layers"] == list(phases.partition(32)["early"] + phases.partition(32)["mid"]
+                                + phases.partition(32)["late"])
+    r = np.full(33, np.nan)
+    r[ob["layers"]] = ob["metrics"]["centroid_asymmetry"]["r"]
+    means = phases.phase_means(r, phases.partition(32))
+    row = next(m for m in pub["phases"]["models"] if m["model"] == "Pythia-6.9B")
+    assert round(means["early"], 2) == row["early"] == 0.44
+    assert round(means["mid"], 2) == row["mid"] == 0.36
+    assert round(means["late"], 2) == 0.0 != row["late"]
+
+
+def test_published_category_level_r_from_the_published_table():
+    pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))["category_level"]
+    table = {k: v for k, v in pub["final_table"].items() if k != "note"}
+    ua = np.array([v[0] for v in table.values()])
+    pref = np.array([v[1] for v in table.values()])
+    r = stats.pearson(ua, pref).r
+    assert round(float(r), 2) == pub["r"][-1] == -0.87
