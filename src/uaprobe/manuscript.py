@@ -543,7 +543,7 @@ def anisotropy_sentences(out: Outputs) -> str:
 
 
 def robustness_sentences(out: Outputs, pooling: str = "mean") -> str:
-    """Per model: pair-level r at the last layer, the leave-one-out shift and the NLL-sum check."""
+    """Per model: the within-category centroid score's r at the last layer, the leave-one-out shift and the NLL-sum check."""
     parts = []
     for m in out.models:
         lw = out.lw(m)
@@ -553,7 +553,7 @@ def robustness_sentences(out: Outputs, pooling: str = "mean") -> str:
         pp = out.results[m]["preference"]["poolings"][pooling]
         agree = (pp.get("sign_agree") or [None] * (last + 1))[last]
         parts.append(
-            f"For {out.display(m)}, the pair-level r at the last layer is {fmt_r(pf['r'])} "
+            f"For {out.display(m)}, the r of the within-category centroid score at the last layer is {fmt_r(pf['r'])} "
             f"(interval {fmt_ci(pf.get('bootstrap_ci_low'), pf.get('bootstrap_ci_high'))}); leaving out "
             f"{pretty(b['loco_driver'][last] or 'n/a')} moves the category-level r by "
             f"{fmt(b['loco_max_shift'][last], 2)}; with the summed NLL, r is {fmt_r(pp['r_sum'][last])}"
