@@ -89,15 +89,16 @@ def test_analyze_writes_every_documented_file(panel):
     base = panel["base"]
     for m in ("rand", "plant"):
         names = sorted(p.name for p in (base / "results/models" / m).iterdir())
-        assert names == ["anisotropy.json", "bins.json", "layerwise.json", "pairs.json", "preference.json",
-                         "validation.json"]
+        assert names == ["anisotropy.json", "bins.json", "layerwise.json", "option_b.json", "pairs.json",
+                         "preference.json", "validation.json"]
         for p in (base / "results/models" / m).iterdir():
             obj = strict_json(p)
             assert obj["model"] == m and "nan_reasons" in obj and obj["settings"]["seed"] == 7
         metrics = strict_json(base / "metrics/models" / f"{m}.json")
-        assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference"}
+        assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference", "option_b",
+                                "phases"}
         kinds = sorted(p.parent.name for p in (base / "plots").glob(f"*/{m}.csv") if p.parent.name != "panel")
-        assert kinds == ["anisotropy", "bins", "layerwise", "pairs"]
+        assert kinds == ["anisotropy", "bins", "layerwise", "option_b", "pairs"]
 
 
 def test_plot_csvs_have_one_row_per_layer(panel):

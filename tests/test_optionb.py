@@ -14,13 +14,14 @@ from scipy.spatial.distance import cdist
 
 from uaprobe.analysis import optionb, phases, stats
 from uaprobe.analysis.report import NanReasons
-from uaprobe.config import AnalysisParams
+from uaprobe.config import AnalysisParams, BinsParams
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published" / "pythia-6-9b.json"
 
 
 def small_params(**kw) -> AnalysisParams:
-    return AnalysisParams(**{**dict(bootstrap_resamples=300, permutations=300), **kw})
+    return AnalysisParams(**{**dict(bootstrap_resamples=300, permutations=300,
+                                    bins=BinsParams(k=(3, 5), partitions=5, ci_k=4)), **kw})
 
 
 def states(n: int = 14, views: int = 3, dim: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -272,3 +273,43 @@ def test_published_category_level_r_from_the_published_table():
     pref = np.array([v[1] for v in table.values()])
     r = stats.pearson(ua, pref).r
     assert round(float(r), 2) == pub["r"][-1] == -0.87
+
+
+# ------------------------------------------------------------------------------ in the pipeline
+
+
+def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
+    from synthetic_h5 import write_synthetic_h5
+    from uaprobe.analysis.pipeline import analyze_control, analyze_model
+    from uaprobe.analysis.report import json_text
+    from uaprobe.store import read_embeddings
+
+    emb = read_embeddings(write_synthetic_h5(tmp_path / "s.h5", n_layers=8))
+    params = small_params()
+    out = analyze_model(emb, params=params, model_id="s")
+    body = out.results["option_b"]
+    assert body["model"] == "s" and body["n_layers"] == 8 and set(body["poolings"]) == {"mean", "last", "first"}
+    e = body["poolings"]["mean"]["metrics"]["centroid_asymmetry"]
+    # the pipeline's r is the r of the metric computed from the file's states and preferences
+    a = emb.pooled["mean"][0::2]
+    b = emb.pooled["mean"][1::2]
+    pref = emb.nll_mean[1::2] - emb.nll_mean[0::2]
+    ref = optionb.pair_metrics(a, b)["centroid_asymmetry"]
+    for layer in range(9):
+        assert e["pearson_r"][layer] == pytest.approx(sps.pearsonr(ref[layer], pref)[0], abs=1e-12)
+    assert body["poolings"]["mean"]["phase_layers"] == {"early": [0], "mid": [4], "late": [8]}
+    m = out.metrics
+    assert m["option_b"]["mean"]["centroid_asymmetry"]["final_r"] == e["pearson_r"][-1]
+    assert m["phases"]["mean"]["early_mean_r"] == e["phases"]["early"]["mean_r"]
+    assert out.plots["option_b"]["centroid_asymmetry_mean"] == e["pearson_r"]
+    json_text(body)  # strict JSON: every missing number has a reason
+    ctrl = analyze_control(emb, params=params, model_id="s")
+    cats = ctrl["results"]["categories"]
+    assert sum(c["n_pairs"] for c in cats.values()) == len(emb.text) // 2
+    first = next(iter(cats))
+    n1 = cats[first]["n_pairs"]
+    ref1 = optionb.pair_metrics(a[:n1], b[:n1])["within_pair_sim"][-1]
+    got1 = cats[first]["poolings"]["mean"]["metrics"]["within_pair_sim"]["pearson_r"][-1]
+    assert got1 == pytest.approx(sps.pearsonr(ref1, pref[:n1])[0], abs=1e-12)
+    assert set(ctrl["metrics"]) == set(cats)
+    json_text(ctrl["results"])

@@ -265,5 +265,72 @@ def metrics_summary(body: Mapping[str, Any], *, layer: int) -> dict[str, Any]:
     return out
 
 
-__all__: Sequence[str] = ("EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
+def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
+                      preference: np.ndarray, n_content: np.ndarray, params: AnalysisParams, rec: Reasons,
+                      rng_name: str = "option_b") -> dict[str, Any]:
+    """:func:`option_b_results` for every pooling of one extraction: ``{"poolings": {p: ...}}``.
+
+    Args:
+        pooled: pooling -> (N, L+1, D) states of the N statements (layers only, no prenorm block).
+        row_a, row_b: (n,) statement rows of the pairs' A and B.
+        preference: (n,) NLL(B) - NLL(A).
+        n_content: (N,) content tokens behind each statement's pooled state.
+        params: the analysis parameters.
+        rec: reasons of missing values (paths ``poolings/<p>/...``).
+        rng_name: names the analysis's generator (one per pooling, the same draws for every pooling).
+    """
+    n_content = np.asarray(n_content)
+    diff = n_content[row_b] - n_content[row_a]
+    return {"preference_definition": "NLL(B) - NLL(A)",
+            "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
+            "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params,
+                                             rng=stats.rng_for(seed=params.seed, name=rng_name),
+                                             rec=rec.sub(f"poolings/{p}"))
+                         for p, x in pooled.items()}}
+
+
+def headline_metrics(body: Mapping[str, Any], *, n_layers: int) -> dict[str, Any]:
+    """``option_b`` (per pooling and metric, the last layer) and ``phases`` (per pooling, the
+    follow-up paper's metric ``centroid_asymmetry``) for ``metrics/models/<id>.json``."""
+    option_b: dict[str, Any] = {}
+    phase: dict[str, Any] = {}
+    for p, e in body["poolings"].items():
+        option_b[p] = metrics_summary(e, layer=n_layers)
+        ph = e["metrics"]["centroid_asymmetry"]["phases"]
+        phase[p] = {**{f"{name}_mean_r": ph[name]["mean_r"] for name in phases.PHASES},
+                    "late_ci_low": ph["late"]["bootstrap_ci_low"], "late_ci_high": ph["late"]["bootstrap_ci_high"],
+                    "late_inversion": ph["late_inversion"], "sign_change": ph["sign_change"]}
+    return {"option_b": option_b, "phases": phase}
+
+
+def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+    """Per-layer r of every metric and pooling (``plots/option_b/<id>.csv``): ``<metric>_<pooling>``,
+    with the bootstrap interval of ``centroid_asymmetry``."""
+    cols: dict[str, list[Any]] = dict(base)
+    for p, e in body["poolings"].items():
+        for name in ALL_METRICS:
+            cols[f"{name}_{p}"] = e["metrics"][name]["pearson_r"]
+        ca = e["metrics"]["centroid_asymmetry"]
+        cols[f"centroid_asymmetry_ci_low_{p}"] = ca["bootstrap_ci_low"]
+        cols[f"centroid_asymmetry_ci_high_{p}"] = ca["bootstrap_ci_high"]
+    return cols
+
+
+def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
+                    category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
+                    n_content: np.ndarray, params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+    """The same analysis on each category of a control set of pairs on its own (its centroids
+    and neighbours from that category's pairs): ``{"categories": {name: {"n_pairs", "poolings"}}}``."""
+    cat = np.asarray(category_of_pair)
+    out: dict[str, Any] = {}
+    for c, name in enumerate(categories):
+        sel = np.flatnonzero(cat == c)
+        body = option_b_poolings(pooled=pooled, row_a=np.asarray(row_a)[sel], row_b=np.asarray(row_b)[sel],
+                                 preference=np.asarray(preference)[sel], n_content=n_content, params=params,
+                                 rec=rec.sub(f"categories/{name}"), rng_name=f"control/{name}")
+        out[name] = {"n_pairs": int(sel.size), "poolings": body["poolings"]}
+    return {"categories": out}
+
+
+__all__: Sequence[str] = ("option_b_poolings", "headline_metrics", "plot_columns", "control_results", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
                           "knn_density", "pair_metrics", "partial_pearson", "option_b_results", "metrics_summary")
