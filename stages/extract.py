@@ -19,6 +19,7 @@ frees the disk, so there is nothing worth resuming -- and the exit code is 2 wit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
@@ -50,7 +51,7 @@ def control_path_for(out: Path) -> Path:
 def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: Path, out: Path,
         resume: bool = True, progress: bool = True, control_path: Path | None = None) -> Path:
     params = load_params(params_path)
-    spec = params.model(model_id)
+    spec = dataclasses.replace(params.model(model_id), dtype=params.dtype_of(model_id))
     dataset = load_dataset(dataset_path)
     control = load_control(control_path) if control_path is not None else None
     prompts = load_prompts(prompts_path)
