@@ -358,17 +358,54 @@ def synthetic_params(models: dict[str, dict[str, Any]] | None = None) -> dict[st
     return params
 
 
+def _option_b_docs(rng: np.random.Generator, lw: dict[str, Any], spec: dict[str, Any],
+                   params: dict[str, Any]) -> dict[str, Any]:
+    """``option_b.json`` and ``neutral_control.json`` from the library on random states (16 study
+    pairs; control categories of 6 and 4 pairs)."""
+    from uaprobe.analysis import optionb
+    from uaprobe.analysis.report import NanReasons
+    from uaprobe.config import AnalysisParams
+
+    a = AnalysisParams(seed=params["analysis"]["seed"], bootstrap_resamples=200, permutations=200)
+    header = {k: lw[k] for k in ("model", "display", "n_layers", "layers", "depth_pct", "seed_layers", "settings",
+                                 "extraction")}
+
+    def states(n_pairs: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        shift = rng.normal(size=(1, spec["n_layers"] + 1, spec["hidden"]))
+        pooled = {p: rng.normal(size=(2 * n_pairs, spec["n_layers"] + 1, spec["hidden"])) + shift for p in POOLINGS}
+        return pooled, rng.normal(size=n_pairs), rng.integers(4, 12, size=2 * n_pairs)
+
+    pooled, pref, n_content = states(16)
+    rec = NanReasons()
+    body = optionb.option_b_poolings(pooled=pooled, row_a=np.arange(0, 32, 2), row_b=np.arange(1, 32, 2),
+                                     preference=pref, n_content=n_content, params=a, rec=rec)
+    docs = {"option_b": {**header, **body, "nan_reasons": dict(sorted(rec.reasons.items()))}}
+    pooled, pref, n_content = states(10)
+    rec = NanReasons()
+    body = optionb.control_results(pooled=pooled, row_a=np.arange(0, 20, 2), row_b=np.arange(1, 20, 2),
+                                   category_of_pair=np.array([0] * 6 + [1] * 4), categories=("neutral", "political"),
+                                   preference=pref, n_content=n_content, params=a, rec=rec)
+    docs["neutral_control"] = {**header, **body, "preference": {"neutral": pref[:6].tolist(),
+                                                                 "political": pref[6:].tolist()},
+                               "nan_reasons": dict(sorted(rec.reasons.items()))}
+    return docs
+
+
 def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write params.yaml, results/, metrics/ and a dvc.lock under ``root``; return the documents."""
     models = SYNTHETIC_MODELS if models is None else models
     rng = np.random.default_rng(seed)
     params = synthetic_params(models)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    published = root / "data" / "published" / "pythia-6-9b.json"
+    published.parent.mkdir(parents=True, exist_ok=True)
+    published.write_bytes((REPO / "data" / "published" / "pythia-6-9b.json").read_bytes())
     docs: dict[str, dict[str, Any]] = {}
     for model_id, spec in models.items():
         lw = _layerwise(rng, model_id, spec, params)
         d = {"layerwise": lw, "validation": _validation(rng, lw, params), "bins": _bins(rng, lw, params),
              "pairs": _pairs(rng, lw), "preference": _preference(rng, lw), "anisotropy": _anisotropy(rng, lw, spec)}
+        d.update(_option_b_docs(np.random.default_rng([seed, len(docs), 14]), lw, spec, params))
         docs[model_id] = d
         for name, doc in d.items():
             _dump(root / "results" / "models" / model_id / f"{name}.json", doc)

@@ -313,3 +313,23 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     assert got1 == pytest.approx(sps.pearsonr(ref1, pref[:n1])[0], abs=1e-12)
     assert set(ctrl["metrics"]) == set(cats)
     json_text(ctrl["results"])
+
+
+def test_manuscript_tables_quote_the_published_file_and_this_panels_results(tmp_path):
+    from synthetic_results import write_synthetic_results
+    from uaprobe import manuscript as ms
+    from uaprobe import manuscript_original as mo
+
+    write_synthetic_results(tmp_path)
+    out = ms.load_outputs(tmp_path)
+    table = mo.published_comparison_table(out)
+    pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    lines = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
+    assert ms.fmt_r(pub["option_b"]["metrics"]["margin_asymmetry"]["r"][-1]) in lines["Option B: margin asymmetry, r"]
+    ob = mo.option_b(out, "tiny-a")
+    mine = ob["poolings"]["mean"]["metrics"]["margin_asymmetry"]["pearson_r"][ob["n_layers"]]
+    assert ms.fmt_r(mine) in lines["Option B: margin asymmetry, r"]
+    assert lines["phase mean, late"].split("|")[2].strip() == ms.fmt(-0.17, 2, signed=True)
+    assert len(mo.option_b_table(out).splitlines()) == 2 + 5 * len(out.models)
+    assert len(mo.control_table(out).splitlines()) == 2 + 3 * len(out.models)
+    assert len(mo.phase_table(out).splitlines()) == 2 + len(out.models) + len(pub["phases"]["models"])
