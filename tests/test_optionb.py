@@ -312,6 +312,7 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     got1 = cats[first]["poolings"]["mean"]["metrics"]["within_pair_sim"]["pearson_r"][-1]
     assert got1 == pytest.approx(sps.pearsonr(ref1, pref[:n1])[0], abs=1e-12)
     assert set(ctrl["metrics"]) == set(cats)
+    assert ctrl["metrics"][first]["within_pair_sim"]["final_r"] == got1
     json_text(ctrl["results"])
 
 

@@ -253,16 +253,30 @@ def _permuted_r(x: np.ndarray, y: np.ndarray, orders: np.ndarray) -> np.ndarray:
 
 
 def metrics_summary(body: Mapping[str, Any], *, layer: int) -> dict[str, Any]:
-    """Headline scalars of :func:`option_b_results` at one layer (e.g. the last) and the phases."""
+    """Headline scalars of :func:`option_b_results` at one layer (e.g. the last), per metric of the
+    original (the leave-one-out r beside its metric)."""
     out: dict[str, Any] = {}
-    for name, e in body["metrics"].items():
+    for name in METRICS:
+        e = body["metrics"][name]
         out[name] = {
             "final_r": e["pearson_r"][layer], "final_ci_low": e["bootstrap_ci_low"][layer],
             "final_ci_high": e["bootstrap_ci_high"][layer], "final_permutation_p": e["permutation_p"][layer],
             "final_partial_r": e["partial_r"][layer],
             "n_permutation_holm_reject": sum(1 for v in e["permutation_holm_reject"] if v),
         }
+        loo = body["metrics"].get(f"{name}_loo")
+        if loo is not None:
+            out[name]["final_r_loo"] = loo["pearson_r"][layer]
     return out
+
+
+def control_metrics(body: Mapping[str, Any], *, n_layers: int, pooling: str = "mean") -> dict[str, Any]:
+    """Headline scalars of :func:`control_results`: per category, the last layer's r and
+    permutation p of each metric of the original, one pooling."""
+    return {name: {m: {"final_r": c["poolings"][pooling]["metrics"][m]["pearson_r"][n_layers],
+                       "final_permutation_p": c["poolings"][pooling]["metrics"][m]["permutation_p"][n_layers]}
+                   for m in METRICS}
+            for name, c in body["categories"].items()}
 
 
 def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
@@ -332,5 +346,5 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
     return {"categories": out}
 
 
-__all__: Sequence[str] = ("option_b_poolings", "headline_metrics", "plot_columns", "control_results", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
+__all__: Sequence[str] = ("option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
                           "knn_density", "pair_metrics", "partial_pearson", "option_b_results", "metrics_summary")

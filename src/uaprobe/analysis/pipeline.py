@@ -244,9 +244,8 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
                                    preference=pref, n_content=control.n_content, params=params, rec=rec)
     body["preference"] = {name: rec.series(f"preference/{name}", pref[table.category_of_pair == c])
                           for c, name in enumerate(table.categories)}
-    metrics = {name: optionb.headline_metrics(e, n_layers=control.n_layers)
-               for name, e in body["categories"].items()}
-    return {"results": _finish(body, header, rec), "metrics": metrics}
+    return {"results": _finish(body, header, rec),
+            "metrics": optionb.control_metrics(body, n_layers=control.n_layers)}
 
 
 def analysis_steps(params: AnalysisParams) -> int:
