@@ -64,3 +64,26 @@ def test_the_extract_stage_writes_the_control_beside_the_study(small_project: Pa
     alone = run_stage(small_project, small_project / "alone" / "tiny.h5")
     assert hashlib.md5(alone.read_bytes()).hexdigest() == hashlib.md5(out.read_bytes()).hexdigest()
     assert not alone.with_name("tiny.control.h5").exists()
+
+
+def test_verify_checks_a_control_file_against_the_control_pairs(tmp_path: Path):
+    import h5py
+
+    from uaprobe.cli import extraction_mismatches
+
+    (tmp_path / "data" / "embeddings").mkdir(parents=True)
+    for name in ("dataset.json", "neutral_control.json", "anisotropy_prompts.txt"):
+        (tmp_path / "data" / name).write_bytes((REPO / "data" / name).read_bytes())
+
+    def fake(name: str, dataset: str) -> None:
+        with h5py.File(tmp_path / "data" / "embeddings" / name, "w") as fh:
+            fh.attrs["dataset_sha256"] = sha256_of(tmp_path / "data" / dataset)
+            fh.attrs["prompts_sha256"] = sha256_of(tmp_path / "data" / "anisotropy_prompts.txt")
+            fh.attrs["complete"] = True
+
+    fake("m.h5", "dataset.json")
+    fake("m.control.h5", "neutral_control.json")
+    assert extraction_mismatches(tmp_path) == []
+    fake("m.control.h5", "dataset.json")
+    problems = extraction_mismatches(tmp_path)
+    assert len(problems) == 1 and "m.control.h5: dataset_sha256" in problems[0] and "neutral_control.json" in problems[0]
