@@ -10,7 +10,6 @@ import torch
 import yaml
 
 from extract_stage import run_stage
-from uaprobe import extract
 from uaprobe.config import PRESETS, ModelSpec, load_params
 from uaprobe.errors import ConfigError, ModelSourceError
 from uaprobe.models import load_model, pick_dtype
