@@ -334,3 +334,28 @@ def test_manuscript_tables_quote_the_published_file_and_this_panels_results(tmp_
     assert len(mo.option_b_table(out).splitlines()) == 2 + 5 * len(out.models)
     assert len(mo.control_table(out).splitlines()) == 2 + 3 * len(out.models)
     assert len(mo.phase_table(out).splitlines()) == 2 + len(out.models) + len(pub["phases"]["models"])
+
+
+def test_the_published_layers_are_compared_only_for_the_published_model(tmp_path):
+    import yaml
+
+    from synthetic_results import write_synthetic_results
+    from uaprobe import manuscript as ms
+    from uaprobe import manuscript_original as mo
+
+    write_synthetic_results(tmp_path)
+    out = ms.load_outputs(tmp_path)
+    assert mo.published_model_ids(out) == []
+    assert "preset=original" in mo.published_layers_markdown(out)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text(encoding="utf-8"))
+    params["catalog"]["tiny-a"].update(source="hub", location="EleutherAI/pythia-6.9b", revision="step143000")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    out = ms.load_outputs(tmp_path)
+    assert mo.published_model_ids(out) == ["tiny-a"]
+    text = mo.published_layers_markdown(out)
+    pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))["option_b"]
+    ob = mo.option_b(out, "tiny-a")["poolings"]["mean"]["metrics"]["centroid_asymmetry"]["pearson_r"]
+    row0 = next(line for line in text.splitlines() if line.startswith("| 0 |"))
+    assert f"{ms.fmt_r(pub['metrics']['centroid_asymmetry']['r'][0])} / {ms.fmt_r(ob[0])}" in row0
+    row32 = next(line for line in text.splitlines() if line.startswith("| 32 |"))
+    assert "/ n/a" in row32  # the synthetic model has 6 layers

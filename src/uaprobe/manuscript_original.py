@@ -146,5 +146,38 @@ def published_comparison_table(out: Outputs, pooling: str = "mean") -> str:
                           rows, align="l" + "r" * (1 + len(out.models)))
 
 
-__all__ = ("PUBLISHED_FILE", "option_b", "control", "published", "option_b_table", "phase_table", "control_table",
+def published_model_ids(out: Outputs) -> list[str]:
+    """The panel's models that are the published model (same hub location, any case)."""
+    location = str(published(out)["model"]).lower()
+    return [m for m in out.models if out.params.model(m).location.lower() == location]
+
+
+def published_layers_markdown(out: Outputs, pooling: str = "mean") -> str:
+    """Layer by layer at the published layers, each Option B metric's published r beside this
+    run's, for the panel's copy of the published model; a sentence saying how to get one if the
+    panel has none."""
+    pub = published(out)
+    ob_pub = pub["option_b"]
+    ids = published_model_ids(out)
+    if not ids:
+        return (f"No model of this panel is the published one ({pub['model']}), so the layer-by-layer comparison "
+                "of Option B is not shown; `dvc exp run -S preset=original -S 'models=[pythia-6-9b]'` adds it.")
+    parts = []
+    for m in ids:
+        metrics = option_b(out, m)["poolings"][pooling]["metrics"]
+        rows = []
+        for i, layer in enumerate(ob_pub["layers"]):
+            row = [str(layer)]
+            for name in OPTION_B_METRICS:
+                mine = metrics[name]["pearson_r"][layer] if layer < len(metrics[name]["pearson_r"]) else None
+                row.append(f"{fmt_r(ob_pub['metrics'][name]['r'][i])} / {fmt_r(mine)}")
+            rows.append(row)
+        parts.append(markdown_table(["layer", *[METRIC_NAMES[n] for n in OPTION_B_METRICS]], rows))
+        parts.append(f"\n: Option B of {out.display(m)}, r published / this run ({pooling} pooling, pooling policy "
+                     f"`{option_b(out, m)['extraction'].get('pooling_drop', 'n/a')}`, dtype "
+                     f"`{option_b(out, m)['extraction'].get('dtype', 'n/a')}`) at the published layers.\n")
+    return "\n".join(parts)
+
+
+__all__ = ("PUBLISHED_FILE", "published_model_ids", "published_layers_markdown", "option_b", "control", "published", "option_b_table", "phase_table", "control_table",
            "published_comparison_table")
