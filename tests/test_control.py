@@ -87,3 +87,16 @@ def test_verify_checks_a_control_file_against_the_control_pairs(tmp_path: Path):
     fake("m.control.h5", "dataset.json")
     problems = extraction_mismatches(tmp_path)
     assert len(problems) == 1 and "m.control.h5: dataset_sha256" in problems[0] and "neutral_control.json" in problems[0]
+
+
+def test_a_bad_control_file_stops_the_stage_before_any_extraction(small_project: Path, tmp_path: Path, caplog):
+    from extract_stage import stage, stage_args
+
+    bad = tmp_path / "control.json"
+    bad.write_text('{"categories": {"neutral": {"description": "x", "pairs": [["a"], ["b", "c"]]}}}', encoding="utf-8")
+    out = small_project / "emb" / "tiny.h5"
+    with caplog.at_level("ERROR"):
+        rc = stage().main(stage_args(small_project, out, "--control", str(bad)))
+    assert rc == 2
+    assert f"{bad}: neutral.pairs[0]: expected a list of exactly two strings" in caplog.text
+    assert not out.exists() and not out.with_name("tiny.control.h5").exists()
