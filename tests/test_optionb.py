@@ -112,6 +112,11 @@ def test_knn_density_matches_scipy_cosine_distances():
     np.testing.assert_allclose(optionb.knn_density(x, k=k), expected, rtol=1e-10)
     # the point itself is one of its k neighbours: with k = 1 every density is 1 / 1e-10
     np.testing.assert_allclose(optionb.knn_density(x, k=1), 1e10)
+    # blocks of rows give the same numbers
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(optionb, "KNN_BLOCK_ROWS", 4)
+    np.testing.assert_allclose(optionb.knn_density(x, k=k), expected, rtol=1e-10)
+    monkey.undo()
 
 
 def test_k_is_capped_at_n_minus_1_and_global_centroids_are_not_per_category():

@@ -45,6 +45,9 @@ EPS = 1e-10
 KNN_K = 10
 """The notebook's k of the kNN density (``min(10, n - 1)``)."""
 
+KNN_BLOCK_ROWS = 1024
+"""Rows of the cosine-distance matrix held at once by :func:`knn_density` (memory linear in n)."""
+
 METRICS: tuple[str, ...] = ("centroid_asymmetry", "cross_centroid", "within_pair_sim", "knn_density_asymmetry",
                             "margin_asymmetry")
 """The five metrics of the original, in its order."""
@@ -91,10 +94,13 @@ def knn_density(x: np.ndarray, *, k: int) -> np.ndarray:
         raise ValueError(f"k = {k} neighbours among {n} points")
     norm = np.linalg.norm(x, axis=1, keepdims=True)
     u = np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
-    dist = np.clip(1.0 - u @ u.T, 0.0, 2.0)
-    np.fill_diagonal(dist, 0.0)
-    nearest = np.partition(dist, k - 1, axis=1)[:, :k]
-    return 1.0 / (nearest.mean(axis=1) + EPS)
+    mean_dist = np.empty(n)
+    for start in range(0, n, KNN_BLOCK_ROWS):  # memory: one block of rows of the distance matrix
+        rows = np.arange(start, min(start + KNN_BLOCK_ROWS, n))
+        dist = np.clip(1.0 - u[rows] @ u.T, 0.0, 2.0)
+        dist[np.arange(rows.size), rows] = 0.0
+        mean_dist[rows] = np.partition(dist, k - 1, axis=1)[:, :k].mean(axis=1)
+    return 1.0 / (mean_dist + EPS)
 
 
 def _check(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
