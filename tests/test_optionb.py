@@ -364,3 +364,17 @@ def test_the_published_layers_are_compared_only_for_the_published_model(tmp_path
     assert f"{ms.fmt_r(pub['metrics']['centroid_asymmetry']['r'][0])} / {ms.fmt_r(ob[0])}" in row0
     row32 = next(line for line in text.splitlines() if line.startswith("| 32 |"))
     assert "/ n/a" in row32  # the synthetic model has 6 layers
+
+
+def test_the_option_b_figure_draws_every_metric_and_the_phases(tmp_path):
+    from synthetic_results import load_results, write_synthetic_results
+    from uaprobe import figures_original
+
+    write_synthetic_results(tmp_path)
+    doc = load_results(tmp_path, "tiny-a", "option_b")
+    fig = figures_original.option_b_figure(doc)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    r = doc["poolings"]["mean"]["metrics"]["margin_asymmetry"]["pearson_r"]
+    np.testing.assert_allclose(lines["margin asymmetry"].get_ydata(), [np.nan if v is None else v for v in r])
+    assert len([t for t in ax.texts if t.get_text() in ("early", "mid", "late")]) == 3
