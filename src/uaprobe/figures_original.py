@@ -28,7 +28,7 @@ def option_b_figure(option_b: Mapping[str, Any], *, pooling: str = "mean") -> Fi
     layers = _arr(_get(option_b, "layers"))
     metrics = _get(block, "metrics")
     with style():
-        fig = _new_figure(6.8, 4.0)
+        fig = _new_figure(6.8, 4.6)
         ax = fig.subplots()
         for name, layer_list in block.get("phase_layers", {}).items():
             if layer_list:
@@ -49,7 +49,7 @@ def option_b_figure(option_b: Mapping[str, Any], *, pooling: str = "mean") -> Fi
         n = block.get("n_pairs")
         ax.set_title(f"{_title(option_b)}: Option B, global centroids ({pooling} pooling"
                      + (f", n = {n} pairs" if n else "") + ")")
-        ax.legend(loc="best", fontsize=8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False)
     return fig
 
 
