@@ -48,7 +48,9 @@ def _unit(docs: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 PER_MODEL: tuple[PerModelFigure, ...] = (
-    PerModelFigure("layerwise", ("layerwise",), lambda d: figures.layerwise_figure(d["layerwise"])),
+    PerModelFigure("layerwise", ("layerwise", "sink_excluded/layerwise"), lambda d: figures.layerwise_figure(
+        d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
+    PerModelFigure("sink", ("robustness",), lambda d: figures.sink_figure(d["robustness"])),
     PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
         d["bins"], n_categories=len(d["layerwise"]["categories"]))),
     PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
