@@ -150,29 +150,22 @@ def test_shapes_and_input_errors():
 # -------------------------------------------------------------------------- partial correlation
 
 
-def test_partial_r_is_the_r_of_residuals_and_its_p_has_n_minus_3_df():
+def test_partial_r_is_the_r_of_residuals_on_the_length_difference_with_n_minus_3_df():
     rng = np.random.default_rng(1)
-    n = 40
+    n, views = 40, 2
+    a, b = states(n=n, views=views, seed=4)
     z = rng.integers(-4, 5, size=n).astype(float)
-    x = 0.8 * z + rng.normal(size=n)
-    y = -0.5 * z + 0.3 * x + rng.normal(size=n)
-    r, p, reason = optionb.partial_pearson(x[None, :], y, z)
+    metric = optionb.pair_metrics(a, b)["within_pair_sim"][1]
+    y = -0.5 * z + 3.0 * metric + rng.normal(size=n)
+    body = optionb.option_b_results(a, b, y, z, params=small_params(), rng=np.random.default_rng(0))
     design = np.column_stack([np.ones(n), z])
-    rx = x - design @ np.linalg.lstsq(design, x, rcond=None)[0]
+    rx = metric - design @ np.linalg.lstsq(design, metric, rcond=None)[0]
     ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
     r_ref = float(np.corrcoef(rx, ry)[0, 1])
     t = r_ref * math.sqrt((n - 3) / (1 - r_ref ** 2))
-    p_ref = 2 * sps.t.sf(abs(t), n - 3)
-    assert r[0] == pytest.approx(r_ref, abs=1e-12)
-    assert p[0] == pytest.approx(p_ref, rel=1e-9)
-    assert reason[0] == ""
-
-
-def test_partial_r_is_undefined_when_the_length_explains_the_metric():
-    z = np.arange(10.0)
-    y = np.random.default_rng(0).normal(size=10)
-    r, p, reason = optionb.partial_pearson((2 * z + 1)[None, :], y, z)
-    assert np.isnan(r[0]) and np.isnan(p[0]) and "explains" in reason[0]
+    e = body["metrics"]["within_pair_sim"]
+    assert e["partial_r"][1] == pytest.approx(r_ref, abs=1e-12)
+    assert e["partial_p"][1] == pytest.approx(2 * sps.t.sf(abs(t), n - 3), rel=1e-9)
 
 
 # ------------------------------------------------------------------------- the results object

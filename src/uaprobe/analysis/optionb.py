@@ -21,7 +21,7 @@ Each metric is correlated with the pair's preference ``NLL(B) - NLL(A)`` across 
 layer, with the original's statistics (Pearson r, its t-test p, a percentile bootstrap interval over
 pairs) plus this project's: Spearman rho, Fisher-z interval, permutation p, Holm and
 Benjamini-Hochberg across layers, and the r of each metric partialled for the difference in
-content tokens ``n_content(B) - n_content(A)``. The three centroid metrics also come
+content tokens ``n_content(B) - n_content(A)`` (:func:`uaprobe.analysis.controls.partial_r`). The three centroid metrics also come
 leave-one-out (``*_loo``): pair i's own statements are left out of the centroids it is compared with.
 
 All functions take arrays; nothing here reads files. The states are processed one layer at a time
@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import phases, stats
+from uaprobe.analysis import controls, phases, stats
 from uaprobe.analysis.groupstats import Resampling, group_stats
 from uaprobe.analysis.report import NanReasons, Reasons
 from uaprobe.config import AnalysisParams
@@ -143,29 +143,6 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K) -> dict[str, n
     return out
 
 
-def partial_pearson(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, stats.ReasonArray]:
-    """Pearson r of x and y with z partialled out of both, and its t-test p (n - 3 df).
-
-    ``x`` (..., n), ``y`` and ``z`` (n,). ``r_xy.z = (r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2))``,
-    which is the Pearson r of the residuals of x and y after least-squares lines on z.
-    Returns (r, p, reason), NaN with a reason where a correlation is undefined or z explains x or y fully.
-    """
-    xy = stats.pearson(x, y, x_name="metric", y_name="preference")
-    xz = stats.pearson(x, z, x_name="metric", y_name="length difference")
-    yz = stats.pearson(y, z, x_name="preference", y_name="length difference")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        den = np.sqrt((1.0 - xz.r ** 2) * (1.0 - yz.r ** 2))
-        r = (xy.r - xz.r * yz.r) / den
-    n = np.asarray(xy.n)
-    reason = stats.inherit(stats.inherit(xy.reason, np.broadcast_to(yz.reason, xy.reason.shape).copy()), xz.reason)
-    reason = stats.inherit(reason, stats.first_reason((~(den > 0), "the length difference explains a variable fully"),
-                                                      (n < 4, "a partial correlation needs at least 4 points")))
-    bad = reason != ""
-    r = np.where(bad, np.nan, np.clip(r, -1.0, 1.0))
-    p = stats.pearson_p(r=r, n=n - 1)  # one df fewer: t = r sqrt((n - 3) / (1 - r^2))
-    return r, p, reason
-
-
 def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,
                      params: AnalysisParams, rng: np.random.Generator, rec: Reasons | None = None,
                      k: int = KNN_K) -> dict[str, Any]:
@@ -198,7 +175,10 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
     x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
     draws = Resampling.draw(rng, n=n, resamples=params.bootstrap_resamples, permutations=params.permutations)
     gs = group_stats(x=x, y=pref, draws=draws, level=params.ci_level, x_name="pair metric")
-    pr, pp, preason = partial_pearson(x, pref, zdiff)
+    partial = [controls.partial_r(row, pref, zdiff) for row in x]
+    pr = np.array([c.r for c in partial])
+    pp = np.array([c.p for c in partial])
+    preason = np.array([c.reason for c in partial], dtype=object)
     boot_r = stats.bootstrap_pearson(x, pref, draws.counts)  # (M * V, B), for the phase intervals
     perm_r = _permuted_r(x, pref, draws.orders)  # (M * V, P)
     n_layers = n_views - 1
@@ -353,4 +333,4 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
 
 
 __all__: Sequence[str] = ("option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
-                          "knn_density", "pair_metrics", "partial_pearson", "option_b_results", "metrics_summary")
+                          "knn_density", "pair_metrics", "option_b_results", "metrics_summary")
