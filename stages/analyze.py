@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from uaprobe.analysis.pipeline import analysis_steps, analyze_model
+from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
 from uaprobe.analysis.report import csv_text, json_text
 from uaprobe.analysis.uniformity import representation_for
 from uaprobe.atomic import check_writable, write_files
@@ -41,6 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--results", type=Path, default=Path("results/models"), help="writes <dir>/<model>/*.json")
     ap.add_argument("--metrics", type=Path, default=Path("metrics/models"), help="writes <dir>/<model>.json")
     ap.add_argument("--plots", type=Path, default=Path("plots"), help="writes <dir>/<kind>/<model>.csv")
+    ap.add_argument("--control", type=Path, default=None,
+                    help="the control pairs' extraction (data/embeddings/<model>.control.h5): adds "
+                         "neutral_control.json and the metrics key neutral_control")
     return ap.parse_args(argv)
 
 
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = params.model(args.model)
     h5 = args.embeddings or Path("data/embeddings") / f"{args.model}.h5"
     emb = read_embeddings(h5)  # checked against uaprobe.layout: dtypes, shapes, attributes, finite values
+    control = read_embeddings(args.control) if args.control is not None else None
     res_dir = args.results / args.model
     for directory, option in ((res_dir, "--results"), (args.metrics, "--metrics"), (args.plots, "--plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
@@ -59,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     with tqdm(total=analysis_steps(params.analysis), desc=f"analyze {args.model}", unit="step") as bar:
         out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
                             on_step=bar.update)
+    if control is not None:
+        ctrl = analyze_control(control, params=params.analysis, model_id=args.model, display=spec.display,
+                               source=str(args.control))
+        out.results["neutral_control"] = ctrl["results"]
+        out.metrics["neutral_control"] = ctrl["metrics"]
     metrics_path = args.metrics / f"{args.model}.json"
     files = {res_dir / f"{stem}.json": json_text(obj) for stem, obj in sorted(out.results.items())}
     files[metrics_path] = json_text(out.metrics)

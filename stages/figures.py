@@ -23,7 +23,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from uaprobe import figures
+from uaprobe import figures, figures_original
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS
@@ -61,6 +61,7 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
     PerModelFigure("spectrum", ("anisotropy",), lambda d: figures.spectrum_figure(d["anisotropy"])),
     PerModelFigure("pairs", ("pairs",), lambda d: figures.pairs_figure(d["pairs"])),
     PerModelFigure("loco", ("layerwise",), lambda d: figures.loco_figure(d["layerwise"])),
+    PerModelFigure("option_b", ("option_b",), lambda d: figures_original.option_b_figure(d["option_b"])),
 )
 """The per-model figures: key, the results files they read, how they are drawn."""
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from synthetic_h5 import write_synthetic_h5
-from uaprobe.analysis.pipeline import analyze_model, compare_panel
+from uaprobe.analysis.pipeline import analyze_control, analyze_model, compare_panel
 from uaprobe.analysis.report import csv_text, json_text
 from uaprobe.config import params_from_mapping
 from uaprobe.store import read_embeddings
@@ -58,6 +58,9 @@ def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict
     models = SYNTHETIC_MODELS if models is None else models
     params = synthetic_params(models)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    published = root / "data" / "published" / "pythia-6-9b.json"
+    published.parent.mkdir(parents=True, exist_ok=True)
+    published.write_bytes((REPO / "data" / "published" / "pythia-6-9b.json").read_bytes())
     analysis = params_from_mapping(params).analysis
     docs: dict[str, dict[str, Any]] = {}
     for i, (model_id, spec) in enumerate(models.items()):
@@ -66,6 +69,14 @@ def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict
                                 model_id=model_id, display=spec["display"], category_names=CATEGORIES,
                                 bos_added=spec["bos_added"])
         out = analyze_model(read_embeddings(h5), params=analysis, model_id=model_id, display=spec["display"])
+        # the control pairs: two small categories, as data/neutral_control.json has
+        ctrl_h5 = write_synthetic_h5(root / "data" / "embeddings" / f"{model_id}.control.h5",
+                                     pairs_per_category=(6, 4), n_layers=spec["n_layers"], hidden=spec["hidden"],
+                                     seed=seed + 100 + i, model_id=model_id, display=spec["display"],
+                                     category_names=("neutral", "political"), bos_added=spec["bos_added"])
+        ctrl = analyze_control(read_embeddings(ctrl_h5), params=analysis, model_id=model_id, display=spec["display"])
+        out.results["neutral_control"] = ctrl["results"]
+        out.metrics["neutral_control"] = ctrl["metrics"]
         docs[model_id] = out.results
         for stem, doc in out.results.items():
             _write(root / "results" / "models" / model_id / f"{stem}.json", json_text(doc))

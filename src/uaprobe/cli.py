@@ -63,7 +63,6 @@ def extraction_mismatches(repo: Path) -> list[str]:
     import h5py
 
     problems = []
-    dataset = repo / "data" / "dataset.json"
     prompts = repo / "data" / "anisotropy_prompts.txt"
     for h5 in sorted((repo / "data" / "embeddings").glob("*.h5")):
         try:
@@ -72,6 +71,8 @@ def extraction_mismatches(repo: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"{h5}: not a readable HDF5 file ({os_reason(exc)})")
             continue
+        # <model>.control.h5 holds the control pairs (the extract stage's --control)
+        dataset = repo / "data" / ("neutral_control.json" if h5.name.endswith(".control.h5") else "dataset.json")
         for key, path in (("dataset_sha256", dataset), ("prompts_sha256", prompts)):
             recorded = attrs.get(key)
             if isinstance(recorded, bytes):
