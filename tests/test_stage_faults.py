@@ -534,3 +534,19 @@ def test_the_process_prints_one_line_and_exits_2(project: Path, command: list[st
     for name in names:
         assert name in lines[0], (name, lines[0])
     assert listing(project) == before
+
+
+def test_verify_lists_an_unreadable_extraction_file_as_a_mismatch(tmp_path: Path, capsys: pytest.CaptureFixture
+                                                                  ) -> None:
+    """A damaged extraction file is a finding of ``verify`` (exit 1, named), not a crash."""
+    repo = tmp_path / "repo"
+    (repo / "data" / "embeddings").mkdir(parents=True)
+    subprocess.run([str(Path(sys.executable).with_name("dvc")), "init", "--no-scm", "-q"], cwd=repo, check=True)
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    (repo / "data" / "dataset.json").write_text("{}")
+    (repo / "data" / "anisotropy_prompts.txt").write_text("a\nb\n")
+    (repo / "data" / "embeddings" / "m.h5").write_text("not hdf5")
+    assert cli.main(["verify", "--repo", str(repo)]) == 1
+    out = capsys.readouterr()
+    assert f"{repo / 'data' / 'embeddings' / 'm.h5'}: not a readable HDF5 file" in out.out
+    assert "Traceback" not in out.err
