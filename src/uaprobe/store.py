@@ -4,7 +4,7 @@ The layout of ``data/embeddings/<model>.h5`` -- every dataset with its dtype and
 attribute -- is described once, in :mod:`uaprobe.layout`; :class:`ExtractionWriter` allocates and
 fills what it describes, and :func:`read_embeddings` checks every file against it before anything
 is read (present, dtype kind, shapes consistent with each other and the attributes, values finite).
-``docs/results.md`` lists it as a table.
+``docs/inputs-and-faults.md`` lists it as a table.
 
 Writes go to ``<name>.h5.partial`` in the same directory and are moved into place with
 :func:`os.replace` only once the file is complete, so the output path holds either a complete file
