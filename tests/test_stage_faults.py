@@ -1,7 +1,7 @@
 """Fault injection at every stage boundary after extraction, and in the ``uaprobe`` command.
 
-A small project (two synthetic models, small analysis parameters) is built once with analyze,
-compare and figures; each test copies it, breaks one input or injects one fault, runs one stage,
+A small project (two synthetic models, small analysis parameters) is built once with analyze and
+compare, beside an earlier figures directory; each test copies it, breaks one input or injects one fault, runs one stage,
 and asserts what the user sees: exit code 2, one error message naming the file (and the dataset
 or key), no "Traceback" on stderr, and no file of the project changed or appeared. Extraction's
 own faults are in ``test_faults.py`` and ``test_inputs.py``.
@@ -65,14 +65,16 @@ def listing(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The project with every output of analyze, compare and figures."""
+    """The project with every output of analyze and compare, and an earlier figures directory (drawing the real
+    one takes most of a minute on two cores; a failing stage must leave any earlier one as it was)."""
     root = tmp_path_factory.mktemp("project")
     params = {
         "models": list(MODELS),
         "catalog": {m: {"display": f"Model {m}", "source": "local", "location": f"/nowhere/{m}",
                         "params_millions": 10.0 * (i + 1)} for i, m in enumerate(MODELS)},
         "analysis": {"seed": 7, "bootstrap_resamples": 200, "permutations": 200, "ci_level": 0.9,
-                     "bins": {"k": [3, 4], "partitions": 8, "ci_k": 4}},
+                     "bins": {"k": [3, 4], "partitions": 8, "ci_k": 4},
+                     "robustness": {"lexical_seeds": 1, "null_partitions": 20, "anisotropy_bootstrap": 5}},
     }
     (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     for i, m in enumerate(MODELS):
@@ -80,13 +82,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "paper").mkdir()
     for name in PAPER_FILES:
         shutil.copyfile(REPO / "paper" / name, root / "paper" / name)
+    (root / "figures" / "models" / "m1").mkdir(parents=True)
+    (root / "figures" / "models" / "m1" / "layerwise.png").write_bytes(b"\x89PNG earlier figure")
+    (root / "figures" / "manifest.json").write_text('{"figures": [], "formats": ["png"], "stage": "figures"}\n')
     cwd = Path.cwd()
     os.chdir(root)
     try:
         for m in MODELS:
             assert stage_main("analyze", STAGES["analyze"].main, ["--model", m]) == 0
         assert stage_main("compare", STAGES["compare"].main, []) == 0
-        assert stage_main("figures", STAGES["figures"].main, []) == 0
     finally:
         os.chdir(cwd)
     return root
