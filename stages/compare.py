@@ -7,15 +7,12 @@ each id; writes results/panel.json, metrics/panel.json and plots/panel/<id>.csv
 
 from __future__ import annotations
 
-import os
+from uaprobe import numerics
 
-# The analyses are many small BLAS/LAPACK calls: extra BLAS threads do not speed them up, and
-# under CPU contention OpenBLAS's spinning threads slow some LAPACK calls down many times over.
-# Set before numpy is imported, only when run as a script (importing the module changes nothing);
-# an explicit setting in the environment wins.
+# Pinned CPU code paths and one BLAS thread (uaprobe.numerics), before numpy is imported; only when
+# run as a script (importing the module changes nothing).
 if __name__ == "__main__":
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, "1")
+    numerics.pin(analysis=True)
 
 import argparse
 import json
@@ -59,10 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
-    write_text_atomic(args.out_results, json_text(out.results["panel"]))
+    write_text_atomic(args.out_results, json_text({**out.results["panel"],
+                                                   "numerics": {"analysis": numerics.record(analysis=True)}}))
     write_text_atomic(args.out_metrics, json_text(out.metrics))
     for m, cols in out.plots.items():
         write_text_atomic(args.out_plots / f"{m}.csv", csv_text(cols))
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), analysis=True))
     log.info("panel of %d model(s): results in %s, metrics in %s, plots in %s", len(ids), args.out_results,
              args.out_metrics, args.out_plots)
     return 0

@@ -15,6 +15,13 @@ frees the disk, so there is nothing worth resuming -- and the exit code is 2 wit
 
 from __future__ import annotations
 
+from uaprobe import numerics
+
+# Pinned CPU code paths (uaprobe.numerics), before numpy and torch are imported; only when run as a
+# script (importing the module changes nothing).
+if __name__ == "__main__":
+    numerics.pin()
+
 import argparse
 import logging
 import signal
@@ -112,6 +119,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         "hidden_size": hidden_size,
         "bos_added": bos_added,
         "params_millions": spec.params_millions or 0.0,
+        "numerics": numerics.record_json(),
     }
     writer = ExtractionWriter(
         out, texts=texts, categories=[s.category for s in dataset.statements],
@@ -156,6 +164,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                 shard_path(out, r, rank.world).unlink(missing_ok=True)
             _finish_distributed()
     log.info("wrote %s (%d statements, %d layers + embeddings, d=%d)", path, len(texts), n_layers, hidden_size)
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}")))
     return path
 
 
