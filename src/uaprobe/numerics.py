@@ -137,15 +137,17 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         modules: Mapping[str, Any] | None = None, flags: frozenset[str] | None = None) -> dict[str, str]:
     """Pin every numeric library's CPU code path (and, with ``analysis``, the BLAS to one thread).
 
-    Call it before numpy, scipy or torch is imported: with ``strict`` it raises
-    :class:`PinnedTooLate` if one already is, because the pin would silently not apply to it
-    (without, the variables are set for the libraries not yet imported and for child processes).
-    ``flags`` defaults to this machine's CPU flags. Returns the variables it set.
+    Call it before numpy, scipy or torch is imported: if one already is, the pin would silently not
+    apply to it, so with ``strict`` it raises :class:`PinnedTooLate` and without it changes nothing
+    (a caller inside a process that has its own numerics, e.g. the ``uaprobe`` command called from
+    Python). ``flags`` defaults to this machine's CPU flags. Returns the variables it set.
     """
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
     early = [m for m in NUMERIC_MODULES if m in modules]
-    if early and strict:
+    if early and not strict:
+        return {}
+    if early:
         raise PinnedTooLate(f"{', '.join(early)} imported before uaprobe.numerics.pin(): call pin() first, "
                             "before any numeric import")
     wanted = pins_for(flags=cpu_flags() if flags is None else flags)
