@@ -20,6 +20,7 @@ import csv
 import io
 import json
 import math
+import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,11 +82,16 @@ class Revision:
         from dvc.api import DVCFileSystem
 
         self.label = rev
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise UAProbeError(f"{repo}: cannot open revision {rev!r} (not a commit of this git repository); give a "
+                               "commit, branch or tag, or a checkout directory")
         try:
-            self.fs = DVCFileSystem(str(repo), rev=rev)
-        except Exception as exc:  # scmrepo/dvc raise their own types for an unknown revision
-            raise UAProbeError(f"{repo}: cannot open revision {rev!r} ({type(exc).__name__}: {exc}); "
-                               "give a commit, branch or tag of this repository, or a checkout directory") from None
+            self.fs = DVCFileSystem(str(repo), rev=proc.stdout.strip())
+        except Exception as exc:  # dvc raises its own types for a revision that is not a DVC project
+            raise UAProbeError(f"{repo}: cannot open revision {rev!r} as a DVC project ({type(exc).__name__}: "
+                               f"{exc}); compare two checkouts instead (`--against DIR`)") from None
 
     def files(self) -> list[str]:
         out = []
