@@ -42,9 +42,11 @@ def test_pins_apply_only_where_the_avx2_kernels_run() -> None:
 
 
 def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> None:
-    env = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "8", "HOME": "/x"}
+    env = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+           "OMP_NUM_THREADS": "8", "HOME": "/x"}
     set_ = numerics.pin(analysis=True, environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
-    assert env["MKL_CBWR"] == "AVX2,STRICT" and env["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert "MKL_CBWR" not in env, "the caller's MKL_CBWR changes the bytes: removed"
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
     assert all(env[v] == "1" for v in numerics.THREAD_VARIABLES) and env["HOME"] == "/x"
     assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}}
     # the extraction leaves the thread count alone
@@ -65,8 +67,8 @@ def test_record_reports_pins_and_holds_nothing_machine_specific() -> None:
     rec = numerics.record(analysis=True, environ=pinned)
     assert rec["isa"] == "AVX2" and rec["pins"] == dict(sorted(numerics.ISA_PINS.items()))
     assert rec["threads"]["OMP_NUM_THREADS"] == "1" and rec["threads"]["MKL_NUM_THREADS"] == "unset"
-    partial = numerics.record(environ={"MKL_CBWR": "AVX2,STRICT", "ATEN_CPU_CAPABILITY": "default"})
-    assert partial["isa"] == "unpinned" and partial["pins"] == {"MKL_CBWR": "AVX2,STRICT"}
+    partial = numerics.record(environ={"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "default"})
+    assert partial["isa"] == "unpinned" and partial["pins"] == {"OPENBLAS_CORETYPE": "Haswell"}
     assert isinstance(partial["threads"], str)
     text = numerics.record_json(environ=pinned)
     assert json.loads(text)["pins"] == rec["pins"]
@@ -137,7 +139,7 @@ def _workload(mode: str, threads: int, **env: str) -> dict:
 @needs_avx2
 def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None:
     hostile = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OPENBLAS_CORETYPE": "Sandybridge",
-               "NPY_DISABLE_CPU_FEATURES": "X86_V3"}
+               "NPY_DISABLE_CPU_FEATURES": "X86_V3", "ONEDNN_MAX_CPU_ISA": "SSE41"}
     base = _workload("pinned", 1)
     assert _workload("pinned", 3) == base
     assert _workload("pinned", 2, **hostile) == base

@@ -17,12 +17,18 @@ variable                   library                 effect
 ========================== ======================= ==================================================
 ATEN_CPU_CAPABILITY=avx2   torch (ATen)            ``torch.backends.cpu.get_cpu_capability()`` is AVX2
 ONEDNN_MAX_CPU_ISA=AVX2    oneDNN (torch mkldnn)   JIT kernels at most AVX2 (``DNNL_`` is the old name)
-MKL_CBWR=AVX2,STRICT       MKL (torch's BLAS)      conditional numerical reproducibility: AVX2 branch,
-                                                   strict mode (GEMM independent of the thread count)
-MKL_ENABLE_INSTRUCTIONS    MKL                     dispatch ceiling AVX2
+MKL_ENABLE_INSTRUCTIONS    MKL (torch's BLAS)      dispatch ceiling AVX2 (every ``Linear`` is an SGEMM)
 OPENBLAS_CORETYPE=Haswell  OpenBLAS (numpy, scipy) Haswell kernels (AVX2 + FMA) in DYNAMIC_ARCH builds
 NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (numpy 2.4's names)
 ========================== ======================= ==================================================
+
+MKL's conditional numerical reproducibility (``MKL_CBWR``) is deliberately not set: on an AMD
+processor MKL reports ``CNR:AUTO`` for every branch but ``COMPATIBLE`` (it has no Intel branch to
+take there), leaves the bytes unchanged, and costs 1.6x the extraction time (``AVX2``, measured
+side by side); ``COMPATIBLE`` changes the bytes and costs about 2x. A ``MKL_CBWR`` in the caller's
+environment is removed (:data:`UNSET`). An Intel processor's MKL AVX2 path has not been compared
+with an AMD one's here: where CI on such a machine finds other bytes, ``MKL_CBWR=AVX2`` is the pin
+to add.
 
 The pins override the calling environment (a shell with ``MKL_CBWR=COMPATIBLE`` or
 ``ATEN_CPU_CAPABILITY=default`` must not change the bytes). On a processor without AVX2 or FMA, or
@@ -30,9 +36,9 @@ one that is not x86-64, nothing is pinned (the AVX2 kernels would not run): its 
 last digits, the provenance says so, and ``uaprobe verify --against`` compares them with a tolerance.
 
 Thread counts: the analyses pin the BLAS to one thread (:data:`ANALYSIS_THREADS`). The extraction
-leaves torch's thread count to the machine: its results do not depend on it (MKL's strict mode for
-the GEMMs; ATen's elementwise kernels and its reductions along a dimension split the outputs, not
-the summations, across threads), which the test suite checks with one and three threads.
+leaves torch's thread count to the machine: its results do not depend on it (MKL's SGEMMs of these
+shapes split the outputs across threads, and so do ATen's elementwise kernels and its reductions
+along a dimension, not the summations), which the test suite checks with one and three threads.
 
 :func:`record` is what determines the numbers (pins, ISA in use, pinned thread counts, library
 versions): it goes into the HDF5 attributes, the results files and the paper, which are hashed by
@@ -59,12 +65,14 @@ ISA_PINS: Mapping[str, str] = {
     "ATEN_CPU_CAPABILITY": "avx2",
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "DNNL_MAX_CPU_ISA": "AVX2",
-    "MKL_CBWR": "AVX2,STRICT",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 """Environment that holds every CPU-dispatching library to its AVX2 kernels (see the module doc)."""
+
+UNSET: tuple[str, ...] = ("MKL_CBWR",)
+"""Variables :func:`pin` removes from the environment: they change the bytes, and are not pinned."""
 
 THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """The thread-count variables of OpenBLAS, OpenMP (torch, MKL) and MKL."""
@@ -151,6 +159,9 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         raise PinnedTooLate(f"{', '.join(early)} imported before uaprobe.numerics.pin(): call pin() first, "
                             "before any numeric import")
     wanted = pins_for(flags=cpu_flags() if flags is None else flags)
+    if wanted:
+        for var in UNSET:
+            environ.pop(var, None)
     if analysis:
         wanted.update({var: str(ANALYSIS_THREADS) for var in THREAD_VARIABLES})
     environ.update(wanted)
