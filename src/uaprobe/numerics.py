@@ -24,8 +24,8 @@ NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (
 
 MKL's conditional numerical reproducibility (``MKL_CBWR``) is deliberately not set: on an AMD
 processor MKL reports ``CNR:AUTO`` for every branch but ``COMPATIBLE`` (it has no Intel branch to
-take there), leaves the bytes unchanged, and costs 1.6x the extraction time (``AVX2``, measured
-side by side); ``COMPATIBLE`` changes the bytes and costs about 2x. A ``MKL_CBWR`` in the caller's
+take there), leaves the bytes unchanged, and cost 1.2 to 1.6x the extraction time in side-by-side runs
+(``AVX2``, with and without ``STRICT``); ``COMPATIBLE`` changes the bytes and costs about 2x. A ``MKL_CBWR`` in the caller's
 environment is removed (:data:`UNSET`). An Intel processor's MKL AVX2 path has not been compared
 with an AMD one's here: where CI on such a machine finds other bytes, ``MKL_CBWR=AVX2`` is the pin
 to add.
