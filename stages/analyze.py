@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     # one directory per kind of series, so that `dvc plots` can name each kind's columns once for the panel
     for stem, cols in sorted(out.plots.items()):
         write_text_atomic(args.plots / stem / f"{args.model}.csv", csv_text(cols))
-    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"analyze@{args.model}"), analysis=True))
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"analyze@{args.model}"), args.params.parent,
+                                                 analysis=True))
     log.info("%s: results in %s (%s), metrics in %s, plots in %s (%s)", args.model, res_dir,
              ", ".join(sorted(out.results)), metrics_path, args.plots, ", ".join(f"{k}/{args.model}.csv" for k in sorted(out.plots)))
     return 0

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     write_text_atomic(args.out_metrics, json_text(out.metrics))
     for m, cols in out.plots.items():
         write_text_atomic(args.out_plots / f"{m}.csv", csv_text(cols))
-    log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), analysis=True))
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), args.params.parent, analysis=True))
     log.info("panel of %d model(s): results in %s, metrics in %s, plots in %s", len(ids), args.out_results,
              args.out_metrics, args.out_plots)
     return 0

@@ -164,7 +164,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                 shard_path(out, r, rank.world).unlink(missing_ok=True)
             _finish_distributed()
     log.info("wrote %s (%d statements, %d layers + embeddings, d=%d)", path, len(texts), n_layers, hidden_size)
-    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}")))
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}"), params_path.parent))
     return path
 
 

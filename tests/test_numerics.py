@@ -180,7 +180,7 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
                           lw=lambda m: {"numerics": {"extraction": pinned, "analysis": analysis}},
                           panel={})
     table = manuscript.numerics_table(out)
-    assert "| extract Model M | AVX2 | AVX2, MKL 2024.2 | Haswell | X86_V2 + X86_V3 | any (results do not depend on it) |" \
-        in table
+    assert ("| extract Model M | AVX2 | AVX2, MKL 2024.2 | Haswell | X86_V2 + X86_V3 "
+            "| any (results do not depend on it) |") in table
     assert "| analyze Model M | AVX2 | not used | Haswell | not used | 1 |" in table
     assert "| compare | not recorded |" in table

@@ -96,18 +96,24 @@ class Revision:
     def files(self) -> list[str]:
         out = []
         for top in ROOTS:
-            if not self.fs.exists(f"/{top}"):
-                continue
-            out += [p.lstrip("/") for p in self.fs.find(f"/{top}") if p.endswith(SUFFIXES)]
+            try:
+                if self.fs.exists(f"/{top}"):
+                    out += [p.lstrip("/") for p in self.fs.find(f"/{top}") if p.endswith(SUFFIXES)]
+            except Exception as exc:  # a DVC directory output whose listing is in neither cache nor remote
+                raise UAProbeError(self._missing(f"{top}/", exc)) from None
         return sorted(out)
+
+    def _missing(self, path: str, exc: BaseException) -> str:
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        return (f"{path} at {self.label}: cannot be read ({type(exc).__name__}: {reason}); "
+                f"it is a DVC output missing from the cache and the remote: `git checkout {self.label} && dvc pull`, "
+                "or compare two checkouts (`--against DIR`)")
 
     def read_text(self, path: str) -> str:
         try:
             return self.fs.read_text(f"/{path}", encoding="utf-8")
         except Exception as exc:
-            raise UAProbeError(f"{path} at {self.label}: cannot be read ({type(exc).__name__}: {exc}); it is a DVC "
-                               f"output missing from the cache: `git checkout {self.label} && dvc pull`, or compare "
-                               "two checkouts (`--against DIR`)") from None
+            raise UAProbeError(self._missing(path, exc)) from None
 
 
 def open_tree(spec: str, repo: Path) -> Tree:
@@ -217,7 +223,8 @@ def compare_numbers(path: str, ours: Mapping[str, Number], theirs: Mapping[str, 
     return out
 
 
-def compare_trees(ours: Tree, theirs: Tree, *, atol: float = DEFAULT_ATOL, rtol: float = DEFAULT_RTOL) -> list[FileDiff]:
+def compare_trees(ours: Tree, theirs: Tree, *, atol: float = DEFAULT_ATOL,
+                  rtol: float = DEFAULT_RTOL) -> list[FileDiff]:
     """Every metrics/results/plots file of both sides, compared; a file on one side only fails."""
     mine, other = set(ours.files()), set(theirs.files())
     if not mine and not other:

@@ -24,11 +24,11 @@ NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (
 
 MKL's conditional numerical reproducibility (``MKL_CBWR``) is deliberately not set: on an AMD
 processor MKL reports ``CNR:AUTO`` for every branch but ``COMPATIBLE`` (it has no Intel branch to
-take there), leaves the bytes unchanged, and cost 1.2 to 1.6x the extraction time in side-by-side runs
-(``AVX2``, with and without ``STRICT``); ``COMPATIBLE`` changes the bytes and costs about 2x. A ``MKL_CBWR`` in the caller's
-environment is removed (:data:`UNSET`). An Intel processor's MKL AVX2 path has not been compared
-with an AMD one's here: where CI on such a machine finds other bytes, ``MKL_CBWR=AVX2`` is the pin
-to add.
+take there), leaves the bytes unchanged, and cost 1.2 to 1.6x the extraction time in side-by-side
+runs (``AVX2``, with and without ``STRICT``); ``COMPATIBLE`` changes the bytes and costs about 2x.
+A ``MKL_CBWR`` in the caller's environment is removed (:data:`UNSET`). An Intel processor's MKL
+AVX2 path has not been compared with an AMD one's here: where CI on such a machine finds other
+bytes, ``MKL_CBWR=AVX2`` is the pin to add.
 
 The pins override the calling environment (a shell with ``MKL_CBWR=COMPATIBLE`` or
 ``ATEN_CPU_CAPABILITY=default`` must not change the bytes). On a processor without AVX2 or FMA, or
@@ -275,7 +275,8 @@ def machine_record() -> dict[str, Any]:
 
 
 def machine_log_path(stage: str, root: Path = Path(".")) -> Path:
-    """``logs/<stage>.machine.json``: the stage's machine-local record (``stage`` as DVC names it)."""
+    """``<root>/logs/<stage>.machine.json``: the stage's machine-local record (``stage`` as DVC names
+    it; the stages pass the directory of their params file, the project root)."""
     safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in stage)
     return root / MACHINE_LOG_DIR / f"{safe}.machine.json"
 
