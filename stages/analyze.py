@@ -15,16 +15,16 @@ if __name__ == "__main__":
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
-from uaprobe.analysis.pipeline import analysis_steps, analyze_model
-from uaprobe.analysis.report import csv_text, json_text, write_text_atomic
+from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
+from uaprobe.analysis.report import csv_text, json_text
 from uaprobe.analysis.uniformity import representation_for
+from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
-from uaprobe.errors import UAProbeError
+from uaprobe.stage import run_stage
 from uaprobe.store import read_embeddings
 
 log = logging.getLogger("uaprobe.stages.analyze")
@@ -38,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--results", type=Path, default=Path("results/models"), help="writes <dir>/<model>/*.json")
     ap.add_argument("--metrics", type=Path, default=Path("metrics/models"), help="writes <dir>/<model>.json")
     ap.add_argument("--plots", type=Path, default=Path("plots"), help="writes <dir>/<kind>/<model>.csv")
+    ap.add_argument("--control", type=Path, default=None,
+                    help="the control pairs' extraction (data/embeddings/<model>.control.h5): adds "
+                         "neutral_control.json and the metrics key neutral_control")
     return ap.parse_args(argv)
 
 
@@ -46,21 +49,30 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(args.params)
     spec = params.model(args.model)
     h5 = args.embeddings or Path("data/embeddings") / f"{args.model}.h5"
-    emb = read_embeddings(h5)
+    emb = read_embeddings(h5)  # checked against uaprobe.layout: dtypes, shapes, attributes, finite values
+    control = read_embeddings(args.control) if args.control is not None else None
+    res_dir = args.results / args.model
+    for directory, option in ((res_dir, "--results"), (args.metrics, "--metrics"), (args.plots, "--plots")):
+        check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     n_pairs, hidden = len(emb.text) // 2, emb.pooled["mean"].shape[-1]
     log.info("%s: %d pairs, %d layers, hidden size %d: cosines as %s", args.model, n_pairs, emb.n_layers + 1, hidden,
              "Gram matrices" if representation_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
     with tqdm(total=analysis_steps(params.analysis), desc=f"analyze {args.model}", unit="step") as bar:
         out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
                             on_step=bar.update)
-    res_dir = args.results / args.model
+    if control is not None:
+        ctrl = analyze_control(control, params=params.analysis, model_id=args.model, display=spec.display,
+                               source=str(args.control))
+        out.results["neutral_control"] = ctrl["results"]
+        out.metrics["neutral_control"] = ctrl["metrics"]
+    metrics_path = args.metrics / f"{args.model}.json"
     provenance = numerics.results_provenance(emb.attrs.get("numerics"), analysis=numerics.record(analysis=True))
-    for stem, obj in sorted(out.results.items()):
-        write_text_atomic(res_dir / f"{stem}.json", json_text({**obj, "numerics": provenance}))
-    metrics_path = write_text_atomic(args.metrics / f"{args.model}.json", json_text(out.metrics))
+    files = {res_dir / f"{stem}.json": json_text({**obj, "numerics": provenance})
+             for stem, obj in sorted(out.results.items())}
+    files[metrics_path] = json_text(out.metrics)
     # one directory per kind of series, so that `dvc plots` can name each kind's columns once for the panel
-    for stem, cols in sorted(out.plots.items()):
-        write_text_atomic(args.plots / stem / f"{args.model}.csv", csv_text(cols))
+    files.update({args.plots / stem / f"{args.model}.csv": csv_text(cols) for stem, cols in sorted(out.plots.items())})
+    write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
     log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"analyze@{args.model}"), args.params.parent,
                                                  analysis=True))
     log.info("%s: results in %s (%s), metrics in %s, plots in %s (%s)", args.model, res_dir,
@@ -69,9 +81,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        sys.exit(main())
-    except UAProbeError as exc:
-        log.error("%s", exc)
-        sys.exit(2)
+    run_stage("analyze", main)

@@ -15,16 +15,16 @@ if __name__ == "__main__":
     numerics.pin(analysis=True)
 
 import argparse
-import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 from uaprobe.analysis.pipeline import compare_panel
-from uaprobe.analysis.report import csv_text, json_text, write_text_atomic
+from uaprobe.analysis.report import csv_text, json_text
+from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
-from uaprobe.errors import UAProbeError
+from uaprobe.results_files import read_results
+from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.stages.compare")
 
@@ -40,12 +40,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UAProbeError(f"{path}: not found; run the analyze stage for this model (`dvc repro`)") from None
-    except json.JSONDecodeError as exc:
-        raise UAProbeError(f"{path}: not valid JSON ({exc}); rerun the analyze stage") from None
+    """A per-model results file, checked for what the comparison reads (the kind is the file's stem)."""
+    return read_results(Path("."), str(path), kind=path.stem)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,13 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     ids = list(params.models)
     layerwise = {m: _load(args.results / m / "layerwise.json") for m in ids}
     aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
+    sink_excluded = {m: _load(args.results / m / "sink_excluded" / "layerwise.json") for m in ids}
+    for directory, option in ((args.out_results.parent, "--out-results"), (args.out_metrics.parent, "--out-metrics"),
+                              (args.out_plots, "--out-plots")):
+        check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
+                        sink_excluded_results=sink_excluded,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
-    write_text_atomic(args.out_results, json_text({**out.results["panel"],
-                                                   "numerics": {"analysis": numerics.record(analysis=True)}}))
-    write_text_atomic(args.out_metrics, json_text(out.metrics))
-    for m, cols in out.plots.items():
-        write_text_atomic(args.out_plots / f"{m}.csv", csv_text(cols))
+    panel = {**out.results["panel"], "numerics": {"analysis": numerics.record(analysis=True)}}
+    files = {args.out_results: json_text(panel), args.out_metrics: json_text(out.metrics)}
+    files.update({args.out_plots / f"{m}.csv": csv_text(cols) for m, cols in out.plots.items()})
+    write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
     log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), args.params.parent, analysis=True))
     log.info("panel of %d model(s): results in %s, metrics in %s, plots in %s", len(ids), args.out_results,
              args.out_metrics, args.out_plots)
@@ -68,9 +68,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        sys.exit(main())
-    except UAProbeError as exc:
-        log.error("%s", exc)
-        sys.exit(2)
+    run_stage("compare", main)

@@ -21,7 +21,6 @@ import argparse
 import json
 import logging
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,10 +29,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from uaprobe import figures
+from uaprobe import figures, figures_original
+from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
-from uaprobe.errors import UAProbeError
-from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS, read_json
+from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS
+from uaprobe.results_files import read_results
+from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.figures")
 
@@ -54,7 +55,9 @@ def _unit(docs: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 PER_MODEL: tuple[PerModelFigure, ...] = (
-    PerModelFigure("layerwise", ("layerwise",), lambda d: figures.layerwise_figure(d["layerwise"])),
+    PerModelFigure("layerwise", ("layerwise", "sink_excluded/layerwise"), lambda d: figures.layerwise_figure(
+        d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
+    PerModelFigure("sink", ("robustness",), lambda d: figures.sink_figure(d["robustness"])),
     PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
         d["bins"], n_categories=len(d["layerwise"]["categories"]))),
     PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
@@ -64,6 +67,7 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
     PerModelFigure("spectrum", ("anisotropy",), lambda d: figures.spectrum_figure(d["anisotropy"])),
     PerModelFigure("pairs", ("pairs",), lambda d: figures.pairs_figure(d["pairs"])),
     PerModelFigure("loco", ("layerwise",), lambda d: figures.loco_figure(d["layerwise"])),
+    PerModelFigure("option_b", ("option_b",), lambda d: figures_original.option_b_figure(d["option_b"])),
 )
 """The per-model figures: key, the results files they read, how they are drawn."""
 
@@ -71,27 +75,34 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
 def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
     params = load_params(params_path)
     out = out.resolve()
+    names = sorted({name for spec in PER_MODEL for name in spec.sources})
+    # every input checked before anything is drawn
+    docs_by_model = {model_id: {name: read_results(root, f"results/models/{model_id}/{name}.json") for name in names}
+                     for model_id in params.models}
+    panel = read_results(root, "results/panel.json")
+    check_writable(out.parent, output=out, fix="make it writable or point --out elsewhere")
     out.parent.mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, Any]] = []
-    build = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        for model_id in params.models:
-            names = sorted({name for spec in PER_MODEL for name in spec.sources})
-            docs = {name: read_json(root, f"results/models/{model_id}/{name}.json") for name in names}
+        build = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as exc:
+        raise write_error(out, exc, "creating the build directory") from None
+    try:
+        for model_id, docs in docs_by_model.items():
             for spec in PER_MODEL:
                 written = figures.save_figure(spec.draw(docs), build / "models" / model_id / spec.key,
                                               formats=FORMATS)
                 entries.append(_entry(spec.key, model_id, written, build, out, root,
                                       [f"results/models/{model_id}/{n}.json" for n in spec.sources]))
-        panel = read_json(root, "results/panel.json")
         written = figures.save_figure(figures.scaling_figure(panel), build / "panel" / "scaling", formats=FORMATS)
         entries.append(_entry("scaling", None, written, build, out, root, ["results/panel.json"]))
         manifest = {"stage": STAGE, "formats": list(FORMATS), "figures": entries}
-        (build / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_file(build / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         build.chmod(0o755)
-        if out.exists():
-            shutil.rmtree(out)
-        build.rename(out)
+        replace_directory(build, out)
+    except OutputError as exc:  # name the output, not the build directory it was being drawn in
+        shutil.rmtree(build, ignore_errors=True)
+        raise OutputError(str(exc).replace(str(build), str(out))) from None
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
@@ -121,13 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("figures"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    try:
-        run(params_path=args.params, root=args.root, out=args.out)
-    except UAProbeError as exc:
-        log.error("%s", exc)
-        return 1
+    run(params_path=args.params, root=args.root, out=args.out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_stage("figures", main)

@@ -19,12 +19,13 @@ if __name__ == "__main__":
 
 import argparse
 import logging
-import sys
 import time
 from pathlib import Path
 
 from uaprobe.errors import UAProbeError
+from uaprobe.manuscript import find_root, load_outputs
 from uaprobe.render import render_manuscript
+from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.paper")
 
@@ -38,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # jupyter_client's shutdown notices
+    if not args.qmd.is_file():
+        raise UAProbeError(f"{args.qmd}: manuscript not found; check --qmd")
+    # every tracked output the manuscript reads, checked before the kernel starts
+    load_outputs(find_root(args.qmd.parent))
     started = time.perf_counter()
-    try:
-        result = render_manuscript(args.qmd, output_dir=args.out, engine=args.engine, timeout=args.timeout)
-    except UAProbeError as exc:
-        log.error("%s", exc)
-        return 1
+    result = render_manuscript(args.qmd, output_dir=args.out, engine=args.engine, timeout=args.timeout)
     log.info("rendered %s with %s in %.1f s", args.qmd, result.engine, time.perf_counter() - started)
     log.info("wrote %s (%d bytes)", result.html, result.html.stat().st_size)
     log.info("wrote %s (%d bytes)", result.pdf, result.pdf.stat().st_size)
@@ -51,4 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_stage("paper", main)

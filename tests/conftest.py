@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +45,32 @@ def small_project(tmp_path: Path, tiny_neox: Path) -> Path:
     params["analysis"]["bins"].update(k=[3, 4], partitions=10, ci_k=3)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return tmp_path
+
+
+@pytest.fixture()
+def tmpfs(tmp_path: Path):
+    """Mount a tmpfs of a given size at ``tmp_path / name`` or at a given directory; unmounted at the end.
+    Skipped, with the reason, where mounting is not possible (not root, no mount command)."""
+    mounted: list[Path] = []
+
+    def mount(where: str | Path, size: str) -> Path:
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            pytest.skip("mounting a tmpfs needs root and the mount command (CI runs as root)")
+        target = where if isinstance(where, Path) else tmp_path / where
+        target.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode})")
+        mounted.append(target)
+        return target
+
+    yield mount
+    for target in mounted:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def remount_read_only(directory: Path) -> None:
+    proc = subprocess.run(["mount", "-o", "remount,ro", str(directory)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot remount read-only ({proc.stderr.strip()})")

@@ -38,7 +38,7 @@ import pytest
 
 from extract_stage import (STAGE, digest, files_in, one_torch_thread, real_dataset, run_stage, stage, stage_args,
                            subprocess_env, write_project)
-from uaprobe import extract, store
+from uaprobe import atomic, extract, store
 from uaprobe.config import load_params
 from uaprobe.errors import NumericalError, UAProbeError
 from uaprobe.store import partial_path, read_embeddings
@@ -494,7 +494,7 @@ def test_moving_the_finished_file_into_place_fails(runs: dict, tmp_path: Path, m
     def replace(*_a: Any, **_k: Any) -> None:
         raise OSError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(store.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(UAProbeError, match="moving the finished file into place failed \\(Permission denied"):
         run_stage(runs["project"], out)
     _assert_previous_or_nothing(out, runs["previous"])
@@ -598,7 +598,7 @@ def test_reading_damaged_or_foreign_files(runs: dict, tmp_path: Path) -> None:
     with h5py.File(foreign, "w") as fh:
         fh.attrs["complete"] = True
         fh["something"] = [1, 2, 3]
-    with pytest.raises(UAProbeError, match="not an extraction file of this layout or damaged"):
+    with pytest.raises(UAProbeError, match="attribute 'n_layers' .* is missing; delete it and rerun the extract stage"):
         read_embeddings(foreign)
     unfinished = tmp_path / "unfinished.h5"
     shutil.copyfile(runs["reference"], unfinished)

@@ -99,18 +99,20 @@ def test_structure_changes_fail(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert f"metrics/models/tiny.json: file missing at {b}" in out
 
 
-def test_bad_input_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      caplog: pytest.LogCaptureFixture) -> None:
     a, b = make_run(tmp_path / "a"), make_run(tmp_path / "b")
     (b / "metrics/models/tiny.json").write_text("{", encoding="utf-8")
     rc, out = verify(a, b, capsys)
-    assert rc == 2 and "metrics/models/tiny.json: not valid JSON" in out
+    assert rc == 2 and "metrics/models/tiny.json: not valid JSON" in out + caplog.text
     rc, out = verify(a, b, capsys, "--rtol", "-1")
-    assert rc == 2 and "tolerances must be >= 0" in out
+    assert rc == 2 and "tolerances must be >= 0" in out + caplog.text
     with pytest.raises(UAProbeError, match="no metrics, results or plots files"):
         numdiff.compare_trees(numdiff.Checkout(tmp_path / "empty1"), numdiff.Checkout(tmp_path / "empty2"))
 
 
-def test_against_a_git_revision(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_against_a_git_revision(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                caplog: pytest.LogCaptureFixture) -> None:
     repo = make_run(tmp_path / "repo")
     env_git = ["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
@@ -124,5 +126,5 @@ def test_against_a_git_revision(tmp_path: Path, capsys: pytest.CaptureFixture[st
     rc, out = verify(repo, "HEAD", capsys)
     assert rc == 1 and "results/models/tiny/layerwise.json: poolings/mean/pearson_r/2: 0.75" in out, out
     rc, out = verify(repo, "no-such-rev", capsys)
-    assert rc == 2 and "cannot open revision 'no-such-rev'" in out
+    assert rc == 2 and "cannot open revision 'no-such-rev'" in out + caplog.text
     shutil.rmtree(repo)

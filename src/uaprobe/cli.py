@@ -15,36 +15,73 @@ from pathlib import Path
 from typing import Any
 
 from uaprobe import numdiff, numerics
+from uaprobe.atomic import os_reason
 from uaprobe.dataset import sha256_of
 from uaprobe.errors import UAProbeError
+from uaprobe.stage import stage_main
 
 log = logging.getLogger("uaprobe")
 
 
+def check_repo(repo: Path) -> Path:
+    """``repo`` is a directory holding a DVC project (``.dvc/`` and ``dvc.yaml``)."""
+    if not repo.exists():
+        raise UAProbeError(f"{repo}: not found; pass --repo the root of a uaprobe checkout")
+    if not repo.is_dir():
+        raise UAProbeError(f"{repo}: not a directory; pass --repo the root of a uaprobe checkout")
+    if not (repo / ".dvc").is_dir():
+        raise UAProbeError(f"{repo}: not a DVC repository (no .dvc directory); pass --repo the root of a uaprobe "
+                           "checkout (the directory holding dvc.yaml)")
+    if not (repo / "dvc.yaml").is_file():
+        raise UAProbeError(f"{repo}: no dvc.yaml; pass --repo the root of a uaprobe checkout")
+    return repo
+
+
 def lock_mismatches(repo: Path) -> dict[str, Any]:
     """DVC's own comparison of the workspace with ``dvc.lock`` (outputs, deps, params): {} when all match."""
+    from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
-    with Repo(str(repo)) as dvc_repo:
-        return dvc_repo.status()
+    check_repo(repo)
+    try:
+        with Repo(str(repo)) as dvc_repo:
+            return dvc_repo.status()
+    except DvcException as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UAProbeError(f"{repo}: DVC cannot read the pipeline ({first}); check dvc.yaml and dvc.lock, or run "
+                           "`dvc status` there for details") from None
+
+
+def _sha256_or_reason(path: Path) -> str:
+    try:
+        return sha256_of(path)
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or exc})"
 
 
 def extraction_mismatches(repo: Path) -> list[str]:
-    """Extraction files whose recorded dataset or prompt hashes differ from the files in the checkout."""
+    """Extraction files whose recorded dataset or prompt hashes differ from the files in the checkout,
+    and extraction files that are unreadable or unfinished."""
     import h5py
 
     problems = []
-    dataset = repo / "data" / "dataset.json"
     prompts = repo / "data" / "anisotropy_prompts.txt"
     for h5 in sorted((repo / "data" / "embeddings").glob("*.h5")):
-        with h5py.File(h5, "r") as fh:
-            attrs = dict(fh.attrs)
+        try:
+            with h5py.File(h5, "r") as fh:
+                attrs = dict(fh.attrs)
+        except OSError as exc:
+            problems.append(f"{h5}: not a readable HDF5 file ({os_reason(exc)})")
+            continue
+        # <model>.control.h5 holds the control pairs (the extract stage's --control)
+        dataset = repo / "data" / ("neutral_control.json" if h5.name.endswith(".control.h5") else "dataset.json")
         for key, path in (("dataset_sha256", dataset), ("prompts_sha256", prompts)):
             recorded = attrs.get(key)
             if isinstance(recorded, bytes):
                 recorded = recorded.decode()
-            if recorded != sha256_of(path):
-                problems.append(f"{h5}: {key} {recorded} does not match {path}")
+            actual = _sha256_or_reason(path)
+            if recorded != actual:
+                problems.append(f"{h5}: {key} {recorded} does not match {path} ({actual})")
         if not attrs.get("complete"):
             problems.append(f"{h5}: not marked complete")
     return problems
@@ -67,19 +104,32 @@ def verify(repo: Path) -> int:
 def provenance(path: Path) -> int:
     import h5py
 
-    if not path.is_file():
-        raise UAProbeError(f"{path}: not found")
-    with h5py.File(path, "r") as fh:
-        for key in sorted(fh.attrs):
-            value = fh.attrs[key]
-            print(f"{key}: {value.decode() if isinstance(value, bytes) else value}")
+    fix = "give the path of an extraction file, data/embeddings/<model>.h5"
+    if not path.exists():
+        raise UAProbeError(f"{path}: not found; {fix}")
+    if path.is_dir():
+        raise UAProbeError(f"{path}: is a directory; {fix}")
+    try:
+        is_hdf5 = h5py.is_hdf5(path)
+    except OSError as exc:
+        raise UAProbeError(f"{path}: cannot be read ({os_reason(exc)}); {fix}") from None
+    if not is_hdf5:
+        raise UAProbeError(f"{path}: not an HDF5 file; {fix}")
+    try:
+        with h5py.File(path, "r") as fh:
+            attrs = {key: fh.attrs[key] for key in sorted(fh.attrs)}
+    except OSError as exc:
+        raise UAProbeError(f"{path}: not a readable HDF5 file ({os_reason(exc)}); {fix}") from None
+    if not attrs:
+        raise UAProbeError(f"{path}: an HDF5 file without provenance attributes, not an extraction file; {fix}")
+    for key, value in attrs.items():
+        print(f"{key}: {value.decode() if isinstance(value, bytes) else value}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="uaprobe", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="uaprobe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
     p_verify = sub.add_parser("verify", help="check outputs against dvc.lock and the extraction inputs")
     p_verify.add_argument("--repo", type=Path, default=Path("."))
     p_verify.add_argument("--against", metavar="REV|DIR", help="compare every number of the metrics, results and "
@@ -90,18 +140,23 @@ def main(argv: list[str] | None = None) -> int:
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
     p_prov = sub.add_parser("provenance", help="print an extraction file's provenance attributes")
     p_prov.add_argument("file", type=Path)
-    args = parser.parse_args(argv)
+    return ap
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "verify" and args.against:
+        return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
+    if args.command == "verify":
+        return verify(args.repo)
+    return provenance(args.file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Bad arguments: argparse's usage message, exit 2. A failure: one message, exit 2 (see :mod:`uaprobe.stage`)."""
+    args = parser().parse_args(argv)
     numerics.pin(strict=False)  # before the numeric imports of the subcommands
-    logging.basicConfig(level=logging.WARNING)
-    try:
-        if args.command == "verify" and args.against:
-            return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
-        if args.command == "verify":
-            return verify(args.repo)
-        return provenance(args.file)
-    except UAProbeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s")
+    return stage_main(f"uaprobe {args.command}", lambda _argv: run(args), argv, log=log)
 
 
 if __name__ == "__main__":

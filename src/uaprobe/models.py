@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from uaprobe.atomic import OutputError, move_into_place, replace_directory
 from uaprobe.config import ModelSpec
 from uaprobe.errors import ModelSourceError
 
@@ -251,7 +252,7 @@ def _assembled(spec: ModelSpec, model_id: str) -> Path:
         tmp.unlink(missing_ok=True)
         built = Path(module.assemble(tmp))
         _check_gguf(built, model_id, fix=f"reinstall the package {package!r}")
-        os.replace(built, target)
+        move_into_place(built, target)
     except ModelSourceError:
         tmp.unlink(missing_ok=True)
         raise
@@ -326,7 +327,8 @@ def pick_dtype(spec: ModelSpec, device: torch.device, model_type: str) -> torch.
         return torch.float32 if device.type == "cpu" else torch.bfloat16
     if spec.dtype == "float16" and model_type.startswith("gemma"):
         raise ModelSourceError(
-            f"catalog.<id>.dtype: float16 overflows in Gemma ({model_type}); use bfloat16 or float32"
+            f"catalog.<id>.dtype (or extract.dtype, or preset: original): float16 overflows in Gemma "
+            f"({model_type}); use bfloat16 or float32"
         )
     return getattr(torch, spec.dtype)
 
@@ -432,9 +434,9 @@ def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:
         save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         model.config.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        os.replace(tmp, target)
+        replace_directory(tmp, target)
         log.info("saved the dequantized model to %s for faster loads", target)
-    except (OSError, ValueError, RuntimeError) as exc:
+    except (OSError, ValueError, RuntimeError, OutputError) as exc:
         log.warning("could not keep the dequantized model in %s (%s); the next load converts again", target, exc)
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 import yaml
 
+from uaprobe.atomic import check_writable, write_files
 from uaprobe.errors import UAProbeError
 from uaprobe.manuscript import FIGURES_DIR, FIGURES_DIR_ENV
 
@@ -194,6 +195,7 @@ def render_manuscript(
     out = Path(output_dir).resolve()
     if engine not in ("auto", "quarto", "fallback"):
         raise RenderError(f"engine: got {engine!r}, expected 'auto', 'quarto' or 'fallback'")
+    check_writable(out, fix="make it writable or point the output directory (--out) elsewhere")
     quarto = find_quarto(env) if engine in ("auto", "quarto") else None
     if engine == "quarto" and quarto is None:
         raise RenderError(
@@ -296,11 +298,9 @@ def _run_quarto(quarto: Path, qmd: Path, *, output_dir: Path, env: Mapping[str, 
                 f"{qmd}: quarto wrote no {', '.join(sorted(missing))}; check `format:` in _quarto.yml "
                 "(html with embed-resources, and typst)"
             )
-        output_dir.mkdir(parents=True, exist_ok=True)
         html = output_dir / f"{qmd.stem}.html"
         pdf = output_dir / f"{qmd.stem}.pdf"
-        _atomic_write(html, produced[".html"].read_bytes())
-        _atomic_write(pdf, produced[".pdf"].read_bytes())
+        write_files({html: produced[".html"].read_bytes(), pdf: produced[".pdf"].read_bytes()})
     return RenderResult(html=html, pdf=pdf, engine="quarto")
 
 
@@ -602,6 +602,8 @@ def execute_manuscript(manuscript: Manuscript, *, timeout: int = 900) -> dict[in
                     where = items[index][1]
                     client.execute_cell(cell, index)
         except CellExecutionError as exc:
+            if exc.ename in _project_error_names():  # the project's own message says it all: no traceback
+                raise RenderError(f"{manuscript.path}: {where}: {exc.evalue}") from None
             raise RenderError(f"{manuscript.path}: {where} raised {exc.ename}: {exc.evalue}\n"
                               f"{_strip_ansi(exc.traceback)[-3000:]}") from None
         except CellTimeoutError:
@@ -615,6 +617,16 @@ def execute_manuscript(manuscript: Manuscript, *, timeout: int = 900) -> dict[in
     for (key, _where), cell in zip(items, notebook.cells):
         results[key] = _collect_outputs(cell.get("outputs", []))
     return results
+
+
+def _project_error_names() -> set[str]:
+    """Class names of :class:`~uaprobe.errors.UAProbeError` and its subclasses (as a kernel reports them)."""
+    names, todo = set(), [UAProbeError]
+    while todo:
+        cls = todo.pop()
+        names.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return names
 
 
 def _strip_ansi(text: str) -> str:
@@ -1048,13 +1060,12 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
         typ = run_pandoc(typst_args, stdin=source, cwd=build, what=f"{where} (Typst)")
         (build / "paper.typ").write_text(typ, encoding="utf-8")
         pdf = compile_typst(build / "paper.typ", root=build, where=where)
-        output_dir.mkdir(parents=True, exist_ok=True)
         html_path = output_dir / f"{qmd.stem}.html"
         pdf_path = output_dir / f"{qmd.stem}.pdf"
-        _atomic_write(html_path, html.encode("utf-8"))
-        _atomic_write(pdf_path, pdf)
+        files: dict[Path, bytes | str] = {html_path: html, pdf_path: pdf}
         if typst_options.get("keep-typ"):
-            _atomic_write(output_dir / f"{qmd.stem}.typ", typ.encode("utf-8"))
+            files[output_dir / f"{qmd.stem}.typ"] = typ
+        write_files(files)
     return RenderResult(html=html_path, pdf=pdf_path, engine="fallback")
 
 
@@ -1068,19 +1079,6 @@ def compile_typst(source: Path, *, root: Path, where: str) -> bytes:
         return bytes(typst.compile(str(source), root=str(root), ignore_system_fonts=True, timestamp=0))
     except Exception as exc:  # typst raises its own error types for compile errors
         raise RenderError(f"{where}: Typst could not compile the PDF: {exc}") from None
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 __all__ = [

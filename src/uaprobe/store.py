@@ -1,25 +1,10 @@
-"""The HDF5 layout of one model's extraction: atomic, deterministic writes and a typed reader.
+"""One model's extraction in HDF5: atomic, deterministic, resumable writes and a checked reader.
 
-Layout of ``data/embeddings/<model>.h5`` (names may grow, never shrink)::
-
-    statements/text      (N,)            utf-8 str   row order = dataset order (category, pair, A then B)
-    statements/category  (N,)            utf-8 str
-    statements/pair      (N,)            int32       pair index over the whole dataset
-    statements/side      (N,)            int8        0 = A, 1 = B
-    pooled/mean          (N, L+1, D)     float32     index 0 = token embeddings, L = last block (post final norm)
-    pooled/last          (N, L+1, D)     float32     last content token
-    pooled/first         (N, L+1, D)     float32     first content token
-    prenorm/mean|last|first (N, D)       float32     last block's residual stream before the final norm
-    nll/sum, nll/mean    (N,)            float64     per-statement negative log-likelihood (nats)
-    n_tokens             (N,)            int32       scored tokens (targets) behind nll
-    n_content            (N,)            int32       content tokens behind the pooled states
-    anisotropy/prompt    (P,)            utf-8 str
-    anisotropy/states    (T, L+1, D)     float32     every token state of every prompt, prompts concatenated
-    anisotropy/prompt_index (T,)         int32
-    anisotropy/special   (T,)            bool        the token is a special token (e.g. BOS)
-    attrs: model_id, display, source, location, revision, dtype, device, pooling_drop, batch_size,
-           max_batch_tokens, dataset_sha256, prompts_sha256, uaprobe_version, torch_version,
-           transformers_version, n_layers, hidden_size, bos_added, params_millions, complete
+The layout of ``data/embeddings/<model>.h5`` -- every dataset with its dtype and shape, every
+attribute -- is described once, in :mod:`uaprobe.layout`; :class:`ExtractionWriter` allocates and
+fills what it describes, and :func:`read_embeddings` checks every file against it before anything
+is read (present, dtype kind, shapes consistent with each other and the attributes, values finite).
+``docs/inputs-and-faults.md`` lists it as a table.
 
 Writes go to ``<name>.h5.partial`` in the same directory and are moved into place with
 :func:`os.replace` only once the file is complete, so the output path holds either a complete file
@@ -35,45 +20,31 @@ next run with the same inputs resumes from its last complete batch.
 
 from __future__ import annotations
 
+import errno
 import logging
-import os
-import re
-import tempfile
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import h5py
 import numpy as np
 
+from uaprobe import layout
+from uaprobe.atomic import check_writable, is_io_error, move_into_place, os_reason
 from uaprobe.errors import UAProbeError
+from uaprobe.layout import POLICIES, POOLINGS, SINK_STATISTICS
+
+__all__ = ["POLICIES", "POOLINGS", "SINK_STATISTICS", "Embeddings", "ExtractionWriter", "check_output_path",
+           "partial_path", "read_embeddings"]
 
 log = logging.getLogger(__name__)
 
-POOLINGS = ("mean", "last", "first")
 STR = h5py.string_dtype("utf-8")
 
 
 def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
-
-
-def os_reason(exc: BaseException) -> str:
-    """The operating-system reason behind an I/O error, also when HDF5 buried it in its message."""
-    number = getattr(exc, "errno", None)
-    if not number:
-        found = re.search(r"errno = (\d+)", str(exc))
-        number = int(found.group(1)) if found else None
-    if number:
-        return f"{os.strerror(number)} [errno {number}]"
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def is_io_error(exc: BaseException) -> bool:
-    """An operating-system I/O failure, also when h5py reports it as ValueError/RuntimeError (it does for a
-    full disk while creating a dataset)."""
-    return isinstance(exc, OSError) or (isinstance(exc, (ValueError, RuntimeError)) and "errno = " in str(exc))
 
 
 def _write_error(path: Path, exc: BaseException, doing: str) -> UAProbeError:
@@ -87,19 +58,13 @@ def check_output_path(path: str | Path) -> None:
     """Fail early, before any model loads, if ``path`` cannot be written: its directory cannot be
     created, is read-only, or ``path`` itself is a directory."""
     path = Path(path)
+    if path.is_dir():
+        raise UAProbeError(f"{path}: is a directory; remove it or point --out at a file path")
+    check_writable(path.parent, output=path, fix="point --out at a writable directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UAProbeError(f"{path}: cannot create the output directory {path.parent} ({os_reason(exc)}); "
-                           "point --out at a writable directory") from None
-    if path.is_dir():
-        raise UAProbeError(f"{path}: is a directory; remove it or point --out at a file path")
-    try:
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UAProbeError(f"{path}: the output directory {path.parent} is not writable ({os_reason(exc)}); "
                            "point --out at a writable directory") from None
 
 
@@ -139,6 +104,18 @@ class Embeddings:
     """pooling -> (N, L+1, D) float32"""
     prenorm: dict[str, np.ndarray]
     """pooling -> (N, D) float32"""
+    pooled_sink_excluded: dict[str, np.ndarray]
+    """pooling -> (N, L+1, D) float32, special tokens and position 0 excluded"""
+    prenorm_sink_excluded: dict[str, np.ndarray]
+    n_content_sink_excluded: np.ndarray
+    sink: dict[str, np.ndarray]
+    """:data:`SINK_STATISTICS` -> (N, L+1)"""
+    token_ids: np.ndarray
+    """(total,) int: every statement's token ids, flat"""
+    token_offsets: np.ndarray
+    """(N+1,) int"""
+    token_special: np.ndarray
+    """(total,) bool"""
     nll_sum: np.ndarray
     nll_mean: np.ndarray
     n_tokens: np.ndarray
@@ -148,10 +125,21 @@ class Embeddings:
     """(T, L+1, D) float32"""
     aniso_prompt_index: np.ndarray
     aniso_special: np.ndarray
+    arrays: Mapping[str, Any] = field(default_factory=dict)
+    """Every dataset of :data:`uaprobe.layout.DATASETS` the file holds, by name (str datasets as lists of
+    str); an optional dataset an older file lacks is absent."""
 
     @property
     def n_layers(self) -> int:
         return int(self.attrs["n_layers"])
+
+    def policy(self, name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(pooled, prenorm) of a policy of :data:`POLICIES`."""
+        if name == "default":
+            return self.pooled, self.prenorm
+        if name == "sink_excluded":
+            return self.pooled_sink_excluded, self.prenorm_sink_excluded
+        raise ValueError(f"unknown pooling policy {name!r}; expected one of {POLICIES}")
 
 
 def _strings(ds: h5py.Dataset) -> list[str]:
@@ -159,43 +147,89 @@ def _strings(ds: h5py.Dataset) -> list[str]:
 
 
 def read_embeddings(path: str | Path) -> Embeddings:
-    """Load one extraction file; a missing, partial or foreign file is a clear error."""
+    """Load one extraction file after checking it against :mod:`uaprobe.layout`.
+
+    A missing, partial, foreign or damaged file -- a dataset missing, of the wrong dtype kind (an int
+    ``pooled/mean``), of a shape that disagrees with the others or the attributes, a NaN or inf -- is
+    a :class:`~uaprobe.errors.UAProbeError` naming the file, the dataset, the first bad index and the fix.
+    """
     path = Path(path)
     if not path.exists():
         raise UAProbeError(f"{path}: not found; run `dvc repro` (the extract stage writes it)")
+    if path.is_dir():
+        raise UAProbeError(f"{path}: is a directory, expected an extraction file (.h5); check --embeddings")
     try:
         fh = h5py.File(path, "r")
     except OSError as exc:
-        raise UAProbeError(f"{path}: not a readable HDF5 file ({exc}); delete it and rerun the extract stage") from None
+        raise UAProbeError(f"{path}: not a readable HDF5 file ({os_reason(exc)}); delete it and rerun the extract "
+                           "stage") from None
     with fh:
+        if not fh.attrs.get("complete", False):
+            raise UAProbeError(f"{path}: incomplete extraction file (attribute 'complete' is not true); delete it "
+                               "and rerun the extract stage")
+        sizes = layout.check_layout(fh, path)
         attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in fh.attrs.items()}
-        if not attrs.get("complete"):
-            raise UAProbeError(f"{path}: incomplete extraction file; delete it and rerun the extract stage")
         try:
-            return _read(fh, attrs)
-        except (KeyError, OSError, ValueError) as exc:
-            raise UAProbeError(f"{path}: not an extraction file of this layout or damaged ({exc}); delete it "
-                               "and rerun the extract stage") from None
+            arrays = {ds.name: (_strings(fh[ds.name]) if ds.kind == "str" else fh[ds.name][()])
+                      for ds in layout.DATASETS if ds.name in fh}
+        except (OSError, ValueError) as exc:
+            raise UAProbeError(f"{path}: damaged, a dataset cannot be read ({os_reason(exc)}); delete it and rerun "
+                               "the extract stage") from None
+    layout.check_values(arrays, sizes, path)
+    return _embeddings(attrs, arrays)
 
 
-def _read(fh: h5py.File, attrs: dict[str, Any]) -> Embeddings:
+def _embeddings(attrs: dict[str, Any], arrays: dict[str, Any]) -> Embeddings:
     return Embeddings(
         attrs=attrs,
-        text=_strings(fh["statements/text"]),
-        category=np.array(_strings(fh["statements/category"])),
-        pair=fh["statements/pair"][()].astype(np.int64),
-        side=fh["statements/side"][()].astype(np.int64),
-        pooled={p: fh[f"pooled/{p}"][()] for p in POOLINGS},
-        prenorm={p: fh[f"prenorm/{p}"][()] for p in POOLINGS},
-        nll_sum=fh["nll/sum"][()],
-        nll_mean=fh["nll/mean"][()],
-        n_tokens=fh["n_tokens"][()].astype(np.int64),
-        n_content=fh["n_content"][()].astype(np.int64),
-        prompts=_strings(fh["anisotropy/prompt"]),
-        aniso_states=fh["anisotropy/states"][()],
-        aniso_prompt_index=fh["anisotropy/prompt_index"][()].astype(np.int64),
-        aniso_special=fh["anisotropy/special"][()].astype(bool),
+        text=arrays["statements/text"],
+        category=np.array(arrays["statements/category"]),
+        pair=arrays["statements/pair"].astype(np.int64),
+        side=arrays["statements/side"].astype(np.int64),
+        pooled={p: arrays[f"pooled/{p}"] for p in POOLINGS},
+        prenorm={p: arrays[f"prenorm/{p}"] for p in POOLINGS},
+        nll_sum=arrays["nll/sum"],
+        nll_mean=arrays["nll/mean"],
+        n_tokens=arrays["n_tokens"].astype(np.int64),
+        n_content=arrays["n_content"].astype(np.int64),
+        pooled_sink_excluded={p: arrays[f"pooled_sink_excluded/{p}"] for p in POOLINGS},
+        prenorm_sink_excluded={p: arrays[f"prenorm_sink_excluded/{p}"] for p in POOLINGS},
+        n_content_sink_excluded=arrays["n_content_sink_excluded"].astype(np.int64),
+        sink={k: arrays[f"sink/{k}"] for k in SINK_STATISTICS},
+        token_ids=arrays["tokens/ids"].astype(np.int64),
+        token_offsets=arrays["tokens/offsets"].astype(np.int64),
+        token_special=arrays["tokens/special"].astype(bool),
+        prompts=arrays["anisotropy/prompt"],
+        aniso_states=arrays["anisotropy/states"],
+        aniso_prompt_index=arrays["anisotropy/prompt_index"].astype(np.int64),
+        aniso_special=arrays["anisotropy/special"].astype(bool),
+        arrays=arrays,
     )
+
+
+def _stored(values: Any, spec: layout.DatasetSpec) -> tuple[Any, Any]:
+    """``values`` as the data and dtype the layout stores for ``spec``."""
+    if spec.kind == "str":
+        return np.array(list(values), dtype=object), STR
+    return np.ascontiguousarray(values, dtype=np.dtype(spec.dtype)), None
+
+
+def _bytes_needed(fixed: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
+    """An upper estimate of the file's size: every dataset's bytes, plus HDF5's metadata and string heaps."""
+    total = 64 * 1024
+    for spec in layout.DATASETS:
+        if spec.name in fixed and spec.kind == "str":
+            total += sum(len(str(v).encode("utf-8")) + 32 for v in fixed[spec.name])
+        elif spec.stream is not None or spec.name == layout.PROGRESS or spec.name in fixed:
+            total += int(np.prod(layout.shape_of(spec.shape, sizes))) * np.dtype(spec.dtype).itemsize + 2048
+    return total + total // 50
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        return shutil.disk_usage(directory).free
+    except OSError:
+        return None
 
 
 def _allocated(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any) -> h5py.Dataset:
@@ -216,28 +250,37 @@ class ExtractionWriter:
 
     A partial file left by an interrupted run is resumed when its fingerprint (every provenance
     attribute) matches the new run; otherwise it is discarded and the extraction starts over.
+    Streamed datasets (:attr:`~uaprobe.layout.DatasetSpec.stream`) are filled by :meth:`write` from each
+    batch result; the others are written at creation from the arguments (``tokens``: the flat
+    ``tokens/ids``, ``tokens/offsets`` and ``tokens/special``).
     """
 
     def __init__(self, path: str | Path, *, texts: list[str], categories: list[str], pairs: np.ndarray,
                  sides: np.ndarray, n_layers: int, hidden_size: int, prompts: list[str],
                  aniso_states: np.ndarray, aniso_prompt_index: np.ndarray, aniso_special: np.ndarray,
-                 attrs: Mapping[str, Any], resume: bool = True) -> None:
+                 tokens: tuple[np.ndarray, np.ndarray, np.ndarray], attrs: Mapping[str, Any],
+                 resume: bool = True) -> None:
         self.path = Path(path)
+        ids, offsets, special = tokens
+        self.sizes = {"N": len(texts), "L": n_layers, "D": hidden_size, "T": len(aniso_prompt_index),
+                      "P": len(prompts), "K": len(ids)}
         self.tmp = partial_path(self.path)
         check_output_path(self.path)
         self.attrs = {k: _plain(v) for k, v in attrs.items()}
-        n = len(texts)
         self.fh: h5py.File | None = None
         if resume and self.tmp.exists():
-            self.fh = self._try_resume(n, n_layers, hidden_size)
+            self.fh = self._try_resume()
         if self.fh is None:
             try:
                 self.tmp.unlink(missing_ok=True)
             except OSError as exc:
                 raise UAProbeError(f"{self.path}: cannot remove the old {self.tmp} ({os_reason(exc)}); delete it "
                                    "by hand, or point --out at a writable directory") from None
-            self.fh = self._create(texts, categories, pairs, sides, n_layers, hidden_size, prompts,
-                                   aniso_states, aniso_prompt_index, aniso_special)
+            fixed = {"statements/text": texts, "statements/category": categories, "statements/pair": pairs,
+                     "statements/side": sides, "anisotropy/prompt": prompts, "anisotropy/states": aniso_states,
+                     "anisotropy/prompt_index": aniso_prompt_index, "anisotropy/special": aniso_special,
+                     "tokens/ids": ids, "tokens/offsets": offsets, "tokens/special": special}
+            self.fh = self._create(fixed, self.sizes)
         try:
             self.done = self.fh["progress/done"][()].astype(bool)
         except Exception as exc:
@@ -246,7 +289,7 @@ class ExtractionWriter:
                 raise _write_error(self.path, exc, "reading the progress of the partial file") from None
             raise
 
-    def _try_resume(self, n: int, n_layers: int, hidden_size: int) -> h5py.File | None:
+    def _try_resume(self) -> h5py.File | None:
         """The partial file of an interrupted run with the same inputs, open for writing; else None."""
         try:
             fh = h5py.File(self.tmp, "r+")
@@ -255,7 +298,7 @@ class ExtractionWriter:
                         self.tmp, os_reason(exc))
             return None
         try:
-            reason = _resume_mismatch(fh, self.attrs, n, n_layers, hidden_size)
+            reason = _resume_mismatch(fh, self.attrs, self.sizes)
         except Exception as exc:  # noqa: BLE001 - a damaged file can fail in many ways; none may stop a fresh start
             reason = f"it is damaged ({exc})"
         if reason:
@@ -264,9 +307,19 @@ class ExtractionWriter:
             return None
         return fh
 
-    def _create(self, texts: list[str], categories: list[str], pairs: np.ndarray, sides: np.ndarray,
-                n_layers: int, hidden_size: int, prompts: list[str], aniso_states: np.ndarray,
-                aniso_prompt_index: np.ndarray, aniso_special: np.ndarray) -> h5py.File:
+    def _create(self, fixed: Mapping[str, Any], sizes: Mapping[str, int]) -> h5py.File:
+        """A new partial file: the fixed datasets written, the streamed ones allocated (see :mod:`uaprobe.layout`).
+
+        The disk's free space is compared with the file's size first: HDF5 can crash the process when
+        it closes a file whose creation ran out of space, so a full disk is found before HDF5 writes.
+        """
+        need, free = _bytes_needed(fixed, sizes), _free_bytes(self.tmp.parent)
+        if free is not None and need > free:
+            raise UAProbeError(
+                f"{self.path}: creating the output file failed ({os_reason(OSError(errno.ENOSPC, ''))}: it needs "
+                f"{need / 2**20:.1f} MiB, {free / 2**20:.1f} MiB are free); free space on the disk of {self.path.parent} "
+                "or point --out at a writable directory. No partial file was left behind and an earlier complete "
+                "file is untouched")
         try:
             fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
         except Exception as exc:
@@ -275,23 +328,14 @@ class ExtractionWriter:
             self.tmp.unlink(missing_ok=True)
             raise _write_error(self.path, exc, "creating the output file") from None
         try:
-            n, shape = len(texts), (len(texts), n_layers + 1, hidden_size)
-            _dataset(fh, "statements/text", np.array(texts, dtype=object), dtype=STR)
-            _dataset(fh, "statements/category", np.array(categories, dtype=object), dtype=STR)
-            _dataset(fh, "statements/pair", np.asarray(pairs, dtype=np.int32))
-            _dataset(fh, "statements/side", np.asarray(sides, dtype=np.int8))
-            for p in POOLINGS:
-                _allocated(fh, f"pooled/{p}", shape, np.float32)
-                _allocated(fh, f"prenorm/{p}", (n, hidden_size), np.float32)
-            _allocated(fh, "nll/sum", (n,), np.float64)
-            _allocated(fh, "nll/mean", (n,), np.float64)
-            _allocated(fh, "n_tokens", (n,), np.int32)
-            _allocated(fh, "n_content", (n,), np.int32)
-            _allocated(fh, "progress/done", (n,), np.bool_)
-            _dataset(fh, "anisotropy/prompt", np.array(prompts, dtype=object), dtype=STR)
-            _dataset(fh, "anisotropy/states", np.ascontiguousarray(aniso_states, dtype=np.float32))
-            _dataset(fh, "anisotropy/prompt_index", np.asarray(aniso_prompt_index, dtype=np.int32))
-            _dataset(fh, "anisotropy/special", np.asarray(aniso_special, dtype=np.bool_))
+            for spec in layout.DATASETS:
+                if spec.stream is not None or spec.name == layout.PROGRESS:
+                    _allocated(fh, spec.name, layout.shape_of(spec.shape, sizes), np.dtype(spec.dtype))
+                elif spec.name in fixed:
+                    data, dtype = _stored(fixed[spec.name], spec)
+                    _dataset(fh, spec.name, data, dtype=dtype)
+                elif not spec.optional:
+                    raise ValueError(f"ExtractionWriter: no data for the dataset {spec.name}")
             write_attrs(fh, dict(self.attrs, complete=False))
             fh.flush()
         except BaseException as exc:
@@ -314,14 +358,10 @@ class ExtractionWriter:
         idx = np.asarray(rows)[order]
         try:
             # Data first, then the progress flags: a run killed in between redoes the batch.
-            for p in POOLINGS:
-                self.fh[f"pooled/{p}"][idx] = result.pooled[p][order]
-                self.fh[f"prenorm/{p}"][idx] = result.prenorm[p][order]
-            self.fh["nll/sum"][idx] = result.nll_sum[order]
-            self.fh["nll/mean"][idx] = result.nll_mean[order]
-            self.fh["n_tokens"][idx] = result.n_tokens[order]
-            self.fh["n_content"][idx] = result.n_content[order]
-            self.fh["progress/done"][idx] = True
+            for spec in layout.DATASETS:
+                if spec.stream is not None:
+                    self.fh[spec.name][idx] = layout.streamed_value(result, spec.stream)[order]
+            self.fh[layout.PROGRESS][idx] = True
             self.fh.flush()
         except Exception as exc:
             self.discard()
@@ -340,7 +380,7 @@ class ExtractionWriter:
                 self.fh.attrs["complete"] = True
             self.fh.close()
             self.fh = None
-            os.replace(self.tmp, self.path)
+            move_into_place(self.tmp, self.path)
         except Exception as exc:
             self.discard()
             if is_io_error(exc):
@@ -365,21 +405,18 @@ class ExtractionWriter:
             log.error("could not remove %s (%s); delete it by hand", self.tmp, os_reason(exc))
 
 
-def _resume_mismatch(fh: h5py.File, attrs: Mapping[str, Any], n: int, n_layers: int, hidden_size: int) -> str:
+def _resume_mismatch(fh: h5py.File, attrs: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
     """Why the partial file ``fh`` cannot be resumed by a run with ``attrs`` (empty string: it can)."""
     for key, value in attrs.items():
         if not _same(fh.attrs.get(key), value):
             return f"it was written with {key}={fh.attrs.get(key)!r}, this run has {value!r}"
-    shapes = {f"pooled/{p}": (n, n_layers + 1, hidden_size) for p in POOLINGS}
-    shapes.update({f"prenorm/{p}": (n, hidden_size) for p in POOLINGS})
-    shapes.update({name: (n,) for name in ("nll/sum", "nll/mean", "n_tokens", "n_content", "progress/done",
-                                           "statements/text")})
-    for name, shape in shapes.items():
-        if name not in fh or fh[name].shape != shape:
-            return f"{name} is missing or not of shape {shape}"
-    for name in ("anisotropy/states", "anisotropy/prompt", "anisotropy/prompt_index", "anisotropy/special"):
-        if name not in fh:
-            return f"{name} is missing"
+    for spec in layout.DATASETS:
+        if spec.stream is not None or spec.name in (layout.PROGRESS, "statements/text"):
+            shape = layout.shape_of(spec.shape, sizes)
+            if spec.name not in fh or fh[spec.name].shape != shape:
+                return f"{spec.name} is missing or not of shape {shape}"
+        elif spec.name not in fh and not spec.optional:
+            return f"{spec.name} is missing"
     return ""
 
 

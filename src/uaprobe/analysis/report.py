@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -167,14 +165,3 @@ def csv_text(columns: Mapping[str, Sequence[Any]]) -> str:
     for i in range(lengths.pop() if lengths else 0):
         rows.append(",".join(_cell(columns[n][i]) for n in names))
     return "\n".join(rows) + "\n"
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same directory."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-    return path
