@@ -15,20 +15,35 @@ On the whole dataset it times, with model loading excluded from all three:
 
 It prints each time, the ratios a/b (goal >= 10) and b/c (goal <= 1.25), and the peak resident
 memory above the post-load baseline of each phase.
+
+Then (d) the cost of the pinned CPU code paths (:mod:`uaprobe.numerics`): (b) in fresh processes,
+pinned and unpinned (the pins are environment variables read when the libraries are imported),
+alternating over two rounds, each side's best kept; it prints pinned/unpinned (goal <= 1.1).
+``--pins-only`` runs (d) alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import numpy as np
-import psutil
-import torch
+from uaprobe import numerics
+
+# The benchmark runs pinned, as the stages do; `--unpinned` (used by phase (d)) leaves the
+# numeric libraries to pick their own CPU code paths.
+if __name__ == "__main__" and "--unpinned" not in sys.argv:
+    numerics.pin()
+
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -120,6 +135,39 @@ def timed(label: str, fn) -> tuple[float, float]:
     return seconds, mem.above_baseline_mb
 
 
+def pinned_vs_unpinned(args: argparse.Namespace) -> float:
+    """(d): our extraction in fresh processes, pinned and unpinned, alternating; returns the ratio."""
+    env = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", args.model, "--limit", str(args.limit),
+            "--batch-size", str(args.batch_size), "--max-batch-tokens", str(args.max_batch_tokens)]
+    runs: dict[str, list[float]] = {"pinned": [], "unpinned": []}
+    for round_, order in ((1, ("pinned", "unpinned")), (2, ("unpinned", "pinned"))):
+        for mode in order:
+            proc = subprocess.run(base + (["--unpinned"] if mode == "unpinned" else []), env=env, capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode != 0:
+                raise SystemExit(f"(d) {mode} child failed:\n{proc.stderr[-3000:]}")
+            child = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[mode].append(child["seconds"])
+            print(f"  (d) ours, {mode:<8} (ISA {child['isa']:<8}, torch {child['capability']}) [round {round_}]"
+                  f"{'':<13}{child['seconds']:8.2f} s", flush=True)
+    ratio = min(runs["pinned"]) / min(runs["unpinned"])
+    print(f"pinned/unpinned = {ratio:.3f}  (goal <= 1.1)")
+    return ratio
+
+
+def child(args: argparse.Namespace, model, tokenizer, texts: list[str], batches: list[np.ndarray], drop: str) -> int:
+    """One (d) measurement in this process: a warm-up batch, then our extraction once."""
+    bare_forward(model, tokenizer, texts, batches[:1])
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        ours(model, tokenizer, texts, batches, Path(tmp) / "bench.h5", drop)
+        seconds = time.perf_counter() - start
+    rec = numerics.record()
+    print(json.dumps({"seconds": seconds, "isa": rec["isa"], "capability": rec["torch"]["cpu_capability"]}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
@@ -127,17 +175,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=0, help="default: extract.batch_size of params.yaml")
     parser.add_argument("--max-batch-tokens", type=int, default=0,
                         help="default: extract.max_batch_tokens of params.yaml")
+    parser.add_argument("--pins-only", action="store_true", help="only (d): pinned vs unpinned")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--unpinned", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     texts = load_dataset(REPO / "data" / "dataset.json").texts
     if args.limit:
         texts = texts[: args.limit]
-    batch_size = args.batch_size or params.extract.batch_size
-    max_batch_tokens = args.max_batch_tokens or params.extract.max_batch_tokens
+    batch_size = args.batch_size = args.batch_size or params.extract.batch_size
+    max_batch_tokens = args.max_batch_tokens = args.max_batch_tokens or params.extract.max_batch_tokens
+    if args.pins_only and not args.child:
+        print(f"{args.model}: {len(texts)} statements, {torch.get_num_threads()} threads")
+        pinned_vs_unpinned(args)
+        return 0
     model, tokenizer, _source, dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
     extract.prepare_tokenizer(tokenizer)
     batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size,
                                             max_batch_tokens=max_batch_tokens)
+    if args.child:
+        return child(args, model, tokenizer, texts, batches, params.pooling.drop)
     print(f"{args.model}: {len(texts)} statements, {len(batches)} batches (at most {batch_size} statements, "
           f"{max_batch_tokens} padded tokens), {dtype}, {torch.get_num_threads()} threads")
     bare_forward(model, tokenizer, texts, batches[:1])  # warm-up, not timed
@@ -156,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"a/b = {a / b:.2f}  (goal >= 10)")
     print(f"b/c = {b / c:.2f}  (goal <= 1.25)")
     print(f"statements/s: seeds {len(texts) / a:.1f}, ours {len(texts) / b:.1f}, bare {len(texts) / c:.1f}")
+    pinned_vs_unpinned(args)
     return 0
 
 

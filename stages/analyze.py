@@ -6,15 +6,12 @@ metrics/models/<id>.json and plots/<kind>/<id>.csv (schema: docs/results.md).
 
 from __future__ import annotations
 
-import os
+from uaprobe import numerics
 
-# The analyses are many small BLAS/LAPACK calls: extra BLAS threads do not speed them up, and
-# under CPU contention OpenBLAS's spinning threads slow some LAPACK calls down many times over.
-# Set before numpy is imported, only when run as a script (importing the module changes nothing);
-# an explicit setting in the environment wins.
+# Pinned CPU code paths and one BLAS thread (uaprobe.numerics), before numpy is imported; only when
+# run as a script (importing the module changes nothing).
 if __name__ == "__main__":
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, "1")
+    numerics.pin(analysis=True)
 
 import argparse
 import logging
@@ -69,11 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         out.results["neutral_control"] = ctrl["results"]
         out.metrics["neutral_control"] = ctrl["metrics"]
     metrics_path = args.metrics / f"{args.model}.json"
-    files = {res_dir / f"{stem}.json": json_text(obj) for stem, obj in sorted(out.results.items())}
+    provenance = numerics.results_provenance(emb.attrs.get("numerics"), analysis=numerics.record(analysis=True))
+    files = {res_dir / f"{stem}.json": json_text({**obj, "numerics": provenance})
+             for stem, obj in sorted(out.results.items())}
     files[metrics_path] = json_text(out.metrics)
     # one directory per kind of series, so that `dvc plots` can name each kind's columns once for the panel
     files.update({args.plots / stem / f"{args.model}.csv": csv_text(cols) for stem, cols in sorted(out.plots.items())})
     write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"analyze@{args.model}"), args.params.parent,
+                                                 analysis=True))
     log.info("%s: results in %s (%s), metrics in %s, plots in %s (%s)", args.model, res_dir,
              ", ".join(sorted(out.results)), metrics_path, args.plots, ", ".join(f"{k}/{args.model}.csv" for k in sorted(out.plots)))
     return 0

@@ -7,15 +7,12 @@ each id; writes results/panel.json, metrics/panel.json and plots/panel/<id>.csv
 
 from __future__ import annotations
 
-import os
+from uaprobe import numerics
 
-# The analyses are many small BLAS/LAPACK calls: extra BLAS threads do not speed them up, and
-# under CPU contention OpenBLAS's spinning threads slow some LAPACK calls down many times over.
-# Set before numpy is imported, only when run as a script (importing the module changes nothing);
-# an explicit setting in the environment wins.
+# Pinned CPU code paths and one BLAS thread (uaprobe.numerics), before numpy is imported; only when
+# run as a script (importing the module changes nothing).
 if __name__ == "__main__":
-    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(_var, "1")
+    numerics.pin(analysis=True)
 
 import argparse
 import logging
@@ -60,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
                         sink_excluded_results=sink_excluded,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
-    files = {args.out_results: json_text(out.results["panel"]), args.out_metrics: json_text(out.metrics)}
+    panel = {**out.results["panel"], "numerics": {"analysis": numerics.record(analysis=True)}}
+    files = {args.out_results: json_text(panel), args.out_metrics: json_text(out.metrics)}
     files.update({args.out_plots / f"{m}.csv": csv_text(cols) for m, cols in out.plots.items()})
     write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), args.params.parent, analysis=True))
     log.info("panel of %d model(s): results in %s, metrics in %s, plots in %s", len(ids), args.out_results,
              args.out_metrics, args.out_plots)
     return 0

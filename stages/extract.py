@@ -18,6 +18,13 @@ frees the disk, so there is nothing worth resuming -- and the exit code is 2 wit
 
 from __future__ import annotations
 
+from uaprobe import numerics
+
+# Pinned CPU code paths (uaprobe.numerics), before numpy and torch are imported; only when run as a
+# script (importing the module changes nothing).
+if __name__ == "__main__":
+    numerics.pin()
+
 import argparse
 import dataclasses
 import logging
@@ -125,6 +132,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         "hidden_size": hidden_size,
         "bos_added": bos_added,
         "params_millions": spec.params_millions or 0.0,
+        "numerics": numerics.record_json(),
     }
     writer = ExtractionWriter(
         out, texts=texts, categories=[s.category for s in dataset.statements],
@@ -178,6 +186,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                                  max_batch_tokens=params.extract.max_batch_tokens, model_id=model_id,
                                  resume=resume)
         log.info("wrote %s (%d control statements)", cpath, len(control.texts))
+    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}"), params_path.parent))
     return path
 
 

@@ -11,6 +11,12 @@ and swapped in whole, so no figure of a model that left the panel survives.
 
 from __future__ import annotations
 
+from uaprobe import numerics
+
+# Pinned CPU code paths (uaprobe.numerics), before numpy is imported; only when run as a script.
+if __name__ == "__main__":
+    numerics.pin()
+
 import argparse
 import json
 import logging

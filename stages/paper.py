@@ -11,6 +11,12 @@ params.yaml) from the repository root.
 
 from __future__ import annotations
 
+from uaprobe import numerics
+
+# Pinned CPU code paths (uaprobe.numerics), before numpy is imported; only when run as a script.
+if __name__ == "__main__":
+    numerics.pin()
+
 import argparse
 import logging
 import time

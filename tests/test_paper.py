@@ -130,6 +130,7 @@ def test_the_paper_states_its_provenance(project: Path) -> None:
     assert len(re.findall(r"Stage\s+<code>figures</code>,\s+drawn\s+from", text)) == len(expected_figures(project))
     assert "10.5281/zenodo.18110161" in text and "10.5281/zenodo.18142454" in text
     assert "matches" in text, "the dvc.lock table should confirm the hashes of the files read"
+    assert "CPU code paths of the numbers" in text and "logs/&lt;stage&gt;.machine.json" in text
 
 
 def test_the_paper_stage_command_line(project: Path, tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ import contextlib
 import functools
 import http.server
 import json
+import os
 import shutil
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -187,3 +189,42 @@ def test_verify_checks_outputs_against_the_lock(author: Path, workspace: Path) -
     dataset.write_text(dataset.read_text().replace("Gravity", "Levity", 1))
     bad = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
     assert "dataset_sha256" in bad.stdout
+
+
+def test_readme_commands_in_a_fresh_shell(author: Path, workspace: Path) -> None:
+    """`.venv/bin/dvc repro` with no activated environment (PATH without the venv, no python on it):
+    the stages run with the project's .venv, pinned, and give the committed bytes."""
+    project = _clone(author, workspace / "fresh-shell")
+    (project / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    dvc("pull", cwd=project)
+    before = (project / "results" / "panel.json").read_bytes()
+    fresh = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "DVC_NO_ANALYTICS": "1",
+             "LANG": "C.UTF-8"}
+    proc = subprocess.run([str(project / ".venv" / "bin" / "dvc"), "repro", "-f", "compare"], cwd=project,
+                          env=fresh, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Running stage 'compare'" in proc.stdout and "Traceback" not in proc.stderr
+    assert (project / "results" / "panel.json").read_bytes() == before
+    log = json.loads((project / "logs" / "compare.machine.json").read_text())
+    assert log["stage"] == "compare" and log["machine"]["cpu_model"]
+    panel = json.loads(before)
+    assert panel["numerics"]["analysis"]["threads"]["OPENBLAS_NUM_THREADS"] == "1"
+    assert log["machine"]["cpu_model"] not in before.decode()
+    shutil.rmtree(project)
+
+
+def test_verify_against_a_revision_compares_every_number(author: Path, workspace: Path) -> None:
+    reviewer = _clone(author, workspace / "reviewer-against")
+    dvc("pull", cwd=reviewer)
+    ok = run([sys.executable, "-m", "uaprobe.cli", "verify", "--against", "HEAD"], reviewer, check=False)
+    assert ok.returncode == 0 and "files within tolerance" in ok.stdout, ok.stdout + ok.stderr
+    assert "results/models/tiny/layerwise.json" in ok.stdout  # DVC-tracked, read from the cache
+    path = reviewer / "results" / "models" / "tiny" / "validation.json"
+    doc = json.loads(path.read_text())
+    doc["variants"]["mean"]["global"]["mean_ua"] += 1e-3
+    path.unlink()  # a DVC-linked file: replace it, do not write through the link
+    path.write_text(json.dumps(doc))
+    bad = run([sys.executable, "-m", "uaprobe.cli", "verify", "--against", "HEAD"], reviewer, check=False)
+    assert bad.returncode == 1, bad.stdout
+    assert "FAIL  results/models/tiny/validation.json" in bad.stdout and "variants/mean/global/mean_ua" in bad.stdout
+    shutil.rmtree(reviewer)

@@ -1,6 +1,7 @@
 """The ``uaprobe`` command: check a checkout's outputs against its ``dvc.lock``, show provenance.
 
     uaprobe verify [--repo DIR]        every output matches dvc.lock, every extraction matches its inputs
+    uaprobe verify --against REV|DIR   every number of the metrics/results/plots files within a tolerance
     uaprobe provenance FILE.h5         what an extraction file was made from
 """
 
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from uaprobe import numdiff, numerics
 from uaprobe.atomic import os_reason
 from uaprobe.dataset import sha256_of
 from uaprobe.errors import UAProbeError
@@ -130,12 +132,20 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p_verify = sub.add_parser("verify", help="check outputs against dvc.lock and the extraction inputs")
     p_verify.add_argument("--repo", type=Path, default=Path("."))
+    p_verify.add_argument("--against", metavar="REV|DIR", help="compare every number of the metrics, results and "
+                          "plots files with a git revision or another checkout, within --atol/--rtol")
+    p_verify.add_argument("--atol", type=float, default=numdiff.DEFAULT_ATOL,
+                          help=f"absolute tolerance (default {numdiff.DEFAULT_ATOL:g})")
+    p_verify.add_argument("--rtol", type=float, default=numdiff.DEFAULT_RTOL,
+                          help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
     p_prov = sub.add_parser("provenance", help="print an extraction file's provenance attributes")
     p_prov.add_argument("file", type=Path)
     return ap
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "verify" and args.against:
+        return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         return verify(args.repo)
     return provenance(args.file)
@@ -144,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Bad arguments: argparse's usage message, exit 2. A failure: one message, exit 2 (see :mod:`uaprobe.stage`)."""
     args = parser().parse_args(argv)
+    numerics.pin(strict=False)  # before the numeric imports of the subcommands
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s")
     return stage_main(f"uaprobe {args.command}", lambda _argv: run(args), argv, log=log)
 

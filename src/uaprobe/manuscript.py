@@ -680,6 +680,38 @@ def package_versions_table(packages: Sequence[str] = PACKAGES) -> str:
     return markdown_table(["package", "version"], rows, align="ll")
 
 
+def _numerics_row(label: str, rec: Any) -> list[str]:
+    if not isinstance(rec, Mapping):
+        return [label, "not recorded", "", "", "", ""]
+    torch = rec.get("torch") or {}
+    blas = str(torch.get("blas", ""))
+    mkl = re.search(r"Version ([0-9.]+)", blas)
+    cores = sorted({str(b.get("core", "?")) for b in rec.get("openblas") or []})
+    simd = (rec.get("numpy") or {}).get("simd") or {}
+    threads = rec.get("threads")
+    return [label, str(rec.get("isa", "?")),
+            f"{torch.get('cpu_capability', '?')}, MKL {mkl.group(1)}" if torch and mkl else
+            (str(torch.get("cpu_capability", "?")) if torch else "not used"),
+            ", ".join(cores) or "not used",
+            " + ".join([*simd.get("baseline", []), *simd.get("dispatch_enabled", [])]) or "not used",
+            "1" if isinstance(threads, Mapping) and set(threads.values()) == {"1"} else
+            ("any (results do not depend on it)" if isinstance(threads, str) else str(threads))]
+
+
+def numerics_table(out: Outputs) -> str:
+    """The CPU code paths every stage's numbers were computed on (the ``numerics`` block of the
+    results files): the pinned instruction set, torch's kernels and BLAS, OpenBLAS's kernels, numpy's
+    SIMD targets and the thread count where it is pinned."""
+    rows = []
+    for m in out.models:
+        block = out.lw(m).get("numerics") or {}
+        rows.append(_numerics_row(f"extract {out.display(m)}", block.get("extraction")))
+        rows.append(_numerics_row(f"analyze {out.display(m)}", block.get("analysis")))
+    rows.append(_numerics_row("compare", (out.panel.get("numerics") or {}).get("analysis")))
+    return markdown_table(["stage", "pinned ISA", "torch kernels, BLAS", "OpenBLAS kernels", "numpy SIMD",
+                           "threads"], rows, align="llllll")
+
+
 def params_block(out: Outputs, sections: Sequence[str] = ("models", "extract", "pooling", "analysis")) -> str:
     """The parameters the outputs were computed with, as a YAML code block."""
     subset = {k: out.raw_params[k] for k in sections if k in out.raw_params}
@@ -708,6 +740,7 @@ __all__ = [
     "load_outputs",
     "markdown_table",
     "model_panel_table",
+    "numerics_table",
     "package_versions_table",
     "params_block",
     "published_reference_table",

@@ -1,0 +1,269 @@
+"""Every number of two runs' metrics and results files, compared within a stated tolerance.
+
+Pinned CPU code paths (:mod:`uaprobe.numerics`) make two x86-64 machines with AVX2 give the same
+bytes. Where bytes cannot match -- a GPU, another architecture, another build of a library -- the
+question is whether the *numbers* reproduced: ``uaprobe verify --against REV`` reads the JSON
+metrics and results files and the CSV plot series of this checkout and of a git revision (through
+DVC, so the DVC-tracked results come from the cache or the remote) or of another checkout, and
+reports per file the largest absolute and relative difference and whether every number is within
+
+    |a - b| <= atol + rtol * max(|a|, |b|)
+
+(defaults :data:`DEFAULT_ATOL`, :data:`DEFAULT_RTOL`). A number present on one side only, a
+``null`` facing a number, or a file missing on one side fails. Strings (names, provenance) are not
+compared: they say how a number was made, not what it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from uaprobe.errors import UAProbeError
+
+DEFAULT_ATOL = 1e-4
+"""Absolute tolerance: above the last-digit differences of float32 hidden states computed on other
+kernels (up to about 1e-5 in the metrics), below the size of a change that moves a reported digit."""
+DEFAULT_RTOL = 1e-4
+"""Relative tolerance (of the larger magnitude), for the large numbers (norms, NLL sums)."""
+ROOTS: tuple[str, ...] = ("metrics", "results", "plots")
+"""Top-level directories whose ``.json`` and ``.csv`` files are compared."""
+SUFFIXES: tuple[str, ...] = (".json", ".csv")
+
+Number = float | None
+"""A leaf: a finite or non-finite float, or None for JSON ``null`` / an empty CSV cell."""
+
+
+class Tree(Protocol):
+    """One side of the comparison: the files of a checkout or of a revision."""
+
+    label: str
+
+    def files(self) -> list[str]: ...
+
+    def read_text(self, path: str) -> str: ...
+
+
+@dataclass
+class Checkout:
+    """The files of a directory on disk (a checkout, or a workspace)."""
+
+    root: Path
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or str(self.root)
+
+    def files(self) -> list[str]:
+        out = []
+        for top in ROOTS:
+            base = self.root / top
+            if base.is_dir():
+                out += [p.relative_to(self.root).as_posix() for p in base.rglob("*")
+                        if p.is_file() and p.suffix in SUFFIXES]
+        return sorted(out)
+
+    def read_text(self, path: str) -> str:
+        return (self.root / path).read_text(encoding="utf-8")
+
+
+class Revision:
+    """The files of a git revision of a DVC project: git-tracked ones from git, DVC outputs from
+    the DVC cache (or the remote)."""
+
+    def __init__(self, repo: Path, rev: str) -> None:
+        from dvc.api import DVCFileSystem
+
+        self.label = rev
+        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise UAProbeError(f"{repo}: cannot open revision {rev!r} (not a commit of this git repository); give a "
+                               "commit, branch or tag, or a checkout directory")
+        try:
+            self.fs = DVCFileSystem(str(repo), rev=proc.stdout.strip())
+        except Exception as exc:  # dvc raises its own types for a revision that is not a DVC project
+            raise UAProbeError(f"{repo}: cannot open revision {rev!r} as a DVC project ({type(exc).__name__}: "
+                               f"{exc}); compare two checkouts instead (`--against DIR`)") from None
+
+    def files(self) -> list[str]:
+        out = []
+        for top in ROOTS:
+            try:
+                if self.fs.exists(f"/{top}"):
+                    out += [p.lstrip("/") for p in self.fs.find(f"/{top}") if p.endswith(SUFFIXES)]
+            except Exception as exc:  # a DVC directory output whose listing is in neither cache nor remote
+                raise UAProbeError(self._missing(f"{top}/", exc)) from None
+        return sorted(out)
+
+    def _missing(self, path: str, exc: BaseException) -> str:
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        return (f"{path} at {self.label}: cannot be read ({type(exc).__name__}: {reason}); "
+                f"it is a DVC output missing from the cache and the remote: `git checkout {self.label} && dvc pull`, "
+                "or compare two checkouts (`--against DIR`)")
+
+    def read_text(self, path: str) -> str:
+        try:
+            return self.fs.read_text(f"/{path}", encoding="utf-8")
+        except Exception as exc:
+            raise UAProbeError(self._missing(path, exc)) from None
+
+
+def open_tree(spec: str, repo: Path) -> Tree:
+    """A checkout directory if ``spec`` is one, else a git revision of ``repo``."""
+    path = Path(spec)
+    if path.is_dir():
+        return Checkout(path)
+    return Revision(repo, spec)
+
+
+def leaves(obj: Any, prefix: str = "") -> Iterator[tuple[str, Number]]:
+    """Every numeric leaf of a JSON document as (slash-separated key path, value); ``null`` is None,
+    strings and booleans are skipped."""
+    if isinstance(obj, Mapping):
+        for key in sorted(obj):
+            yield from leaves(obj[key], f"{prefix}/{key}" if prefix else str(key))
+    elif isinstance(obj, list):
+        for i, item in enumerate(obj):
+            yield from leaves(item, f"{prefix}/{i}" if prefix else str(i))
+    elif obj is None:
+        yield prefix, None
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield prefix, float(obj)
+
+
+def csv_leaves(text: str) -> Iterator[tuple[str, Number]]:
+    """Every numeric cell of a CSV file with a header, as (``<row>/<column>``, value); an empty cell
+    is None, text cells are skipped."""
+    for i, row in enumerate(csv.DictReader(io.StringIO(text))):
+        for column, cell in row.items():
+            if cell is None or cell == "":
+                yield f"{i}/{column}", None
+                continue
+            try:
+                yield f"{i}/{column}", float(cell)
+            except ValueError:
+                continue
+
+
+def numbers(path: str, text: str) -> dict[str, Number]:
+    """The numbers of one metrics/results/plots file, keyed by their path inside it."""
+    if path.endswith(".csv"):
+        return dict(csv_leaves(text))
+    try:
+        return dict(leaves(json.loads(text)))
+    except json.JSONDecodeError as exc:
+        raise UAProbeError(f"{path}: not valid JSON ({exc}); regenerate it with `dvc repro`") from None
+
+
+@dataclass
+class FileDiff:
+    """The comparison of one file: largest differences, where they are, and what fails."""
+
+    path: str
+    compared: int = 0
+    max_abs: float = 0.0
+    max_abs_key: str = ""
+    max_rel: float = 0.0
+    max_rel_key: str = ""
+    failures: list[str] = field(default_factory=list)
+    """Every failing key, with both values (or what is missing)."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def differences(a: float, b: float) -> tuple[float, float]:
+    """Absolute and relative (to the larger magnitude) difference; equal non-finite values differ by 0."""
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return 0.0, 0.0
+    diff = abs(a - b)
+    scale = max(abs(a), abs(b))
+    return diff, (diff / scale if scale > 0 else math.inf)
+
+
+def within(a: float, b: float, *, atol: float, rtol: float) -> bool:
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return True
+    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+
+
+def compare_numbers(path: str, ours: Mapping[str, Number], theirs: Mapping[str, Number], *,
+                    atol: float = DEFAULT_ATOL, rtol: float = DEFAULT_RTOL, labels: tuple[str, str] = ("here", "there")
+                    ) -> FileDiff:
+    """Compare two files' numbers key by key."""
+    out = FileDiff(path)
+    for key in sorted(set(ours) | set(theirs)):
+        if key not in theirs or key not in ours:
+            side = labels[1] if key not in theirs else labels[0]
+            out.failures.append(f"{key}: missing at {side}")
+            continue
+        a, b = ours[key], theirs[key]
+        if a is None or b is None:
+            if a is not b:
+                out.failures.append(f"{key}: {a} at {labels[0]}, {b} at {labels[1]}")
+            continue
+        out.compared += 1
+        abs_diff, rel_diff = differences(a, b)
+        if abs_diff > out.max_abs:
+            out.max_abs, out.max_abs_key = abs_diff, key
+        if rel_diff > out.max_rel:
+            out.max_rel, out.max_rel_key = rel_diff, key
+        if not within(a, b, atol=atol, rtol=rtol):
+            out.failures.append(f"{key}: {a!r} at {labels[0]}, {b!r} at {labels[1]} "
+                                f"(abs {abs_diff:.3g}, rel {rel_diff:.3g})")
+    return out
+
+
+def compare_trees(ours: Tree, theirs: Tree, *, atol: float = DEFAULT_ATOL,
+                  rtol: float = DEFAULT_RTOL) -> list[FileDiff]:
+    """Every metrics/results/plots file of both sides, compared; a file on one side only fails."""
+    mine, other = set(ours.files()), set(theirs.files())
+    if not mine and not other:
+        raise UAProbeError(f"no metrics, results or plots files at {ours.label} or {theirs.label}: run `dvc repro` "
+                           "or `dvc pull` first")
+    out = []
+    for path in sorted(mine | other):
+        if path not in other or path not in mine:
+            missing = theirs.label if path not in other else ours.label
+            out.append(FileDiff(path, failures=[f"file missing at {missing}"]))
+            continue
+        out.append(compare_numbers(path, numbers(path, ours.read_text(path)), numbers(path, theirs.read_text(path)),
+                                   atol=atol, rtol=rtol, labels=(ours.label, theirs.label)))
+    return out
+
+
+def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs: str, max_failures: int = 5) -> str:
+    """The per-file table and, under each failing file, its first failing keys."""
+    lines = [f"numbers of {ours} against {theirs}: pass if |a - b| <= {atol:g} + {rtol:g} * max(|a|, |b|)"]
+    for d in diffs:
+        status = "pass" if d.passed else "FAIL"
+        lines.append(f"{status}  {d.path}: {d.compared} numbers, max abs diff {d.max_abs:.3g}"
+                     f"{f' ({d.max_abs_key})' if d.max_abs_key else ''}, max rel diff {d.max_rel:.3g}"
+                     f"{f' ({d.max_rel_key})' if d.max_rel_key else ''}")
+        for failure in d.failures[:max_failures]:
+            lines.append(f"      {d.path}: {failure}")
+        if len(d.failures) > max_failures:
+            lines.append(f"      {d.path}: ... {len(d.failures) - max_failures} more")
+    failed = [d for d in diffs if not d.passed]
+    lines.append(f"{len(diffs) - len(failed)} of {len(diffs)} files within tolerance"
+                 + ("" if not failed else f"; {len(failed)} not: {', '.join(d.path for d in failed)}"))
+    return "\n".join(lines)
+
+
+def verify_against(repo: Path, against: str, *, atol: float = DEFAULT_ATOL, rtol: float = DEFAULT_RTOL) -> int:
+    """``uaprobe verify --against``: print the report; 0 if every file is within tolerance, else 1."""
+    if atol < 0 or rtol < 0:
+        raise UAProbeError(f"--atol {atol} / --rtol {rtol}: tolerances must be >= 0")
+    ours, theirs = Checkout(repo, label=str(repo)), open_tree(against, repo)
+    diffs = compare_trees(ours, theirs, atol=atol, rtol=rtol)
+    print(report(diffs, atol=atol, rtol=rtol, ours=ours.label, theirs=theirs.label))
+    return 0 if all(d.passed for d in diffs) else 1

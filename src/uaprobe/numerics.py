@@ -1,0 +1,316 @@
+"""Pinned CPU code paths: the same bytes from the same inputs on any x86-64 machine with AVX2.
+
+The numeric libraries choose their CPU kernels at run time from what the processor offers: torch's
+ATen kernels (elementwise ops, reductions, softmax, norms), oneDNN, MKL (torch's BLAS: every
+``Linear``), OpenBLAS (numpy's and scipy's BLAS and LAPACK) and numpy's own SIMD loops. The same
+program then rounds differently on an AVX-512 machine than on an AVX2 one, and every output hash
+changes. :func:`pin` sets, *before* numpy, scipy or torch are imported, the environment each library
+reads at start-up, so that all of them take their AVX2 path (every x86-64 processor since 2013-2015
+has it) whatever the machine offers beyond it. It is the one place that knows these settings: every
+stage and the ``uaprobe`` command call it first.
+
+What each library honours (checked with the versions of ``requirements.lock``; ``record`` reports
+what is in effect after import, so a library that ignores its pin shows up in the provenance):
+
+========================== ======================= ==================================================
+variable                   library                 effect
+========================== ======================= ==================================================
+ATEN_CPU_CAPABILITY=avx2   torch (ATen)            ``torch.backends.cpu.get_cpu_capability()`` is AVX2
+ONEDNN_MAX_CPU_ISA=AVX2    oneDNN (torch mkldnn)   JIT kernels at most AVX2 (``DNNL_`` is the old name)
+MKL_ENABLE_INSTRUCTIONS    MKL (torch's BLAS)      dispatch ceiling AVX2 (every ``Linear`` is an SGEMM)
+OPENBLAS_CORETYPE=Haswell  OpenBLAS (numpy, scipy) Haswell kernels (AVX2 + FMA) in DYNAMIC_ARCH builds
+NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (numpy 2.4's names)
+========================== ======================= ==================================================
+
+MKL's conditional numerical reproducibility (``MKL_CBWR``) is deliberately not set: on an AMD
+processor MKL reports ``CNR:AUTO`` for every branch but ``COMPATIBLE`` (it has no Intel branch to
+take there), leaves the bytes unchanged, and cost 1.2 to 1.6x the extraction time in side-by-side
+runs (``AVX2``, with and without ``STRICT``); ``COMPATIBLE`` changes the bytes and costs about 2x.
+A ``MKL_CBWR`` in the caller's environment is removed (:data:`UNSET`). An Intel processor's MKL
+AVX2 path has not been compared with an AMD one's here: where CI on such a machine finds other
+bytes, ``MKL_CBWR=AVX2`` is the pin to add.
+
+The pins override the calling environment (a shell with ``MKL_CBWR=COMPATIBLE`` or
+``ATEN_CPU_CAPABILITY=default`` must not change the bytes). On a processor without AVX2 or FMA, or
+one that is not x86-64, nothing is pinned (the AVX2 kernels would not run): its outputs differ in the
+last digits, the provenance says so, and ``uaprobe verify --against`` compares them with a tolerance.
+
+Thread counts: the analyses pin the BLAS to one thread (:data:`ANALYSIS_THREADS`). The extraction
+leaves torch's thread count to the machine: its results do not depend on it (MKL's SGEMMs of these
+shapes split the outputs across threads, and so do ATen's elementwise kernels and its reductions
+along a dimension, not the summations), which the test suite checks with one and three threads.
+
+:func:`record` is what determines the numbers (pins, ISA in use, pinned thread counts, library
+versions): it goes into the HDF5 attributes, the results files and the paper, which are hashed by
+DVC, so it holds nothing that differs between two AVX2 machines. :func:`machine_record` holds what
+does (the CPU model, its core count, the threads actually used): it goes only into a machine-local
+log that neither git nor DVC tracks (:func:`machine_log_path`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import sys
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+ISA = "AVX2"
+"""The instruction set every pinned library is held to."""
+
+ISA_PINS: Mapping[str, str] = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "DNNL_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "OPENBLAS_CORETYPE": "Haswell",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+}
+"""Environment that holds every CPU-dispatching library to its AVX2 kernels (see the module doc)."""
+
+UNSET: tuple[str, ...] = ("MKL_CBWR",)
+"""Variables :func:`pin` removes from the environment: they change the bytes, and are not pinned."""
+
+THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""The thread-count variables of OpenBLAS, OpenMP (torch, MKL) and MKL."""
+
+ANALYSIS_THREADS = 1
+"""BLAS threads of the analysis stages: many small BLAS/LAPACK calls, which extra threads do not
+speed up (under CPU contention OpenBLAS's spinning threads slow some LAPACK calls down many times
+over), and one thread fixes the order of every summation a BLAS call makes."""
+
+NUMERIC_MODULES: tuple[str, ...] = ("numpy", "scipy", "torch")
+"""Libraries that read the pins when they are first imported."""
+
+REQUIRED_FLAGS: tuple[str, ...] = ("avx2", "fma")
+"""CPU flags (``/proc/cpuinfo`` spelling) the pinned kernels need."""
+
+MACHINE_LOG_DIR = Path("logs")
+"""Where stages write their machine-local record (ignored by git, never a DVC output)."""
+
+
+class PinnedTooLate(RuntimeError):
+    """A numeric library was imported before :func:`pin`: its CPU code path is not pinned."""
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
+    """The flags of the first processor in ``/proc/cpuinfo`` (or of the text given); None where unknown."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return None
+
+
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The processor's model string (machine-local: never written to a hashed output)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def pinnable(machine: str | None = None, flags: frozenset[str] | None = None) -> tuple[bool, str]:
+    """Whether the AVX2 pins can apply here, and why not if they cannot."""
+    machine = (machine if machine is not None else platform.machine()).lower()
+    if machine not in ("x86_64", "amd64"):
+        return False, f"not an x86-64 processor ({machine})"
+    missing = [f for f in REQUIRED_FLAGS if flags is not None and f not in flags]
+    if missing:
+        return False, f"the processor lacks {', '.join(missing)}"
+    return True, ""
+
+
+def pins_for(machine: str | None = None, flags: frozenset[str] | None = None) -> dict[str, str]:
+    """The ISA pins that apply on this machine: all of :data:`ISA_PINS`, or none (see :func:`pinnable`)."""
+    ok, _ = pinnable(machine, flags)
+    return dict(ISA_PINS) if ok else {}
+
+
+def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[str, str] | None = None,
+        modules: Mapping[str, Any] | None = None, flags: frozenset[str] | None = None) -> dict[str, str]:
+    """Pin every numeric library's CPU code path (and, with ``analysis``, the BLAS to one thread).
+
+    Call it before numpy, scipy or torch is imported: if one already is, the pin would silently not
+    apply to it, so with ``strict`` it raises :class:`PinnedTooLate` and without it changes nothing
+    (a caller inside a process that has its own numerics, e.g. the ``uaprobe`` command called from
+    Python). ``flags`` defaults to this machine's CPU flags. Returns the variables it set.
+    """
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    early = [m for m in NUMERIC_MODULES if m in modules]
+    if early and not strict:
+        return {}
+    if early:
+        raise PinnedTooLate(f"{', '.join(early)} imported before uaprobe.numerics.pin(): call pin() first, "
+                            "before any numeric import")
+    wanted = pins_for(flags=cpu_flags() if flags is None else flags)
+    if wanted:
+        for var in UNSET:
+            environ.pop(var, None)
+    if analysis:
+        wanted.update({var: str(ANALYSIS_THREADS) for var in THREAD_VARIABLES})
+    environ.update(wanted)
+    return wanted
+
+
+def _openblas_cores() -> list[dict[str, str]]:
+    """Version and kernel set of every OpenBLAS that numpy and scipy ship (their wheels vendor one each)."""
+    found = []
+    for mod_name, libs_dir in (("numpy", "numpy.libs"), ("scipy", "scipy.libs")):
+        mod = sys.modules.get(mod_name)
+        if mod is None or not getattr(mod, "__file__", None):
+            continue
+        directory = Path(mod.__file__).resolve().parent.parent / libs_dir
+        for lib_path in sorted(directory.glob("*openblas*.so*")):
+            try:
+                lib = ctypes.CDLL(str(lib_path))
+            except OSError:
+                continue
+            entry = {"library": mod_name}
+            for key, names in (("core", ("get_corename64_", "get_corename")),
+                               ("config", ("get_config64_", "get_config"))):
+                for prefix in ("scipy_openblas_", "openblas_"):
+                    fn = next((getattr(lib, prefix + n) for n in names if hasattr(lib, prefix + n)), None)
+                    if fn is not None:
+                        fn.restype = ctypes.c_char_p
+                        entry[key] = (fn() or b"").decode().strip()
+                        break
+            found.append(entry)
+    return found
+
+
+def _numpy_simd() -> dict[str, list[str]]:
+    np_core = sys.modules.get("numpy._core._multiarray_umath")
+    if np_core is None:
+        return {}
+    features = getattr(np_core, "__cpu_features__", {})
+    return {"baseline": list(getattr(np_core, "__cpu_baseline__", [])),
+            "dispatch_enabled": [t for t in getattr(np_core, "__cpu_dispatch__", []) if features.get(t)]}
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What determines this process's numbers: the pins, the ISA and kernels in use, pinned thread
+    counts (``analysis``: the BLAS threads of :func:`pin`), library versions. The same on every
+    x86-64 machine with AVX2, so it may go into hashed outputs."""
+    environ = os.environ if environ is None else environ
+    pins = {k: environ[k] for k in sorted(ISA_PINS) if environ.get(k) == ISA_PINS[k]}
+    threads: dict[str, str] | str = ({k: environ.get(k, "unset") for k in THREAD_VARIABLES} if analysis
+                                     else "not pinned: the results do not depend on the thread count")
+    out: dict[str, Any] = {
+        "isa": ISA if len(pins) == len(ISA_PINS) else "unpinned",
+        "pins": pins,
+        "threads": threads,
+        "machine": platform.machine().lower(),
+    }
+    if "numpy" in sys.modules:
+        out["numpy"] = {"version": _version("numpy"), "simd": _numpy_simd()}
+    if "scipy" in sys.modules:
+        out["scipy"] = {"version": _version("scipy")}
+    blas = _openblas_cores()
+    if blas:
+        out["openblas"] = blas
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch"] = {"version": str(torch.__version__),
+                        "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
+                        "blas": _torch_blas(torch)}
+    return out
+
+
+def _torch_blas(torch: Any) -> str:
+    for line in torch.__config__.show().splitlines():
+        if "Math Kernel Library" in line:
+            return line.strip(" -")
+    return "not MKL"
+
+
+def record_json(*, analysis: bool = False, environ: Mapping[str, str] | None = None) -> str:
+    """:func:`record` as one canonical JSON line (an HDF5 attribute)."""
+    return json.dumps(record(analysis=analysis, environ=environ), sort_keys=True, separators=(",", ":"))
+
+
+def machine_record() -> dict[str, Any]:
+    """What differs between machines and must not enter a hashed output: the CPU model, its
+    logical CPUs, whether it could be pinned, the threads actually used."""
+    flags = cpu_flags()
+    ok, why = pinnable(flags=flags)
+    out: dict[str, Any] = {
+        "cpu_model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "avx512f": None if flags is None else "avx512f" in flags,
+        "pinned": ok,
+        "not_pinned_because": why,
+        "platform": platform.platform(),
+    }
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            out["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return out
+
+
+def machine_log_path(stage: str, root: Path = Path(".")) -> Path:
+    """``<root>/logs/<stage>.machine.json``: the stage's machine-local record (``stage`` as DVC names
+    it; the stages pass the directory of their params file, the project root)."""
+    safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in stage)
+    return root / MACHINE_LOG_DIR / f"{safe}.machine.json"
+
+
+def write_machine_log(stage: str, root: Path = Path("."), *, analysis: bool = False) -> Path:
+    """Write :func:`machine_record` and :func:`record` of this process to :func:`machine_log_path`."""
+    path = machine_log_path(stage, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"stage": stage, "machine": machine_record(), "numerics": record(analysis=analysis)}
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def stage_name(default: str) -> str:
+    """The DVC stage being run (``$DVC_STAGE``, e.g. ``extract@smollm2-135m``), else ``default``."""
+    return os.environ.get("DVC_STAGE") or default
+
+
+def log_machine(stage: str, root: Path = Path("."), *, analysis: bool = False) -> str:
+    """Write the machine-local record and return a one-line summary of it for the stage's log."""
+    path = write_machine_log(stage, root, analysis=analysis)
+    m = machine_record()
+    threads = f", torch threads {m['torch_threads']}" if "torch_threads" in m else ""
+    state = f"pinned to {ISA}" if m["pinned"] else f"not pinned ({m['not_pinned_because']})"
+    return f"{m['cpu_model']}, {m['logical_cpus']} logical CPUs{threads}; {state}; recorded in {path}"
+
+
+def results_provenance(extraction: Any, *, analysis: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``numerics`` block of a results file: the extraction's record (the HDF5 attribute
+    ``numerics``, JSON) and the analysis process's own :func:`record`."""
+    if isinstance(extraction, bytes):
+        extraction = extraction.decode("utf-8")
+    try:
+        parsed = json.loads(extraction) if isinstance(extraction, str) else None
+    except json.JSONDecodeError:
+        parsed = None
+    return {"extraction": parsed if isinstance(parsed, dict) else "not recorded", "analysis": dict(analysis)}

@@ -1,0 +1,186 @@
+"""Pinned CPU code paths: which variables, that the libraries honour them, that the bytes then
+ignore the caller's environment and the thread count, and what the provenance records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from uaprobe import numerics
+
+REPO = Path(__file__).resolve().parents[1]
+HERE_PINNABLE, WHY_NOT = numerics.pinnable(flags=numerics.cpu_flags())
+needs_avx2 = pytest.mark.skipif(not HERE_PINNABLE, reason=f"the AVX2 pins need an x86-64 CPU with AVX2: {WHY_NOT}")
+
+CPUINFO = textwrap.dedent("""\
+    processor\t: 0
+    vendor_id\t: AuthenticAMD
+    model name\t: AMD EPYC 7B13 64-Core Processor
+    flags\t\t: fpu sse2 avx fma avx2 bmi2
+    """)
+
+
+def test_cpu_flags_and_model_come_from_the_first_processor() -> None:
+    assert numerics.cpu_flags(CPUINFO) == frozenset({"fpu", "sse2", "avx", "fma", "avx2", "bmi2"})
+    assert numerics.cpu_model(CPUINFO) == "AMD EPYC 7B13 64-Core Processor"
+    assert numerics.cpu_flags("processor : 0\n") is None
+
+
+def test_pins_apply_only_where_the_avx2_kernels_run() -> None:
+    avx2 = frozenset({"avx2", "fma"})
+    assert numerics.pins_for("x86_64", avx2) == dict(numerics.ISA_PINS)
+    assert numerics.pins_for("AMD64", None) == dict(numerics.ISA_PINS)  # flags unknown: x86-64 is enough
+    assert numerics.pins_for("x86_64", frozenset({"avx", "sse4_2"})) == {}
+    assert numerics.pins_for("aarch64", avx2) == {}
+    assert "lacks avx2, fma" in numerics.pinnable("x86_64", frozenset({"avx"}))[1]
+
+
+def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> None:
+    env = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+           "OMP_NUM_THREADS": "8", "HOME": "/x"}
+    set_ = numerics.pin(analysis=True, environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    assert "MKL_CBWR" not in env, "the caller's MKL_CBWR changes the bytes: removed"
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+    assert all(env[v] == "1" for v in numerics.THREAD_VARIABLES) and env["HOME"] == "/x"
+    assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}}
+    # the extraction leaves the thread count alone
+    env = {"OMP_NUM_THREADS": "8"}
+    numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    assert env["OMP_NUM_THREADS"] == "8"
+
+
+def test_pin_after_a_numeric_import_raises_or_changes_nothing() -> None:
+    env: dict[str, str] = {}
+    with pytest.raises(numerics.PinnedTooLate, match="numpy imported before"):
+        numerics.pin(environ=env, modules={"numpy": object()})
+    assert numerics.pin(strict=False, environ=env, modules={"torch": object()}) == {} and env == {}
+
+
+def test_record_reports_pins_and_holds_nothing_machine_specific() -> None:
+    pinned = {**numerics.ISA_PINS, "OMP_NUM_THREADS": "1"}
+    rec = numerics.record(analysis=True, environ=pinned)
+    assert rec["isa"] == "AVX2" and rec["pins"] == dict(sorted(numerics.ISA_PINS.items()))
+    assert rec["threads"]["OMP_NUM_THREADS"] == "1" and rec["threads"]["MKL_NUM_THREADS"] == "unset"
+    partial = numerics.record(environ={"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "default"})
+    assert partial["isa"] == "unpinned" and partial["pins"] == {"OPENBLAS_CORETYPE": "Haswell"}
+    assert isinstance(partial["threads"], str)
+    text = numerics.record_json(environ=pinned)
+    assert json.loads(text)["pins"] == rec["pins"]
+    machine = numerics.machine_record()
+    assert machine["cpu_model"] not in text and str(machine["platform"]) not in text
+
+
+def test_machine_log_is_written_beside_the_outputs_not_into_them(tmp_path: Path) -> None:
+    path = numerics.write_machine_log("extract@smollm2-135m", tmp_path)
+    assert path == tmp_path / "logs" / "extract@smollm2-135m.machine.json"
+    doc = json.loads(path.read_text())
+    assert doc["machine"]["cpu_model"] == numerics.cpu_model() and "numerics" in doc
+    assert numerics.machine_log_path("a/b c", tmp_path).name == "a_b_c.machine.json"
+    assert "logs/" in (REPO / ".gitignore").read_text()
+
+
+def test_results_provenance_parses_the_extraction_attribute() -> None:
+    rec = {"isa": "AVX2"}
+    assert numerics.results_provenance(b'{"isa": "AVX2"}', analysis=rec) == {"extraction": rec, "analysis": rec}
+    assert numerics.results_provenance(None, analysis=rec)["extraction"] == "not recorded"
+    assert numerics.results_provenance("not json", analysis=rec)["extraction"] == "not recorded"
+
+
+# A forward-pass-like workload through the extraction's own pooling and NLL code, big enough that
+# ATen and MKL split it across threads: a GEMM (MKL), log-softmax, layer norm and GELU (ATen's
+# vectorised kernels) and the masked mean pooling and per-sequence NLL (ATen reductions).
+WORKLOAD = textwrap.dedent("""\
+    import hashlib, json, os, sys
+    from uaprobe import numerics
+    if sys.argv[1] == "pinned":
+        numerics.pin()
+    import numpy as np, scipy.linalg, torch
+    from uaprobe import extract
+    torch.set_num_threads(int(sys.argv[2]))
+    g = np.random.default_rng(0)
+    B, T, D, V = 48, 24, 512, 4096
+    x = torch.from_numpy(g.standard_normal((B, T, D), dtype=np.float32))
+    w = torch.from_numpy(g.standard_normal((V, D), dtype=np.float32) / 20)
+    mask = torch.ones(B, T, dtype=torch.long)
+    for b in range(B):
+        mask[b, T - b % 7:] = 0
+    h = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (D,)))
+    logits = torch.nn.functional.linear(h, w)
+    ids = torch.from_numpy(g.integers(0, V, (B, T)))
+    where = extract.content_positions(mask, torch.zeros_like(mask), "special")
+    pooled = extract.pool([h, x], where)
+    nll = extract.sequence_nll(logits, ids, mask)
+    a = g.standard_normal((300, 300))
+    digest = hashlib.sha256()
+    for t in [*pooled.values(), *nll, torch.log_softmax(logits, -1)]:
+        digest.update(t.numpy().tobytes())
+    digest.update((a @ a.T).tobytes())
+    digest.update(scipy.linalg.eigh(a @ a.T, eigvals_only=True).tobytes())
+    digest.update(np.exp(a).sum(axis=0).tobytes())
+    print(json.dumps({"digest": digest.hexdigest(), "record": numerics.record()}))
+    """)
+
+
+def _workload(mode: str, threads: int, **env: str) -> dict:
+    full = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    full.update(env)
+    proc = subprocess.run([sys.executable, "-c", WORKLOAD, mode, str(threads)], capture_output=True, text=True,
+                          env=full, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_avx2
+def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None:
+    hostile = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OPENBLAS_CORETYPE": "Sandybridge",
+               "NPY_DISABLE_CPU_FEATURES": "X86_V3", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    base = _workload("pinned", 1)
+    assert _workload("pinned", 3) == base
+    assert _workload("pinned", 2, **hostile) == base
+    rec = base["record"]
+    assert rec["isa"] == "AVX2" and rec["torch"]["cpu_capability"] == "AVX2"
+    assert {b["core"] for b in rec["openblas"]} == {"Haswell"}
+    assert rec["numpy"]["simd"]["dispatch_enabled"] == ["X86_V3"]
+    # the same settings without the pins change the bytes: the pins are what holds them
+    unpinned = _workload("unpinned", 2, **hostile)
+    assert unpinned["digest"] != base["digest"] and unpinned["record"]["isa"] == "unpinned"
+    assert unpinned["record"]["torch"]["cpu_capability"] == "DEFAULT"
+
+
+def test_every_stage_pins_before_any_numeric_import() -> None:
+    for stage in sorted((REPO / "stages").glob("*.py")):
+        lines = stage.read_text(encoding="utf-8").splitlines()
+        pin_at = next(i for i, line in enumerate(lines) if "numerics.pin(" in line)
+        numeric = [i for i, line in enumerate(lines)
+                   if line.startswith(("import ", "from ")) and "numerics" not in line and "__future__" not in line
+                   and line.split()[1].split(".")[0] not in ("argparse", "logging", "os", "signal", "sys", "time",
+                                                               "json", "shutil", "tempfile", "collections",
+                                                               "dataclasses", "pathlib", "typing")]
+        assert numeric and pin_at < min(numeric), f"{stage.name}: numerics.pin() must come before {lines[min(numeric)]}"
+
+
+def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
+    from types import SimpleNamespace
+
+    from uaprobe import manuscript
+
+    pinned = {"isa": "AVX2", "pins": dict(numerics.ISA_PINS), "threads": "not pinned: ...",
+              "torch": {"cpu_capability": "AVX2", "blas": "Intel(R) oneAPI Math Kernel Library Version 2024.2-Product"},
+              "openblas": [{"library": "numpy", "core": "Haswell"}, {"library": "scipy", "core": "Haswell"}],
+              "numpy": {"simd": {"baseline": ["X86_V2"], "dispatch_enabled": ["X86_V3"]}}}
+    analysis = {"isa": "AVX2", "threads": {v: "1" for v in numerics.THREAD_VARIABLES},
+                "openblas": [{"library": "numpy", "core": "Haswell"}]}
+    out = SimpleNamespace(models=("m",), display=lambda m: "Model M",
+                          lw=lambda m: {"numerics": {"extraction": pinned, "analysis": analysis}},
+                          panel={})
+    table = manuscript.numerics_table(out)
+    assert ("| extract Model M | AVX2 | AVX2, MKL 2024.2 | Haswell | X86_V2 + X86_V3 "
+            "| any (results do not depend on it) |") in table
+    assert "| analyze Model M | AVX2 | not used | Haswell | not used | 1 |" in table
+    assert "| compare | not recorded |" in table
