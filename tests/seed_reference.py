@@ -170,7 +170,7 @@ def analyze_bell_curve(values: list[float], L_star: int) -> dict[str, object]:
 def scaling_summary(layer_results: dict[int, float], n_layers: int) -> dict[str, object]:
     """Seed 001 per-model summary from layer -> r."""
     layers = sorted(layer_results)
-    correlations = [layer_results[l] for l in layers]
+    correlations = [layer_results[layer] for layer in layers]
     max_pos_r = max(correlations)
     max_pos_layer = layers[correlations.index(max_pos_r)]
     max_neg_r = min(correlations)

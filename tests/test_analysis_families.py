@@ -171,7 +171,7 @@ def test_layerwise_results_report_sign_changes_peaks_and_nan_reasons():
     assert rec.reasons["poolings/last/pearson_r/0"] == "UA is constant"
     assert out["last"]["peak_positive"]["layer"] is None
     assert "poolings/last/peak_positive/layer" in rec.reasons
-    seed_view = seed.scaling_summary({l: r[l] for l in curves.seed_layers(8)}, 8)
+    seed_view = seed.scaling_summary({layer: r[layer] for layer in curves.seed_layers(8)}, 8)
     assert [(s["layer_before"], s["layer_after"]) for s in out["mean"]["seed_layers_sign_changes"]] == \
         [(s["layer_before"], s["layer_after"]) for s in seed_view["sign_changes"]]
 
@@ -382,7 +382,7 @@ def test_scaling_summary_matches_the_seed():
     for mid, n_layers in (("m1", 24), ("m2", 24), ("m3", 32), ("m4", 36)):
         r = np.sin(np.linspace(0, 3, n_layers + 1) + rng.uniform(0, 1)) * 0.8
         model_curves.append(scaling.ModelCurve(model_id=mid, display=mid, params_millions=None, n_layers=n_layers, r=r))
-        refs[mid] = seed.scaling_summary({l: r[l] for l in curves.seed_layers(n_layers)}, n_layers)
+        refs[mid] = seed.scaling_summary({layer: r[layer] for layer in curves.seed_layers(n_layers)}, n_layers)
     rec = NanReasons()
     out = scaling.scaling_view({"mean": model_curves}, seed_view=True, stable_depth_std=10.0, rec=rec)["mean"]
     for mid, ref in refs.items():

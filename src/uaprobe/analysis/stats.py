@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 from scipy import special
+from scipy import stats as scipy_stats
 
 FloatArray = np.ndarray
 """An ``np.ndarray`` of float64."""
@@ -131,20 +132,7 @@ def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min
 
 def average_ranks(x: np.ndarray) -> FloatArray:
     """Ranks 1..n along the last axis, ties sharing their average rank (``scipy.stats.rankdata``)."""
-    x = np.asarray(x, dtype=float)
-    n = x.shape[-1]
-    order = np.argsort(x, axis=-1, kind="stable")
-    s = np.take_along_axis(x, order, axis=-1)
-    idx = np.broadcast_to(np.arange(n), s.shape)
-    starts_here = np.ones(s.shape, dtype=bool)
-    starts_here[..., 1:] = s[..., 1:] != s[..., :-1]
-    ends_here = np.ones(s.shape, dtype=bool)
-    ends_here[..., :-1] = s[..., 1:] != s[..., :-1]
-    start = np.maximum.accumulate(np.where(starts_here, idx, 0), axis=-1)
-    end = np.flip(np.minimum.accumulate(np.flip(np.where(ends_here, idx, n - 1), axis=-1), axis=-1), axis=-1)
-    ranks = np.empty(s.shape)
-    np.put_along_axis(ranks, order, (start + end) / 2.0 + 1.0, axis=-1)
-    return ranks
+    return scipy_stats.rankdata(np.asarray(x, dtype=float), axis=-1)
 
 
 def spearman(x: np.ndarray, y: np.ndarray, *, x_name: str = "x", y_name: str = "y") -> Correlation:
@@ -273,7 +261,10 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
     """Two-sided permutation p-value of Pearson r: x (M, n), y (n,), observed r (M,).
 
     ``exact``: share of the orders with ``|r_perm| >= |r|``; ``random``: ``(1 + hits) / (1 + P)``.
-    NaN where r is NaN.
+    NaN where r is NaN. The exact p equals ``scipy.stats.permutation_test`` of ``|r|`` with
+    ``permutation_type="pairings"`` and ``alternative="greater"`` (tested); this is one matrix product
+    for all rows, about 150 times faster than scipy's vectorised call, and the random orders are
+    the analysis's own, drawn once and shared by every row.
     """
     x = np.atleast_2d(np.asarray(x, dtype=float))
     y = np.asarray(y, dtype=float)
@@ -292,13 +283,16 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
 
 
 def fisher_interval(*, r: FloatArray, n: np.ndarray, level: float) -> tuple[FloatArray, FloatArray, ReasonArray]:
-    """Fisher-z interval ``tanh(atanh(r) +- z / sqrt(n - 3))``; needs n >= 4 and a defined r."""
+    """Two-sided Fisher-z interval ``tanh(atanh(r) -+ z * sqrt(1 / (n - 3)))`` at ``level``, element-wise
+    over any batch shape: the formula, operation for operation, of
+    ``scipy.stats.pearsonr(x, y).confidence_interval(level)``. Needs n >= 4 and a defined r (where
+    scipy returns [-1, 1] for n <= 3, this gives NaN with a reason)."""
     r = np.asarray(r, dtype=float)
     n = np.asarray(n, dtype=float)
     zcrit = special.ndtri(0.5 + level / 2.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.arctanh(r)
-        se = 1.0 / np.sqrt(n - 3.0)
+        se = np.sqrt(1.0 / (n - 3.0))
         lo = np.tanh(z - zcrit * se)
         hi = np.tanh(z + zcrit * se)
     reason = first_reason((~np.isfinite(r), "r is undefined"), (n < 4, "the Fisher-z interval needs at least 4 points"))
@@ -328,14 +322,12 @@ def holm(p: np.ndarray) -> FloatArray:
 
 
 def benjamini_hochberg(p: np.ndarray) -> FloatArray:
-    """Benjamini-Hochberg adjusted p-values of a 1-D family; NaN entries are left out."""
-    return _adjust_finite(p, lambda q: np.minimum.accumulate((q * q.size / np.arange(1, q.size + 1))[::-1])[::-1])
-    order = np.argsort(q, kind="stable")
-    scaled = q[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(scaled[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
+    """Benjamini-Hochberg adjusted p-values of a 1-D family (``scipy.stats.false_discovery_control``);
+    NaN entries are left out of the family and stay NaN."""
+    p = np.asarray(p, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    out[ok] = scipy_stats.false_discovery_control(p[ok], method="bh")
     return out
 
 
@@ -383,23 +375,21 @@ class LineFit:
 
 
 def line_fit(y: np.ndarray) -> LineFit:
-    """Least-squares line of ``y`` against its positions ``0..n-1`` (as ``scipy.stats.linregress``)."""
+    """Least-squares line of ``y`` against its positions ``0..n-1``: ``scipy.stats.linregress``, with
+    reasons where it has none (fewer than 2 points or a non-finite value: nothing is defined; constant
+    ``y``: r and p are undefined; 2 points: p is undefined, where linregress reports 0 or 1)."""
     y = np.asarray(y, dtype=float)
     n = y.size
-    reason: dict[str, str] = {}
     if n < 2 or not np.isfinite(y).all():
         why = "fewer than 2 points" if n < 2 else "non-finite input"
         return LineFit(np.nan, np.nan, np.nan, np.nan, n, {k: why for k in ("slope", "intercept", "r", "p")})
-    x = np.arange(n, dtype=float)
-    xc = x - x.mean()
-    yc = y - y.mean()
-    slope = float((xc * yc).sum() / (xc * xc).sum())
-    intercept = float(y.mean() - slope * x.mean())
-    corr = pearson(x, y, min_n=2, x_name="position", y_name="the values")
-    r = float(corr.r)
-    if corr.reason[()]:
-        reason["r"] = str(corr.reason[()])
-    p = float(pearson_p(r=np.array(r), n=np.array(n))) if n >= 3 else np.nan
-    if not np.isfinite(p):
-        reason["p"] = reason.get("r", "a p-value needs at least 3 points")
+    fit = scipy_stats.linregress(np.arange(n, dtype=float), y)
+    slope, intercept, r, p = float(fit.slope), float(fit.intercept), float(fit.rvalue), float(fit.pvalue)
+    reason: dict[str, str] = {}
+    if np.ptp(y) == 0:
+        r, p = np.nan, np.nan
+        reason["r"] = reason["p"] = "the values is constant"
+    elif n < 3:
+        p = np.nan
+        reason["p"] = "a p-value needs at least 3 points"
     return LineFit(slope, intercept, r, p, n, reason)
