@@ -231,11 +231,22 @@ def test_fuzz_analyze_on_generated_broken_files(built: Path, tmp_path_factory: p
         expected = "axis 0"
     _rewrite_h5(h5, _replace(name, lambda _v: values))
     before = listing(root)
-    code = stage_main("analyze", STAGES["analyze"].main,
-                      ["--model", "m1", "--params", str(root / "params.yaml"), "--embeddings", str(h5),
-                       "--results", str(root / "results/models"), "--metrics", str(root / "metrics/models"),
-                       "--plots", str(root / "plots")])
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger().addHandler(handler)
+    try:
+        code = stage_main("analyze", STAGES["analyze"].main,
+                          ["--model", "m1", "--params", str(root / "params.yaml"), "--embeddings", str(h5),
+                           "--results", str(root / "results/models"), "--metrics", str(root / "metrics/models"),
+                           "--plots", str(root / "plots")])
+    finally:
+        logging.getLogger().removeHandler(handler)
+    message = " ".join(r.getMessage() for r in records)
     assert code == EXIT_ERROR
+    assert str(h5) in message and expected in message, message
+    if expected != "axis 0":  # a non-finite value: the dataset and its first bad index are named
+        assert repr(name) in message, message
     assert listing(root) == before
 
 
