@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     ids = list(params.models)
     layerwise = {m: _load(args.results / m / "layerwise.json") for m in ids}
     aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
+    sink_excluded = {m: _load(args.results / m / "sink_excluded" / "layerwise.json") for m in ids}
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
+                        sink_excluded_results=sink_excluded,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
     write_text_atomic(args.out_results, json_text(out.results["panel"]))
     write_text_atomic(args.out_metrics, json_text(out.metrics))

@@ -71,8 +71,9 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     extract.check_lengths(lengths, [f"{dataset_path}: {s.json_path}" for s in dataset.statements], limit=limit)
     extract.check_lengths(extract.token_lengths(tokenizer, prompts),
                           [f"{prompts_path}: line {i + 1}" for i in range(len(prompts))], limit=limit)
-    extract.check_content(extract.content_counts(tokenizer, texts, params.pooling.drop), lengths,
-                          [f"{dataset_path}: {s.json_path}" for s in dataset.statements], drop=params.pooling.drop)
+    for drop in (params.pooling.drop, extract.SINK_EXCLUDED):
+        extract.check_content(extract.content_counts(tokenizer, texts, drop), lengths,
+                              [f"{dataset_path}: {s.json_path}" for s in dataset.statements], drop=drop)
     for row, token in extract.literal_special_tokens(tokenizer, texts):
         log.warning("%s: %s spells the special token %r, which the model reads as that token (pooled and "
                     "scored as content); rewrite the statement if that is not intended",
@@ -117,7 +118,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         out, texts=texts, categories=[s.category for s in dataset.statements],
         pairs=np.array([s.pair for s in dataset.statements]), sides=np.array([s.side for s in dataset.statements]),
         n_layers=n_layers, hidden_size=hidden_size, prompts=prompts, aniso_states=aniso,
-        aniso_prompt_index=aniso_index, aniso_special=aniso_special, attrs=attrs,
+        aniso_prompt_index=aniso_index, aniso_special=aniso_special,
+        tokens=extract.statement_tokens(tokenizer, texts), attrs=attrs,
         resume=resume and rank.world == 1,
     )
     try:

@@ -34,6 +34,18 @@ def pair_offsets(n: int) -> np.ndarray:
     return d - d.mean()
 
 
+def hand_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A hand-built tokenizer: a BOS (id 0, special) and one id per whitespace-separated word, ids
+    assigned in order of the sorted vocabulary (from 1). Returns the extraction file's flat
+    ``tokens/ids``, ``tokens/offsets`` and ``tokens/special``."""
+    vocab = {w: i + 1 for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
+    rows = [[0] + [vocab[w] for w in t.split()] for t in texts]
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in rows])]).astype(np.int64)
+    ids = np.array([i for r in rows for i in r], dtype=np.int32)
+    special = np.array([j == 0 for r in rows for j in range(len(r))], dtype=bool)
+    return ids, offsets, special
+
+
 def build_arrays(*, pairs_per_category: Sequence[int], n_layers: int, hidden: int, seed: int, kind: str,
                  slopes: Sequence[float] | None, n_prompts: int, tokens_per_prompt: int,
                  bell_layer: int | None) -> dict[str, np.ndarray | list[str]]:
@@ -102,10 +114,26 @@ def build_arrays(*, pairs_per_category: Sequence[int], n_layers: int, hidden: in
     noise = rng.standard_normal((T, L1, hidden)) * 0.3
     states = noise + amp[None, :, None] * z[:, None, None] * np.eye(hidden)[0][None, None, :]
     states += 2.0 * np.eye(hidden)[-1][None, None, :]  # a non-zero mean
+    # the sink-excluded policy: the planted geometry unchanged (known answers hold for both policies)
+    if kind == "planted":
+        pooled_sx = {k: v.copy() for k, v in pooled_all.items()}
+    else:
+        pooled_sx = {k: (v + 0.5 * rng.standard_normal(v.shape)).astype(np.float32) for k, v in pooled_all.items()}
+    prenorm_sx = {k: (v[:, -1, :] * 1.3 - 0.02).astype(np.float32) for k, v in pooled_sx.items()}
+    sink_norm = rng.uniform(1.0, 3.0, size=(n_rows, L1)) * (1.0 + 100.0 * (np.arange(L1) >= L1 // 2))
+    ids, offsets, tok_special = hand_tokens(texts)
     return {
         "text": texts, "category": categories, "pair": pair_arr.astype(np.int32), "side": side.astype(np.int8),
         **{f"pooled/{k}": v for k, v in pooled_all.items()},
         **{f"prenorm/{k}": v for k, v in prenorm.items()},
+        **{f"pooled_sink_excluded/{k}": v for k, v in pooled_sx.items()},
+        **{f"prenorm_sink_excluded/{k}": v for k, v in prenorm_sx.items()},
+        "n_content_sink_excluded": (n_tokens - 1).astype(np.int32),
+        "sink/norm": sink_norm, "sink/norm_ratio": sink_norm / 1.5,
+        "sink/mean_share": np.clip(sink_norm / 400.0, 0.0, 1.0),
+        "sink/top_dim": np.full((n_rows, L1), hidden - 1, dtype=np.int32),
+        "sink/top_dim_share": np.clip(sink_norm / 350.0, 0.0, 1.0),
+        "tokens/ids": ids, "tokens/offsets": offsets, "tokens/special": tok_special,
         "nll/mean": nll_mean, "nll/sum": nll_sum, "n_tokens": n_tokens, "n_content": n_tokens.copy(),
         "anisotropy/prompt": prompts, "anisotropy/states": states.astype(np.float32),
         "anisotropy/prompt_index": prompt_index, "anisotropy/special": special,
@@ -128,13 +156,11 @@ def write_synthetic_h5(path: str | Path, *, pairs_per_category: Sequence[int] = 
         st.create_dataset("category", data=arrays["category"], dtype=STR, track_times=False)
         st.create_dataset("pair", data=arrays["pair"], track_times=False)
         st.create_dataset("side", data=arrays["side"], track_times=False)
-        for name in ("mean", "last", "first"):
-            fh.create_dataset(f"pooled/{name}", data=arrays[f"pooled/{name}"], track_times=False)
-            fh.create_dataset(f"prenorm/{name}", data=arrays[f"prenorm/{name}"], track_times=False)
-        fh.create_dataset("nll/sum", data=arrays["nll/sum"], track_times=False)
-        fh.create_dataset("nll/mean", data=arrays["nll/mean"], track_times=False)
-        fh.create_dataset("n_tokens", data=arrays["n_tokens"], track_times=False)
-        fh.create_dataset("n_content", data=arrays["n_content"], track_times=False)
+        for name, values in arrays.items():
+            if "/" in name and not name.startswith(("anisotropy/", "statements/")):
+                fh.create_dataset(name, data=values, track_times=False)
+        for name in ("n_tokens", "n_content", "n_content_sink_excluded"):
+            fh.create_dataset(name, data=arrays[name], track_times=False)
         fh.create_dataset("anisotropy/prompt", data=arrays["anisotropy/prompt"], dtype=STR, track_times=False)
         fh.create_dataset("anisotropy/states", data=arrays["anisotropy/states"], track_times=False)
         fh.create_dataset("anisotropy/prompt_index", data=arrays["anisotropy/prompt_index"], track_times=False)

@@ -88,16 +88,21 @@ def panel(tmp_path_factory) -> dict:
 def test_analyze_writes_every_documented_file(panel):
     base = panel["base"]
     for m in ("rand", "plant"):
-        names = sorted(p.name for p in (base / "results/models" / m).iterdir())
-        assert names == ["anisotropy.json", "bins.json", "layerwise.json", "pairs.json", "preference.json",
-                         "validation.json"]
-        for p in (base / "results/models" / m).iterdir():
+        res = base / "results/models" / m
+        names = sorted(p.relative_to(res).as_posix() for p in res.rglob("*.json"))
+        per_policy = ["bins.json", "layerwise.json", "pairs.json", "preference.json", "validation.json"]
+        assert names == sorted(["anisotropy.json", "robustness.json", *per_policy,
+                                *(f"sink_excluded/{n}" for n in per_policy)])
+        for p in res.rglob("*.json"):
             obj = strict_json(p)
             assert obj["model"] == m and "nan_reasons" in obj and obj["settings"]["seed"] == 7
+        assert strict_json(res / "sink_excluded/layerwise.json")["policy"] == "sink_excluded"
+        assert strict_json(res / "layerwise.json")["policy"] == strict_json(res / "layerwise.json")["extraction"]["pooling_drop"]
         metrics = strict_json(base / "metrics/models" / f"{m}.json")
-        assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference"}
+        assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference", "robustness",
+                                "inference"}
         kinds = sorted(p.parent.name for p in (base / "plots").glob(f"*/{m}.csv") if p.parent.name != "panel")
-        assert kinds == ["anisotropy", "bins", "layerwise", "pairs"]
+        assert kinds == ["anisotropy", "bins", "layerwise", "pairs", "sink"]
 
 
 def test_plot_csvs_have_one_row_per_layer(panel):
@@ -120,7 +125,11 @@ def test_metrics_are_headline_scalars(panel):
         else:
             yield obj
     for path in (panel["base"] / "metrics").rglob("*.json"):
-        assert all(v is None or isinstance(v, (int, float, bool)) for v in leaves(strict_json(path))), path
+        obj = strict_json(path)
+        if "robustness" in obj:  # the one label among the metrics: which category, found from the data
+            assert obj["robustness"]["loco"].pop("most_influential") in strict_json(
+                panel["base"] / "results/models" / path.stem / "layerwise.json")["categories"]
+        assert all(v is None or isinstance(v, (int, float, bool)) for v in leaves(obj)), path
 
 
 def test_planted_model_gives_the_planted_answer(panel):
@@ -171,7 +180,10 @@ def test_compare_stage(panel):
     metrics = strict_json(base / "metrics/panel.json")
     assert metrics["final_r"]["plant"] == pytest.approx(-1.0)
     rows = list(csv.reader((base / "plots/panel/plant.csv").read_text().splitlines()))
-    assert rows[0] == ["layer", "depth_pct", "r_mean", "r_last", "r_first"] and len(rows) == 10
+    assert rows[0] == ["layer", "depth_pct", "r_mean", "r_last", "r_first", "r_mean_sink_excluded"] and len(rows) == 10
+    # the planted file holds the same geometry under both policies
+    assert metrics["sink_excluded_final_r"]["plant"] == pytest.approx(-1.0)
+    assert res["sink_excluded"]["mean"]["models"]["plant"]["sign_changes"] == plant["sign_changes"]
 
 
 def test_outputs_are_identical_across_reruns(panel):
@@ -246,4 +258,4 @@ def test_progress_steps_are_counted_in_advance(panel):
     calls = []
     analyze_model(read_embeddings(panel["h5"]["rand"]), params=params, model_id="rand",
                   on_step=lambda: calls.append(1))
-    assert len(calls) == analysis_steps(params) == 3 + 3 * 2 * (len(params.bins.k) + 1)
+    assert len(calls) == analysis_steps(params) == 2 * (3 + 3 * 2 * (len(params.bins.k) + 1))  # two policies

@@ -125,6 +125,29 @@ class BinsParams:
 
 
 @dataclass(frozen=True)
+class RobustnessParams:
+    """Controls, nulls and resampling of the robustness analysis."""
+
+    lexical_seeds: int = 5
+    """Seeds of the model-free lexical baseline (random Gaussian token embeddings, mean-pooled)."""
+    null_partitions: int = 1000
+    """Random assignments of the pairs to groups of the categories' sizes (the size-matched null)."""
+    l_star_tolerance: float = 0.001
+    """Layers whose lambda1/sum is within this fraction of the maximum tie with L*."""
+    anisotropy_bootstrap: int = 200
+    """Bootstrap resamples of the anisotropy prompts for the distribution of L*."""
+
+    def __post_init__(self) -> None:
+        _require(self.lexical_seeds >= 1, "analysis.robustness.lexical_seeds", self.lexical_seeds, "an integer >= 1")
+        _require(self.null_partitions >= 1, "analysis.robustness.null_partitions", self.null_partitions,
+                 "an integer >= 1")
+        _require(0.0 <= self.l_star_tolerance < 1.0, "analysis.robustness.l_star_tolerance", self.l_star_tolerance,
+                 "a number in [0, 1)")
+        _require(self.anisotropy_bootstrap >= 1, "analysis.robustness.anisotropy_bootstrap",
+                 self.anisotropy_bootstrap, "an integer >= 1")
+
+
+@dataclass(frozen=True)
 class AnalysisParams:
     """Every statistical knob of the analyses."""
 
@@ -154,6 +177,8 @@ class AnalysisParams:
     """Seed 001: peak depth is called stable across the panel if its std (in % depth) is below this."""
     spectrum_top: int = 100
     """Seed 004: how many leading eigenvalues of each layer's spectrum are stored."""
+    robustness: RobustnessParams = field(default_factory=RobustnessParams)
+    """Controls and nulls: lexical baseline, size-matched null, L* ties and bootstrap."""
 
     def __post_init__(self) -> None:
         _require(self.seed >= 0, "analysis.seed", self.seed, "an integer >= 0 (numpy seeds are non-negative)")

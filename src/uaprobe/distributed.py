@@ -20,7 +20,6 @@ import h5py
 import numpy as np
 
 from uaprobe.extract import BatchResult
-from uaprobe.store import POOLINGS
 
 
 @dataclass(frozen=True)
@@ -63,11 +62,8 @@ class ShardWriter:
     def write(self, index: int, rows: np.ndarray, result: BatchResult) -> None:
         group = self.fh.create_group(f"batch{index:08d}")
         group["rows"] = np.asarray(rows)
-        for p in POOLINGS:
-            group[f"pooled_{p}"] = result.pooled[p]
-            group[f"prenorm_{p}"] = result.prenorm[p]
-        for name in ("nll_sum", "nll_mean", "n_tokens", "n_content"):
-            group[name] = getattr(result, name)
+        for name, values in result.datasets().items():
+            group[name] = values
         self.fh.flush()
         self.count += 1
 
@@ -80,9 +76,6 @@ def read_shard(path: Path) -> Iterator[tuple[np.ndarray, BatchResult]]:
     with h5py.File(path, "r") as fh:
         for name in sorted(fh):
             g = fh[name]
-            yield g["rows"][()], BatchResult(
-                pooled={p: g[f"pooled_{p}"][()] for p in POOLINGS},
-                prenorm={p: g[f"prenorm_{p}"][()] for p in POOLINGS},
-                nll_sum=g["nll_sum"][()], nll_mean=g["nll_mean"][()],
-                n_tokens=g["n_tokens"][()], n_content=g["n_content"][()],
-            )
+            arrays: dict[str, np.ndarray] = {}
+            g.visititems(lambda key, obj: arrays.__setitem__(key, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+            yield arrays.pop("rows"), BatchResult.from_datasets(arrays)

@@ -12,7 +12,9 @@ after the final norm) and the logits. From them, on the device:
 Which positions are content is the pooling policy (:func:`content_positions`):
 ``special`` excludes the special tokens actually present (BOS, EOS); ``first`` reproduces the
 seeds' ``hidden[0, 1:]``: position 0 is dropped from the mean whatever it is, and taken as the first
-token.
+token. Every batch is also pooled under ``sink_excluded`` (special tokens and position 0 out: the
+attention sink, whether it is a BOS or the first word), and position 0's dominance is measured
+(:mod:`uaprobe.sink`), so both policies come from one forward pass.
 
 Right padding keeps every content position's computation identical to the unpadded sequence
 (causal attention never looks right), so no position ids are needed.
@@ -31,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from uaprobe.errors import DatasetError, NumericalError
+from uaprobe.sink import sink_statistics
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +56,15 @@ def content_positions(attention_mask: torch.Tensor, special_tokens_mask: torch.T
     ``special``: content = attended and not special; first/last = first/last content position.
     ``first``: the seeds' convention: mean over attended positions 1..; first = 0; last = last
     attended position.
+    ``sink_excluded``: content = attended, not special and not position 0 (the attention sink, a BOS
+    or the first word); first/last = first/last such position.
     """
     attended = attention_mask.bool()
     positions = torch.arange(attended.shape[1], device=attended.device).expand_as(attended)
-    if drop == "special":
+    if drop in ("special", "sink_excluded"):
         content = attended & ~special_tokens_mask.bool()
+        if drop == "sink_excluded":
+            content = content & (positions > 0)
         big = torch.full_like(positions, attended.shape[1])
         first = torch.where(content, positions, big).min(dim=1).values
         last = torch.where(content, positions, torch.full_like(positions, -1)).max(dim=1).values
@@ -66,7 +73,7 @@ def content_positions(attention_mask: torch.Tensor, special_tokens_mask: torch.T
         first = torch.zeros(attended.shape[0], dtype=torch.long, device=attended.device)
         last = attended.sum(dim=1) - 1
     else:
-        raise ValueError(f"unknown pooling policy {drop!r}; expected 'special' or 'first'")
+        raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
     return Positions(content, first.long(), last.long())
 
 
@@ -154,18 +161,54 @@ def final_norm(model: torch.nn.Module) -> torch.nn.Module:
     )
 
 
+SINK_EXCLUDED = "sink_excluded"
+"""The second pooling policy every extraction stores beside the configured one."""
+
+
 @dataclass(frozen=True)
 class BatchResult:
     """Everything one forward pass yields for B statements, on the CPU as numpy."""
 
     pooled: dict[str, np.ndarray]
-    """mean/first/last -> (B, L+1, D) float32"""
+    """mean/first/last -> (B, L+1, D) float32, under the configured policy"""
     prenorm: dict[str, np.ndarray]
     """mean/first/last -> (B, D) float32"""
     nll_sum: np.ndarray
     nll_mean: np.ndarray
     n_tokens: np.ndarray
     n_content: np.ndarray
+    pooled_sink_excluded: dict[str, np.ndarray]
+    """mean/first/last -> (B, L+1, D) float32, special tokens and position 0 excluded"""
+    prenorm_sink_excluded: dict[str, np.ndarray]
+    n_content_sink_excluded: np.ndarray
+    sink: dict[str, np.ndarray]
+    """:data:`uaprobe.sink.SINK_STATISTICS` -> (B, L+1)"""
+
+    def datasets(self) -> dict[str, np.ndarray]:
+        """HDF5 dataset path -> (B, ...) array: the rows of this batch in the extraction file's layout."""
+        out: dict[str, np.ndarray] = {}
+        for p in ("mean", "last", "first"):
+            out[f"pooled/{p}"] = self.pooled[p]
+            out[f"prenorm/{p}"] = self.prenorm[p]
+            out[f"pooled_{SINK_EXCLUDED}/{p}"] = self.pooled_sink_excluded[p]
+            out[f"prenorm_{SINK_EXCLUDED}/{p}"] = self.prenorm_sink_excluded[p]
+        out.update({"nll/sum": self.nll_sum, "nll/mean": self.nll_mean, "n_tokens": self.n_tokens,
+                    "n_content": self.n_content, f"n_content_{SINK_EXCLUDED}": self.n_content_sink_excluded})
+        out.update({f"sink/{k}": v for k, v in self.sink.items()})
+        return out
+
+    @staticmethod
+    def from_datasets(d: dict[str, np.ndarray]) -> "BatchResult":
+        """The inverse of :meth:`datasets`."""
+        pools = ("mean", "last", "first")
+        return BatchResult(
+            pooled={p: d[f"pooled/{p}"] for p in pools}, prenorm={p: d[f"prenorm/{p}"] for p in pools},
+            nll_sum=d["nll/sum"], nll_mean=d["nll/mean"], n_tokens=d["n_tokens"], n_content=d["n_content"],
+            pooled_sink_excluded={p: d[f"pooled_{SINK_EXCLUDED}/{p}"] for p in pools},
+            prenorm_sink_excluded={p: d[f"prenorm_{SINK_EXCLUDED}/{p}"] for p in pools},
+            n_content_sink_excluded=d[f"n_content_{SINK_EXCLUDED}"],
+            sink={k.removeprefix("sink/"): v for k, v in d.items() if k.startswith("sink/")},
+        )
 
 
 @dataclass(frozen=True)
@@ -244,16 +287,21 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
     mask = enc.attention_mask.to(device)
     special = enc.special_tokens_mask.to(device)
     where = content_positions(mask, special, drop)
+    where_sx = content_positions(mask, special, SINK_EXCLUDED)
     counts = where.mean_mask.sum(dim=1)
-    if bool((counts == 0).any()):
-        raise DatasetError(
-            f"a statement has no content tokens under pooling.drop={drop!r} "
-            "(it is empty or a single token); lengthen it or use pooling.drop=special"
-        )
+    counts_sx = where_sx.mean_mask.sum(dim=1)
+    for policy, c in ((drop, counts), (SINK_EXCLUDED, counts_sx)):
+        if bool((c == 0).any()):
+            raise DatasetError(
+                f"a statement has no content tokens under the pooling policy {policy!r} "
+                "(it is empty, a single token, or a single token after the BOS); lengthen it"
+            )
     with capture_input(final_norm(model)) as captured:
         out = model(input_ids=ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
     pooled = pool(out.hidden_states, where)  # each (B, L+1, D)
     prenorm = pool(captured["input"].to(device), where)
+    pooled_sx = pool(out.hidden_states, where_sx)
+    prenorm_sx = pool(captured["input"].to(device), where_sx)
     nll_sum, nll_mean, n_tokens = sequence_nll(out.logits.to(device), ids, mask)
     dtype = next(model.parameters()).dtype
     # Every pooling at once, so the error names the first layer where any of them breaks.
@@ -269,6 +317,10 @@ def forward_batch(model: Any, enc: Encoded, *, drop: str, model_name: str = "mod
         nll_mean=nll_mean.cpu().numpy(),
         n_tokens=n_tokens.cpu().numpy().astype(np.int32),
         n_content=counts.cpu().numpy().astype(np.int32),
+        pooled_sink_excluded={k: v.cpu().numpy() for k, v in pooled_sx.items()},
+        prenorm_sink_excluded={k: v.cpu().numpy() for k, v in prenorm_sx.items()},
+        n_content_sink_excluded=counts_sx.cpu().numpy().astype(np.int32),
+        sink=sink_statistics(out.hidden_states, mask),
     )
 
 
@@ -380,7 +432,23 @@ def content_counts(tokenizer: Any, texts: Sequence[str], drop: str) -> list[int]
         return [len(s) - sum(s) for s in enc["special_tokens_mask"]]
     if drop == "first":
         return [len(ids) - 1 for ids in enc["input_ids"]]
-    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special' or 'first'")
+    if drop == SINK_EXCLUDED:
+        return [sum(1 for i, m in enumerate(s) if i > 0 and not m) for s in enc["special_tokens_mask"]]
+    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
+
+
+def statement_tokens(tokenizer: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every statement's token ids, flat: (ids (total,) int32, offsets (N+1,) int64, special (total,) bool).
+
+    Statement i holds ``ids[offsets[i]:offsets[i+1]]``, as the model reads it (special tokens the
+    tokenizer adds included, flagged in ``special``).
+    """
+    enc = tokenizer(list(texts), return_special_tokens_mask=True)
+    lengths = [len(ids) for ids in enc["input_ids"]]
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+    ids = np.array([i for row in enc["input_ids"] for i in row], dtype=np.int32)
+    special = np.array([bool(m) for row in enc["special_tokens_mask"] for m in row], dtype=bool)
+    return ids, offsets, special
 
 
 def check_content(counts: Sequence[int], lengths: Sequence[int], labels: Sequence[str], *, drop: str) -> None:

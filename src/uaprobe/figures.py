@@ -141,26 +141,34 @@ def _title(doc: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
-    """Seed 000: r(UA, preference) per layer with its bootstrap CI and the sign changes
-    ("divergence"), beside the final-layer r of every pooling (and of the pre-final-norm state).
+def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean",
+                     sink_excluded: Mapping[str, Any] | None = None) -> Figure:
+    """Seed 000: r(UA, preference) per layer with its Fisher-z interval and the sign changes
+    ("divergence"), the same curve with the attention sink excluded, and stars where the exact
+    permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
+    of the pre-final-norm state) with bootstrap intervals.
     """
     block = _get(layerwise, "poolings", pooling)
     layers = _arr(_get(layerwise, "layers"))
     r = _arr(block["pearson_r"])
-    low, high = _arr(block["bootstrap_ci_low"]), _arr(block["bootstrap_ci_high"])
+    low, high = _arr(block["fisher_ci_low"]), _arr(block["fisher_ci_high"])
     ci_level = float(layerwise.get("settings", {}).get("ci_level", 0.95))
+    policy = str(layerwise.get("policy", "default"))
     with style():
         fig = _new_figure(9.0, 3.6)
         ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.7, 1.0))
         st = POOLING_STYLE.get(pooling, POOLING_STYLE["mean"])
         ax_curve.fill_between(layers, low, high, color=st["color"], alpha=0.18, linewidth=0,
-                              label=f"{ci_level:.0%} bootstrap CI")
-        ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling} pooling")
-        holm = np.array([bool(x) for x in block.get("holm_reject", [])] or [False] * len(r))
+                              label=f"{ci_level:.0%} Fisher-z interval")
+        ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling}, {policy}")
+        if sink_excluded is not None:
+            sx = _arr(_get(sink_excluded, "poolings", pooling, "pearson_r"))
+            ax_curve.plot(layers, sx, color=OKABE_ITO[4], marker="D", markersize=3, linestyle="--",
+                          label=f"r, {pooling}, sink excluded")
+        holm = np.array([bool(x) for x in block.get("permutation_holm_reject", [])] or [False] * len(r))
         if holm.any():
             ax_curve.plot(layers[holm], r[holm], linestyle="none", marker="*", markersize=9,
-                          color=OKABE_ITO[7], label="Holm-significant")
+                          color=OKABE_ITO[7], label="exact permutation p, Holm < alpha")
         for i, change in enumerate(block.get("sign_changes", [])):
             x = (float(change["layer_before"]) + float(change["layer_after"])) / 2.0
             ax_curve.axvline(x, color=OKABE_ITO[1], linestyle=":", linewidth=1.3,
@@ -201,16 +209,19 @@ def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> 
             bar.set_hatch(hatch)
             if hatch:
                 bar.set_alpha(0.6)
-            text = "n/a" if math.isnan(value) else f"{value:+.2f}"
-            ax_bars.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                             xytext=(0, 3 if value >= 0 or math.isnan(value) else -10),
-                             textcoords="offset points", ha="center", fontsize=7)
         err = np.array(errors, dtype=float).T
+        for i, value in enumerate(values):
+            # the label sits beyond the end of the error bar, so it never collides with the caps
+            text = "n/a" if math.isnan(value) else f"{value:+.2f}"
+            up = math.isnan(value) or value >= 0
+            tip = heights[i] + (np.nan_to_num(err[1][i]) if up else -np.nan_to_num(err[0][i]))
+            ax_bars.annotate(text, (x[i], float(np.clip(tip, -1.0, 1.0))), xytext=(0, 3 if up else -9),
+                             textcoords="offset points", ha="center", fontsize=7)
         ax_bars.errorbar(x, heights, yerr=np.nan_to_num(err), fmt="none", ecolor=OKABE_ITO[7],
                          color=OKABE_ITO[7], elinewidth=0.8, capsize=2)
         _zero_line(ax_bars)
         ax_bars.set_xticks(x, names, fontsize=7)
-        ax_bars.set_ylim(-1.05, 1.05)
+        ax_bars.set_ylim(-1.2, 1.2)
         ax_bars.set_ylabel(R_LABEL)
         ax_bars.set_title(f"Pooling strategy, final layer ({int(layers[final_index]) if layers.size else '?'})")
         fig.suptitle(_title(layerwise))
@@ -481,6 +492,46 @@ def loco_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figur
 # --------------------------------------------------------------------------------------------
 # Writing
 # --------------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------------
+# The attention sink
+# --------------------------------------------------------------------------------------------
+
+
+def sink_figure(robustness: Mapping[str, Any]) -> Figure:
+    """Position 0 against the other tokens, per layer: its norm over the median norm of the other
+    tokens (median and 10-90 % band over the statements, log scale), its share of the mean over all
+    positions, and the share of its squared norm in its largest dimension."""
+    sk = _get(robustness, "sink")
+    layers = _arr(sk["layers"])
+    bos = bool(robustness.get("extraction", {}).get("bos_added"))
+    what = "the BOS token" if bos else "the first word (no BOS)"
+    with style():
+        fig = _new_figure(9.0, 3.4)
+        ax_ratio, ax_share = fig.subplots(1, 2)
+        ax_ratio.fill_between(layers, _arr(sk["norm_ratio_q10"]), _arr(sk["norm_ratio_q90"]), color=OKABE_ITO[0],
+                              alpha=0.18, linewidth=0, label="10-90 % of statements")
+        ax_ratio.plot(layers, _arr(sk["norm_ratio_median"]), color=OKABE_ITO[0], marker="o", label="median")
+        ax_ratio.axhline(1.0, color="black", linewidth=0.8)
+        ax_ratio.set_yscale("log")
+        _layer_axis(ax_ratio)
+        ax_ratio.set_ylabel(r"$\|h_0\|$ / median $\|h_t\|$, $t > 0$")
+        ax_ratio.set_title(f"Position 0 = {what}")
+        ax_ratio.legend(loc="best")
+        ax_share.plot(layers, _arr(sk["mean_share_median"]), color=OKABE_ITO[1], marker="s",
+                      label="share of the mean-pooled vector")
+        ax_share.plot(layers, _arr(sk["top_dim_share_median"]), color=OKABE_ITO[2], marker="^", linestyle="--",
+                      label="share of its norm² in its top dimension")
+        _layer_axis(ax_share)
+        ax_share.set_ylim(-0.05, 1.05)
+        ax_share.set_ylabel("median over statements (fraction)")
+        modes = sorted(set(int(d) for d in sk["top_dim_mode"]))
+        ax_share.set_title("Dominance of position 0")
+        ax_share.legend(loc="best")
+        fig.suptitle(f"{_title(robustness)}: top dimension{'s' if len(modes) > 1 else ''} "
+                     f"{', '.join(map(str, modes[:4]))}{' ...' if len(modes) > 4 else ''}")
+    return fig
 
 
 def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:

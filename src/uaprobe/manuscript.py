@@ -49,7 +49,8 @@ PUBLISHED_REFERENCE_CATEGORY = "scientific_facts"
 PUBLISHED_REFERENCE_CITATION = "delia2025ua"
 """Bibliography key of the study the reference values come from."""
 
-RESULT_NAMES: tuple[str, ...] = ("layerwise", "validation", "bins", "pairs", "preference", "anisotropy")
+RESULT_NAMES: tuple[str, ...] = ("layerwise", "validation", "bins", "pairs", "preference", "anisotropy", "robustness",
+                                  "sink_excluded/layerwise")
 """The per-model results files, ``results/models/<id>/<name>.json``."""
 
 MINUS = "\u2212"
@@ -244,8 +245,12 @@ def settings(out: Outputs) -> dict[str, Any]:
         "n_pairs": sum(first["n_pairs"]),
         "n_categories": len(first["categories"]),
         "categories": join_words([pretty(c) for c in first["categories"]]),
-        "bootstrap": f"{a.bootstrap_resamples:,}".replace(",", "\u2009"),
-        "permutations": f"{a.permutations:,}".replace(",", "\u2009"),
+        "bootstrap": f"{a.bootstrap_resamples:,}",
+        "permutations": f"{a.permutations:,}",
+        "n_permutation_orders": f"{first.get('permutation_count', 0):,}",
+        "lexical_seeds": a.robustness.lexical_seeds,
+        "null_partitions": f"{a.robustness.null_partitions:,}",
+        "l_star_tolerance": f"{a.robustness.l_star_tolerance * 100:g} %",
         "ci_level": f"{a.ci_level * 100:g} %",
         "alpha": f"{a.alpha:g}",
         "seed": a.seed,
@@ -321,19 +326,22 @@ def published_reference_table(out: Outputs, variant: str = "mean") -> str:
 
 
 def layer_table(out: Outputs, pooling: str = "mean") -> str:
-    """Seed 000: r per layer at the seeds' layers (every 4th and the last), with CI and corrections."""
+    """Seed 000: r per layer at the seeds' layers (every 4th and the last), with the exact permutation
+    p and its Holm / BH corrections, the Fisher-z interval, Spearman, the sink-excluded r and, as a
+    labelled secondary column, the parametric p."""
     rows = []
     for m in out.models:
         lw = out.lw(m)
         b = lw["poolings"][pooling]
-        others = [p for p in ("mean", "last", "first") if p != pooling and p in lw["poolings"]]
+        sx = out.results[m]["sink_excluded/layerwise"]["poolings"][pooling]
         for layer in lw["seed_layers"]:
-            rows.append([out.display(m), fmt_int(layer), fmt(lw["depth_pct"][layer], 0), fmt_r(b["pearson_r"][layer]),
-                         fmt_ci(b["bootstrap_ci_low"][layer], b["bootstrap_ci_high"][layer]),
-                         fmt_p(b["permutation_p"][layer]), fmt_p(b["holm_p"][layer]), fmt_p(b["bh_p"][layer]),
-                         *[fmt_r(lw["poolings"][p]["pearson_r"][layer]) for p in others]])
-    header = ["Model", "layer", "depth %", f"r ({pooling})", "bootstrap CI", "perm. p", "Holm p", "BH q",
-              *[f"r ({p})" for p in ("mean", "last", "first") if p != pooling]]
+            rows.append([out.display(m), fmt_int(layer), fmt_r(b["pearson_r"][layer]),
+                         fmt_ci(b["fisher_ci_low"][layer], b["fisher_ci_high"][layer]),
+                         fmt_r(b["spearman_rho"][layer]), fmt_p(b["permutation_p"][layer]),
+                         fmt_p(b["permutation_holm_p"][layer]), fmt_p(b["permutation_bh_p"][layer]),
+                         fmt_p(b["pearson_p"][layer]), fmt_r(sx["pearson_r"][layer])])
+    header = ["Model", "layer", "r", "Fisher-z CI", "Spearman", "perm. p", "Holm", "BH",
+              "t-test p (secondary)", "r, sink excl."]
     return markdown_table(header, rows, align="l" + "r" * (len(header) - 1))
 
 
@@ -364,26 +372,21 @@ def scaling_table(out: Outputs, pooling: str = "mean", view: str = "all") -> str
 
 
 def bins_table(out: Outputs, pooling: str = "mean") -> str:
-    """Seed 002: final-layer r over random partitions for every k, the CI partition, and the
-    comparison with the categories."""
+    """Seed 002: the distribution of the last-layer r over all random partitions, for every k and scheme."""
     rows = []
     for m in out.models:
         bins = out.results[m]["bins"]
         last = bins["n_layers"]
         for scheme, data in bins["poolings"][pooling]["schemes"].items():
-            by_k = data["by_k"]
-            ks = sorted(by_k, key=int)
-            r_by_k = "; ".join(f"{k}: {fmt_r(by_k[k]['r_mean'][last])} ± {fmt(by_k[k]['r_std'][last], 2)}" for k in ks)
-            part = data["ci_partition"]
-            c = data["comparison"]
-            rows.append([out.display(m), scheme, r_by_k,
-                         f"{fmt_r(part['r'][last])} {fmt_ci(part['bootstrap_ci_low'][last], part['bootstrap_ci_high'][last])}",
-                         f"{fmt_int(c['n_significant_categories'])} / {fmt_int(c['n_significant_bins'])}",
-                         f"{fmt(c['mean_ci_width_categories'], 2)} / {fmt(c['mean_ci_width_bins'], 2)}",
-                         fmt(c["ci_width_reduction_pct"], 1, signed=True)])
-    return markdown_table(["Model", "scheme", "final-layer r over partitions, k: mean ± sd",
-                           f"r, k = {out.params.analysis.bins.ci_k} [CI]", "layers with CI ∌ 0 (cat. / bins)",
-                           "mean CI width (cat. / bins)", "width reduction %"], rows, align="llrrrrr")
+            for k in sorted(data["by_k"], key=int):
+                e = data["by_k"][k]
+                rows.append([out.display(m), scheme, k, f"{fmt_r(e['r_mean'][last])} ± {fmt(e['r_std'][last], 2)}",
+                             fmt(100 * e["share_positive"][last] if e["share_positive"][last] is not None else None, 0),
+                             fmt(100 * e["share_excludes_zero"][last]
+                                 if e["share_excludes_zero"][last] is not None else None, 0),
+                             fmt_int(e["n_valid"][last])])
+    return markdown_table(["Model", "scheme", "k", "r: mean ± sd", "% with r > 0", "% whose CI excludes 0",
+                           "partitions"], rows, align="llrrrrr")
 
 
 def _is_bell(an: Mapping[str, Any]) -> Any:
@@ -393,42 +396,29 @@ def _is_bell(an: Mapping[str, Any]) -> Any:
 
 
 def anisotropy_table(out: Outputs) -> str:
-    """Seed 004: L*, the bell-curve test and the distance to the correlation's inversion."""
+    """Seed 004: L* with its ties and bootstrap, the bell-curve slopes with their p-values, and L*
+    with every token and with position 0 of every prompt excluded."""
     rows = []
     for m in out.models:
         an = out.results[m]["anisotropy"]
         bell = an.get("bell_curve") or {}
         before, after = bell.get("before") or {}, bell.get("after") or {}
-        cs = an.get("correlation_sign_changes") or {}
+        ties = an.get("l_star_ties") or []
+        boot = an.get("l_star_bootstrap") or {}
+        variants = an.get("variants") or {}
+        tie_text = (f"{ties[0]}–{ties[-1]}" if len(ties) > 1 and ties == list(range(ties[0], ties[-1] + 1))
+                    else ", ".join(map(str, ties)) or "n/a")
         rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))} ({an.get('token_selection', 'n/a')})",
-                     f"{fmt_int(an.get('l_star'))} ({fmt(an.get('l_star_depth_pct'), 0)} %)",
-                     fmt(an.get("l_star_value"), 3), fmt(before.get("slope"), 4, signed=True),
-                     fmt(after.get("slope"), 4, signed=True), fmt_bool(_is_bell(an)),
-                     fmt_int(cs.get("last_inversion_layer")), fmt_int(cs.get("distance_to_last_inversion"))])
-    return markdown_table(["Model", "token states", "L* (depth)", "λ1/Σλ at L*", "slope before L*",
-                           "slope after L*", "bell curve", "last inversion layer", "L* − inversion"], rows,
-                          align="lrrrrrcrr")
-
-
-def robustness_table(out: Outputs, pooling: str = "mean") -> str:
-    """Robustness of the final-layer correlation: pair level, leave-one-category-out, pre-norm
-    state, NLL sum instead of mean, and the number of layers surviving the corrections."""
-    rows = []
-    for m in out.models:
-        lw, pairs, pref = out.lw(m), out.results[m]["pairs"], out.results[m]["preference"]
-        b = lw["poolings"][pooling]
-        last = lw["n_layers"]
-        pf = pairs["poolings"][pooling]["final"]
-        pp = pref["poolings"][pooling]
-        holm = sum(1 for x in b["holm_reject"] if x)
-        bh = sum(1 for x in b["bh_reject"] if x)
-        rows.append([out.display(m), fmt_r(b["pearson_r"][last]),
-                     f"{fmt_r(pf['r'])} {fmt_ci(pf.get('bootstrap_ci_low'), pf.get('bootstrap_ci_high'))}",
-                     f"{fmt(b['loco_max_shift'][last], 2)} ({pretty(b['loco_driver'][last] or 'n/a')})",
-                     fmt_r(b["prenorm"]["pearson_r"]), fmt_r(pp["r_sum"][last]),
-                     f"{holm} / {bh} of {last + 1}"])
-    return markdown_table(["Model", "r, categories", "r, pairs [CI]", "largest LOCO shift (driver)",
-                           "r, pre-norm", "r, NLL sum", "layers Holm / BH"], rows, align="lrrrrrr")
+                     f"{fmt_int(an.get('l_star'))} ({fmt(an.get('l_star_depth_pct'), 0)} %)", tie_text,
+                     fmt(100 * boot["share_in_ties"], 0) if boot else "n/a",
+                     f"{fmt(before.get('slope'), 4, signed=True)} (p {fmt_p(before.get('p'))})",
+                     f"{fmt(after.get('slope'), 4, signed=True)} (p {fmt_p(after.get('p'))})",
+                     f"{fmt_bool(_is_bell(an))} / {fmt_bool(bell.get('is_bell_curve_significant'))}",
+                     fmt_int((variants.get("all_tokens") or {}).get("l_star")),
+                     fmt_int((variants.get("sink_excluded") or {}).get("l_star"))])
+    return markdown_table(["Model", "token states", "L* (depth)", "tied layers", "% bootstrap L* in ties",
+                           "slope before L*", "slope after L*", "bell: seed / significant", "L*, all tokens",
+                           "L*, position 0 excluded"], rows, align="lrrrrrrcrr")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,10 +428,10 @@ def robustness_table(out: Outputs, pooling: str = "mean") -> str:
 
 def _ci_phrase(low: Any, high: Any) -> str:
     if _missing(low) or _missing(high):
-        return "has no bootstrap interval"
+        return "has no Fisher-z interval"
     if low > 0 or high < 0:
-        return f"has a bootstrap interval {fmt_ci(low, high)} that excludes zero"
-    return f"has a bootstrap interval {fmt_ci(low, high)} that includes zero"
+        return f"has a Fisher-z interval {fmt_ci(low, high)} that excludes zero"
+    return f"has a Fisher-z interval {fmt_ci(low, high)} that includes zero"
 
 
 def layerwise_sentences(out: Outputs, pooling: str = "mean") -> str:
@@ -452,15 +442,16 @@ def layerwise_sentences(out: Outputs, pooling: str = "mean") -> str:
         last = out.lw(m)["n_layers"]
         changes = b.get("sign_changes", [])
         where = join_words([f"{c['layer_before']}→{c['layer_after']}" for c in changes])
-        holm = sum(1 for x in b["holm_reject"] if x)
+        holm = sum(1 for x in b["permutation_holm_reject"] if x)
         parts.append(
             f"For {out.display(m)}, r at the last layer ({last}) is {fmt_r(b['pearson_r'][last])} and "
-            f"{_ci_phrase(b['bootstrap_ci_low'][last], b['bootstrap_ci_high'][last])} "
-            f"(permutation p = {fmt_p(b['permutation_p'][last])}); r peaks at {fmt_r(b['peak_positive']['r'])} "
-            f"in layer {fmt_int(b['peak_positive']['layer'])} and is lowest, {fmt_r(b['peak_negative']['r'])}, in "
-            f"layer {fmt_int(b['peak_negative']['layer'])}; it changes sign {len(changes)} "
-            f"time{'s' if len(changes) != 1 else ''}{' (between layers ' + where + ')' if changes else ''}, "
-            f"and {holm} of {last + 1} layers remain significant after Holm's correction."
+            f"{_ci_phrase(b['fisher_ci_low'][last], b['fisher_ci_high'][last])} "
+            f"(exact permutation p = {fmt_p(b['permutation_p'][last])}); r peaks at "
+            f"{fmt_r(b['peak_positive']['r'])} in layer {fmt_int(b['peak_positive']['layer'])} and is lowest, "
+            f"{fmt_r(b['peak_negative']['r'])}, in layer {fmt_int(b['peak_negative']['layer'])}; it changes sign "
+            f"{len(changes)} time{'s' if len(changes) != 1 else ''}"
+            f"{' (between layers ' + where + ')' if changes else ''}, and the exact permutation p of "
+            f"{holm} of {last + 1} layers survives Holm's correction."
         )
     return " ".join(parts)
 
@@ -504,60 +495,50 @@ def scaling_sentences(out: Outputs, pooling: str = "mean") -> str:
 
 
 def bins_sentences(out: Outputs, pooling: str = "mean", scheme: str = "balanced") -> str:
-    """Per model: how many layers have an interval excluding zero, categories against bins."""
+    """Per model: the distribution of the last-layer r over all partitions with k = ci_k bins."""
     parts = []
+    k = str(out.params.analysis.bins.ci_k)
     for m in out.models:
-        schemes = out.results[m]["bins"]["poolings"][pooling]["schemes"]
+        bins = out.results[m]["bins"]
+        schemes = bins["poolings"][pooling]["schemes"]
         name = scheme if scheme in schemes else next(iter(schemes))
-        c = schemes[name]["comparison"]
-        n = out.results[m]["bins"]["n_layers"] + 1
+        by_k = schemes[name]["by_k"]
+        k_used = k if k in by_k else sorted(by_k, key=int)[0]
+        e = by_k[k_used]
+        last = bins["n_layers"]
+        pos, excl = e["share_positive"][last], e["share_excludes_zero"][last]
         parts.append(
-            f"For {out.display(m)}, the interval of r excludes zero at {fmt_int(c['n_significant_categories'])} of "
-            f"{n} layers with the categories and at {fmt_int(c['n_significant_bins'])} with "
-            f"{out.params.analysis.bins.ci_k} {name} bins, and the mean interval width changes from "
-            f"{fmt(c['mean_ci_width_categories'], 2)} to {fmt(c['mean_ci_width_bins'], 2)} "
-            f"({fmt(c['ci_width_reduction_pct'], 1, signed=True)} % reduction)."
+            f"For {out.display(m)}, over {fmt_int(e['n_valid'][last])} {name} partitions into {k_used} bins the "
+            f"last-layer r averages {fmt_r(e['r_mean'][last])} (sd {fmt(e['r_std'][last], 2)}); "
+            f"{fmt(None if pos is None else 100 * pos, 0)} % of the partitions give r > 0 and "
+            f"{fmt(None if excl is None else 100 * excl, 0)} % a Fisher-z interval that excludes zero."
         )
     return " ".join(parts)
 
 
 def anisotropy_sentences(out: Outputs) -> str:
-    """Per model: L*, the bell-curve verdict and the distance to the correlation's inversion."""
+    """Per model: L* with its ties, the bell-curve verdict with its p-values, L* with position 0 out."""
     parts = []
     for m in out.models:
         an = out.results[m]["anisotropy"]
-        bell = _is_bell(an)
-        cs = an.get("correlation_sign_changes") or {}
-        inv = cs.get("last_inversion_layer")
-        inversion = ("r has no positive-to-negative sign change" if inv is None else
-                     f"the last positive-to-negative sign change of r is at layer {fmt_int(inv)}, "
-                     f"{fmt_int(abs(cs.get('distance_to_last_inversion') or 0))} layers "
-                     f"{'after' if (cs.get('distance_to_last_inversion') or 0) < 0 else 'before or at'} L*")
+        bell = an.get("bell_curve") or {}
+        before, after = bell.get("before") or {}, bell.get("after") or {}
+        ties = an.get("l_star_ties") or []
+        sx = (an.get("variants") or {}).get("sink_excluded") or {}
+        tie_text = ("no other layer is within the tolerance" if len(ties) <= 1 else
+                    f"{len(ties) - 1} other layer{'s are' if len(ties) > 2 else ' is'} within "
+                    f"{fmt(100 * an.get('l_star_tolerance', 0), 1)} % of it, a tie")
+        seed_bell = _is_bell(an)
         parts.append(
             f"For {out.display(m)}, λ1/Σλ is largest at L* = {fmt_int(an.get('l_star'))} "
-            f"({fmt(an.get('l_star_depth_pct'), 0)} % depth, {fmt(an.get('l_star_value'), 3)}); the profile "
-            f"{'passes' if bell else 'fails' if bell is not None else 'cannot be given'} the seed's bell-curve test, "
-            f"and {inversion}."
-        )
-    return " ".join(parts)
-
-
-def robustness_sentences(out: Outputs, pooling: str = "mean") -> str:
-    """Per model: pair-level r at the last layer, the leave-one-out shift and the NLL-sum check."""
-    parts = []
-    for m in out.models:
-        lw = out.lw(m)
-        b = lw["poolings"][pooling]
-        last = lw["n_layers"]
-        pf = out.results[m]["pairs"]["poolings"][pooling]["final"]
-        pp = out.results[m]["preference"]["poolings"][pooling]
-        agree = (pp.get("sign_agree") or [None] * (last + 1))[last]
-        parts.append(
-            f"For {out.display(m)}, the pair-level r at the last layer is {fmt_r(pf['r'])} "
-            f"(interval {fmt_ci(pf.get('bootstrap_ci_low'), pf.get('bootstrap_ci_high'))}); leaving out "
-            f"{pretty(b['loco_driver'][last] or 'n/a')} moves the category-level r by "
-            f"{fmt(b['loco_max_shift'][last], 2)}; with the summed NLL, r is {fmt_r(pp['r_sum'][last])}"
-            f"{', of the same sign' if agree else ', of the opposite sign' if agree is not None else ''}."
+            f"({fmt(an.get('l_star_depth_pct'), 0)} % depth, {fmt(an.get('l_star_value'), 3)}), and {tie_text}; "
+            f"the slopes before and after L* are {fmt(before.get('slope'), 4, signed=True)} "
+            f"(p {fmt_p(before.get('p'))}) and {fmt(after.get('slope'), 4, signed=True)} (p {fmt_p(after.get('p'))}), "
+            f"so the profile {'passes' if seed_bell else 'fails' if seed_bell is not None else 'cannot be given'} "
+            f"the seed's sign-only bell-curve test and "
+            f"{'passes' if bell.get('is_bell_curve_significant') else 'fails'} it when both slopes must differ "
+            f"from zero at α = {fmt(out.params.analysis.alpha, 2)}; with position 0 of every prompt excluded, "
+            f"L* is layer {fmt_int(sx.get('l_star'))}."
         )
     return " ".join(parts)
 
@@ -735,7 +716,6 @@ __all__ = [
     "package_versions_table",
     "params_block",
     "published_reference_table",
-    "robustness_table",
     "scaling_table",
     "settings",
     "validation_summary_table",

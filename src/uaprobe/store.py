@@ -10,6 +10,15 @@ Layout of ``data/embeddings/<model>.h5`` (names may grow, never shrink)::
     pooled/last          (N, L+1, D)     float32     last content token
     pooled/first         (N, L+1, D)     float32     first content token
     prenorm/mean|last|first (N, D)       float32     last block's residual stream before the final norm
+    pooled_sink_excluded/mean|last|first  (N, L+1, D) float32  the same, special tokens and position 0 excluded
+    prenorm_sink_excluded/mean|last|first (N, D)      float32
+    n_content_sink_excluded (N,)         int32       content tokens behind the sink-excluded states
+    sink/norm, sink/norm_ratio, sink/mean_share, sink/top_dim_share (N, L+1) float64
+                                                     position 0's dominance per layer (uaprobe.sink)
+    sink/top_dim         (N, L+1)        int32       its largest dimension
+    tokens/ids           (total,)        int32       every statement's token ids as the model reads them
+    tokens/offsets       (N+1,)          int64       statement i = ids[offsets[i]:offsets[i+1]]
+    tokens/special       (total,)        bool        the token was added by the tokenizer (BOS, EOS)
     nll/sum, nll/mean    (N,)            float64     per-statement negative log-likelihood (nats)
     n_tokens             (N,)            int32       scored tokens (targets) behind nll
     n_content            (N,)            int32       content tokens behind the pooled states
@@ -51,7 +60,26 @@ from uaprobe.errors import UAProbeError
 log = logging.getLogger(__name__)
 
 POOLINGS = ("mean", "last", "first")
+POLICIES = ("default", "sink_excluded")
+"""Pooling policies in every file: ``default`` is ``pooled/*`` (the ``pooling.drop`` of the run),
+``sink_excluded`` is ``pooled_sink_excluded/*`` (special tokens and position 0 excluded)."""
+SINK_STATISTICS = ("norm", "norm_ratio", "mean_share", "top_dim", "top_dim_share")
+"""Per-statement, per-layer statistics of :func:`uaprobe.sink.sink_statistics` (``top_dim`` is an int)."""
 STR = h5py.string_dtype("utf-8")
+
+
+def batch_datasets(n: int, n_layers: int, hidden_size: int) -> dict[str, tuple[tuple[int, ...], Any]]:
+    """Dataset path -> (shape, dtype) of every dataset written batch by batch (rows = statements)."""
+    out: dict[str, tuple[tuple[int, ...], Any]] = {}
+    for prefix in ("", "_sink_excluded"):
+        for p in POOLINGS:
+            out[f"pooled{prefix}/{p}"] = ((n, n_layers + 1, hidden_size), np.float32)
+            out[f"prenorm{prefix}/{p}"] = ((n, hidden_size), np.float32)
+    out.update({"nll/sum": ((n,), np.float64), "nll/mean": ((n,), np.float64), "n_tokens": ((n,), np.int32),
+                "n_content": ((n,), np.int32), "n_content_sink_excluded": ((n,), np.int32)})
+    for name in SINK_STATISTICS:
+        out[f"sink/{name}"] = ((n, n_layers + 1), np.int32 if name == "top_dim" else np.float64)
+    return out
 
 
 def partial_path(path: Path) -> Path:
@@ -139,6 +167,18 @@ class Embeddings:
     """pooling -> (N, L+1, D) float32"""
     prenorm: dict[str, np.ndarray]
     """pooling -> (N, D) float32"""
+    pooled_sink_excluded: dict[str, np.ndarray]
+    """pooling -> (N, L+1, D) float32, special tokens and position 0 excluded"""
+    prenorm_sink_excluded: dict[str, np.ndarray]
+    n_content_sink_excluded: np.ndarray
+    sink: dict[str, np.ndarray]
+    """:data:`SINK_STATISTICS` -> (N, L+1)"""
+    token_ids: np.ndarray
+    """(total,) int: every statement's token ids, flat"""
+    token_offsets: np.ndarray
+    """(N+1,) int"""
+    token_special: np.ndarray
+    """(total,) bool"""
     nll_sum: np.ndarray
     nll_mean: np.ndarray
     n_tokens: np.ndarray
@@ -152,6 +192,14 @@ class Embeddings:
     @property
     def n_layers(self) -> int:
         return int(self.attrs["n_layers"])
+
+    def policy(self, name: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(pooled, prenorm) of a policy of :data:`POLICIES`."""
+        if name == "default":
+            return self.pooled, self.prenorm
+        if name == "sink_excluded":
+            return self.pooled_sink_excluded, self.prenorm_sink_excluded
+        raise ValueError(f"unknown pooling policy {name!r}; expected one of {POLICIES}")
 
 
 def _strings(ds: h5py.Dataset) -> list[str]:
@@ -191,6 +239,13 @@ def _read(fh: h5py.File, attrs: dict[str, Any]) -> Embeddings:
         nll_mean=fh["nll/mean"][()],
         n_tokens=fh["n_tokens"][()].astype(np.int64),
         n_content=fh["n_content"][()].astype(np.int64),
+        pooled_sink_excluded={p: fh[f"pooled_sink_excluded/{p}"][()] for p in POOLINGS},
+        prenorm_sink_excluded={p: fh[f"prenorm_sink_excluded/{p}"][()] for p in POOLINGS},
+        n_content_sink_excluded=fh["n_content_sink_excluded"][()].astype(np.int64),
+        sink={k: fh[f"sink/{k}"][()] for k in SINK_STATISTICS},
+        token_ids=fh["tokens/ids"][()].astype(np.int64),
+        token_offsets=fh["tokens/offsets"][()].astype(np.int64),
+        token_special=fh["tokens/special"][()].astype(bool),
         prompts=_strings(fh["anisotropy/prompt"]),
         aniso_states=fh["anisotropy/states"][()],
         aniso_prompt_index=fh["anisotropy/prompt_index"][()].astype(np.int64),
@@ -221,7 +276,8 @@ class ExtractionWriter:
     def __init__(self, path: str | Path, *, texts: list[str], categories: list[str], pairs: np.ndarray,
                  sides: np.ndarray, n_layers: int, hidden_size: int, prompts: list[str],
                  aniso_states: np.ndarray, aniso_prompt_index: np.ndarray, aniso_special: np.ndarray,
-                 attrs: Mapping[str, Any], resume: bool = True) -> None:
+                 tokens: tuple[np.ndarray, np.ndarray, np.ndarray], attrs: Mapping[str, Any],
+                 resume: bool = True) -> None:
         self.path = Path(path)
         self.tmp = partial_path(self.path)
         check_output_path(self.path)
@@ -237,7 +293,7 @@ class ExtractionWriter:
                 raise UAProbeError(f"{self.path}: cannot remove the old {self.tmp} ({os_reason(exc)}); delete it "
                                    "by hand, or point --out at a writable directory") from None
             self.fh = self._create(texts, categories, pairs, sides, n_layers, hidden_size, prompts,
-                                   aniso_states, aniso_prompt_index, aniso_special)
+                                   aniso_states, aniso_prompt_index, aniso_special, tokens)
         try:
             self.done = self.fh["progress/done"][()].astype(bool)
         except Exception as exc:
@@ -266,7 +322,8 @@ class ExtractionWriter:
 
     def _create(self, texts: list[str], categories: list[str], pairs: np.ndarray, sides: np.ndarray,
                 n_layers: int, hidden_size: int, prompts: list[str], aniso_states: np.ndarray,
-                aniso_prompt_index: np.ndarray, aniso_special: np.ndarray) -> h5py.File:
+                aniso_prompt_index: np.ndarray, aniso_special: np.ndarray,
+                tokens: tuple[np.ndarray, np.ndarray, np.ndarray]) -> h5py.File:
         try:
             fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
         except Exception as exc:
@@ -275,19 +332,18 @@ class ExtractionWriter:
             self.tmp.unlink(missing_ok=True)
             raise _write_error(self.path, exc, "creating the output file") from None
         try:
-            n, shape = len(texts), (len(texts), n_layers + 1, hidden_size)
+            n = len(texts)
             _dataset(fh, "statements/text", np.array(texts, dtype=object), dtype=STR)
             _dataset(fh, "statements/category", np.array(categories, dtype=object), dtype=STR)
             _dataset(fh, "statements/pair", np.asarray(pairs, dtype=np.int32))
             _dataset(fh, "statements/side", np.asarray(sides, dtype=np.int8))
-            for p in POOLINGS:
-                _allocated(fh, f"pooled/{p}", shape, np.float32)
-                _allocated(fh, f"prenorm/{p}", (n, hidden_size), np.float32)
-            _allocated(fh, "nll/sum", (n,), np.float64)
-            _allocated(fh, "nll/mean", (n,), np.float64)
-            _allocated(fh, "n_tokens", (n,), np.int32)
-            _allocated(fh, "n_content", (n,), np.int32)
+            for name, (shape, dtype) in batch_datasets(n, n_layers, hidden_size).items():
+                _allocated(fh, name, shape, dtype)
             _allocated(fh, "progress/done", (n,), np.bool_)
+            ids, offsets, special = tokens
+            _dataset(fh, "tokens/ids", np.asarray(ids, dtype=np.int32))
+            _dataset(fh, "tokens/offsets", np.asarray(offsets, dtype=np.int64))
+            _dataset(fh, "tokens/special", np.asarray(special, dtype=np.bool_))
             _dataset(fh, "anisotropy/prompt", np.array(prompts, dtype=object), dtype=STR)
             _dataset(fh, "anisotropy/states", np.ascontiguousarray(aniso_states, dtype=np.float32))
             _dataset(fh, "anisotropy/prompt_index", np.asarray(aniso_prompt_index, dtype=np.int32))
@@ -314,13 +370,8 @@ class ExtractionWriter:
         idx = np.asarray(rows)[order]
         try:
             # Data first, then the progress flags: a run killed in between redoes the batch.
-            for p in POOLINGS:
-                self.fh[f"pooled/{p}"][idx] = result.pooled[p][order]
-                self.fh[f"prenorm/{p}"][idx] = result.prenorm[p][order]
-            self.fh["nll/sum"][idx] = result.nll_sum[order]
-            self.fh["nll/mean"][idx] = result.nll_mean[order]
-            self.fh["n_tokens"][idx] = result.n_tokens[order]
-            self.fh["n_content"][idx] = result.n_content[order]
+            for name, values in result.datasets().items():
+                self.fh[name][idx] = values[order]
             self.fh["progress/done"][idx] = True
             self.fh.flush()
         except Exception as exc:
@@ -370,14 +421,14 @@ def _resume_mismatch(fh: h5py.File, attrs: Mapping[str, Any], n: int, n_layers: 
     for key, value in attrs.items():
         if not _same(fh.attrs.get(key), value):
             return f"it was written with {key}={fh.attrs.get(key)!r}, this run has {value!r}"
-    shapes = {f"pooled/{p}": (n, n_layers + 1, hidden_size) for p in POOLINGS}
-    shapes.update({f"prenorm/{p}": (n, hidden_size) for p in POOLINGS})
-    shapes.update({name: (n,) for name in ("nll/sum", "nll/mean", "n_tokens", "n_content", "progress/done",
-                                           "statements/text")})
+    shapes = {name: shape for name, (shape, _) in batch_datasets(n, n_layers, hidden_size).items()}
+    shapes.update({name: (n,) for name in ("progress/done", "statements/text")})
+    shapes["tokens/offsets"] = (n + 1,)
     for name, shape in shapes.items():
         if name not in fh or fh[name].shape != shape:
             return f"{name} is missing or not of shape {shape}"
-    for name in ("anisotropy/states", "anisotropy/prompt", "anisotropy/prompt_index", "anisotropy/special"):
+    for name in ("anisotropy/states", "anisotropy/prompt", "anisotropy/prompt_index", "anisotropy/special",
+                 "tokens/ids", "tokens/special"):
         if name not in fh:
             return f"{name} is missing"
     return ""

@@ -166,3 +166,133 @@ def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str,
         corr["distance_to_nearest"] = rec.label("correlation_sign_changes/distance_to_nearest", None, why)
     out["correlation_sign_changes"] = corr
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# With and without position 0; L* ties; the bell curve's p-values; a bootstrap over the prompts
+
+MIN_ANISOTROPY_TOKENS = 2
+
+
+def position0(prompt_index: np.ndarray) -> np.ndarray:
+    """(T,) bool: the first token of every prompt (prompts are stored consecutively)."""
+    idx = np.asarray(prompt_index)
+    first = np.ones(idx.shape, dtype=bool)
+    first[1:] = idx[1:] != idx[:-1]
+    return first
+
+
+def l_star_ties(ratio: np.ndarray, *, tolerance: float) -> list[int]:
+    """Layers whose lambda1/sum is within ``tolerance`` (a fraction) of the maximum: they tie with L*."""
+    r = np.asarray(ratio, dtype=float)
+    if not np.isfinite(r).any():
+        return []
+    top = float(np.nanmax(r))
+    return [int(i) for i in np.flatnonzero(np.isfinite(r) & (r >= top - tolerance * abs(top)))]
+
+
+def lambda1_ratio_weighted(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """lambda1 / sum(lambda) of the covariance of tokens repeated ``weights`` times, from their Gram matrices.
+
+    ``gram`` (L, T, T) = X X^T of the T token states of each layer; ``weights`` (T,) >= 0 integer
+    multiplicities. With W = diag(w), s = sum(w) and the weighted mean mu, the covariance's non-zero
+    eigenvalues are those of W^(1/2) (X - 1 mu^T)(X - 1 mu^T)^T W^(1/2) (T x T); the common
+    factor 1 / (s - 1) cancels in the ratio. The seed's floor of 1e-10 on the D - T zero
+    eigenvalues is left out (a relative difference below 1e-7 for the prompts' states).
+    """
+    w = np.asarray(weights, dtype=float)
+    keep = w > 0
+    g = gram[:, keep][:, :, keep]
+    w = w[keep]
+    s = w.sum()
+    gw = g @ w  # (L, T')
+    wgw = gw @ w  # (L,)
+    centred = g - gw[:, :, None] / s - gw[:, None, :] / s + (wgw / (s * s))[:, None, None]
+    root = np.sqrt(w)
+    k = centred * root[None, :, None] * root[None, None, :]
+    lam = np.linalg.eigvalsh(k)  # ascending
+    total = np.trace(k, axis1=-2, axis2=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, lam[:, -1] / total, np.nan)
+
+
+def bootstrap_l_star(x: np.ndarray, prompt_of_token: np.ndarray, *, rng: np.random.Generator,
+                     resamples: int) -> np.ndarray:
+    """L* of every bootstrap resample of the prompts (drawn with replacement): x (L, T, D) -> (resamples,) int.
+
+    A resample whose ratio is undefined at every layer gives -1.
+    """
+    prompts, token_prompt = np.unique(np.asarray(prompt_of_token), return_inverse=True)
+    gram = x @ np.swapaxes(x, -1, -2)
+    draws = rng.integers(0, prompts.size, size=(resamples, prompts.size))
+    out = np.empty(resamples, dtype=np.int64)
+    for i, row in enumerate(draws):
+        mult = np.bincount(row, minlength=prompts.size)[token_prompt]
+        ratio = lambda1_ratio_weighted(gram, mult)
+        out[i] = int(np.nanargmax(ratio)) if np.isfinite(ratio).any() else -1
+    return out
+
+
+def _bell(ratio: np.ndarray, l_star: int, alpha: float) -> dict[str, Any]:
+    before, after = stats.line_fit(ratio[:l_star]), stats.line_fit(ratio[l_star:])
+    significant = bool(np.isfinite(before.p) and np.isfinite(after.p) and before.slope > 0 and after.slope < 0
+                       and before.p < alpha and after.p < alpha)
+    return {"slope_before": before.slope, "p_before": before.p, "slope_after": after.slope, "p_after": after.p,
+            "is_bell_curve_significant": significant}
+
+
+def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index: np.ndarray, pooling_drop: str,
+                       n_layers: int, n_prompts: int, params: Any, sign_changes: Sequence[dict[str, Any]],
+                       rng: np.random.Generator, source: str, rec: Reasons) -> dict[str, Any]:
+    """The body of ``anisotropy.json``: seed 004's profile on the policy's tokens, L* with its ties and a
+    bootstrap over the prompts, the bell curve with its slopes' p-values, and the lambda1/sum profile
+    with every token (position 0 in) and with position 0 of every prompt and the special tokens out."""
+    from uaprobe.errors import UAProbeError
+
+    x, selection = select_tokens(states=states, special=special, pooling_drop=pooling_drop)
+    if x.shape[1] < MIN_ANISOTROPY_TOKENS:
+        raise UAProbeError(f"{source}: {x.shape[1]} anisotropy token state(s) after selecting {selection} tokens; "
+                           f"the profile needs at least {MIN_ANISOTROPY_TOKENS}")
+    prof = anisotropy_profile(x, spectrum_top=params.spectrum_top)
+    body = anisotropy_results(profile=prof, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
+                              n_prompts=n_prompts, sign_changes=sign_changes, rec=rec)
+    body["hidden_size"] = int(x.shape[2])
+    tol = params.robustness.l_star_tolerance
+    body["l_star_tolerance"] = tol
+    body["l_star_ties"] = l_star_ties(prof.lambda1_ratio, tolerance=tol)
+    keep = ~np.asarray(special, dtype=bool) if pooling_drop == "special" else np.ones(len(special), dtype=bool)
+    if body["l_star"] is not None:
+        body["bell_curve"]["is_bell_curve_significant"] = _bell(prof.lambda1_ratio, body["l_star"],
+                                                                params.alpha)["is_bell_curve_significant"]
+        boot = bootstrap_l_star(x, np.asarray(prompt_index)[keep], rng=rng,
+                                resamples=params.robustness.anisotropy_bootstrap)
+        counts = np.bincount(boot[boot >= 0], minlength=n_layers + 1)
+        body["l_star_bootstrap"] = {
+            "resamples": int(boot.size),
+            "counts": counts.tolist(),
+            "share_at_l_star": float((boot == body["l_star"]).mean()),
+            "share_in_ties": float(np.isin(boot, body["l_star_ties"]).mean()),
+            "mode": int(counts.argmax()),
+        }
+    first = position0(prompt_index)
+    variants: dict[str, Any] = {}
+    for name, sel in (("all_tokens", np.ones(len(special), dtype=bool)),
+                      ("sink_excluded", ~np.asarray(special, dtype=bool) & ~first)):
+        xv = np.swapaxes(np.asarray(states[sel], dtype=np.float64), 0, 1)
+        vrec = rec.sub(f"variants/{name}")
+        pv = anisotropy_profile(xv, spectrum_top=1)
+        ratio = pv.lambda1_ratio
+        ls = stats.peak(ratio)
+        entry: dict[str, Any] = {
+            "n_tokens": int(xv.shape[1]),
+            "lambda1_ratio": vrec.series("lambda1_ratio", ratio, pv.spectrum_reason),
+            "l_star": ls if ls is not None else vrec.label("l_star", None, "lambda1/sum is undefined everywhere"),
+            "l_star_ties": l_star_ties(ratio, tolerance=tol),
+        }
+        if ls is not None:
+            entry["bell_curve"] = _bell(ratio, ls, params.alpha)
+            for k in ("slope_before", "p_before", "slope_after", "p_after"):
+                entry["bell_curve"][k] = vrec.value(f"bell_curve/{k}", entry["bell_curve"][k], "too few layers")
+        variants[name] = entry
+    body["variants"] = variants
+    return body

@@ -64,12 +64,17 @@ class KSummary:
     r_std: np.ndarray
     p_mean: np.ndarray
     n_valid: np.ndarray
+    share_positive: np.ndarray
+    """share of the partitions with a defined r whose r > 0"""
+    share_excludes_zero: np.ndarray
+    """share of the partitions with a defined r whose Fisher-z interval (level ``ci_level``) excludes 0"""
     bins_used_mean: float
     bin_size_min: int
     bin_size_max: int
 
 
-def summarize_partitions(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray, k: int) -> KSummary:
+def summarize_partitions(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray, k: int,
+                         level: float = 0.95) -> KSummary:
     """r across the bins of every partition, then mean / std (ddof 0) / mean p over partitions.
 
     Args:
@@ -77,12 +82,13 @@ def summarize_partitions(*, cosines: Cosines, preference: np.ndarray, labels: np
         preference: (n,) per-pair preference.
         labels: (P, n) bin of each pair in each partition.
         k: bins per partition.
+        level: the level of the Fisher-z intervals behind ``share_excludes_zero``.
     """
-    return summarize_many(cosines=cosines, preference=preference, labels_by_k={k: labels})[k]
+    return summarize_many(cosines=cosines, preference=preference, labels_by_k={k: labels}, level=level)[k]
 
 
-def summarize_many(*, cosines: Cosines, preference: np.ndarray,
-                   labels_by_k: Mapping[int, np.ndarray]) -> dict[int, KSummary]:
+def summarize_many(*, cosines: Cosines, preference: np.ndarray, labels_by_k: Mapping[int, np.ndarray],
+                   level: float = 0.95) -> dict[int, KSummary]:
     """:func:`summarize_partitions` for several k at once: all partitions go through one call of
     the resampling kernel (groups numbered up to the largest k; the bins a partition lacks are
     empty), so its embeddings are read once for all of them."""
@@ -94,11 +100,12 @@ def summarize_many(*, cosines: Cosines, preference: np.ndarray,
         rows = slice(start, start + len(lab))
         start += len(lab)
         out[k] = _summary(ua=ua_all[:, rows, :k], sizes=sizes_all[rows, :k], preference=preference,
-                          labels=np.asarray(lab), k=k)
+                          labels=np.asarray(lab), k=k, level=level)
     return out
 
 
-def _summary(*, ua: np.ndarray, sizes: np.ndarray, preference: np.ndarray, labels: np.ndarray, k: int) -> KSummary:
+def _summary(*, ua: np.ndarray, sizes: np.ndarray, preference: np.ndarray, labels: np.ndarray, k: int,
+             level: float) -> KSummary:
     pref, _ = group_means(preference, labels, n_groups=k)  # (P, k)
     used = sizes >= MIN_BIN_PAIRS
     corr = stats.pearson(ua, np.where(used, pref, 0.0)[None], mask=used[None])  # (V, P)
@@ -109,9 +116,14 @@ def _summary(*, ua: np.ndarray, sizes: np.ndarray, preference: np.ndarray, label
         r_mean = r0.sum(axis=1) / n_valid
         r_std = np.sqrt(np.where(ok, (corr.r - r_mean[:, None]) ** 2, 0.0).sum(axis=1) / n_valid)
         p_mean = np.where(ok, corr.p, 0.0).sum(axis=1) / n_valid
+        share_pos = (ok & (corr.r > 0)).sum(axis=1) / n_valid
+    f_lo, f_hi, _ = stats.fisher_interval(r=corr.r, n=corr.n, level=level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share_excl = (ok & np.isfinite(f_lo) & ((f_lo > 0) | (f_hi < 0))).sum(axis=1) / n_valid
     none = n_valid == 0
     return KSummary(r_mean=np.where(none, np.nan, r_mean), r_std=np.where(none, np.nan, r_std),
                     p_mean=np.where(none, np.nan, p_mean), n_valid=n_valid,
+                    share_positive=np.where(none, np.nan, share_pos), share_excludes_zero=np.where(none, np.nan, share_excl),
                     bins_used_mean=float(used.sum(axis=1).mean()), bin_size_min=int(sizes.min()),
                     bin_size_max=int(sizes.max()))
 
@@ -167,7 +179,8 @@ def analyze_bins(*, cosines: Cosines, preference: np.ndarray, params: AnalysisPa
     for scheme in SCHEMES:
         labels_by_k = {k: partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
                        for k in params.bins.k}
-        by_k = summarize_many(cosines=cosines, preference=preference, labels_by_k=labels_by_k)
+        by_k = summarize_many(cosines=cosines, preference=preference, labels_by_k=labels_by_k,
+                              level=params.ci_level)
         if on_step:
             for _k in params.bins.k:
                 on_step()
@@ -219,6 +232,8 @@ def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupS
                 "r_mean": krec.series("r_mean", s.r_mean[sel], why),
                 "r_std": krec.series("r_std", s.r_std[sel], why),
                 "p_mean": krec.series("p_mean", s.p_mean[sel], why),
+                "share_positive": krec.series("share_positive", s.share_positive[sel], why),
+                "share_excludes_zero": krec.series("share_excludes_zero", s.share_excludes_zero[sel], why),
                 "n_valid": s.n_valid[sel].tolist(),
                 "bins_used_mean": s.bins_used_mean, "bin_size_min": s.bin_size_min, "bin_size_max": s.bin_size_max,
             }

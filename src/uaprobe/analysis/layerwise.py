@@ -123,11 +123,9 @@ def _loco_fields(loco: LeaveOneOut, sel: Any, categories: Sequence[str], rec: Re
 
 def _corrected(name: str, adjusted: np.ndarray, raw_reason: np.ndarray, alpha: float, rec: Reasons) -> dict[str, Any]:
     reason = stats.inherit(raw_reason, stats.first_reason((~np.isfinite(adjusted), "p-value is undefined")))
-    out = {f"{name}_p": rec.series(f"{name}_p", adjusted, reason)}
-    if name in ("holm", "bh"):
-        out[f"{name}_reject"] = rec.flags(f"{name}_reject", adjusted <= alpha, defined=np.isfinite(adjusted),
-                                          reasons=reason)
-    return out
+    return {f"{name}_p": rec.series(f"{name}_p", adjusted, reason),
+            f"{name}_reject": rec.flags(f"{name}_reject", adjusted <= alpha, defined=np.isfinite(adjusted),
+                                        reasons=reason)}
 
 
 def layerwise_results(result: Mapping[str, PoolingLayerwise], *, categories: Sequence[str], n_layers: int,

@@ -13,21 +13,21 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import anisotropy, bins, curves, layerwise, pairlevel, preference, scaling, validation
+from uaprobe.analysis import (anisotropy, bins, controls, curves, layerwise, pairlevel, preference, robustness,
+                              scaling, stats, validation)
 from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
-from uaprobe.analysis.uniformity import Representation
+from uaprobe.analysis.uniformity import Representation, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
-from uaprobe.store import POOLINGS, Embeddings
+from uaprobe.store import POLICIES, POOLINGS, Embeddings
 
 EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
                     "dataset_sha256", "prompts_sha256", "uaprobe_version", "bos_added")
 """HDF5 attributes copied into every results file (provenance)."""
 BIN_POOLINGS: tuple[str, ...] = POOLINGS
 """Poolings the random-bins analysis runs on (the seed used mean pooling)."""
-MIN_ANISOTROPY_TOKENS = 2
 
 
 @dataclass
@@ -83,66 +83,63 @@ def table_from_embeddings(emb: Embeddings, *, source: str = "extraction file") -
                       nll_sum=emb.nll_sum, n_tokens=emb.n_tokens, source=source)
 
 
-def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
-                  source: str = "extraction file", representation: Representation | None = None,
-                  on_step: Callable[[], None] | None = None) -> Outputs:
-    """Every per-model analysis of docs/results.md, from one extraction file's contents.
+@dataclass
+class PolicyRun:
+    """One pooling policy's analyses: its results files and what the robustness view reads."""
 
-    Args:
-        emb: the extraction file, loaded.
-        params: the ``analysis`` section of params.yaml.
-        model_id: the catalog id (names the outputs).
-        display: the model's display name (default: the file's ``display`` attribute or the id).
-        source: the file's path, for error messages.
-        representation: force the Gram or the unit-vector form of the cosines (default: the
-            smaller one, see :func:`~uaprobe.analysis.uniformity.representation_for`); the results
-            agree up to rounding.
-        on_step: called after each of the :func:`analysis_steps` embedding-sized steps (progress).
-    """
-    n_layers = emb.n_layers
-    for p in POOLINGS:
-        if emb.pooled[p].shape[1] != n_layers + 1:
-            raise UAProbeError(f"{source}: pooled/{p} has {emb.pooled[p].shape[1]} layers, the attribute n_layers "
-                               f"says {n_layers} (+1 for the embeddings); the file is inconsistent, re-extract it")
-    table = table_from_embeddings(emb, source=source)
-    bins.check_bins(params, n_pairs=table.n_pairs)
-    display = display or str(_plain(emb.attrs.get("display") or model_id))
-    header = _header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
+    results: dict[str, dict[str, Any]]
+    view: robustness.PolicyView
+    layerwise_draws: Any
+
+
+def _analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.ndarray], policy_name: str,
+                    table: PairTable, pref: np.ndarray, mean_pref: np.ndarray, header: dict[str, Any],
+                    params: AnalysisParams, representation: Representation | None,
+                    on_step: Callable[[], None] | None) -> PolicyRun:
+    """Layer-wise, validation, random bins, pair level and NLL kind for one pooling policy's states."""
+    n_layers = header["n_layers"]
     categories = list(table.categories)
     n_cat = len(categories)
-    pref = table.preference(params.preference)
-    if not np.isfinite(pref).all():
-        raise UAProbeError(f"{source}: non-finite NLL values (nll/{params.preference}); re-extract the model")
-    mean_pref = preference.category_means(pref, category_of_pair=table.category_of_pair, n_categories=n_cat)
+    header = dict(header, policy=policy_name)
 
     # The only embedding-sized work, one pooling at a time (so memory holds one pooling's cosines).
     cat_u, scores, bin_res = {}, {}, {}
     b_rng = rng_for(seed=params.seed, name="bins")
+    null_labels = controls.size_matched_labels(rng_for(seed=params.seed, name="size-matched-null"),
+                                               sizes=table.pairs_per_category,
+                                               partitions=params.robustness.null_partitions)
+    null_pref, _ = group_means(pref, null_labels, n_groups=n_cat)
+    null_r = None
     for p in POOLINGS:
-        cos = pooling_cosines(pooled=emb.pooled[p], prenorm=emb.prenorm[p], table=table,
-                              representation=representation)
+        cos = pooling_cosines(pooled=pooled[p], prenorm=prenorm[p], table=table, representation=representation)
         cat_u[p] = layerwise.category_uniformity(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
         scores[p] = pairlevel.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
+        if p == "mean":
+            null_ua, _ = cos.uniformity(null_labels, n_groups=n_cat, side="diff")  # (V, P, C)
+            null_r = stats.pearson(null_ua, null_pref[None]).r  # (V, P)
         if on_step:
             on_step()
         if p in BIN_POOLINGS:
             bin_res[p] = bins.analyze_bins(cosines=cos, preference=pref, params=params, rng=b_rng, on_step=on_step)
         del cos
-    out = Outputs()
+    results: dict[str, dict[str, Any]] = {}
 
     # --- layer-wise (seed 000)
     rec = NanReasons()
     lw, lw_draws = layerwise.analyze_layerwise(uniformity=cat_u, mean_preference=mean_pref, categories=categories,
                                                params=params, rng=rng_for(seed=params.seed, name="layerwise"))
+    distinct = (lw_draws.counts > 0).sum(axis=1)
     lw_body = {
         "categories": categories,
         "n_pairs": table.pairs_per_category.tolist(),
         "preference": params.preference,
         "mean_preference": rec.series("mean_preference", mean_pref),
         "permutation_mode": lw_draws.mode,
+        "permutation_count": int(lw_draws.orders.shape[0]),
+        "bootstrap_degenerate": int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
         "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params, rec=rec),
     }
-    out.results["layerwise"] = _finish(lw_body, header, rec)
+    results["layerwise"] = _finish(lw_body, header, rec)
 
     # --- validation table (seed 003)
     rec = NanReasons()
@@ -166,7 +163,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
                        "neutral_ua": params.neutral_ua, "neutral_preference": params.neutral_preference},
         "variants": variants,
     }
-    out.results["validation"] = _finish(val_body, header, rec)
+    results["validation"] = _finish(val_body, header, rec)
 
     # --- random bins (seed 002)
     rec = NanReasons()
@@ -175,12 +172,12 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         bins_body_poolings[p] = {"schemes": bins.bins_results(bin_res[p], categories_stats=lw[p].stats,
                                                               n_layers=n_layers, rec=rec.sub(f"poolings/{p}"))}
     bins_body = {"n_pairs": table.n_pairs, **bins.bins_settings(params), "poolings": bins_body_poolings}
-    out.results["bins"] = _finish(bins_body, header, rec)
+    results["bins"] = _finish(bins_body, header, rec)
 
     # --- pair level
     rec = NanReasons()
     pl, pl_draws = pairlevel.analyze_pairlevel(scores=scores, preference=pref, params=params,
-                                     rng=rng_for(seed=params.seed, name="pairs"))
+                                               rng=rng_for(seed=params.seed, name="pairs"))
     names = np.array(categories, dtype=object)[table.category_of_pair]
     pl_body = {
         "pair": table.pair_ids.tolist(),
@@ -190,27 +187,100 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         "permutation_mode": pl_draws.mode,
         "poolings": pairlevel.pairlevel_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
     }
-    out.results["pairs"] = _finish(pl_body, header, rec)
+    results["pairs"] = _finish(pl_body, header, rec)
 
     # --- NLL mean vs sum
     rec = NanReasons()
     pref_body = preference.preference_results(table=table, ua={p: cat_u[p].ua for p in POOLINGS},
                                               selected=params.preference, n_layers=n_layers, rec=rec)
-    out.results["preference"] = _finish(pref_body, header, rec)
+    results["preference"] = _finish(pref_body, header, rec)
 
-    # --- anisotropy (seed 004)
+    m = lw["mean"]
+    view = robustness.PolicyView(
+        name=policy_name, ua=cat_u["mean"].ua, r=m.stats.pearson.r, rho=m.stats.spearman.r,
+        permutation_p=m.stats.permutation_p,
+        permutation_holm_reject=m.permutation_holm_p <= params.alpha,
+        permutation_bh_reject=m.permutation_bh_p <= params.alpha,
+        parametric_holm_reject=m.holm_p <= params.alpha,
+        pair_score=scores["mean"], null_r=null_r)
+    return PolicyRun(results=results, view=view, layerwise_draws=lw_draws)
+
+
+def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
+                  source: str = "extraction file", representation: Representation | None = None,
+                  on_step: Callable[[], None] | None = None) -> Outputs:
+    """Every per-model analysis of docs/results.md, from one extraction file's contents.
+
+    Every analysis runs under both pooling policies of the file: the default (``pooled/*``, the
+    ``pooling.drop`` of the extraction; results at the top level) and ``sink_excluded``
+    (``pooled_sink_excluded/*``; results under ``sink_excluded/``). ``robustness.json`` sets them
+    side by side with the controls.
+
+    Args:
+        emb: the extraction file, loaded.
+        params: the ``analysis`` section of params.yaml.
+        model_id: the catalog id (names the outputs).
+        display: the model's display name (default: the file's ``display`` attribute or the id).
+        source: the file's path, for error messages.
+        representation: force the Gram or the unit-vector form of the cosines (default: the
+            smaller one, see :func:`~uaprobe.analysis.uniformity.representation_for`); the results
+            agree up to rounding.
+        on_step: called after each of the :func:`analysis_steps` embedding-sized steps (progress).
+    """
+    n_layers = emb.n_layers
+    for policy in POLICIES:
+        pooled, _ = emb.policy(policy)
+        for p in POOLINGS:
+            if pooled[p].shape[1] != n_layers + 1:
+                raise UAProbeError(f"{source}: pooled/{p} ({policy}) has {pooled[p].shape[1]} layers, the attribute "
+                                   f"n_layers says {n_layers} (+1 for the embeddings); the file is inconsistent, "
+                                   "re-extract it")
+    table = table_from_embeddings(emb, source=source)
+    bins.check_bins(params, n_pairs=table.n_pairs)
+    display = display or str(_plain(emb.attrs.get("display") or model_id))
+    header = _header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
+    categories = list(table.categories)
+    n_cat = len(categories)
+    pref = table.preference(params.preference)
+    if not np.isfinite(pref).all():
+        raise UAProbeError(f"{source}: non-finite NLL values (nll/{params.preference}); re-extract the model")
+    mean_pref = preference.category_means(pref, category_of_pair=table.category_of_pair, n_categories=n_cat)
+    default_name = str(_plain(emb.attrs.get("pooling_drop", "special")))
+
+    out = Outputs()
+    runs: dict[str, PolicyRun] = {}
+    for policy in POLICIES:
+        pooled, prenorm = emb.policy(policy)
+        runs[policy] = _analyze_policy(pooled=pooled, prenorm=prenorm,
+                                       policy_name=default_name if policy == "default" else policy, table=table,
+                                       pref=pref, mean_pref=mean_pref, header=header, params=params,
+                                       representation=representation, on_step=on_step)
+        prefix = "" if policy == "default" else f"{policy}/"
+        for stem, body in runs[policy].results.items():
+            out.results[prefix + stem] = body
+
+    # --- anisotropy (seed 004), with and without position 0 of every prompt
     rec = NanReasons()
-    x, selection = anisotropy.select_tokens(states=emb.aniso_states, special=emb.aniso_special,
-                                            pooling_drop=str(_plain(emb.attrs.get("pooling_drop", "special"))))
-    if x.shape[1] < MIN_ANISOTROPY_TOKENS:
-        raise UAProbeError(f"{source}: {x.shape[1]} anisotropy token state(s) after selecting {selection} tokens; "
-                           f"the profile needs at least {MIN_ANISOTROPY_TOKENS}")
-    prof = anisotropy.anisotropy_profile(x, spectrum_top=params.spectrum_top)
-    an_body = anisotropy.anisotropy_results(
-        profile=prof, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
-        n_prompts=len(emb.prompts), sign_changes=out.results["layerwise"]["poolings"]["mean"]["sign_changes"], rec=rec)
-    an_body["hidden_size"] = int(x.shape[2])
+    lw_default = out.results["layerwise"]["poolings"]["mean"]
+    an_body = anisotropy.analyze_anisotropy(
+        states=emb.aniso_states, special=emb.aniso_special, prompt_index=emb.aniso_prompt_index,
+        pooling_drop=default_name, n_layers=n_layers, n_prompts=len(emb.prompts), params=params,
+        sign_changes=lw_default["sign_changes"], rng=rng_for(seed=params.seed, name="anisotropy"), source=source,
+        rec=rec)
     out.results["anisotropy"] = _finish(an_body, header, rec)
+
+    # --- robustness: the sink, the controls, the nulls, the inference
+    rec = NanReasons()
+    r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
+    r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
+    rob_body = robustness.robustness_results(
+        default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
+        mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
+        tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
+        bootstrap_counts=runs["default"].layerwise_draws.counts,
+        permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
+        seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec)
+    out.results["robustness"] = _finish(rob_body, header, rec)
 
     out.metrics = model_metrics(out.results, params=params)
     out.plots = model_plots(out.results, n_layers=n_layers)
@@ -218,9 +288,9 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
 
 def analysis_steps(params: AnalysisParams) -> int:
-    """How many times :func:`analyze_model` calls ``on_step``: per pooling, the cosines with the
-    category and pair-level sums, then the random-bins steps."""
-    return len(POOLINGS) + len(BIN_POOLINGS) * bins.bins_steps(params)
+    """How many times :func:`analyze_model` calls ``on_step``: per policy and pooling, the cosines
+    with the category and pair-level sums, then the random-bins steps."""
+    return len(POLICIES) * (len(POOLINGS) + len(BIN_POOLINGS) * bins.bins_steps(params))
 
 
 def _layer_pick(values: list[Any], layer: int | None) -> Any:
@@ -259,24 +329,38 @@ def model_metrics(results: Mapping[str, dict[str, Any]], *, params: AnalysisPara
     a = results["anisotropy"]
     m["anisotropy"] = {"l_star": a["l_star"], "l_star_depth_pct": a["l_star_depth_pct"],
                        "is_bell_curve": a["bell_curve"]["is_bell_curve"],
+                       "is_bell_curve_significant": a["bell_curve"].get("is_bell_curve_significant"),
+                       "n_l_star_ties": len(a["l_star_ties"]),
+                       "l_star_all_tokens": a["variants"]["all_tokens"]["l_star"],
+                       "l_star_sink_excluded": a["variants"]["sink_excluded"]["l_star"],
                        "distance_to_last_inversion": a["correlation_sign_changes"]["distance_to_last_inversion"]}
     pr = results["preference"]
     m["preference"] = {"r_categories_mean_vs_sum": pr["r_categories_mean_vs_sum"],
                        "final_r_mean": pr["poolings"]["mean"]["r_mean"][-1],
                        "final_r_sum": pr["poolings"]["mean"]["r_sum"][-1]}
+    m.update(robustness.robustness_metrics(results["robustness"]))
     return m
 
 
 def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict[str, dict[str, list[Any]]]:
     """Per-layer CSV series of one model (``plots/<kind>/<id>.csv``)."""
     base = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
-    lw = results["layerwise"]["poolings"]
     cols: dict[str, list[Any]] = dict(base)
-    for p, e in lw.items():
-        cols.update({f"r_{p}": e["pearson_r"], f"p_{p}": e["pearson_p"], f"ci_low_{p}": e["bootstrap_ci_low"],
-                     f"ci_high_{p}": e["bootstrap_ci_high"], f"spearman_{p}": e["spearman_rho"],
-                     f"permutation_p_{p}": e["permutation_p"], f"holm_p_{p}": e["holm_p"], f"bh_p_{p}": e["bh_p"]})
+    for suffix, stem in (("", "layerwise"), ("_sink_excluded", "sink_excluded/layerwise")):
+        for p, e in results[stem]["poolings"].items():
+            cols.update({f"r_{p}{suffix}": e["pearson_r"], f"spearman_{p}{suffix}": e["spearman_rho"],
+                         f"permutation_p_{p}{suffix}": e["permutation_p"],
+                         f"permutation_holm_p_{p}{suffix}": e["permutation_holm_p"],
+                         f"permutation_bh_p_{p}{suffix}": e["permutation_bh_p"],
+                         f"fisher_low_{p}{suffix}": e["fisher_ci_low"], f"fisher_high_{p}{suffix}": e["fisher_ci_high"],
+                         f"p_{p}{suffix}": e["pearson_p"], f"ci_low_{p}{suffix}": e["bootstrap_ci_low"],
+                         f"ci_high_{p}{suffix}": e["bootstrap_ci_high"], f"holm_p_{p}{suffix}": e["holm_p"],
+                         f"bh_p_{p}{suffix}": e["bh_p"]})
     plots = {"layerwise": cols}
+    sk = results["robustness"]["sink"]
+    plots["sink"] = dict(base, norm_ratio_median=sk["norm_ratio_median"], norm_ratio_q10=sk["norm_ratio_q10"],
+                         norm_ratio_q90=sk["norm_ratio_q90"], mean_share_median=sk["mean_share_median"],
+                         top_dim_share_median=sk["top_dim_share_median"], top_dim_mode=sk["top_dim_mode"])
     cols = dict(base)
     for scheme, s in results["bins"]["poolings"]["mean"]["schemes"].items():
         for k, e in s["by_k"].items():
@@ -295,6 +379,8 @@ def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict
     for key in ("eigenvalue_variance", "lambda1_ratio", "effective_rank", "mean_cos_to_mean", "var_top1",
                 "var_top10", "var_top50"):
         cols[key] = a[key]
+    for name, v in a["variants"].items():
+        cols[f"lambda1_ratio_{name}"] = v["lambda1_ratio"]
     plots["anisotropy"] = cols
     return plots
 
@@ -305,8 +391,10 @@ def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict
 
 def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, dict[str, Any]],
                   anisotropy_results: Mapping[str, dict[str, Any]],
-                  params_millions: Mapping[str, float | None], params: AnalysisParams) -> Outputs:
-    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json``."""
+                  params_millions: Mapping[str, float | None], params: AnalysisParams,
+                  sink_excluded_results: Mapping[str, dict[str, Any]] | None = None) -> Outputs:
+    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json``; the
+    same view of the sink-excluded policy from ``sink_excluded/layerwise.json`` where given."""
     rec = NanReasons()
     present = set(next(iter(layerwise_results.values()))["poolings"]) if layerwise_results else set(POOLINGS)
     poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
@@ -328,6 +416,12 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, d
                            "is_bell_curve": a["bell_curve"]["is_bell_curve"]}
                        for m, a in anisotropy_results.items()},
     }
+    if sink_excluded_results:
+        sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
+                                                         params_millions=params_millions.get(m)) for m in model_ids]}
+        body["sink_excluded"] = scaling.scaling_view(sx_curves, seed_view=False,
+                                                     stable_depth_std=params.stable_depth_std,
+                                                     rec=rec.sub("sink_excluded"))
     results = {"panel": {**body, "nan_reasons": dict(sorted(rec.reasons.items()))}}
     metrics: dict[str, Any] = {"poolings": {}}
     for p, e in body["poolings"].items():
@@ -337,11 +431,16 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, d
     mean_models = body["poolings"]["mean"]["models"] if "mean" in body["poolings"] else {}
     metrics["final_r"] = {m: v["final_r"] for m, v in mean_models.items()}
     metrics["peak_positive_depth_pct"] = {m: v["peak_positive"]["depth_pct"] for m, v in mean_models.items()}
+    if "sink_excluded" in body:
+        metrics["sink_excluded_final_r"] = {m: v["final_r"]
+                                            for m, v in body["sink_excluded"]["mean"]["models"].items()}
     plots = {}
     for m in model_ids:
         lw = layerwise_results[m]
         cols: dict[str, list[Any]] = {"layer": list(lw["layers"]), "depth_pct": list(lw["depth_pct"])}
         for p in poolings:
             cols[f"r_{p}"] = list(lw["poolings"][p]["pearson_r"])
+        if sink_excluded_results:
+            cols["r_mean_sink_excluded"] = list(sink_excluded_results[m]["poolings"]["mean"]["pearson_r"])
         plots[m] = cols
     return Outputs(results=results, metrics=metrics, plots=plots)

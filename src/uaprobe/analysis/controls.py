@@ -1,0 +1,123 @@
+"""Controls that a correlation between UA and the preference must survive before it means anything.
+
+- **Length.** A and B statements differ in length, and the per-token mean NLL falls with length.
+  :func:`partial_r` correlates two variables after regressing both on covariates (the difference in
+  content tokens B - A, optionally with category fixed effects).
+- **A model-free lexical baseline.** :func:`lexical_embeddings` gives every token id a seeded
+  random Gaussian vector and mean-pools a statement's content tokens: the same UA computed from
+  these embeddings knows which words the statements share and nothing else.
+- **A size-matched null.** :func:`size_matched_labels` assigns the pairs at random to groups of the
+  categories' sizes; r across those groups is what the category-level r would be if the
+  categories were arbitrary sets of pairs.
+- **One category.** :func:`most_influential` finds, from the data, the category whose removal
+  changes r most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from uaprobe.analysis import stats
+
+
+@dataclass(frozen=True)
+class PartialCorrelation:
+    r: float
+    p: float
+    """Two-sided t-test p with ``n - 2 - k`` degrees of freedom (k covariates besides the intercept)."""
+    n: int
+    k: int
+    reason: str
+
+
+def residualize(y: np.ndarray, covariates: np.ndarray) -> np.ndarray:
+    """Residuals of the least-squares fit of ``y`` (n,) on an intercept and ``covariates`` (n, k)."""
+    y = np.asarray(y, dtype=float)
+    z = np.column_stack([np.ones(y.size), np.asarray(covariates, dtype=float).reshape(y.size, -1)])
+    coef, *_ = np.linalg.lstsq(z, y, rcond=None)
+    return y - z @ coef
+
+
+def partial_r(x: np.ndarray, y: np.ndarray, covariates: np.ndarray) -> PartialCorrelation:
+    """Pearson r of ``x`` and ``y`` (n,) after removing from both their linear fit on ``covariates`` (n, k).
+
+    The covariate matrix may be rank-deficient (``lstsq``); ``k`` counts its rank, which sets the
+    degrees of freedom of the p-value.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    z = np.asarray(covariates, dtype=float).reshape(x.size, -1)
+    k = int(np.linalg.matrix_rank(np.column_stack([np.ones(x.size), z]))) - 1
+    if not (np.isfinite(x).all() and np.isfinite(y).all() and np.isfinite(z).all()):
+        return PartialCorrelation(np.nan, np.nan, x.size, k, "non-finite input")
+    df = x.size - 2 - k
+    if df < 1:
+        return PartialCorrelation(np.nan, np.nan, x.size, k, f"{x.size} points leave no degree of freedom "
+                                                              f"after {k} covariate(s)")
+    rx, ry = residualize(x, z), residualize(y, z)
+    scale = max(float(np.abs(x).max(initial=0.0)), float(np.abs(y).max(initial=0.0)), 1.0)
+    if np.abs(rx).max(initial=0.0) <= 1e-12 * scale or np.abs(ry).max(initial=0.0) <= 1e-12 * scale:
+        return PartialCorrelation(np.nan, np.nan, x.size, k, "a variable is explained exactly by the covariates")
+    r = float(np.clip(np.dot(rx, ry) / np.sqrt(np.dot(rx, rx) * np.dot(ry, ry)), -1.0, 1.0))
+    t = r * np.sqrt(df / max(1e-300, (1.0 - r) * (1.0 + r)))
+    p = float(2.0 * sps.t.sf(abs(t), df)) if abs(r) < 1.0 else 0.0
+    return PartialCorrelation(r, p, x.size, k, "")
+
+
+def category_dummies(category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """(n, C - 1) indicators of categories 1..C-1 (category 0 is the intercept's)."""
+    cat = np.asarray(category_of_pair)
+    return (cat[:, None] == np.arange(1, n_categories)[None, :]).astype(float)
+
+
+def lexical_embeddings(token_ids: np.ndarray, offsets: np.ndarray, keep: np.ndarray, *, dim: int,
+                       seed: int) -> np.ndarray:
+    """Mean of seeded random Gaussian vectors of each statement's kept tokens: -> (N, dim) float64.
+
+    Every distinct token id gets one N(0, I) vector, drawn in ascending order of the ids from
+    ``numpy.random.default_rng(seed)``, so a token has the same vector in every statement and the
+    vectors do not depend on the statements' order. ``keep`` (total,) bool selects the tokens
+    pooled (content tokens); a statement with none kept gets the zero vector.
+    """
+    ids = np.asarray(token_ids, dtype=np.int64)
+    keep = np.asarray(keep, dtype=bool)
+    vocab, inverse = np.unique(ids, return_inverse=True)
+    table = np.random.default_rng(seed).standard_normal((vocab.size, dim))
+    n = len(offsets) - 1
+    owner = np.repeat(np.arange(n), np.diff(offsets))
+    sums = np.zeros((n, dim))
+    np.add.at(sums, owner[keep], table[inverse[keep]])
+    counts = np.bincount(owner[keep], minlength=n).astype(float)
+    return sums / np.maximum(counts, 1.0)[:, None]
+
+
+def size_matched_labels(rng: np.random.Generator, *, sizes: np.ndarray, partitions: int) -> np.ndarray:
+    """(partitions, n) random assignments of n = sum(sizes) members to groups of exactly ``sizes``."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    base = np.repeat(np.arange(sizes.size), sizes)
+    return rng.permuted(np.broadcast_to(base, (partitions, base.size)), axis=1)
+
+
+def null_p(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """Two-sided Monte-Carlo p ``(1 + #{|r_null| >= |r|}) / (1 + P)`` per row: observed (V,), null (V, P).
+
+    Undefined null draws (NaN) are left out; NaN where r or every draw is undefined.
+    """
+    observed = np.asarray(observed, dtype=float)
+    ok = np.isfinite(null)
+    hits = ((np.abs(null) >= np.abs(observed)[:, None] - stats.TIE_TOLERANCE) & ok).sum(axis=1)
+    valid = ok.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = (1.0 + hits) / (1.0 + valid)
+    return np.where(np.isfinite(observed) & (valid > 0), p, np.nan)
+
+
+def most_influential(r: float, loo_r: np.ndarray) -> int | None:
+    """Index of the group whose removal moves r most (|r - r_loo| largest, first on ties); None if undefined."""
+    shift = np.abs(np.asarray(loo_r, dtype=float) - r)
+    if not np.isfinite(r) or not np.isfinite(shift).any():
+        return None
+    return int(np.nanargmax(shift))

@@ -1,0 +1,106 @@
+"""The data-dependent phrases of the manuscript: each choice of words follows the numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from uaprobe import findings as fd
+
+
+@dataclass
+class Panel:
+    """The part of :class:`uaprobe.manuscript.Outputs` the phrases read."""
+
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.results)
+
+    def display(self, m: str) -> str:
+        return m.upper()
+
+
+def robustness(*, final_r: float, sx_r: list[float], r: list[float], lexical: float, without: float | None,
+               holm: int = 0, parametric: int = 5) -> dict[str, Any]:
+    return {
+        "policies": {
+            "default": {"final_r": final_r, "r": r, "n_sign_changes": 1, "n_layers_permutation_holm": holm,
+                        "size_matched_null_p": [0.5, 0.01], "final_spearman": 0.3},
+            "sink_excluded": {"final_r": sx_r[-1], "r": sx_r, "n_sign_changes": 0, "n_layers_permutation_holm": 0},
+        },
+        "loco": {"most_influential": "cat_x", "final_r_with": final_r, "final_r_without": without,
+                 "sign_reversed": without is not None and without * final_r < 0},
+        "lexical_baseline": {"final_r": {"mean": lexical, "min": lexical - 0.01, "max": lexical + 0.01}},
+        "inference": {"n_layers_parametric_holm": parametric},
+    }
+
+
+def panel(**models: dict[str, Any]) -> Panel:
+    return Panel({m: {"robustness": rob, "layerwise": {"n_layers": 1},
+                      "anisotropy": {"variants": {"all_tokens": {"l_star": 1}, "sink_excluded": {"l_star": 1}}}}
+                  for m, rob in models.items()})
+
+
+def test_small_phrases() -> None:
+    assert fd.count_phrase(0, "layer") == "no layer"
+    assert fd.count_phrase(1, "layer") == "1 layer"
+    assert fd.count_phrase(3, "layer") == "3 layers"
+    assert fd.change_phrase(0.97, -0.24).startswith("reverses its sign")
+    assert fd.change_phrase(0.97, 0.5).startswith("moves from")
+    assert fd.comparison_phrase(0.99, 0.97) == "matches"
+    assert fd.comparison_phrase(0.99, 0.5) == "exceeds"
+    assert fd.comparison_phrase(0.2, 0.9) == "falls short of"
+    assert fd.sign_word(-0.1) == "negative" and fd.sign_word(None) == "undefined"
+
+
+def test_value_reads_a_key_path() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
+    assert fd.value(p, "a", "robustness", "policies/sink_excluded/r/0") == 0.5
+    assert fd.per_model(p, "robustness", "policies/default/final_r") == "+0.900 (A)"
+
+
+def test_conclusion_follows_the_numbers() -> None:
+    lexical_and_reversed = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.95,
+                                              without=-0.3))
+    text = fd.conclusion_phrase(lexical_and_reversed)
+    assert "words alone, so it is a lexical effect" in text
+    assert "single category for A" in text
+    assert "no layer of any model is significant" in text
+
+    model_beats_words = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.8,
+                                           holm=3))
+    text = fd.conclusion_phrase(model_beats_words)
+    assert "exceeds what the statements' words alone give" in text
+    assert "single category" not in text
+    assert "finds 3 layers of A significant" in text
+
+    mixed = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.9, without=0.8),
+                  b=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.1, without=0.8))
+    assert "for A the category-level correlation is reproduced" in fd.conclusion_phrase(mixed)
+
+
+def test_sink_verdict_counts_sign_flips_and_l_star_moves() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
+    assert fd.sink_verdict(p).startswith("Excluding position 0 reverses the sign of r at 1 layer of A")
+    p.results["a"]["anisotropy"]["variants"]["sink_excluded"]["l_star"] = 0
+    assert "moves from layer 1 to layer 0 for A" in fd.sink_verdict(p)
+    q = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.4, 0.9], lexical=0.2, without=0.7))
+    assert fd.sink_verdict(q).startswith("Excluding position 0 reverses the sign of r at no layer")
+
+
+def test_loco_phrase_names_reversals_only_when_the_sign_flips() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=-0.3),
+              b=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3))
+    text = fd.loco_phrase(p)
+    assert "cat x for A, +0.900 to −0.300, a reversal of sign" in text
+    assert "cat x for B, +0.900 to +0.300" in text and text.count("reversal") == 1
+
+
+@pytest.mark.parametrize("holm,expected", [(0, "no layer of any model"), (2, "2 layers of A")])
+def test_significance_phrase(holm: int, expected: str) -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3, holm=holm))
+    assert fd.significance_phrase(p) == expected
