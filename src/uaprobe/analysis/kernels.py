@@ -58,14 +58,14 @@ _TWO = np.uint64(2)
 _LANES_U = np.uint64(LANES)
 
 
-@njit(parallel=True, cache=True, boundscheck=False)
-def _block_squares(x: np.ndarray, order: np.ndarray, bounds: np.ndarray, sign: float,
-                   out: np.ndarray) -> None:  # pragma: no cover - compiled
-    """``out[p, g] += sign * ||sum of the rows of x over group g of partition p||^2``, x the flat
-    (n * 8,) block of one view. Two accumulators take alternate members (an odd one goes first)."""
-    n_parts = bounds.shape[0]
+@njit(cache=True, boundscheck=False)
+def _block_squares(x: np.ndarray, order: np.ndarray, bounds: np.ndarray, sign: float, out: np.ndarray,
+                   first: int, stop: int) -> None:  # pragma: no cover - compiled
+    """``out[p, g] += sign * ||sum of the rows of x over group g of partition p||^2`` for the
+    partitions ``first <= p < stop``; x is the flat (n * 8,) block of one view. Two accumulators
+    take alternate members (an odd one goes first)."""
     n_groups = bounds.shape[1] - 1
-    for p in prange(n_parts):
+    for p in range(first, stop):
         row = order[p]
         for g in range(n_groups):
             s = np.uint64(bounds[p, g])
@@ -118,6 +118,26 @@ def _block_squares(x: np.ndarray, order: np.ndarray, bounds: np.ndarray, sign: f
             out[p, g] += sign * sq
 
 
+@njit(parallel=True, cache=True, boundscheck=False)
+def _view_squares(packed: np.ndarray, order: np.ndarray, bounds: np.ndarray, sign: float, out: np.ndarray,
+                  part_block: int) -> None:  # pragma: no cover - compiled
+    """:func:`_block_squares` over every block of one view (packed (C, n * 8)): the threads take
+    blocks of ``part_block`` partitions, and each runs its partitions over one block of
+    coordinates (in cache) before the next."""
+    n_parts = bounds.shape[0]
+    n_chunks = (n_parts + part_block - 1) // part_block
+    for chunk in prange(n_chunks):
+        first = chunk * part_block
+        stop = min(n_parts, first + part_block)
+        for c in range(packed.shape[0]):
+            _block_squares(packed[c], order, bounds, sign, out, first, stop)
+
+
+PART_BLOCK = 32
+"""Partitions one thread runs over a block of coordinates before the next block (the sums of each
+partition are added block after block in the same order whatever this is, so it changes no result)."""
+
+
 def vector_squares(both: np.ndarray, order: np.ndarray, bounds: np.ndarray, *,
                    terms: list[tuple[int, int, float]], n_out: int) -> np.ndarray:
     """Signed squared norms of group sums of unit vectors, summed per output view.
@@ -136,11 +156,11 @@ def vector_squares(both: np.ndarray, order: np.ndarray, bounds: np.ndarray, *,
     blocks = -(-dim // LANES)
     out = np.zeros((n_out, n_parts, n_groups))
     packed = np.empty((blocks, n, LANES))
+    part_block = max(1, min(PART_BLOCK, -(-n_parts // (4 * thread_count()))))
     with _slp():
         for view, target, sign in terms:
             _pack_view(both, view, packed)
-            for c in range(blocks):
-                _block_squares(packed[c].reshape(-1), order, bounds, float(sign), out[target])
+            _view_squares(packed.reshape(blocks, n * LANES), order, bounds, float(sign), out[target], part_block)
     return out
 
 
