@@ -230,7 +230,7 @@ class Cosines:
             iu, ju = np.triu_indices(self.n, k=1)
 
             def upper(view: int) -> np.ndarray:
-                return blas.dsyrk(1.0, np.asfortranarray(self._both[:, view]))[iu, ju]
+                return blas.dsyrk(1.0, self._both[:, view].T, trans=1)[iu, ju]  # U U^T, upper triangle
 
             v = self.n_views
             views = (upper(i) - upper(v + i) if side == "diff" else upper(i if side == "a" else v + i)
