@@ -18,7 +18,8 @@ the machine's AVX2 cores (8 float64 additions per cycle each). It then checks th
 :class:`~uaprobe.analysis.uniformity.Cosines` at that size: one scheme's random-bins call of the mean
 pooling (every k at once) is timed in each form the model allows, beside the model's prediction and
 choice. ``--embeddings FILE`` keeps the large extraction (or reuses it: the extraction is then
-skipped); ``--skip-analysis`` stops after the extraction figures.
+skipped); ``--tile FILE`` times the analysis on perturbed copies of an existing extraction instead
+(the analyses' cost depends on the shapes only); ``--skip-analysis`` stops after the extraction figures.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from uaprobe import extract  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
 from uaprobe.analysis.pipeline import analyze_model  # noqa: E402
 from uaprobe.dataset import load_dataset, load_prompts  # noqa: E402
-from uaprobe.store import Embeddings, read_embeddings  # noqa: E402
+from uaprobe.store import POLICIES, Embeddings, read_embeddings  # noqa: E402
 from uaprobe.models import load_model  # noqa: E402
 from uaprobe.analysis import bins, kernels  # noqa: E402
 from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
@@ -96,6 +97,26 @@ def measure_extraction(model, tokenizer, dataset, batch_size: int, max_batch_tok
     return len(texts) / seconds, mem.above_baseline_mb
 
 
+def take_rows(emb: Embeddings, rows: np.ndarray) -> Embeddings:
+    """The statements ``rows`` of ``emb``, in that order: every per-statement field, the flat token
+    arrays through their offsets."""
+    n = len(emb.text)
+    changes: dict = {"text": [emb.text[i] for i in rows]}
+    for field in dataclasses.fields(emb):
+        value = getattr(emb, field.name)
+        if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == n and field.name != "token_offsets":
+            changes[field.name] = value[rows]
+        elif isinstance(value, dict) and value and all(isinstance(v, np.ndarray) and v.shape[:1] == (n,)
+                                                       for v in value.values()):
+            changes[field.name] = {k: v[rows] for k, v in value.items()}
+    starts, stops = emb.token_offsets[rows], emb.token_offsets[rows + 1]
+    tokens = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)]) if len(rows) else np.zeros(0, int)
+    changes["token_ids"] = emb.token_ids[tokens]
+    changes["token_special"] = emb.token_special[tokens]
+    changes["token_offsets"] = np.concatenate([[0], np.cumsum(stops - starts)])
+    return dataclasses.replace(emb, **changes)
+
+
 def pairs_subset(emb: Embeddings, factor: int, of: int) -> Embeddings:
     """The statements of the first ``factor`` of the ``of`` copies of every category's pairs (the
     enlarged dataset lists each category's originals, then copy 1, copy 2, ...)."""
@@ -111,19 +132,40 @@ def pairs_subset(emb: Embeddings, factor: int, of: int) -> Embeddings:
             pairs.append(int(pair))
         rank[row] = rank_of[int(pair)]
     size = np.array([len(per_category[str(c)]) // of for c in emb.category])
-    rows = np.flatnonzero(rank < factor * size)
-    pick = lambda a: a[rows]  # noqa: E731
-    return dataclasses.replace(
-        emb, text=[emb.text[i] for i in rows], category=pick(emb.category), pair=pick(emb.pair), side=pick(emb.side),
-        pooled={p: pick(v) for p, v in emb.pooled.items()}, prenorm={p: pick(v) for p, v in emb.prenorm.items()},
-        nll_sum=pick(emb.nll_sum), nll_mean=pick(emb.nll_mean), n_tokens=pick(emb.n_tokens),
-        n_content=pick(emb.n_content))
+    return take_rows(emb, np.flatnonzero(rank < factor * size))
 
 
-def measure_analysis(emb: Embeddings, params) -> float:
-    start = time.perf_counter()
+def tiled(emb: Embeddings, factor: int, seed: int = 0) -> Embeddings:
+    """``factor`` copies of an extraction's statements, every copy after the first with its pooled
+    states and NLLs perturbed by seeded noise (1 % of each row's scale) and new pair numbers: the
+    shapes, and so the cost of every analysis, of a ``factor``-fold extraction, without the model."""
+    rng = np.random.default_rng(seed)
+    n = len(emb.text)
+    rows = np.tile(np.arange(n), factor)
+    out = take_rows(emb, rows)
+    copy = np.repeat(np.arange(factor), n)
+    later = copy > 0
+
+    def noisy(x: np.ndarray) -> np.ndarray:
+        x = x.copy()
+        scale = 0.01 * np.abs(x[later]).mean(axis=-1, keepdims=True) if x.ndim > 1 else 0.01 * np.abs(x[later]).mean()
+        x[later] += (scale * rng.standard_normal(x[later].shape)).astype(x.dtype)
+        return x
+
+    span = int(emb.pair.max()) + 1
+    changes: dict = {"pair": emb.pair[rows] + span * copy}
+    for name in ("pooled", "prenorm", "pooled_sink_excluded", "prenorm_sink_excluded"):
+        changes[name] = {k: noisy(v) for k, v in getattr(out, name).items()}
+    for name in ("nll_mean", "nll_sum"):
+        changes[name] = noisy(getattr(out, name))
+    return dataclasses.replace(out, **changes)
+
+
+def measure_analysis(emb: Embeddings, params) -> tuple[float, float]:
+    """Wall-clock and CPU seconds (all threads) of the analyze computation."""
+    start, cpu = time.perf_counter(), time.process_time()
     analyze_model(emb, params=params.analysis, model_id="bench")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def peak_additions_per_second(cores: int) -> float:
@@ -141,9 +183,10 @@ def peak_additions_per_second(cores: int) -> float:
 
 
 def bins_additions(n_pairs: int, dim: int, n_views: int, params) -> float:
-    """The additions bound of the random bins: n D per partition, view and side, every bins pooling."""
+    """The additions bound of the random bins: n D per partition, view and side, every bins pooling
+    of every pooling policy."""
     partitions = len(params.analysis.bins.k) * params.analysis.bins.partitions * len(bins.SCHEMES)
-    return float(n_pairs) * dim * partitions * n_views * 2 * len(BIN_POOLINGS)
+    return float(n_pairs) * dim * partitions * n_views * 2 * len(BIN_POOLINGS) * len(POLICIES)
 
 
 def check_cost_model(emb: Embeddings, params) -> str:
@@ -179,19 +222,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embeddings", type=Path, default=None,
                         help="the large extraction: written there if absent, else read (and the extraction skipped)")
     parser.add_argument("--skip-cost-check", action="store_true", help="do not time the forms one against the other")
+    parser.add_argument("--tile", type=Path, default=None,
+                        help="time the analysis on --factor perturbed copies of this extraction file instead of "
+                             "extracting the enlarged dataset (same shapes, no model needed)")
     args = parser.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     with tempfile.TemporaryDirectory() as tmp:
         large = args.embeddings or Path(tmp) / f"{args.factor}x.h5"
-        if not large.exists():
+        if args.tile is None and not large.exists():
             extraction(args, params, Path(tmp), large)
         if args.skip_analysis:
             return 0
-        emb = read_embeddings(large)
+        emb = tiled(read_embeddings(args.tile), args.factor) if args.tile else read_embeddings(large)
         hidden = emb.pooled["mean"].shape[-1]
         n_views = emb.n_layers + 2
         peak = peak_additions_per_second(os.cpu_count() or 1)
-        print(f"analyze: {emb.n_layers + 1} layers + prenorm x 3 poolings, hidden size {hidden}, "
+        print(f"analyze: {len(POLICIES)} pooling policies x 3 poolings x {emb.n_layers + 1} layers + prenorm, "
+              f"hidden size {hidden}, "
               f"{len(params.analysis.bins.k)} k x {params.analysis.bins.partitions} partitions x 2 schemes of random "
               f"bins; kernels on {kernels.thread_count()} thread(s); additions bound at {peak / 1e9:.0f} G/s "
               f"({os.cpu_count()} AVX2 cores at peak)", flush=True)
@@ -200,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         for factor in args.analysis_factors:
             sub = pairs_subset(emb, factor, args.factor)
             n_pairs = len(sub.text) // 2
-            seconds = measure_analysis(sub, params)
+            seconds, cpu = measure_analysis(sub, params)
             bound = bins_additions(n_pairs, hidden, n_views, params) / peak
             step = ""
             if previous is not None:
@@ -210,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 if size == 2:
                     worst_doubling = max(worst_doubling, ratio)
             print(f"  analyze {n_pairs:6d} pairs  {seconds:7.1f} s  {1000 * seconds / n_pairs:6.2f} ms per pair  "
-                  f"{seconds / bound:5.2f}x the additions bound ({bound:5.1f} s){step}", flush=True)
+                  f"{seconds / bound:5.2f}x the additions bound ({bound:5.1f} s)  cpu {cpu:7.1f} s{step}", flush=True)
             if not args.skip_cost_check:
                 print(check_cost_model(sub, params), flush=True)
             previous = (n_pairs, seconds)
