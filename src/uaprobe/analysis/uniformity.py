@@ -152,18 +152,19 @@ class CostModel:
     gram_build: float = 1.0e-10
     """One multiply-add of the Gram matrices (``n^2 D / 2`` per view and side, once per table)."""
 
-    def vectors(self, *, n: int, dim: int, n_terms: int, members: int, groups: int) -> float:
+    def vectors(self, *, n: int, dim: int, n_terms: int, members: int, groups: int, threads: int = 1) -> float:
         """``n_terms`` views x sides; ``members`` in groups of two or more, over all partitions; ``groups``
-        of two or more members."""
+        of two or more members; the sums run on ``threads`` threads, the packing on one."""
         blocks = -(-dim // kernels.LANES)
-        return n_terms * (self.vector_add * members * blocks * kernels.LANES + self.vector_group * groups * blocks
-                          + self.vector_pack * n * dim + self.vector_launch * blocks)
+        parallel = self.vector_add * members * blocks * kernels.LANES + self.vector_group * groups * blocks
+        return n_terms * (parallel / threads + self.vector_pack * n * dim + self.vector_launch * blocks)
 
-    def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int) -> float:
+    def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int, threads: int = 1) -> float:
         """``pairs`` within groups over all partitions; ``syrks`` Gram matrices per view still to
-        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held)."""
+        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums run on
+        ``threads`` threads, the Gram matrices on one (the stage's BLAS)."""
         view_blocks = -(-n_views // kernels.LANES)
-        return self.gram_pair * pairs * view_blocks + self.gram_build * syrks * n * n * dim / 2 * n_views
+        return self.gram_pair * pairs * view_blocks / threads + self.gram_build * syrks * n * n * dim / 2 * n_views
 
 
 COST = CostModel()
@@ -246,17 +247,19 @@ class Cosines:
 
     def costs(self, sizes: np.ndarray, side: str) -> dict[Representation, float]:
         """Predicted seconds of each form for groups of ``sizes`` (P, G) on ``side``; the Gram form
-        is left out where its table would take the held tables past ``gram_bytes``."""
+        is left out where its table would take the held tables past ``gram_bytes``. The choice depends
+        on the kernels' thread count; the values do not (each form gives the same bytes on any count)."""
         sizes = np.asarray(sizes, dtype=np.int64)
         counted = sizes >= 2
+        threads = kernels.thread_count()
         out: dict[Representation, float] = {
             "vectors": COST.vectors(n=self.n, dim=self.dim, n_terms=len(self._terms(side)),
-                                    members=int(sizes[counted].sum()), groups=int(counted.sum()))}
+                                    members=int(sizes[counted].sum()), groups=int(counted.sum()), threads=threads)}
         held = sum(t.nbytes for t in self._tables.values())
         if side in self._tables or held + _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes:
             syrks = 0 if side in self._tables else (2 if side == "diff" else 1)
             out["gram"] = COST.gram(n=self.n, dim=self.dim, n_views=self.n_views,
-                                    pairs=float(_pair_counts(sizes).sum()), syrks=syrks)
+                                    pairs=float(_pair_counts(sizes).sum()), syrks=syrks, threads=threads)
         return out
 
     def uniformity(self, labels: np.ndarray, *, n_groups: int, side: str) -> tuple[np.ndarray, np.ndarray]:
