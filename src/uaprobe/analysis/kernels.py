@@ -207,12 +207,25 @@ def _gram_sums(table: np.ndarray, n: int, order: np.ndarray, bounds: np.ndarray,
                 out[p, g, w + 7] = a7
 
 
-def gram_table(upper: Iterator[np.ndarray], *, n_pairs: int, n_views: int) -> np.ndarray:
-    """The kernel's table of Gram entries: ``upper`` yields, per view, the (n (n-1) / 2,) strict upper
-    triangle row by row; returns (B, n (n-1) / 2 * 8), blocks of eight views, zero past the last."""
-    table = np.zeros((-(-n_views // LANES), n_pairs, LANES))
-    for v, values in enumerate(upper):
-        table[v // LANES, :, v % LANES] = values
+@njit(cache=True, boundscheck=False)
+def _put_upper(gram: np.ndarray, minus: np.ndarray, subtract: bool, table: np.ndarray,
+               lane: int) -> None:  # pragma: no cover - compiled
+    """``table[tri(i, j), lane] = gram[i, j] (- minus[i, j])`` for i < j (upper triangles of dsyrk)."""
+    n = gram.shape[0]
+    k = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            table[k, lane] = gram[i, j] - minus[i, j] if subtract else gram[i, j]
+            k += 1
+
+
+def gram_table(grams: Iterator[tuple[np.ndarray, np.ndarray | None]], *, n: int, n_views: int) -> np.ndarray:
+    """The kernel's table of Gram entries: ``grams`` yields, per view, a Gram matrix (n, n) whose upper
+    triangle holds the entries (and one to subtract, or None); returns (B, n (n-1) / 2 * 8), blocks
+    of eight views, zero past the last view."""
+    table = np.zeros((-(-n_views // LANES), n * (n - 1) // 2, LANES))
+    for v, (gram, minus) in enumerate(grams):
+        _put_upper(gram, gram if minus is None else minus, minus is not None, table[v // LANES], v % LANES)
     return table.reshape(table.shape[0], -1)
 
 

@@ -228,15 +228,14 @@ class Cosines:
         """The strict upper triangle of the side's Gram matrix (``G_A - G_B`` for ``diff``) in
         every view, as :func:`~uaprobe.analysis.kernels.gram_table` lays it out; built once."""
         if side not in self._tables:
-            iu, ju = np.triu_indices(self.n, k=1)
-
-            def upper(view: int) -> np.ndarray:
-                return blas.dsyrk(1.0, self._both[:, view].T, trans=1)[iu, ju]  # U U^T, upper triangle
-
             v = self.n_views
-            views = (upper(i) - upper(v + i) if side == "diff" else upper(i if side == "a" else v + i)
+
+            def gram(view: int) -> np.ndarray:
+                return blas.dsyrk(1.0, self._both[:, view].T, trans=1)  # U U^T, upper triangle
+
+            grams = ((gram(i), gram(v + i)) if side == "diff" else (gram(i if side == "a" else v + i), None)
                      for i in range(v))
-            self._tables[side] = kernels.gram_table(views, n_pairs=iu.size, n_views=v)
+            self._tables[side] = kernels.gram_table(grams, n=self.n, n_views=v)
         return self._tables[side]
 
     def _terms(self, side: str) -> list[tuple[int, int, float]]:
