@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from uaprobe.analysis.pipeline import analysis_steps, analyze_model
+from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
 from uaprobe.analysis.report import csv_text, json_text, write_text_atomic
 from uaprobe.analysis.uniformity import representation_for
 from uaprobe.config import load_params
@@ -41,6 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--results", type=Path, default=Path("results/models"), help="writes <dir>/<model>/*.json")
     ap.add_argument("--metrics", type=Path, default=Path("metrics/models"), help="writes <dir>/<model>.json")
     ap.add_argument("--plots", type=Path, default=Path("plots"), help="writes <dir>/<kind>/<model>.csv")
+    ap.add_argument("--control", type=Path, default=None,
+                    help="the control pairs' extraction (data/embeddings/<model>.control.h5): adds "
+                         "neutral_control.json and the metrics key neutral_control")
     return ap.parse_args(argv)
 
 
@@ -56,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     with tqdm(total=analysis_steps(params.analysis), desc=f"analyze {args.model}", unit="step") as bar:
         out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
                             on_step=bar.update)
+    if args.control is not None:
+        ctrl = analyze_control(read_embeddings(args.control), params=params.analysis, model_id=args.model,
+                               display=spec.display, source=str(args.control))
+        out.results["neutral_control"] = ctrl["results"]
+        out.metrics["neutral_control"] = ctrl["metrics"]
     res_dir = args.results / args.model
     for stem, obj in sorted(out.results.items()):
         write_text_atomic(res_dir / f"{stem}.json", json_text(obj))

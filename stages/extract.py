@@ -7,6 +7,9 @@ lengths before any forward pass; streams batches into ``data/embeddings/<model>.
 moves the complete file into place, so ``<model>.h5`` is always the previous complete file, the new
 complete file, or absent.
 
+With ``--control data/neutral_control.json`` the same loaded model also extracts the control pairs
+into a second file of the same layout, ``<out stem>.control.h5`` (``data/embeddings/<model>.control.h5``).
+
 Interrupted (Ctrl-C, SIGTERM, SIGKILL): the partial file stays, and rerunning the same command
 resumes from its last complete batch (``--no-resume`` starts over). Failed (bad input, disk full,
 read-only output, NaN in the model): the partial file is removed -- the fix changes the inputs or
@@ -16,6 +19,7 @@ frees the disk, so there is nothing worth resuming -- and the exit code is 2 wit
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
@@ -31,7 +35,7 @@ import uaprobe
 from uaprobe import extract
 from uaprobe.config import load_params
 from uaprobe.distributed import ShardWriter, current_rank, read_shard, shard_batches, shard_path
-from uaprobe.dataset import load_dataset, load_prompts, sha256_of
+from uaprobe.dataset import Dataset, load_control, load_dataset, load_prompts, sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.models import load_model, pick_device
 from uaprobe.store import ExtractionWriter, check_output_path
@@ -39,14 +43,22 @@ from uaprobe.store import ExtractionWriter, check_output_path
 log = logging.getLogger("uaprobe.extract")
 
 
+def control_path_for(out: Path) -> Path:
+    """Where the control pairs' extraction goes beside ``out``: ``<stem>.control.h5``."""
+    return out.with_name(out.stem + ".control.h5")
+
+
 def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: Path, out: Path,
-        resume: bool = True, progress: bool = True) -> Path:
+        resume: bool = True, progress: bool = True, control_path: Path | None = None) -> Path:
     params = load_params(params_path)
-    spec = params.model(model_id)
+    spec = dataclasses.replace(params.model(model_id), dtype=params.dtype_of(model_id))
     dataset = load_dataset(dataset_path)
+    control = load_control(control_path) if control_path is not None else None
     prompts = load_prompts(prompts_path)
     device = pick_device(params.extract.device)
     check_output_path(out)
+    if control is not None:
+        check_output_path(control_path_for(out))
     rank = current_rank()
     if rank.world > 1:
         import torch.distributed as dist
@@ -158,7 +170,47 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                 shard_path(out, r, rank.world).unlink(missing_ok=True)
             _finish_distributed()
     log.info("wrote %s (%d statements, %d layers + embeddings, d=%d)", path, len(texts), n_layers, hidden_size)
+    if control is not None and control_path is not None:
+        cpath = _extract_control(model, tokenizer, control=control, control_path=control_path,
+                                 out=control_path_for(out), attrs=attrs, prompts=prompts,
+                                 aniso=(aniso, aniso_index, aniso_special), drop=params.pooling.drop, limit=limit,
+                                 batch_size=params.extract.batch_size,
+                                 max_batch_tokens=params.extract.max_batch_tokens, model_id=model_id,
+                                 resume=resume)
+        log.info("wrote %s (%d control statements)", cpath, len(control.texts))
     return path
+
+
+def _extract_control(model, tokenizer, *, control: Dataset, control_path: Path, out: Path, attrs: dict,
+                     prompts: list[str], aniso: tuple[np.ndarray, np.ndarray, np.ndarray], drop: str, limit: int,
+                     batch_size: int, max_batch_tokens: int, model_id: str, resume: bool) -> Path:
+    """The control pairs through the already loaded model, into a file of the extraction layout
+    (the same anisotropy states and provenance, with the control file's sha256 as the dataset's)."""
+    texts = control.texts
+    labels = [f"{control_path}: categories.{s.json_path}" for s in control.statements]
+    lengths = extract.token_lengths(tokenizer, texts)
+    extract.check_lengths(lengths, labels, limit=limit)
+    extract.check_content(extract.content_counts(tokenizer, texts, drop), lengths, labels, drop=drop)
+    batches = extract.length_sorted_batches(lengths, batch_size, max_batch_tokens=max_batch_tokens)
+    aniso_states, aniso_index, aniso_special = aniso
+    writer = ExtractionWriter(
+        out, texts=texts, categories=[s.category for s in control.statements],
+        pairs=np.array([s.pair for s in control.statements]), sides=np.array([s.side for s in control.statements]),
+        n_layers=aniso_states.shape[1] - 1, hidden_size=aniso_states.shape[2], prompts=prompts,
+        aniso_states=aniso_states, aniso_prompt_index=aniso_index, aniso_special=aniso_special,
+        tokens=extract.statement_tokens(tokenizer, texts), attrs=dict(attrs, dataset_sha256=control.sha256),
+        resume=resume,
+    )
+    try:
+        todo = [rows for rows in batches if not writer.done[rows].all()]
+        extract.iterate_batches(model, tokenizer, texts, todo, drop=drop, model_name=model_id, on_batch=writer.write)
+        return writer.finish()
+    except KeyboardInterrupt:
+        writer.close()
+        raise
+    except BaseException:
+        writer.discard()
+        raise
 
 
 def _compute_shard(model, tokenizer, texts: list[str], batches: list[np.ndarray], *, out: Path, rank, drop: str,
@@ -198,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=Path, default=Path("data/anisotropy_prompts.txt"))
     parser.add_argument("--out", type=Path, help="default: data/embeddings/<model>.h5")
     parser.add_argument("--no-resume", action="store_true", help="discard a partial file from an interrupted run")
+    parser.add_argument("--control", type=Path, default=None,
+                        help="control pairs (e.g. data/neutral_control.json) to extract into <out stem>.control.h5")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     out = args.out or Path("data/embeddings") / f"{args.model}.h5"
@@ -207,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         previous = None
     try:
         run(model_id=args.model, params_path=args.params, dataset_path=args.dataset, prompts_path=args.prompts,
-            out=out, resume=not args.no_resume, progress=True)
+            out=out, resume=not args.no_resume, progress=True, control_path=args.control)
     except UAProbeError as exc:
         log.error("%s", exc)
         return 2

@@ -24,7 +24,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from uaprobe import figures
+from uaprobe import figures, figures_original
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS, read_json
@@ -48,7 +48,9 @@ def _unit(docs: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 PER_MODEL: tuple[PerModelFigure, ...] = (
-    PerModelFigure("layerwise", ("layerwise",), lambda d: figures.layerwise_figure(d["layerwise"])),
+    PerModelFigure("layerwise", ("layerwise", "sink_excluded/layerwise"), lambda d: figures.layerwise_figure(
+        d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
+    PerModelFigure("sink", ("robustness",), lambda d: figures.sink_figure(d["robustness"])),
     PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
         d["bins"], n_categories=len(d["layerwise"]["categories"]))),
     PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
@@ -58,6 +60,7 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
     PerModelFigure("spectrum", ("anisotropy",), lambda d: figures.spectrum_figure(d["anisotropy"])),
     PerModelFigure("pairs", ("pairs",), lambda d: figures.pairs_figure(d["pairs"])),
     PerModelFigure("loco", ("layerwise",), lambda d: figures.loco_figure(d["layerwise"])),
+    PerModelFigure("option_b", ("option_b",), lambda d: figures_original.option_b_figure(d["option_b"])),
 )
 """The per-model figures: key, the results files they read, how they are drawn."""
 

@@ -48,21 +48,22 @@ def hand_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 def build_arrays(*, pairs_per_category: Sequence[int], n_layers: int, hidden: int, seed: int, kind: str,
                  slopes: Sequence[float] | None, n_prompts: int, tokens_per_prompt: int,
-                 bell_layer: int | None) -> dict[str, np.ndarray | list[str]]:
+                 bell_layer: int | None, category_names: Sequence[str] | None = None) -> dict[str, np.ndarray | list[str]]:
     rng = np.random.default_rng(seed)
     n_cat = len(pairs_per_category)
     categories, texts, pair_idx, side = [], [], [], []
     p = 0
+    names = list(category_names) if category_names is not None else [f"cat{c}" for c in range(n_cat)]
     for c, n in enumerate(pairs_per_category):
         for j in range(n):
             for s in (0, 1):
-                categories.append(f"cat{c}")
+                categories.append(names[c])
                 texts.append(f"category {c} pair {j} side {'AB'[s]}")
                 pair_idx.append(p)
                 side.append(s)
             p += 1
     n_rows = len(texts)
-    cat_code = np.array([int(c[3:]) for c in categories])
+    cat_code = np.array([names.index(c) for c in categories])
     side = np.array(side)
     pair_arr = np.array(pair_idx)
     L1 = n_layers + 1
@@ -143,13 +144,14 @@ def build_arrays(*, pairs_per_category: Sequence[int], n_layers: int, hidden: in
 def write_synthetic_h5(path: str | Path, *, pairs_per_category: Sequence[int] = (6, 5, 7, 6), n_layers: int = 6,
                        hidden: int = 16, seed: int = 0, kind: str = "random", slopes: Sequence[float] | None = None,
                        pooling_drop: str = "special", n_prompts: int = 4, tokens_per_prompt: int = 6,
-                       bell_layer: int | None = None, model_id: str = "synthetic") -> Path:
+                       bell_layer: int | None = None, model_id: str = "synthetic", display: str | None = None,
+                       category_names: Sequence[str] | None = None, bos_added: bool = True) -> Path:
     """Write a complete extraction file at ``path`` (layout of :mod:`uaprobe.store`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = build_arrays(pairs_per_category=pairs_per_category, n_layers=n_layers, hidden=hidden, seed=seed,
                           kind=kind, slopes=slopes, n_prompts=n_prompts, tokens_per_prompt=tokens_per_prompt,
-                          bell_layer=bell_layer)
+                          bell_layer=bell_layer, category_names=category_names)
     with h5py.File(path, "w", track_order=False) as fh:
         st = fh.create_group("statements")
         st.create_dataset("text", data=arrays["text"], dtype=STR, track_times=False)
@@ -166,11 +168,12 @@ def write_synthetic_h5(path: str | Path, *, pairs_per_category: Sequence[int] = 
         fh.create_dataset("anisotropy/prompt_index", data=arrays["anisotropy/prompt_index"], track_times=False)
         fh.create_dataset("anisotropy/special", data=arrays["anisotropy/special"], track_times=False)
         attrs = {
-            "model_id": model_id, "display": f"Synthetic-{model_id}", "source": "synthetic", "location": "tests",
+            "model_id": model_id, "display": display or f"Synthetic-{model_id}", "source": "synthetic",
+            "location": "tests",
             "revision": "", "dtype": "float32", "device": "cpu", "pooling_drop": pooling_drop,
             "dataset_sha256": "0" * 64, "prompts_sha256": "0" * 64, "uaprobe_version": "test",
             "torch_version": "", "transformers_version": "", "n_layers": n_layers, "hidden_size": hidden,
-            "bos_added": True, "complete": True,
+            "bos_added": bos_added, "complete": True,
         }
         for key in sorted(attrs):
             fh.attrs[key] = attrs[key]

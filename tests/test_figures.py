@@ -26,7 +26,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _docs(root: Path, model: str = "tiny-a") -> dict[str, dict]:
-    return {n: load_results(root, model, n) for n in ("layerwise", "validation", "bins", "pairs", "anisotropy")}
+    return {n: load_results(root, model, n) for n in ("layerwise", "validation", "bins", "pairs", "anisotropy",
+                                                      "robustness", "sink_excluded/layerwise")}
 
 
 DRAWERS = {
@@ -40,7 +41,48 @@ DRAWERS = {
     "spectrum": lambda d: figures.spectrum_figure(d["anisotropy"]),
     "pairs": lambda d: figures.pairs_figure(d["pairs"]),
     "loco": lambda d: figures.loco_figure(d["layerwise"]),
+    "layerwise_sink": lambda d: figures.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"]),
+    "sink": lambda d: figures.sink_figure(d["robustness"]),
 }
+
+
+def _line(ax, label: str) -> np.ndarray:
+    for line in ax.get_lines():
+        if line.get_label() == label:
+            return np.asarray(line.get_ydata(), dtype=float)
+    raise AssertionError(f"no line labelled {label!r}: {[ln.get_label() for ln in ax.get_lines()]}")
+
+
+def _values(series) -> np.ndarray:
+    return np.array([np.nan if v is None else v for v in series], dtype=float)
+
+
+@pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
+def test_layerwise_figure_plots_the_results_arrays(tree: Path, model: str) -> None:
+    d = _docs(tree, model)
+    fig = DRAWERS["layerwise_sink"](d)
+    ax = fig.get_axes()[0]
+    policy = d["layerwise"]["policy"]
+    np.testing.assert_array_equal(_line(ax, f"r, mean, {policy}"), _values(d["layerwise"]["poolings"]["mean"]["pearson_r"]))
+    np.testing.assert_array_equal(_line(ax, "r, mean, sink excluded"),
+                                  _values(d["sink_excluded/layerwise"]["poolings"]["mean"]["pearson_r"]))
+    band = np.concatenate([path.vertices[:, 1] for path in ax.collections[0].get_paths()])
+    low = _values(d["layerwise"]["poolings"]["mean"]["fisher_ci_low"])
+    assert np.isin(np.round(low[np.isfinite(low)], 12), np.round(band, 12)).all()
+
+
+@pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
+def test_sink_figure_plots_the_results_arrays(tree: Path, model: str) -> None:
+    d = _docs(tree, model)
+    sk = d["robustness"]["sink"]
+    fig = figures.sink_figure(d["robustness"])
+    ratio_ax, share_ax = fig.get_axes()
+    np.testing.assert_array_equal(_line(ratio_ax, "median"), _values(sk["norm_ratio_median"]))
+    np.testing.assert_array_equal(_line(share_ax, "share of the mean-pooled vector"), _values(sk["mean_share_median"]))
+    np.testing.assert_array_equal(_line(share_ax, "share of its norm² in its top dimension"),
+                                  _values(sk["top_dim_share_median"]))
+    bos = d["robustness"]["extraction"]["bos_added"]
+    assert ratio_ax.get_title().endswith("the BOS token" if bos else "the first word (no BOS)")
 
 
 @pytest.mark.parametrize("name", sorted(DRAWERS))
@@ -126,7 +168,7 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path) -> Non
     assert manifest["figures"] == entries
     keys = {(e["key"], e["model"]) for e in entries}
     for model in ("tiny-b",):
-        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco"):
+        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink"):
             assert (key, model) in keys
             assert (out / "models" / model / f"{key}.png").is_file()
             assert (out / "models" / model / f"{key}.svg").is_file()

@@ -32,11 +32,12 @@ def extraction_mismatches(repo: Path) -> list[str]:
     import h5py
 
     problems = []
-    dataset = repo / "data" / "dataset.json"
     prompts = repo / "data" / "anisotropy_prompts.txt"
     for h5 in sorted((repo / "data" / "embeddings").glob("*.h5")):
         with h5py.File(h5, "r") as fh:
             attrs = dict(fh.attrs)
+        # <model>.control.h5 holds the control pairs (the extract stage's --control)
+        dataset = repo / "data" / ("neutral_control.json" if h5.name.endswith(".control.h5") else "dataset.json")
         for key, path in (("dataset_sha256", dataset), ("prompts_sha256", prompts)):
             recorded = attrs.get(key)
             if isinstance(recorded, bytes):

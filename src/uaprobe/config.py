@@ -24,6 +24,16 @@ SourceKind = Literal["hub", "local", "gguf", "packaged"]
 DropPolicy = Literal["special", "first"]
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 DeviceName = Literal["auto", "cpu", "cuda"]
+PresetName = Literal["none", "original"]
+
+PRESETS: Mapping[str, Mapping[str, str]] = {
+    "original": {"pooling.drop": "first", "extract.dtype": "float16"},
+}
+"""What each ``preset`` sets. ``original``: the original study's notebooks exactly -- position 0
+dropped from every pooled state (``hidden[0, 1:]``) and float16 weights and activations (they ran
+in float16 on a GPU). Their every-4th-layer view needs no setting: every layer is computed, and
+every analysis that depends on the view reports it (``seed_layers``, the seed view's sign changes
+and scaling peaks, the phases)."""
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
 
@@ -89,6 +99,10 @@ class ExtractParams:
     launcher: str = "python"
     """The command the extract stage runs under: ``python`` (one process), or a data-parallel
     launcher such as ``torchrun --standalone --nproc_per_node=4``."""
+    dtype: DtypeName = "auto"
+    """Compute dtype of every model whose catalog entry leaves ``dtype`` at ``auto``: ``auto`` is
+    float32 on CPU and bfloat16 on GPU; ``float16`` (the original study's) is refused for Gemma,
+    which overflows in it."""
 
     def __post_init__(self) -> None:
         _require(self.batch_size >= 1, "extract.batch_size", self.batch_size, "an integer >= 1")
@@ -134,7 +148,7 @@ class RobustnessParams:
     """Random assignments of the pairs to groups of the categories' sizes (the size-matched null)."""
     l_star_tolerance: float = 0.001
     """Layers whose lambda1/sum is within this fraction of the maximum tie with L*."""
-    anisotropy_bootstrap: int = 200
+    anisotropy_bootstrap: int = 100
     """Bootstrap resamples of the anisotropy prompts for the distribution of L*."""
 
     def __post_init__(self) -> None:
@@ -209,6 +223,9 @@ class Params:
     extract: ExtractParams = field(default_factory=ExtractParams)
     pooling: PoolingParams = field(default_factory=PoolingParams)
     analysis: AnalysisParams = field(default_factory=AnalysisParams)
+    preset: PresetName = "none"
+    """``original`` sets every setting of the original study's notebooks (:data:`PRESETS`), over
+    the values of ``pooling`` and ``extract`` in the file: ``dvc exp run -S preset=original``."""
 
     def __post_init__(self) -> None:
         _require(len(self.models) > 0, "models", list(self.models), "a non-empty list of catalog ids")
@@ -220,6 +237,11 @@ class Params:
                 )
         if len(set(self.models)) != len(self.models):
             raise ConfigError(f"models: ids repeat in {list(self.models)}; list each model once")
+
+    def dtype_of(self, model_id: str) -> str:
+        """The compute dtype setting of one model: its catalog ``dtype`` unless ``auto``, else ``extract.dtype``."""
+        spec = self.model(model_id)
+        return spec.dtype if spec.dtype != "auto" else self.extract.dtype
 
     def model(self, model_id: str) -> ModelSpec:
         """The catalog entry of ``model_id``, or a ConfigError naming the known ids."""
@@ -349,7 +371,19 @@ def params_from_mapping(mapping: Any) -> Params:
     """Build :class:`Params` from an already parsed YAML document."""
     if not isinstance(mapping, Mapping):
         raise ConfigError(f"top level: got {type(mapping).__name__}, expected a mapping of sections")
-    return _build(Params, mapping, "")
+    return apply_preset(_build(Params, mapping, ""))
+
+
+def apply_preset(params: Params) -> Params:
+    """``params`` with the settings of its ``preset`` (:data:`PRESETS`) in place."""
+    if params.preset == "none":
+        return params
+    values = PRESETS[params.preset]
+    return dataclasses.replace(
+        params,
+        pooling=dataclasses.replace(params.pooling, drop=values["pooling.drop"]),
+        extract=dataclasses.replace(params.extract, dtype=values["extract.dtype"]),
+    )
 
 
 class _RepeatedKey(Exception):

@@ -124,15 +124,16 @@ def _text_problem(text: str) -> str | None:
     return None
 
 
-def parse_dataset(raw: Any, *, path: Path, sha256: str = "") -> Dataset:
-    """Validate an already decoded JSON document; errors name the JSON path and what was expected."""
+def parse_dataset(raw: Any, *, path: Path, sha256: str = "", min_categories: int = MIN_CATEGORIES) -> Dataset:
+    """Validate an already decoded JSON document; errors name the JSON path and what was expected.
+    ``min_categories``: a control set of pairs, analysed over pairs only, may have fewer categories."""
     if not isinstance(raw, dict) or not raw:
         raise _fail(path, "top level", "expected a non-empty object mapping category name -> category, got "
                     + (f"{type(raw).__name__}" if not isinstance(raw, dict) else "an empty object"))
     _check_repeated(path, raw, "top level")
-    if len(raw) < MIN_CATEGORIES:
+    if len(raw) < min_categories:
         raise _fail(path, "top level", f"{len(raw)} categories; a correlation across categories needs "
-                    f"at least {MIN_CATEGORIES}")
+                    f"at least {min_categories}")
     categories, descriptions, statements = [], [], []
     seen: dict[tuple[str, str], str] = {}
     first_use: dict[str, str] = {}
@@ -196,6 +197,25 @@ def parse_dataset(raw: Any, *, path: Path, sha256: str = "") -> Dataset:
 def load_dataset(path: str | Path) -> Dataset:
     """Read, decode and validate the dataset file."""
     path = Path(path)
+    raw, sha256 = _read_json(path)
+    return parse_dataset(raw, path=path, sha256=sha256)
+
+
+def load_control(path: str | Path) -> Dataset:
+    """Read a control set of pairs (``data/neutral_control.json``): its ``categories`` object has the
+    layout of the dataset (at least one category); other top-level keys (source, published
+    numbers) are kept in the file, not used."""
+    path = Path(path)
+    raw, sha256 = _read_json(path)
+    if not isinstance(raw, dict) or "categories" not in raw:
+        raise DatasetError(f"{path}: top level: missing key 'categories'; expected "
+                           '{"categories": {"category": {"description": ..., "pairs": [[A, B], ...]}}}')
+    _check_repeated(path, raw, "top level")
+    return parse_dataset(raw["categories"], path=path, sha256=sha256, min_categories=1)
+
+
+def _read_json(path: Path) -> tuple[Any, str]:
+    """The decoded JSON document of a dataset-like file and the sha256 of its bytes."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -218,7 +238,7 @@ def load_dataset(path: str | Path) -> Dataset:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise DatasetError(f"{path}: not a usable JSON dataset ({reason}); expected "
                            '{"category": {"description": ..., "pairs": [[A, B], ...]}}') from None
-    return parse_dataset(raw, path=path, sha256=hashlib.sha256(data).hexdigest())
+    return raw, hashlib.sha256(data).hexdigest()
 
 
 def load_prompts(path: str | Path) -> list[str]:

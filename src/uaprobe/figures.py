@@ -439,8 +439,8 @@ def spectrum_figure(anisotropy: Mapping[str, Any]) -> Figure:
 
 
 def pairs_figure(pairs: Mapping[str, Any]) -> Figure:
-    """Pair-level r (score vs preference over all pairs) per layer with its bootstrap CI, for every
-    pooling."""
+    """r of the within-category centroid score vs the preference over all pairs, per layer, with its
+    bootstrap CI, for every pooling (``pairs.json``; not the original's global-centroid Option B)."""
     layers = _arr(_get(pairs, "layers"))
     poolings = _get(pairs, "poolings")
     n_pairs = len(pairs.get("preference", [])) or None
@@ -457,8 +457,8 @@ def pairs_figure(pairs: Mapping[str, Any]) -> Figure:
             ax.plot(layers, _arr(block["pearson_r"]), label=f"{name} pooling", **st)
         _zero_line(ax)
         _layer_axis(ax)
-        ax.set_ylabel("r(pair score, pair preference) (Pearson r, unitless)")
-        ax.set_title(f"{_title(pairs)}: pair-level correlation"
+        ax.set_ylabel("r(within-category centroid score, preference)\n(Pearson r, unitless)")
+        ax.set_title(f"{_title(pairs)}: within-category centroid score"
                      + (f" (n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
         ax.legend(loc="best")
     return fig

@@ -326,7 +326,8 @@ def pick_dtype(spec: ModelSpec, device: torch.device, model_type: str) -> torch.
         return torch.float32 if device.type == "cpu" else torch.bfloat16
     if spec.dtype == "float16" and model_type.startswith("gemma"):
         raise ModelSourceError(
-            f"catalog.<id>.dtype: float16 overflows in Gemma ({model_type}); use bfloat16 or float32"
+            f"catalog.<id>.dtype (or extract.dtype, or preset: original): float16 overflows in Gemma "
+            f"({model_type}); use bfloat16 or float32"
         )
     return getattr(torch, spec.dtype)
 

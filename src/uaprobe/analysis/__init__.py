@@ -10,6 +10,8 @@ loops compiled with numba).
 - :mod:`~uaprobe.analysis.layerwise` (seed 000), :mod:`~uaprobe.analysis.validation` (seed 003),
   :mod:`~uaprobe.analysis.bins` (seed 002), :mod:`~uaprobe.analysis.pairlevel`,
   :mod:`~uaprobe.analysis.preference`, :mod:`~uaprobe.analysis.anisotropy` (seed 004),
+  :mod:`~uaprobe.analysis.optionb` (the original study's pair-level metrics with global centroids)
+  and :mod:`~uaprobe.analysis.phases` (its follow-up paper's phase means),
   :mod:`~uaprobe.analysis.scaling` (seed 001, across models).
 - :mod:`~uaprobe.analysis.report`: strict JSON / CSV serialisation with recorded NaN reasons.
 - :mod:`~uaprobe.analysis.pipeline`: the ``analyze`` and ``compare`` stages' library entry points.

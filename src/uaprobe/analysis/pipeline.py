@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, controls, curves, layerwise, pairlevel, preference, robustness,
-                              scaling, stats, validation)
+from uaprobe.analysis import (anisotropy, bins, controls, curves, layerwise, optionb, pairlevel, preference,
+                              robustness, scaling, stats, validation)
 from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
@@ -284,7 +284,45 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
     out.metrics = model_metrics(out.results, params=params)
     out.plots = model_plots(out.results, n_layers=n_layers)
+
+    # --- Option B and phase means: the original study's pair-level analysis (analysis/optionb.py),
+    # under both pooling policies (option_b.json, sink_excluded/option_b.json); metrics and plots
+    # of the default policy
+    for policy in POLICIES:
+        pooled, _ = emb.policy(policy)
+        rec = NanReasons()
+        ob_body = optionb.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
+                                            n_content=emb.n_content, params=params, rec=rec)
+        policy_name = default_name if policy == "default" else policy
+        out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = _finish(
+            ob_body, dict(header, policy=policy_name), rec)
+        if policy == "default":
+            out.metrics.update(optionb.headline_metrics(ob_body, n_layers=n_layers))
+            out.plots["option_b"] = optionb.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
+                                                                         "depth_pct": header["depth_pct"]})
     return out
+
+
+def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
+                    source: str = "control extraction file") -> dict[str, Any]:
+    """``neutral_control.json``: the Option B analysis on each category of the control pairs
+    (``data/neutral_control.json`` extracted into ``<id>.control.h5``), plus its headline metrics
+    under the key ``metrics``."""
+    table = table_from_embeddings(control, source=source)
+    pref = table.preference(params.preference)
+    if not np.isfinite(pref).all():
+        raise UAProbeError(f"{source}: non-finite NLL values (nll/{params.preference}); re-extract the model")
+    display = display or str(_plain(control.attrs.get("display") or model_id))
+    header = _header(model_id=model_id, display=display, n_layers=control.n_layers, params=params,
+                     attrs=control.attrs)
+    rec = NanReasons()
+    body = optionb.control_results(pooled=control.pooled, row_a=table.row_a, row_b=table.row_b,
+                                   category_of_pair=table.category_of_pair, categories=table.categories,
+                                   preference=pref, n_content=control.n_content, params=params, rec=rec)
+    body["preference"] = {name: rec.series(f"preference/{name}", pref[table.category_of_pair == c])
+                          for c, name in enumerate(table.categories)}
+    return {"results": _finish(body, header, rec),
+            "metrics": optionb.control_metrics(body, n_layers=control.n_layers)}
 
 
 def analysis_steps(params: AnalysisParams) -> int:

@@ -1,0 +1,336 @@
+"""The original study's pair-level analysis ("Option B"): five per-pair metrics against the preference.
+
+Defined in the original repository's ``Option_B_Pair_Level.ipynb`` (D'Elia, 2026; MIT), published
+for Pythia-6.9B in ``option_b_pair_level_20260102_142148.json`` and used (``centroid_asymmetry``)
+by the follow-up paper on phase-structured dynamics. Per layer, with ``a_i``, ``b_i`` the pooled
+states of pair i's statements and the **global** centroids ``c_A = mean_j a_j``,
+``c_B = mean_j b_j`` over all pairs (the pair's own statements included), and
+``cos(x, y) = x . y / (|x| |y| + 1e-10)``:
+
+- ``centroid_asymmetry``: ``cos(a_i, c_A) - cos(b_i, c_B)``
+- ``cross_centroid``: ``cos(a_i, c_B) - cos(b_i, c_A)``
+- ``within_pair_sim``: ``cos(a_i, b_i)``
+- ``knn_density_asymmetry``: ``z(dens_A)_i - z(dens_B)_i`` with ``dens_X_i = 1 / (mean of the
+  cosine distances 1 - cos from x_i to its k = min(10, n - 1) nearest statements of side X + 1e-10)``;
+  the point itself is one of its k neighbours (distance 0), as the notebook's
+  ``NearestNeighbors.kneighbors`` on the fitted points counts it; ``z(v) = (v - mean v) / (std v + 1e-10)``
+  with the population std;
+- ``margin_asymmetry``: ``|a_i - m| - |b_i - m|`` (Euclidean) with ``m = (c_A + c_B) / 2``.
+
+Each metric is correlated with the pair's preference ``NLL(B) - NLL(A)`` across pairs, layer by
+layer, with the original's statistics (Pearson r, its t-test p, a percentile bootstrap interval over
+pairs) plus this project's: Spearman rho, Fisher-z interval, permutation p, Holm and
+Benjamini-Hochberg across layers, and the r of each metric partialled for the difference in
+content tokens ``n_content(B) - n_content(A)`` (:func:`uaprobe.analysis.controls.partial_r`). The three centroid metrics also come
+leave-one-out (``*_loo``): pair i's own statements are left out of the centroids it is compared with.
+
+All functions take arrays; nothing here reads files. The states are processed one layer at a time
+in float64, so memory holds one layer of the pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import controls, phases, stats
+from uaprobe.analysis.groupstats import Resampling, group_stats
+from uaprobe.analysis.report import NanReasons, Reasons
+from uaprobe.config import AnalysisParams
+from uaprobe.errors import UAProbeError
+
+EPS = 1e-10
+"""The notebook's guard in every cosine, density and z-score denominator."""
+KNN_K = 10
+"""The notebook's k of the kNN density (``min(10, n - 1)``)."""
+
+KNN_BLOCK_ROWS = 1024
+"""Rows of the cosine-distance matrix held at once by :func:`knn_density` (memory linear in n)."""
+
+METRICS: tuple[str, ...] = ("centroid_asymmetry", "cross_centroid", "within_pair_sim", "knn_density_asymmetry",
+                            "margin_asymmetry")
+"""The five metrics of the original, in its order."""
+LOO_METRICS: tuple[str, ...] = ("centroid_asymmetry_loo", "cross_centroid_loo", "margin_asymmetry_loo")
+"""The centroid metrics with the pair left out of its own centroids."""
+ALL_METRICS: tuple[str, ...] = METRICS + LOO_METRICS
+
+DEFINITIONS: Mapping[str, str] = {
+    "centroid_asymmetry": "cos(A_i, c_A) - cos(B_i, c_B); c_A, c_B = mean of all A, all B states",
+    "cross_centroid": "cos(A_i, c_B) - cos(B_i, c_A)",
+    "within_pair_sim": "cos(A_i, B_i)",
+    "knn_density_asymmetry": "z(1 / mean cosine distance to the k nearest A) - z(same for B); the point itself "
+                             "is one of its k neighbours",
+    "margin_asymmetry": "|A_i - m| - |B_i - m|, m = (c_A + c_B) / 2 (Euclidean)",
+    "centroid_asymmetry_loo": "centroid_asymmetry with pair i left out of c_A and c_B",
+    "cross_centroid_loo": "cross_centroid with pair i left out of c_A and c_B",
+    "margin_asymmetry_loo": "margin_asymmetry with pair i left out of c_A and c_B",
+}
+
+
+def cosine(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The notebook's cosine along the last axis: ``x . y / (|x| |y| + 1e-10)``."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    return (x * y).sum(axis=-1) / (np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1) + EPS)
+
+
+def zscore(v: np.ndarray) -> np.ndarray:
+    """``(v - mean) / (std + 1e-10)`` along the last axis, population std (numpy's default)."""
+    v = np.asarray(v, dtype=float)
+    return (v - v.mean(axis=-1, keepdims=True)) / (v.std(axis=-1, keepdims=True) + EPS)
+
+
+def knn_density(x: np.ndarray, *, k: int) -> np.ndarray:
+    """(n,) ``1 / (mean cosine distance to the k nearest rows of x, the row itself included + 1e-10)``.
+
+    ``x`` (n, D). Cosine distance ``1 - cos`` clipped to [0, 2], rows normalised without a guard
+    (a zero row has distance 1 to everything), the distance of a row to itself 0: the convention
+    of scikit-learn's ``NearestNeighbors(metric="cosine")`` the notebook used.
+    """
+    x = np.asarray(x, dtype=float)
+    n = x.shape[0]
+    if not 1 <= k <= n:
+        raise ValueError(f"k = {k} neighbours among {n} points")
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    u = np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+    mean_dist = np.empty(n)
+    for start in range(0, n, KNN_BLOCK_ROWS):  # memory: one block of rows of the distance matrix
+        rows = np.arange(start, min(start + KNN_BLOCK_ROWS, n))
+        dist = np.clip(1.0 - u[rows] @ u.T, 0.0, 2.0)
+        dist[np.arange(rows.size), rows] = 0.0
+        mean_dist[rows] = np.partition(dist, k - 1, axis=1)[:, :k].mean(axis=1)
+    return 1.0 / (mean_dist + EPS)
+
+
+def _check(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.ndim != 3 or a.shape != b.shape:
+        raise ValueError(f"a and b must both be (n_pairs, n_views, D); got {a.shape} and {b.shape}")
+    if a.shape[0] < 2:
+        raise UAProbeError(f"the pair-level metrics need at least 2 pairs, got {a.shape[0]}")
+    return a, b
+
+
+def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K) -> dict[str, np.ndarray]:
+    """The five metrics and the three leave-one-out variants: a, b (n, V, D) -> name -> (V, n).
+
+    ``k`` is capped at ``n - 1`` as in the notebook. The leave-one-out centroids of pair i are
+    ``(sum_j x_j - x_i) / (n - 1)``.
+    """
+    a, b = _check(a, b)
+    n, n_views, _ = a.shape
+    k_used = min(k, n - 1)
+    out = {name: np.empty((n_views, n)) for name in ALL_METRICS}
+    for v in range(n_views):
+        xa = a[:, v, :].astype(float)
+        xb = b[:, v, :].astype(float)
+        ca, cb = xa.mean(axis=0), xb.mean(axis=0)
+        out["centroid_asymmetry"][v] = cosine(xa, ca) - cosine(xb, cb)
+        out["cross_centroid"][v] = cosine(xa, cb) - cosine(xb, ca)
+        out["within_pair_sim"][v] = cosine(xa, xb)
+        out["knn_density_asymmetry"][v] = zscore(knn_density(xa, k=k_used)) - zscore(knn_density(xb, k=k_used))
+        mid = (ca + cb) / 2.0
+        out["margin_asymmetry"][v] = np.linalg.norm(xa - mid, axis=1) - np.linalg.norm(xb - mid, axis=1)
+        # leave-one-out: pair i's own statements out of the centroids it meets
+        ca_loo = (xa.sum(axis=0) - xa) / (n - 1)
+        cb_loo = (xb.sum(axis=0) - xb) / (n - 1)
+        out["centroid_asymmetry_loo"][v] = cosine(xa, ca_loo) - cosine(xb, cb_loo)
+        out["cross_centroid_loo"][v] = cosine(xa, cb_loo) - cosine(xb, ca_loo)
+        mid_loo = (ca_loo + cb_loo) / 2.0
+        out["margin_asymmetry_loo"][v] = np.linalg.norm(xa - mid_loo, axis=1) - np.linalg.norm(xb - mid_loo, axis=1)
+    return out
+
+
+def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,
+                     params: AnalysisParams, rng: np.random.Generator, rec: Reasons | None = None,
+                     k: int = KNN_K) -> dict[str, Any]:
+    """Every statistic of the eight metrics against the preference, layer by layer, as a JSON object.
+
+    Args:
+        a, b: (n, V, D) pooled states of the A and the B statements, pairs in the same order; the
+            V views are the layers 0..L (the corrections run over all of them).
+        preference: (n,) NLL(B) - NLL(A).
+        n_content_diff: (n,) content tokens of B minus those of A (partialled out in ``partial_r``).
+        params: the analysis parameters (resamples, permutations, level, alpha).
+        rng: the one generator of this analysis: bootstrap indices, then permutations.
+        rec: where missing values' reasons go; default: a fresh one returned as ``nan_reasons``.
+        k: neighbours of the kNN density (capped at n - 1).
+
+    Returns:
+        ``{"n_pairs", "k_neighbours", "permutation_mode", "phase_layers", "metrics": {name: {...}}}``
+        with per-layer lists (docs/results.md, ``option_b.json``), plus ``nan_reasons`` when
+        ``rec`` is None.
+    """
+    a, b = _check(a, b)
+    n, n_views, _ = a.shape
+    pref = np.asarray(preference, dtype=float)
+    zdiff = np.asarray(n_content_diff, dtype=float)
+    if pref.shape != (n,) or zdiff.shape != (n,):
+        raise ValueError(f"preference and n_content_diff must be ({n},); got {pref.shape} and {zdiff.shape}")
+    own = rec is None
+    reasons: Reasons = NanReasons() if rec is None else rec
+    values = pair_metrics(a, b, k=k)
+    x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
+    draws = Resampling.draw(rng, n=n, resamples=params.bootstrap_resamples, permutations=params.permutations)
+    gs = group_stats(x=x, y=pref, draws=draws, level=params.ci_level, x_name="pair metric")
+    partial = [controls.partial_r(row, pref, zdiff) for row in x]
+    pr = np.array([c.r for c in partial])
+    pp = np.array([c.p for c in partial])
+    preason = np.array([c.reason for c in partial], dtype=object)
+    boot_r = stats.bootstrap_pearson(x, pref, draws.counts)  # (M * V, B), for the phase intervals
+    perm_r = _permuted_r(x, pref, draws.orders)  # (M * V, P)
+    n_layers = n_views - 1
+    part = phases.partition(n_layers)
+    body: dict[str, Any] = {
+        "n_pairs": n,
+        "k_neighbours": min(k, n - 1),
+        "permutation_mode": draws.mode,
+        "phase_layers": {name: list(layers) for name, layers in part.items()},
+        "metrics": {},
+    }
+    for i, name in enumerate(ALL_METRICS):
+        rows = slice(i * n_views, (i + 1) * n_views)
+        r = reasons.sub(f"metrics/{name}")
+        p, rho, bt = gs.pearson, gs.spearman, gs.bootstrap
+
+        def s(key: str, v: np.ndarray, why: Any) -> list[Any]:
+            return r.series(key, v[rows], why[rows] if np.ndim(why) else why)
+
+        entry: dict[str, Any] = {
+            "definition": DEFINITIONS[name],
+            "mean": r.series("mean", values[name].mean(axis=1), "non-finite metric"),
+            "pearson_r": s("pearson_r", p.r, p.reason), "pearson_p": s("pearson_p", p.p, p.reason),
+            "spearman_rho": s("spearman_rho", rho.r, rho.reason), "spearman_p": s("spearman_p", rho.p, rho.reason),
+            "bootstrap_ci_low": s("bootstrap_ci_low", bt.low, bt.reason),
+            "bootstrap_ci_high": s("bootstrap_ci_high", bt.high, bt.reason),
+            "bootstrap_valid": np.asarray(bt.valid[rows]).tolist(),
+            "fisher_ci_low": s("fisher_ci_low", gs.fisher_low, gs.fisher_reason),
+            "fisher_ci_high": s("fisher_ci_high", gs.fisher_high, gs.fisher_reason),
+            "permutation_p": s("permutation_p", gs.permutation_p, p.reason),
+            "partial_r": s("partial_r", pr, preason), "partial_p": s("partial_p", pp, preason),
+        }
+        for label, raw in (("", p.p[rows]), ("permutation_", gs.permutation_p[rows])):
+            for corr_name, fn in (("holm", stats.holm), ("bh", stats.benjamini_hochberg)):
+                adj = fn(raw)
+                why = stats.inherit(p.reason[rows], stats.first_reason((~np.isfinite(adj), "p-value is undefined")))
+                entry[f"{label}{corr_name}_p"] = r.series(f"{label}{corr_name}_p", adj, why)
+                entry[f"{label}{corr_name}_reject"] = r.flags(f"{label}{corr_name}_reject", adj <= params.alpha,
+                                                              defined=np.isfinite(adj), reasons=why)
+        entry["phases"] = phases.phase_results(r=p.r[rows], boot_r=boot_r[rows], perm_r=perm_r[rows],
+                                               mode=draws.mode, partition=part, level=params.ci_level,
+                                               rec=r.sub("phases"))
+        body["metrics"][name] = entry
+    if own:
+        assert isinstance(reasons, NanReasons)
+        body["nan_reasons"] = dict(sorted(reasons.reasons.items()))
+    return body
+
+
+def _permuted_r(x: np.ndarray, y: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """Pearson r of every row of x (M, n) with every permutation of y: (M, P); NaN for a constant row."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xn = xc / np.linalg.norm(xc, axis=-1, keepdims=True)
+        yn = yc / np.linalg.norm(yc)
+    return xn @ yn[orders].T
+
+
+def metrics_summary(body: Mapping[str, Any], *, layer: int) -> dict[str, Any]:
+    """Headline scalars of :func:`option_b_results` at one layer (e.g. the last), per metric of the
+    original (the leave-one-out r beside its metric)."""
+    out: dict[str, Any] = {}
+    for name in METRICS:
+        e = body["metrics"][name]
+        out[name] = {
+            "final_r": e["pearson_r"][layer], "final_ci_low": e["bootstrap_ci_low"][layer],
+            "final_ci_high": e["bootstrap_ci_high"][layer], "final_permutation_p": e["permutation_p"][layer],
+            "final_partial_r": e["partial_r"][layer],
+            "n_permutation_holm_reject": sum(1 for v in e["permutation_holm_reject"] if v),
+        }
+        loo = body["metrics"].get(f"{name}_loo")
+        if loo is not None:
+            out[name]["final_r_loo"] = loo["pearson_r"][layer]
+    return out
+
+
+def control_metrics(body: Mapping[str, Any], *, n_layers: int, pooling: str = "mean") -> dict[str, Any]:
+    """Headline scalars of :func:`control_results`: per category, the last layer's r and
+    permutation p of each metric of the original, one pooling."""
+    return {name: {m: {"final_r": c["poolings"][pooling]["metrics"][m]["pearson_r"][n_layers],
+                       "final_permutation_p": c["poolings"][pooling]["metrics"][m]["permutation_p"][n_layers]}
+                   for m in METRICS}
+            for name, c in body["categories"].items()}
+
+
+def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
+                      preference: np.ndarray, n_content: np.ndarray, params: AnalysisParams, rec: Reasons,
+                      rng_name: str = "option_b") -> dict[str, Any]:
+    """:func:`option_b_results` for every pooling of one extraction: ``{"poolings": {p: ...}}``.
+
+    Args:
+        pooled: pooling -> (N, L+1, D) states of the N statements (layers only, no prenorm block).
+        row_a, row_b: (n,) statement rows of the pairs' A and B.
+        preference: (n,) NLL(B) - NLL(A).
+        n_content: (N,) content tokens behind each statement's pooled state.
+        params: the analysis parameters.
+        rec: reasons of missing values (paths ``poolings/<p>/...``).
+        rng_name: names the analysis's generator (one per pooling, the same draws for every pooling).
+    """
+    n_content = np.asarray(n_content)
+    diff = n_content[row_b] - n_content[row_a]
+    return {"preference_definition": "NLL(B) - NLL(A)",
+            "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
+            "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params,
+                                             rng=stats.rng_for(seed=params.seed, name=rng_name),
+                                             rec=rec.sub(f"poolings/{p}"))
+                         for p, x in pooled.items()}}
+
+
+def headline_metrics(body: Mapping[str, Any], *, n_layers: int) -> dict[str, Any]:
+    """``option_b`` (per pooling and metric, the last layer) and ``phases`` (per pooling, the
+    follow-up paper's metric ``centroid_asymmetry``) for ``metrics/models/<id>.json``."""
+    option_b: dict[str, Any] = {}
+    phase: dict[str, Any] = {}
+    for p, e in body["poolings"].items():
+        option_b[p] = metrics_summary(e, layer=n_layers)
+        ph = e["metrics"]["centroid_asymmetry"]["phases"]
+        phase[p] = {**{f"{name}_mean_r": ph[name]["mean_r"] for name in phases.PHASES},
+                    "late_ci_low": ph["late"]["bootstrap_ci_low"], "late_ci_high": ph["late"]["bootstrap_ci_high"],
+                    "late_inversion": ph["late_inversion"], "sign_change": ph["sign_change"]}
+    return {"option_b": option_b, "phases": phase}
+
+
+def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+    """Per-layer r of every metric and pooling (``plots/option_b/<id>.csv``): ``<metric>_<pooling>``,
+    with the bootstrap interval of ``centroid_asymmetry``."""
+    cols: dict[str, list[Any]] = dict(base)
+    for p, e in body["poolings"].items():
+        for name in ALL_METRICS:
+            cols[f"{name}_{p}"] = e["metrics"][name]["pearson_r"]
+        ca = e["metrics"]["centroid_asymmetry"]
+        cols[f"centroid_asymmetry_ci_low_{p}"] = ca["bootstrap_ci_low"]
+        cols[f"centroid_asymmetry_ci_high_{p}"] = ca["bootstrap_ci_high"]
+    return cols
+
+
+def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
+                    category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
+                    n_content: np.ndarray, params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+    """The same analysis on each category of a control set of pairs on its own (its centroids
+    and neighbours from that category's pairs): ``{"categories": {name: {"n_pairs", "poolings"}}}``."""
+    cat = np.asarray(category_of_pair)
+    out: dict[str, Any] = {}
+    for c, name in enumerate(categories):
+        sel = np.flatnonzero(cat == c)
+        body = option_b_poolings(pooled=pooled, row_a=np.asarray(row_a)[sel], row_b=np.asarray(row_b)[sel],
+                                 preference=np.asarray(preference)[sel], n_content=n_content, params=params,
+                                 rec=rec.sub(f"categories/{name}"), rng_name=f"control/{name}")
+        out[name] = {"n_pairs": int(sel.size), "poolings": body["poolings"]}
+    return {"categories": out}
+
+
+__all__: Sequence[str] = ("option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
+                          "knn_density", "pair_metrics", "option_b_results", "metrics_summary")
