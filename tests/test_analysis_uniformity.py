@@ -1,5 +1,5 @@
-"""Uniformity through Gram matrices and through sums of unit vectors against the seeds' direct
-cosine-matrix version."""
+"""The resampling kernel (Gram entries and sums of unit vectors, chosen by cost) against the seeds'
+direct cosine-matrix version."""
 
 from __future__ import annotations
 
@@ -9,13 +9,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seed_reference import uniformity_score
-from uaprobe.analysis.uniformity import (Cosines, FlatGram, gram, group_means, group_pair_sums, group_uniformity,
-                                        representation_for, unit_rows, uniformity)
+from uaprobe.analysis import bins, kernels
+from uaprobe.analysis.uniformity import (COST, Cosines, Groups, group_means, representation_for, unit_rows,
+                                        uniformity)
 
 
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(7)
+
+
+@pytest.fixture
+def one_thread():
+    """The cost model weighs the kernels by their thread count: fix it, so that the choices tested
+    do not depend on the machine's cores."""
+    import numba
+    saved = numba.get_num_threads()
+    numba.set_num_threads(1)
+    yield
+    numba.set_num_threads(saved)
 
 
 def test_uniformity_gram_trick_matches_the_seed(rng):
@@ -62,16 +74,6 @@ def _awkward_labels(rng, n, k, parts):
     return labels
 
 
-def test_group_uniformity_of_a_gram_difference_is_the_difference(rng):
-    a = rng.standard_normal((2, 15, 6))
-    b = rng.standard_normal((2, 15, 6))
-    labels = rng.integers(0, 3, size=(4, 15))
-    ua, _ = group_uniformity(gram(a), labels, n_groups=3)
-    ub, _ = group_uniformity(gram(b), labels, n_groups=3)
-    diff, _ = group_uniformity(FlatGram(gram(a) - gram(b)), labels, n_groups=3)
-    assert np.allclose(diff, ua - ub, atol=1e-13, equal_nan=True)
-
-
 def test_group_means(rng):
     v = rng.standard_normal(10)
     labels = np.array([[0, 0, 1, 1, 1, -1, 2, 2, 2, 2], [0] * 10])
@@ -83,42 +85,43 @@ def test_group_means(rng):
     assert means[1, 0] == pytest.approx(v.mean())
 
 
-@settings(max_examples=40, deadline=None)
-@given(n=st.integers(2, 14), d=st.integers(1, 6), k=st.integers(1, 5), parts=st.integers(1, 3),
-       seed=st.integers(0, 2**32 - 1))
-def test_group_uniformity_property(n, d, k, parts, seed):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((2, n, d))
-    labels = rng.integers(-1, k, size=(parts, n))
-    values, sizes = group_uniformity(gram(x), labels, n_groups=k)
-    for p in range(parts):
-        for grp in range(k):
-            members = np.flatnonzero(labels[p] == grp)
-            assert sizes[p, grp] == members.size
-            for layer in range(2):
-                expected = uniformity_score(x[layer, members]) if members.size >= 2 else np.nan
-                assert values[layer, p, grp] == pytest.approx(expected, abs=1e-12, nan_ok=True)
-
-
 # ------------------------------------------------------------------------- unit-vector form
 
 
-@pytest.mark.parametrize("block_bytes", [1, 4096, 1 << 26])
-def test_group_pair_sums_match_the_direct_upper_triangle(rng, block_bytes):
-    n, views, d, k = 23, 5, 9, 4
-    x = rng.standard_normal((n, views, d)) + 0.2
-    x[4, 2] = 0.0  # a zero row contributes nothing
-    u = unit_rows(x)
+def test_vector_squares_match_the_direct_sums(rng):
+    # D = 13 is not a multiple of the 8-coordinate blocks; signs and output views as the diff side uses them
+    n, views, d, k = 23, 3, 13, 4
+    u = unit_rows(rng.standard_normal((n, 2 * views, d)) + 0.2)
+    u[4, 2] = 0.0
     labels = _awkward_labels(rng, n, k, parts=7)
-    got = group_pair_sums(u, labels, n_groups=k, block_bytes=block_bytes)
+    groups = Groups.of(labels, k)
+    terms = [(v, v, 1.0) for v in range(views)] + [(views + v, v, -1.0) for v in range(views)]
+    got = kernels.vector_squares(np.ascontiguousarray(u), groups.order, groups.group_bounds, terms=terms,
+                                 n_out=views)
     assert got.shape == (views, 7, k)
     for p in range(7):
         for grp in range(k):
             members = np.flatnonzero(labels[p] == grp)
             for v in range(views):
-                block = u[members, v] @ u[members, v].T
-                expected = block[np.triu_indices(members.size, k=1)].sum()
-                assert got[v, p, grp] == pytest.approx(expected, abs=1e-12)
+                if members.size < 2:
+                    assert got[v, p, grp] == 0.0  # groups without a pair are skipped
+                    continue
+                s_a, s_b = u[members, v].sum(axis=0), u[members, views + v].sum(axis=0)
+                assert got[v, p, grp] == pytest.approx(s_a @ s_a - s_b @ s_b, abs=1e-12)
+
+
+def test_groups_are_contiguous_runs_and_sum_like_a_loop(rng):
+    labels = _awkward_labels(rng, 17, 4, parts=5)
+    groups = Groups.of(labels, 4)
+    values = rng.standard_normal((17, 3))
+    sums = groups.sums(values)
+    for p in range(5):
+        for grp in range(4):
+            run = groups.order[p, groups.bounds[p, grp]:groups.bounds[p, grp + 1]]
+            assert run.tolist() == np.flatnonzero(labels[p] == grp).tolist()  # increasing members
+            assert groups.sizes[p, grp] == run.size
+            assert sums[p, grp] == pytest.approx(values[run].sum(axis=0), abs=1e-12)
+        assert sorted(groups.order[p, groups.bounds[p, 4]:].tolist()) == np.flatnonzero(labels[p] < 0).tolist()
 
 
 @pytest.mark.parametrize("representation", ["gram", "vectors"])
@@ -162,13 +165,91 @@ def test_both_representations_agree_on_nearly_collinear_states(rng):
     assert np.allclose(g, v, rtol=1e-6, atol=1e-15, equal_nan=True)
 
 
-def test_the_default_representation_is_the_smaller_one():
-    assert representation_for(100, 576) == "gram"
-    assert representation_for(576, 576) == "gram"
-    assert representation_for(577, 576) == "vectors"
-    x = np.ones((5, 2, 3))
-    assert Cosines(x, x).representation == "vectors"
-    assert Cosines(x[:3], x[:3]).representation == "gram"
+def test_the_cost_model_takes_the_gram_form_for_few_members_and_vectors_for_many():
+    # at the study's size the Gram entries of a group are far fewer than its coordinates, at 20x they are not
+    assert representation_for(230, 576) == "gram"
+    assert representation_for(4600, 576) == "vectors"
+    # vectors cost linear, Gram quadratic in the members, at a fixed number of groups
+    small = COST.vectors(n=100, dim=64, n_terms=2, members=1000, groups=10)
+    assert COST.vectors(n=200, dim=64, n_terms=2, members=2000, groups=10) < 2 * small
+    assert COST.gram(n=200, dim=64, n_views=8, pairs=4 * 4950, syrks=0) == pytest.approx(
+        4 * COST.gram(n=100, dim=64, n_views=8, pairs=4950, syrks=0))
+
+
+def test_a_call_takes_the_cheaper_form_and_a_held_table_is_reused(rng, one_thread):
+    n, views, d = 400, 3, 512
+    x = rng.standard_normal((n, views, d))
+    cos = Cosines(x, x + 0.1)
+    for labels, side, form in ((rng.integers(0, 40, size=(1000, n)), "diff", "gram"),  # many small groups
+                               (rng.integers(0, 40, size=(1, n)), "a", "vectors")):  # one partition, a new table
+        costs = cos.costs(Groups.of(labels, 40).sizes, side)
+        assert min(costs, key=costs.__getitem__) == form
+        cos.uniformity(labels, n_groups=40, side=side)
+        assert cos.last_form == form
+    assert set(cos._tables) == {"diff"}
+    held = cos.costs(Groups.of(labels, 40).sizes, "diff")["gram"]
+    assert held < COST.gram(n=n, dim=d, n_views=views, pairs=0.0, syrks=2)  # the held table is not charged again
+
+
+def test_the_gram_tables_stay_under_their_cap(rng, one_thread):
+    n, views, d = 40, 3, 200
+    x = rng.standard_normal((n, views, d))
+    table_bytes = n * (n - 1) // 2 * 8 * 8  # views padded to a block of 8
+    cos = Cosines(x, x + 0.1, gram_bytes=table_bytes)
+    many = rng.integers(0, 4, size=(200, n))
+    cos.uniformity(many, n_groups=4, side="a")
+    assert cos.last_form == "gram"
+    assert "gram" not in cos.costs(Groups.of(many, 4).sizes, "b")  # a second table would pass the cap
+    values, _ = cos.uniformity(many, n_groups=4, side="b")
+    assert cos.last_form == "vectors" and set(cos._tables) == {"a"}
+    ref, _ = Cosines(x, x + 0.1, representation="gram").uniformity(many, n_groups=4, side="b")
+    assert np.allclose(values, ref, atol=1e-12, equal_nan=True)
+    assert Cosines(x, x, gram_bytes=0).costs(Groups.of(many, 4).sizes, "a").keys() == {"vectors"}
+
+
+def test_bins_of_several_k_in_one_call_equal_one_call_per_k(rng):
+    n = 60
+    a = rng.standard_normal((n, 2, 9))
+    b = rng.standard_normal((n, 2, 9))
+    pref = rng.standard_normal(n)
+    labels = {k: rng.integers(0, k, size=(7, n)) for k in (3, 5, 8)}
+    for representation in ("gram", "vectors"):
+        cos = Cosines(a, b, representation=representation)
+        together = bins.summarize_many(cosines=cos, preference=pref, labels_by_k=labels)
+        for k, lab in labels.items():
+            alone = bins.summarize_partitions(cosines=cos, preference=pref, labels=lab, k=k)
+            for field in ("r_mean", "r_std", "p_mean", "n_valid"):
+                assert np.allclose(getattr(together[k], field), getattr(alone, field), atol=1e-13, equal_nan=True)
+
+
+_THREADS_SCRIPT = """
+import hashlib, sys
+import numba, numpy as np
+from uaprobe.analysis.uniformity import Cosines
+rng = np.random.default_rng(3)
+a = rng.standard_normal((90, 5, 20)); b = rng.standard_normal((90, 5, 20))
+labels = rng.integers(-1, 7, size=(64, 90))
+for threads in (1, 3):
+    numba.set_num_threads(threads)
+    digest = hashlib.sha256()
+    for form in ("gram", "vectors"):
+        for side in ("a", "b", "diff"):
+            values, _ = Cosines(a, b, representation=form).uniformity(labels, n_groups=7, side=side)
+            digest.update(values.tobytes())
+    print(threads, digest.hexdigest())
+"""
+
+
+def test_the_kernels_give_the_same_bytes_on_one_and_on_three_threads():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_NUM_THREADS="3")
+    run = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True, text=True,
+                         check=True)
+    (t1, h1), (t3, h3) = (line.split() for line in run.stdout.split("\n") if line)
+    assert (t1, t3) == ("1", "3")
+    assert h1 == h3
 
 
 def test_cosines_refuse_bad_labels_and_shapes(rng):

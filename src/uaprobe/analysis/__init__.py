@@ -1,9 +1,12 @@
-"""Pure numpy/scipy analyses of the extraction files, one module per analysis family.
+"""Pure numpy/scipy analyses of the extraction files, one module per analysis family (the resampling
+loops compiled with numba).
 
 - :mod:`~uaprobe.analysis.stats`: vectorised correlation, bootstrap, permutation, Fisher-z,
   multiple-comparison and curve statistics shared by all families.
-- :mod:`~uaprobe.analysis.uniformity`: uniformity (mean pairwise cosine) through Gram matrices.
-- :mod:`~uaprobe.analysis.pairs_data`: statements -> pairs, preferences, Gram matrices per pooling.
+- :mod:`~uaprobe.analysis.uniformity`: uniformity (mean pairwise cosine) of groups, the one resampling
+  kernel (:class:`~uaprobe.analysis.uniformity.Cosines`), which picks Gram entries or sums of unit
+  vectors per call by cost; :mod:`~uaprobe.analysis.kernels`: its compiled loops.
+- :mod:`~uaprobe.analysis.pairs_data`: statements -> pairs, preferences, the cosines of each pooling.
 - :mod:`~uaprobe.analysis.layerwise` (seed 000), :mod:`~uaprobe.analysis.validation` (seed 003),
   :mod:`~uaprobe.analysis.bins` (seed 002), :mod:`~uaprobe.analysis.pairlevel`,
   :mod:`~uaprobe.analysis.preference`, :mod:`~uaprobe.analysis.anisotropy` (seed 004),

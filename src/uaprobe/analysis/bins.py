@@ -6,10 +6,10 @@ sizes differ by at most one). For each k: mean and std of r and mean p over the 
 layer. One seeded partition with k = ``ci_k`` gets the full statistics (bootstrap CI of r over its
 bins), compared with the category-level result (n = 6).
 
-All partitions of one k are evaluated at once: bin uniformities come from
-:meth:`~uaprobe.analysis.uniformity.Cosines.uniformity` (blocks of ``G_A - G_B`` for small sets,
-one-hot sums of unit vectors for large ones), bin preferences from a weighted bincount,
-correlations from masked, vectorised moments.
+All partitions of one scheme (every k) are evaluated in one call of the resampling kernel,
+:meth:`~uaprobe.analysis.uniformity.Cosines.uniformity` (which picks Gram entries or sums of unit
+vectors by cost); bin preferences come from a weighted bincount, correlations from masked,
+vectorised moments.
 """
 
 from __future__ import annotations
@@ -82,8 +82,30 @@ def summarize_partitions(*, cosines: Cosines, preference: np.ndarray, labels: np
         preference: (n,) per-pair preference.
         labels: (P, n) bin of each pair in each partition.
         k: bins per partition.
+        level: the level of the Fisher-z intervals behind ``share_excludes_zero``.
     """
-    ua, sizes = cosines.uniformity(labels, n_groups=k, side="diff")  # (V, P, k)
+    return summarize_many(cosines=cosines, preference=preference, labels_by_k={k: labels}, level=level)[k]
+
+
+def summarize_many(*, cosines: Cosines, preference: np.ndarray, labels_by_k: Mapping[int, np.ndarray],
+                   level: float = 0.95) -> dict[int, KSummary]:
+    """:func:`summarize_partitions` for several k at once: all partitions go through one call of
+    the resampling kernel (groups numbered up to the largest k; the bins a partition lacks are
+    empty), so its embeddings are read once for all of them."""
+    n_groups = max(labels_by_k)
+    stacked = np.concatenate([np.asarray(lab) for lab in labels_by_k.values()], axis=0)
+    ua_all, sizes_all = cosines.uniformity(stacked, n_groups=n_groups, side="diff")  # (V, sum P, max k)
+    out, start = {}, 0
+    for k, lab in labels_by_k.items():
+        rows = slice(start, start + len(lab))
+        start += len(lab)
+        out[k] = _summary(ua=ua_all[:, rows, :k], sizes=sizes_all[rows, :k], preference=preference,
+                          labels=np.asarray(lab), k=k, level=level)
+    return out
+
+
+def _summary(*, ua: np.ndarray, sizes: np.ndarray, preference: np.ndarray, labels: np.ndarray, k: int,
+             level: float) -> KSummary:
     pref, _ = group_means(preference, labels, n_groups=k)  # (P, k)
     used = sizes >= MIN_BIN_PAIRS
     corr = stats.pearson(ua, np.where(used, pref, 0.0)[None], mask=used[None])  # (V, P)
@@ -155,12 +177,12 @@ def analyze_bins(*, cosines: Cosines, preference: np.ndarray, params: AnalysisPa
     check_bins(params, n_pairs=n)
     out = {}
     for scheme in SCHEMES:
-        by_k = {}
-        for k in params.bins.k:
-            labels = partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
-            by_k[k] = summarize_partitions(cosines=cosines, preference=preference, labels=labels, k=k,
-                                           level=params.ci_level)
-            if on_step:
+        labels_by_k = {k: partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
+                       for k in params.bins.k}
+        by_k = summarize_many(cosines=cosines, preference=preference, labels_by_k=labels_by_k,
+                              level=params.ci_level)
+        if on_step:
+            for _k in params.bins.k:
                 on_step()
         ci_labels = partitions(rng, scheme=scheme, n=n, k=params.bins.ci_k, count=1)[0]
         ci = ci_partition(cosines=cosines, preference=preference, labels=ci_labels,
@@ -281,4 +303,5 @@ def bins_settings(params: AnalysisParams) -> dict[str, Any]:
 
 
 __all__: Sequence[str] = ("analyze_bins", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
+                          "summarize_many",
                           "ci_partition", "change_labels")

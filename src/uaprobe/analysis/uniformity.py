@@ -6,19 +6,24 @@ triangle of the cosine matrix. With unit rows ``u_i`` the sum over the upper tri
 either its block of the Gram matrix ``G = U U^T`` (``|g|^2 / 2`` entries) or the sum of its unit
 vectors (``|g| D`` additions).
 
-:class:`Cosines` holds one set of embeddings (n members, every view) in whichever form is smaller:
-the Gram matrices when ``n <= D`` (then each group costs its block, and the ``n x n`` matrices are
-no larger than the embeddings), else the unit vectors, summed per group by one dense product with
-the groups' one-hot matrix. Memory is O(V n D) and, for a fixed number of groups, time is linear
-in n once ``n > D``; below that the Gram form is both smaller and faster.
+:class:`Cosines` is the one resampling kernel: every analysis that averages cosines over groups
+of statements (categories, random bins, size-matched nulls) calls :meth:`Cosines.uniformity` with a
+(P, n) label array. Each call takes the cheaper exact form under :class:`CostModel`, from n, D, V,
+the side and the group sizes: the Gram entries of each group (from a cached table, quadratic in n
+and capped at :data:`GRAM_BYTES`) or the sums of unit vectors (linear in n). The compiled loops are
+in :mod:`uaprobe.analysis.kernels`.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy import sparse
+from scipy.linalg import blas
+
+from uaprobe.analysis import kernels
 
 NORM_EPS = 1e-10
 """Added to each row's norm before dividing (the seeds)."""
@@ -50,17 +55,6 @@ def gram(x: np.ndarray) -> np.ndarray:
     return u @ np.swapaxes(u, -1, -2)
 
 
-class FlatGram:
-    """Gram matrices (L, n, n) laid out as (n*n, L): one contiguous row of L values per entry
-    (i, j), so gathering the entries of many groups reads whole rows. Build once, reuse for every
-    partition of the same matrices."""
-
-    def __init__(self, g: np.ndarray) -> None:
-        g = np.asarray(g, dtype=np.float64)
-        self.n_layers, self.n, _ = g.shape
-        self.table = np.ascontiguousarray(g.reshape(self.n_layers, self.n * self.n).T)
-
-
 def _check_labels(labels: np.ndarray, n: int, n_groups: int) -> np.ndarray:
     labels = np.asarray(labels, dtype=np.int64)
     if labels.ndim != 2 or labels.shape[1] != n:
@@ -80,41 +74,43 @@ def _group_bincount(labels: np.ndarray, n_groups: int, weights: np.ndarray | Non
     return np.bincount(flat, weights=w, minlength=n_parts * (n_groups + 1)).reshape(n_parts, n_groups + 1)
 
 
-def group_uniformity(g: np.ndarray | FlatGram, labels: np.ndarray, *,
-                     n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Uniformity of every group of every partition, from Gram matrices.
+@dataclass(frozen=True)
+class Groups:
+    """The groups of every partition as contiguous runs: group g of partition p is
+    ``order[p, bounds[p, g]:bounds[p, g + 1]]``, its members in increasing order; the left-out
+    members (label -1) follow the last group."""
 
-    Args:
-        g: (L, n, n) Gram matrices (or any linear combination of them, e.g. ``G_A - G_B``, which
-            gives the difference of uniformities directly), or their :class:`FlatGram`.
-        labels: (P, n) int, the group of each member in each partition; -1 leaves a member out.
-        n_groups: number of groups G per partition (labels < G).
+    order: np.ndarray
+    """(P, n) int32 members, sorted by group (stable)."""
+    bounds: np.ndarray
+    """(P, G + 2) int64 run starts; column G + 1 is n (the end of the left-out run)."""
+    sizes: np.ndarray
+    """(P, G) int64 members per group."""
 
-    Returns:
-        ``(values (L, P, G), sizes (P, G))``: the mean of ``g`` over the strict upper triangle of
-        each group, NaN for groups with fewer than two members.
+    @classmethod
+    def of(cls, labels: np.ndarray, n_groups: int) -> "Groups":
+        n_parts, n = labels.shape
+        keyed = np.where(labels < 0, n_groups, labels)
+        order = np.argsort(keyed, axis=1, kind="stable").astype(np.int32)
+        counts = _group_bincount(labels, n_groups)  # (P, G + 1)
+        bounds = np.zeros((n_parts, n_groups + 2), dtype=np.int64)
+        np.cumsum(counts, axis=1, out=bounds[:, 1:])
+        return cls(order=order, bounds=bounds, sizes=counts[:, :n_groups])
 
-    Only the within-group entries are visited (about ``n^2 / (2G)`` per partition per layer,
-    gathered in one indexing operation per distinct group size), never an ``n x n`` mask per group.
-    """
-    flat_g = g if isinstance(g, FlatGram) else FlatGram(g)
-    n_layers, n = flat_g.n_layers, flat_g.n
-    labels = _check_labels(labels, n, n_groups)
-    n_parts = labels.shape[0]
-    order = np.argsort(np.where(labels < 0, n_groups, labels), axis=1, kind="stable")  # left-out members last
-    sizes_all = _group_bincount(labels, n_groups)
-    sizes = sizes_all[:, :n_groups]
-    starts = np.cumsum(sizes_all, axis=1) - sizes_all
-    out = np.full((n_layers, n_parts, n_groups), np.nan)
-    for size in np.unique(sizes[sizes >= 2]):
-        part_idx, group_idx = np.nonzero(sizes == size)
-        pos = starts[part_idx, group_idx][:, None] + np.arange(size)[None, :]  # (m, size)
-        members = order[part_idx[:, None], pos]  # (m, size) member indices
-        iu, ju = np.triu_indices(int(size), k=1)
-        flat = members[:, iu] * n + members[:, ju]  # (m, t)
-        sums = flat_g.table[flat].sum(axis=1)  # (m, L)
-        out[:, part_idx, group_idx] = (sums / iu.size).T
-    return out, sizes
+    @property
+    def group_bounds(self) -> np.ndarray:
+        """(P, G + 1) starts of the groups and the end of the last one (the kernels' ``bounds``)."""
+        return np.ascontiguousarray(self.bounds[:, :-1])
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """Sum of ``values`` (n, K) over every group: (P, G, K), as one sparse product."""
+        n_parts, n = self.order.shape
+        n_groups = self.sizes.shape[1]
+        indptr = (self.bounds + n * np.arange(n_parts)[:, None])[:, :-1].ravel()
+        indptr = np.append(indptr, n_parts * n)  # one row per group, then one for the left-out members
+        member_of = sparse.csr_matrix((np.ones(n_parts * n), self.order.ravel(), indptr),
+                                      shape=(n_parts * (n_groups + 1), n))
+        return (member_of @ values).reshape(n_parts, n_groups + 1, -1)[:, :n_groups]
 
 
 def group_means(values: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,109 +128,169 @@ def group_means(values: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
 
 
 Representation = Literal["gram", "vectors"]
-"""How :class:`Cosines` holds the inner products: Gram matrices or unit vectors."""
-PRODUCT_BYTES = 1 << 26
-"""Working-memory target of one block of the one-hot product (float64 elements x 8)."""
+"""How :class:`Cosines` evaluates a call: Gram entries or sums of unit vectors."""
+GRAM_BYTES = 1 << 28
+"""Memory cap (bytes) of the Gram tables one :class:`Cosines` may hold (all sides together)."""
 
 
-def representation_for(n: int, dim: int) -> Representation:
-    """The smaller form of the inner products of n rows of dimension ``dim``: ``gram`` iff n <= dim."""
-    return "gram" if n <= dim else "vectors"
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds per unit of work of the two exact forms, one thread, fitted to timings of both forms
+    on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size).
+    Only the ratios between the forms decide."""
+
+    vector_add: float = 1.15e-10
+    """One coordinate of one member added to its group's sum (per view and side)."""
+    vector_group: float = 1.2e-8
+    """One group of two or more members in one block of eight coordinates (per view and side)."""
+    vector_pack: float = 1.0e-9
+    """One coordinate of one member packed into blocks (per view and side, once per call)."""
+    vector_launch: float = 1.0e-5
+    """One block of eight coordinates of one view and side (a pass over all partitions)."""
+    gram_pair: float = 1.5e-8
+    """One pair of one group in one block of eight views (a random read of the table)."""
+    gram_build: float = 1.0e-10
+    """One multiply-add of the Gram matrices (``n^2 D / 2`` per view and side, once per table)."""
+
+    def vectors(self, *, n: int, dim: int, n_terms: int, members: int, groups: int, threads: int = 1) -> float:
+        """``n_terms`` views x sides; ``members`` in groups of two or more, over all partitions; ``groups``
+        of two or more members; the sums run on ``threads`` threads, the packing on one."""
+        blocks = -(-dim // kernels.LANES)
+        parallel = self.vector_add * members * blocks * kernels.LANES + self.vector_group * groups * blocks
+        return n_terms * (parallel / threads + self.vector_pack * n * dim + self.vector_launch * blocks)
+
+    def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int, threads: int = 1) -> float:
+        """``pairs`` within groups over all partitions; ``syrks`` Gram matrices per view still to
+        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums run on
+        ``threads`` threads, the Gram matrices on one (the stage's BLAS)."""
+        view_blocks = -(-n_views // kernels.LANES)
+        return self.gram_pair * pairs * view_blocks / threads + self.gram_build * syrks * n * n * dim / 2 * n_views
 
 
-def _onehot(labels: np.ndarray, n_groups: int) -> np.ndarray:
-    """(P * G, n) float64 indicator of every group of every partition; -1 labels give zero columns."""
-    n_parts, n = labels.shape
-    out = np.zeros((n_parts * n_groups, n))
-    part, member = np.nonzero(labels >= 0)
-    out[part * n_groups + labels[part, member], member] = 1.0
-    return out
+COST = CostModel()
 
 
-def group_pair_sums(units: np.ndarray, labels: np.ndarray, *, n_groups: int,
-                    block_bytes: int = PRODUCT_BYTES) -> np.ndarray:
-    """Sum of ``u_i . u_j`` over the pairs i < j of every group, from unit vectors.
+def _gram_table_bytes(n: int, n_views: int) -> int:
+    return n * (n - 1) // 2 * -(-n_views // kernels.LANES) * kernels.LANES * 8
 
-    Args:
-        units: (n, V, D) unit rows (members first, so that a block of views is one strided matrix).
-        labels: (P, n) group of each member in each partition; -1 leaves a member out.
-        n_groups: groups G per partition.
-        block_bytes: working-memory target of one block of the product.
 
-    Returns:
-        (V, P, G): ``(||sum_g u||^2 - sum_g ||u||^2) / 2``; 0 for groups of fewer than two members.
-
-    Cost: ``P G n V D`` multiply-adds in dense products (the one-hot factor is G x wasteful in
-    arithmetic but runs as a matrix product), in blocks of partitions and views.
-    """
-    n, n_views, dim = units.shape
-    labels = _check_labels(labels, n, n_groups)
-    n_parts = labels.shape[0]
-    flat = np.asarray(units, dtype=np.float64).reshape(n, n_views * dim)  # a view for slices of views
-    self_sq = np.einsum("nvd,nvd->nv", units, units)  # (n, V)
-    out = np.empty((n_views, n_parts, n_groups))
-    part_block = max(1, block_bytes // max(1, 8 * n_groups * n))
-    for p0 in range(0, n_parts, part_block):
-        p1 = min(n_parts, p0 + part_block)
-        onehot = _onehot(labels[p0:p1], n_groups)  # (b G, n)
-        self_sums = onehot @ self_sq  # (b G, V)
-        view_block = max(1, block_bytes // max(1, 8 * onehot.shape[0] * dim))
-        for v0 in range(0, n_views, view_block):
-            v1 = min(n_views, v0 + view_block)
-            sums = (onehot @ flat[:, v0 * dim:v1 * dim]).reshape(-1, v1 - v0, dim)  # (b G, c, D)
-            sq = np.einsum("gcd,gcd->gc", sums, sums)
-            out[v0:v1, p0:p1] = ((sq - self_sums[:, v0:v1]) / 2.0).T.reshape(v1 - v0, p1 - p0, n_groups)
-    return out
+def representation_for(n: int, dim: int, *, n_views: int = 32, partitions: int = 1000,
+                       n_groups: int = 20) -> Representation:
+    """The form :class:`Cosines` chooses for one call of ``partitions`` partitions into ``n_groups``
+    equal groups of n members on side ``diff`` with no table held yet: the random bins' calls."""
+    m = n / n_groups
+    vec = COST.vectors(n=n, dim=dim, n_terms=2 * n_views, members=partitions * n, groups=partitions * n_groups)
+    fits = _gram_table_bytes(n, n_views) <= GRAM_BYTES
+    gram = COST.gram(n=n, dim=dim, n_views=n_views, pairs=partitions * n_groups * m * (m - 1) / 2, syrks=2)
+    return "gram" if fits and gram < vec else "vectors"
 
 
 def _pair_counts(sizes: np.ndarray) -> np.ndarray:
     return sizes * (sizes - 1) / 2.0
 
 
+SIDES = ("a", "b", "diff")
+
+
 class Cosines:
     """The cosine inner products among the A and among the B statements of one pooling, every view.
 
+    Holds the unit vectors (memory O(n V D)); each call of :meth:`uniformity` is evaluated in the
+    cheaper exact form by :class:`CostModel`: sums of unit vectors (``n D`` additions per partition,
+    view and side, linear in the members) or sums of the Gram entries within each group (about
+    ``n^2 / (2 G)`` per partition and view, from a table of the strict upper triangles built once
+    per side on first use and kept: at most :data:`GRAM_BYTES` in all, so memory stays linear in
+    n plus that cap).
+
     Args:
         a, b: (n, V, D) embeddings of the two sides (row i of ``a`` and of ``b`` form pair i).
-        representation: force ``gram`` or ``vectors`` (default :func:`representation_for`); both
-            give the same values up to rounding.
+        representation: force ``gram`` or ``vectors`` for every call (default: the cost model);
+            both give the same values up to rounding.
+        gram_bytes: the cap on the Gram tables.
     """
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, *, representation: Representation | None = None) -> None:
+    def __init__(self, a: np.ndarray, b: np.ndarray, *, representation: Representation | None = None,
+                 gram_bytes: int = GRAM_BYTES) -> None:
         if a.shape != b.shape or a.ndim != 3:
             raise ValueError(f"a and b must both be (n, V, D), got {a.shape} and {b.shape}")
         self.n, self.n_views, self.dim = a.shape
-        self.representation: Representation = representation or representation_for(self.n, self.dim)
-        self._both = unit_rows(np.concatenate([a, b], axis=1))  # (n, 2V, D): one product serves both sides
+        self.representation: Representation | None = representation
+        self.gram_bytes = gram_bytes
+        self._both = np.ascontiguousarray(unit_rows(np.concatenate([a, b], axis=1)))  # (n, 2V, D)
         self.units = {"a": self._both[:, :self.n_views], "b": self._both[:, self.n_views:]}
         """side -> (n, V, D) float64 unit rows (views of one array)."""
+        self._self_sq = np.einsum("nvd,nvd->nv", self._both, self._both)  # (n, 2V) ||u_i||^2
+        self._tables: dict[str, np.ndarray] = {}
+        self.last_form: Representation | None = None
+        """The form the last call of :meth:`uniformity` used."""
 
-    def _gram(self, side: str) -> np.ndarray:
-        u = np.swapaxes(self.units[side], 0, 1)  # (V, n, D)
-        return u @ np.swapaxes(u, -1, -2)
+    def _table(self, side: str) -> np.ndarray:
+        """The strict upper triangle of the side's Gram matrix (``G_A - G_B`` for ``diff``) in
+        every view, as :func:`~uaprobe.analysis.kernels.gram_table` lays it out; built once."""
+        if side not in self._tables:
+            v = self.n_views
 
-    @cached_property
-    def _flat(self) -> dict[str, FlatGram]:
-        g_a, g_b = self._gram("a"), self._gram("b")
-        return {"a": FlatGram(g_a), "b": FlatGram(g_b), "diff": FlatGram(g_a - g_b)}
+            def gram(view: int) -> np.ndarray:
+                return blas.dsyrk(1.0, self._both[:, view].T, trans=1)  # U U^T, upper triangle
+
+            grams = ((gram(i), gram(v + i)) if side == "diff" else (gram(i if side == "a" else v + i), None)
+                     for i in range(v))
+            self._tables[side] = kernels.gram_table(grams, n=self.n, n_views=v)
+        return self._tables[side]
+
+    def _terms(self, side: str) -> list[tuple[int, int, float]]:
+        v = self.n_views
+        if side == "diff":
+            return [(i, i, 1.0) for i in range(v)] + [(v + i, i, -1.0) for i in range(v)]
+        return [(i + (0 if side == "a" else v), i, 1.0) for i in range(v)]
+
+    def costs(self, sizes: np.ndarray, side: str) -> dict[Representation, float]:
+        """Predicted seconds of each form for groups of ``sizes`` (P, G) on ``side``; the Gram form
+        is left out where its table would take the held tables past ``gram_bytes``. The choice depends
+        on the kernels' thread count; the values do not (each form gives the same bytes on any count)."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        counted = sizes >= 2
+        threads = kernels.thread_count()
+        out: dict[Representation, float] = {
+            "vectors": COST.vectors(n=self.n, dim=self.dim, n_terms=len(self._terms(side)),
+                                    members=int(sizes[counted].sum()), groups=int(counted.sum()), threads=threads)}
+        held = sum(t.nbytes for t in self._tables.values())
+        if side in self._tables or held + _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes:
+            syrks = 0 if side in self._tables else (2 if side == "diff" else 1)
+            out["gram"] = COST.gram(n=self.n, dim=self.dim, n_views=self.n_views,
+                                    pairs=float(_pair_counts(sizes).sum()), syrks=syrks, threads=threads)
+        return out
 
     def uniformity(self, labels: np.ndarray, *, n_groups: int, side: str) -> tuple[np.ndarray, np.ndarray]:
         """Uniformity of every group of every partition on one side, or ``U_A - U_B`` (side ``diff``).
 
-        Returns ``(values (V, P, G), sizes (P, G))`` as :func:`group_uniformity` does: NaN for
-        groups with fewer than two members.
+        Args:
+            labels: (P, n) int, the group of each member in each partition; -1 leaves a member out.
+            n_groups: groups G per partition (labels < G).
+            side: ``a``, ``b`` or ``diff``.
+
+        Returns:
+            ``(values (V, P, G), sizes (P, G))``: the mean cosine over the pairs of each group
+            (the seeds' upper triangle), NaN for groups with fewer than two members.
         """
-        if side not in ("a", "b", "diff"):
+        if side not in SIDES:
             raise ValueError(f"side must be a, b or diff, got {side!r}")
         labels = _check_labels(labels, self.n, n_groups)
-        if self.representation == "gram":
-            return group_uniformity(self._flat[side], labels, n_groups=n_groups)
-        sizes = _group_bincount(labels, n_groups)[:, :n_groups]
-        if side == "diff":
-            both = group_pair_sums(self._both, labels, n_groups=n_groups)
-            sums = both[:self.n_views] - both[self.n_views:]
+        groups = Groups.of(labels, n_groups)
+        sizes = groups.sizes
+        costs = self.costs(sizes, side)
+        form: Representation = self.representation or min(costs, key=costs.__getitem__)
+        self.last_form = form
+        if form == "gram":
+            sums = kernels.gram_sums(self._table(side), self.n, groups.order, groups.group_bounds,
+                                     n_views=self.n_views)
         else:
-            sums = group_pair_sums(self.units[side], labels, n_groups=n_groups)
+            squares = kernels.vector_squares(self._both, groups.order, groups.group_bounds,
+                                             terms=self._terms(side), n_out=self.n_views)
+            own = np.moveaxis(groups.sums(self._self_sq), 2, 0)  # (2V, P, G) sums of ||u_i||^2
+            v = self.n_views
+            own = own[:v] - own[v:] if side == "diff" else own[:v] if side == "a" else own[v:]
+            sums = (squares - own) / 2.0
         with np.errstate(invalid="ignore", divide="ignore"):
             values = np.where(sizes >= 2, sums / _pair_counts(sizes), np.nan)
         return values, sizes
