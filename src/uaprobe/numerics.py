@@ -20,6 +20,9 @@ ONEDNN_MAX_CPU_ISA=AVX2    oneDNN (torch mkldnn)   JIT kernels at most AVX2 (``D
 MKL_ENABLE_INSTRUCTIONS    MKL (torch's BLAS)      dispatch ceiling AVX2 (every ``Linear`` is an SGEMM)
 OPENBLAS_CORETYPE=Haswell  OpenBLAS (numpy, scipy) Haswell kernels (AVX2 + FMA) in DYNAMIC_ARCH builds
 NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (numpy 2.4's names)
+NUMBA_CPU_NAME=haswell     numba (analysis kernels) LLVM compiles the resampling kernels for Haswell
+                                                   (AVX2 + FMA), not the host: same machine code,
+                                                   same summation order, on every x86-64 machine
 ========================== ======================= ==================================================
 
 MKL's conditional numerical reproducibility (``MKL_CBWR``) is deliberately not set: on an AMD
@@ -68,6 +71,7 @@ ISA_PINS: Mapping[str, str] = {
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
     "OPENBLAS_CORETYPE": "Haswell",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+    "NUMBA_CPU_NAME": "haswell",
 }
 """Environment that holds every CPU-dispatching library to its AVX2 kernels (see the module doc)."""
 
@@ -233,6 +237,8 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
     blas = _openblas_cores()
     if blas:
         out["openblas"] = blas
+    if "numba" in sys.modules:
+        out["numba"] = {"version": _version("numba"), "cpu_name": environ.get("NUMBA_CPU_NAME", "host")}
     torch = sys.modules.get("torch")
     if torch is not None:
         out["torch"] = {"version": str(torch.__version__),
@@ -266,6 +272,9 @@ def machine_record() -> dict[str, Any]:
         "not_pinned_because": why,
         "platform": platform.platform(),
     }
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        out["numba_threads"] = numba.get_num_threads()
     torch = sys.modules.get("torch")
     if torch is not None:
         out["torch_threads"] = torch.get_num_threads()
