@@ -84,7 +84,8 @@ SUPPORTED_KEYS: Mapping[str, Any] = {
     "jupyter": None,
     "execute": {"echo": None, "warning": None, "freeze": None, "cache": None},
     "format": {
-        "html": {"embed-resources": None, "output-file": None, "css": None, "toc": None},
+        "html": {"embed-resources": None, "output-file": None, "css": None, "toc": None,
+                 "grid": {"body-width": None}},
         "typst": {"output-file": None, "papersize": None, "fontsize": None, "margin": None,
                   "section-numbering": None, "keep-typ": None},
     },
@@ -999,8 +1000,10 @@ TYPST_PREAMBLE = (
     "#show figure: set block(breakable: true)\n"
     "#set table(stroke: (x, y) => if y == 0 { (bottom: 0.6pt) })\n"
     "#show table: set text(size: 8.5pt)\n"
+    "#show table: set par(justify: false)\n"
 )
-"""Typst set rules: no document date (reproducible bytes), captions numbered by the renderer."""
+"""Typst set rules: no document date (reproducible bytes), captions numbered by the renderer, table
+cells set ragged (a justified narrow cell stretches its spaces and hyphenates its words)."""
 
 
 def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> RenderResult:
@@ -1032,6 +1035,9 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
             html_args.append("--number-sections")
         if html_options.get("toc"):
             html_args.append("--toc")
+        body_width = (html_options.get("grid") or {}).get("body-width")
+        if body_width:  # Quarto's width of the text column; pandoc's template calls it maxwidth
+            html_args += ["-V", f"maxwidth={body_width}"]
         if html_options.get("css"):
             css = (qmd.parent / str(html_options["css"])).resolve()
             if not css.is_file():
