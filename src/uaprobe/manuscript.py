@@ -403,6 +403,18 @@ def _is_bell(an: Mapping[str, Any]) -> Any:
     return (an.get("bell_curve") or {}).get("is_bell_curve")
 
 
+NBSP = "\u00a0"
+"""A no-break space, for table cells only: an inline value under Quarto would show its escape."""
+
+
+def _slope_cell(side: Mapping[str, Any]) -> str:
+    """A bell-curve slope with its p-value, kept on one line each: ``+0.0005`` / ``(p 0.987)``."""
+    slope = side.get("slope")
+    if _missing(slope):
+        return "n/a"
+    return f"{fmt(slope, 4, signed=True)} (p{NBSP}{fmt_p(side.get('p')).replace(' ', NBSP)})"
+
+
 def anisotropy_table(out: Outputs) -> str:
     """Seed 004: L* with its ties and bootstrap, the bell-curve slopes with their p-values, and L*
     with every token and with position 0 of every prompt excluded."""
@@ -416,11 +428,10 @@ def anisotropy_table(out: Outputs) -> str:
         variants = an.get("variants") or {}
         tie_text = (f"{ties[0]}–{ties[-1]}" if len(ties) > 1 and ties == list(range(ties[0], ties[-1] + 1))
                     else ", ".join(map(str, ties)) or "n/a")
-        rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))} ({an.get('token_selection', 'n/a')})",
-                     f"{fmt_int(an.get('l_star'))} ({fmt(an.get('l_star_depth_pct'), 0)} %)", tie_text,
+        rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))}{NBSP}{an.get('token_selection', 'n/a')}",
+                     f"{fmt_int(an.get('l_star'))}{NBSP}({fmt(an.get('l_star_depth_pct'), 0)}{NBSP}%)", tie_text,
                      fmt(100 * boot["share_in_ties"], 0) if boot else "n/a",
-                     f"{fmt(before.get('slope'), 4, signed=True)} (p {fmt_p(before.get('p'))})",
-                     f"{fmt(after.get('slope'), 4, signed=True)} (p {fmt_p(after.get('p'))})",
+                     _slope_cell(before), _slope_cell(after),
                      f"{fmt_bool(_is_bell(an))} / {fmt_bool(bell.get('is_bell_curve_significant'))}",
                      fmt_int((variants.get("all_tokens") or {}).get("l_star")),
                      fmt_int((variants.get("sink_excluded") or {}).get("l_star"))])

@@ -1043,7 +1043,8 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
             if not css.is_file():
                 raise RenderError(f"{where}: format.html.css {html_options['css']!r} not found")
             shutil.copyfile(css, build / "style.css")
-            html_args += ["--css", "style.css"]
+            # pandoc drops its own document styles when given a stylesheet; keep them underneath
+            html_args += ["--css", "style.css", "-V", "document-css=true"]
         html = run_pandoc(html_args, stdin=source, cwd=build, what=f"{where} (HTML)")
         typst_args = [*common, "-t", "typst", "-V", "header-includes=" + TYPST_PREAMBLE]
         if number_sections:
