@@ -23,6 +23,7 @@ from typing import Any
 
 CHROMIUM_FLAGS = (
     "--headless",
+    "--window-size=1400,1000",  # a desktop browser window: the paper's column is 960 px wide
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -43,8 +44,11 @@ PAGE_REPORT_JS = r"""
   const links = Array.from(document.querySelectorAll('a[href^="#"]')).map(a => ({
     text: a.textContent, target: a.getAttribute('href').slice(1),
     resolves: document.getElementById(a.getAttribute('href').slice(1)) !== null }));
+  const clipped = Array.from(document.querySelectorAll('table'))
+    .filter(t => t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > window.innerWidth)
+    .map(t => t.id || (t.closest('[id]') || {}).id || '(no id)');
   return JSON.stringify({ images, text: document.body.innerText, tables: ids('table[id]'),
-                          figures: ids('figure[id]'), links, title: document.title });
+                          figures: ids('figure[id]'), links, title: document.title, clipped_tables: clipped });
 })()
 """
 
@@ -66,6 +70,8 @@ class PageReport:
     figures: list[str]
     links: list[dict[str, Any]]
     title: str
+    clipped_tables: list[str] = field(default_factory=list)
+    """Tables wider than their box (they scroll or are cut off) or than the window."""
     console: list[dict[str, Any]] = field(default_factory=list)
     """Console messages and exceptions: ``{"level": ..., "text": ...}``."""
     screenshot: bytes = b""
