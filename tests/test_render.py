@@ -4,6 +4,7 @@ Quarto runner's plumbing with a stand-in executable."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import textwrap
@@ -228,3 +229,16 @@ def test_engine_quarto_without_quarto_is_an_error(tmp_path: Path) -> None:
     qmd = write_project(tmp_path)
     with pytest.raises(UAProbeError, match="no quarto executable"):
         render.render_manuscript(qmd, engine="quarto", environ={"PATH": ""})
+
+
+def test_the_html_column_width_and_stylesheet_reach_the_fallback(tmp_path: Path) -> None:
+    config = QUARTO_YML.replace("    embed-resources: true\n",
+                                "    embed-resources: true\n    css: extra.css\n    grid:\n      body-width: 1234px\n")
+    assert "body-width" in config
+    qmd = write_project(tmp_path, quarto_yml=config)
+    (tmp_path / "extra.css").write_text("table { outline: 3px solid red; }\n", encoding="utf-8")
+    html = render.render_manuscript(qmd, engine="fallback").html.read_text(encoding="utf-8")
+    assert "max-width: 36em" not in html
+    assert "outline: 3px solid red" in html  # the stylesheet, embedded
+    assert re.search(r"body\s*\{[^}]*max-width: 1234px;[^}]*padding-left", html), \
+        "the body's width, in pandoc's document styles (dropped when a stylesheet is given, unless kept)"
