@@ -18,7 +18,7 @@ from uaprobe import manuscript as ms
 from uaprobe.render import render_manuscript
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css")
+PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
 
 
 def make_project(root: Path) -> Path:
