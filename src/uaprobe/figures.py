@@ -380,8 +380,7 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
     renderer = fig._get_renderer()
     pt = fig.dpi / 72.0  # pixels per point
     frame = ax.get_window_extent(renderer)
-    Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pixels
-    obstacles: list[Box] = []
+    obstacles: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
     for collection in ax.collections:  # every scatter marker, labelled or not
         for mx, my in collection.get_offset_transform().transform(collection.get_offsets()):
             if np.isfinite(mx) and np.isfinite(my):
@@ -390,7 +389,7 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
     if legend is not None:
         obstacles.append(tuple(legend.get_window_extent(renderer).extents))
 
-    def free(b: Box) -> bool:
+    def free(b: tuple[float, float, float, float]) -> bool:
         inside = frame.x0 <= b[0] and b[2] <= frame.x1 and frame.y0 <= b[1] and b[3] <= frame.y1
         return inside and not any(b[0] < o[2] and o[0] < b[2] and b[1] < o[3] and o[1] < b[3] for o in obstacles)
 
