@@ -196,3 +196,21 @@ def pdf_pages(pdf: Path, out_dir: Path, *, dpi: int = 40) -> list[Path]:
     subprocess.run(["pdftoppm", "-r", str(dpi), "-png", str(pdf), str(out_dir / "page")], check=True,
                    env={**os.environ, "LC_ALL": "C"})
     return sorted(out_dir.glob("page-*.png"))
+
+
+def pdf_overprinted_words(pdf: Path) -> list[tuple[int, str, str]]:
+    """(page, word, word) for every two words of a page whose boxes overlap (``pdftotext -bbox``):
+    text set on top of other text, as a table column too narrow for its content gives."""
+    import html
+    import re
+
+    out = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for number, page in enumerate(out.split("<page ")[1:], 1):
+        words = [(float(a), float(b), float(c), float(d), html.unescape(w)) for a, b, c, d, w in re.findall(
+            r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>', page)]
+        for i, (x0, y0, x1, y1, word) in enumerate(words):
+            for a0, b0, a1, b1, other in words[i + 1:]:
+                if min(x1, a1) - max(x0, a0) > 1.0 and min(y1, b1) - max(y0, b0) > 0.5 * min(y1 - y0, b1 - b0):
+                    found.append((number, word, other))
+    return found

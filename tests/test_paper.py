@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import find_chromium, inspect_page, pdf_pages
+from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
 from synthetic_results import write_synthetic_results
 from uaprobe import manuscript as ms
 from uaprobe.render import render_manuscript
@@ -179,3 +179,10 @@ def test_the_html_column_is_wide_and_keeps_pandoc_s_styles(project: Path) -> Non
     assert re.search(rf"body\s*\{{[^}}]*max-width: {width};[^}}]*padding-left", html), "pandoc's body rule"
     assert "max-width: 36em" not in html
     assert "overflow-x: auto" in html  # paper.css: a wide table scrolls inside the column
+
+
+def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
+    if shutil.which("pdftotext") is None:
+        pytest.skip("poppler-utils is not installed (Debian package `poppler-utils`): no pdftotext")
+    overprinted = pdf_overprinted_words(rendered(project)[1])
+    assert not overprinted, f"(page, word, word) set over each other: {overprinted[:10]}"

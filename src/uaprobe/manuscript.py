@@ -428,8 +428,8 @@ def anisotropy_table(out: Outputs) -> str:
         variants = an.get("variants") or {}
         tie_text = (f"{ties[0]}–{ties[-1]}" if len(ties) > 1 and ties == list(range(ties[0], ties[-1] + 1))
                     else ", ".join(map(str, ties)) or "n/a")
-        rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))}{NBSP}{an.get('token_selection', 'n/a')}",
-                     f"{fmt_int(an.get('l_star'))}{NBSP}({fmt(an.get('l_star_depth_pct'), 0)}{NBSP}%)", tie_text,
+        rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))} {an.get('token_selection', 'n/a')}",
+                     f"{fmt_int(an.get('l_star'))} ({fmt(an.get('l_star_depth_pct'), 0)}{NBSP}%)", tie_text,
                      fmt(100 * boot["share_in_ties"], 0) if boot else "n/a",
                      _slope_cell(before), _slope_cell(after),
                      f"{fmt_bool(_is_bell(an))} / {fmt_bool(bell.get('is_bell_curve_significant'))}",
