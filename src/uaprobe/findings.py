@@ -235,8 +235,8 @@ def inference_table(out: Outputs) -> str:
                      f"{pol['sink_excluded']['n_layers_permutation_holm']} / {n}",
                      f"{inf['n_layers_parametric_holm']} / {n}",
                      f"{fmt_int(inf['bootstrap_degenerate'])} of {fmt_int(inf['bootstrap_resamples'])}"])
-    return markdown_table(["Model", "perm., Holm", "perm., BH", "perm., Holm, sink excl.", "t-test, Holm",
-                           "degenerate bootstrap"], rows, align="lrrrrr")
+    return markdown_table(["Model", "perm. Holm", "perm. BH", "perm. Holm, no sink", "t-test Holm",
+                           "degenerate bootstraps"], rows, align="lrrrrr")
 
 
 def sink_table(out: Outputs) -> str:
