@@ -234,3 +234,20 @@ def test_a_label_moved_away_from_its_point_has_a_leader_line() -> None:
     assert led, "the clustered labels should not all fit beside their points"
     assert all(gap(t) <= 4 * np.sqrt(2) + 0.5 for t in near), [gap(t) for t in near]
     assert all(gap(t) > 4 * np.sqrt(2) for t in led), [gap(t) for t in led]
+
+
+@pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
+def test_bar_labels_stay_clear_of_the_error_caps(tree: Path, model: str) -> None:
+    fig = figures.layerwise_figure(_docs(tree, model)["layerwise"])
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax = fig.axes[1]
+    labels = [Text.get_window_extent(t, renderer) for t in ax.texts]
+    assert len(labels) == len(ax.patches) > 0, "one label per bar"
+    caps = [xy for line in ax.get_lines() if line.get_marker() == "_"
+            for xy in line.get_transform().transform(line.get_xydata())]
+    assert caps, "the error bars have caps"
+    for box in labels:
+        for x, y in caps:
+            assert not (box.x0 - 1 <= x <= box.x1 + 1 and box.y0 - 1 <= y <= box.y1 + 1), \
+                f"a bar label at {box} covers an error cap at ({x:.0f}, {y:.0f})"
