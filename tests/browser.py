@@ -23,6 +23,7 @@ from typing import Any
 
 CHROMIUM_FLAGS = (
     "--headless",
+    "--window-size=1400,1000",  # a desktop browser window: the paper's column is 960 px wide
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -43,8 +44,11 @@ PAGE_REPORT_JS = r"""
   const links = Array.from(document.querySelectorAll('a[href^="#"]')).map(a => ({
     text: a.textContent, target: a.getAttribute('href').slice(1),
     resolves: document.getElementById(a.getAttribute('href').slice(1)) !== null }));
+  const clipped = Array.from(document.querySelectorAll('table'))
+    .filter(t => t.scrollWidth > t.clientWidth + 1 || t.getBoundingClientRect().right > window.innerWidth)
+    .map(t => t.id || (t.closest('[id]') || {}).id || '(no id)');
   return JSON.stringify({ images, text: document.body.innerText, tables: ids('table[id]'),
-                          figures: ids('figure[id]'), links, title: document.title });
+                          figures: ids('figure[id]'), links, title: document.title, clipped_tables: clipped });
 })()
 """
 
@@ -66,6 +70,8 @@ class PageReport:
     figures: list[str]
     links: list[dict[str, Any]]
     title: str
+    clipped_tables: list[str] = field(default_factory=list)
+    """Tables wider than their box (they scroll or are cut off) or than the window."""
     console: list[dict[str, Any]] = field(default_factory=list)
     """Console messages and exceptions: ``{"level": ..., "text": ...}``."""
     screenshot: bytes = b""
@@ -190,3 +196,21 @@ def pdf_pages(pdf: Path, out_dir: Path, *, dpi: int = 40) -> list[Path]:
     subprocess.run(["pdftoppm", "-r", str(dpi), "-png", str(pdf), str(out_dir / "page")], check=True,
                    env={**os.environ, "LC_ALL": "C"})
     return sorted(out_dir.glob("page-*.png"))
+
+
+def pdf_overprinted_words(pdf: Path) -> list[tuple[int, str, str]]:
+    """(page, word, word) for every two words of a page whose boxes overlap (``pdftotext -bbox``):
+    text set on top of other text, as a table column too narrow for its content gives."""
+    import html
+    import re
+
+    out = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for number, page in enumerate(out.split("<page ")[1:], 1):
+        words = [(float(a), float(b), float(c), float(d), html.unescape(w)) for a, b, c, d, w in re.findall(
+            r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">(.*?)</word>', page)]
+        for i, (x0, y0, x1, y1, word) in enumerate(words):
+            for a0, b0, a1, b1, other in words[i + 1:]:
+                if min(x1, a1) - max(x0, a0) > 1.0 and min(y1, b1) - max(y0, b0) > 0.5 * min(y1 - y0, b1 - b0):
+                    found.append((number, word, other))
+    return found

@@ -10,6 +10,7 @@ import matplotlib.colors as mcolors
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from synthetic_results import SYNTHETIC_MODELS, load_results, write_synthetic_results
 from uaprobe import figures
@@ -182,3 +183,71 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path) -> Non
     run(params_path=tree / "params.yaml", root=tree, out=out)
     after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before, "a rerun changed bytes or kept a stale file"
+
+
+def _clustered_validation() -> dict:
+    """Six categories, five of them almost on one spot (a real panel puts them within a few hundredths)."""
+    cats = ["ground_truth_numeric", "ground_truth_nonnumeric", "tech_philosophy", "lifestyle", "business",
+            "scientific_facts"]
+    ua = [-0.218, 0.0010, 0.0012, 0.0014, 0.0016, 0.0018]
+    pref = [-2.858, 0.30, 0.31, 0.32, 0.33, 0.34]
+    return {"model": "m", "display": "Model M", "layer": 18, "variants": {"mean": {"table": [
+        {"category": c, "ua": u, "mean_preference": p} for c, u, p in zip(cats, ua, pref)]}}}
+
+
+def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend() -> None:
+    fig = figures.validation_figure(_clustered_validation(), reference=PUBLISHED_SCIENTIFIC_FACTS,
+                                    reference_category="scientific_facts")
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if t.get_gid() == figures.POINT_LABEL_GID]
+    assert sorted(t.get_text() for t in labels) == sorted(
+        r["category"].replace("_", " ") for r in _clustered_validation()["variants"]["mean"]["table"])
+    boxes = [Text.get_window_extent(t, renderer) for t in labels]  # the text, without its leader line
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), "two category labels overlap"
+        assert not a.overlaps(ax.get_legend().get_window_extent(renderer)), "a label covers the legend"
+        frame = ax.get_window_extent(renderer)
+        assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
+        for collection in ax.collections:
+            for x, y in collection.get_offset_transform().transform(collection.get_offsets()):
+                assert not a.contains(x, y), f"label {a} covers a marker at ({x:.0f}, {y:.0f})"
+
+
+def test_a_label_moved_away_from_its_point_has_a_leader_line() -> None:
+    fig = figures.validation_figure(_clustered_validation())
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax = fig.axes[0]
+    pt = fig.dpi / 72
+
+    def gap(t) -> float:  # points from the labelled point to the nearest edge of its label
+        box = Text.get_window_extent(t, renderer)
+        x, y = ax.transData.transform(t.xy)
+        return float(np.hypot(max(box.x0 - x, 0, x - box.x1), max(box.y0 - y, 0, y - box.y1))) / pt
+
+    labels = [t for t in ax.texts if t.get_gid() == figures.POINT_LABEL_GID]
+    near = [t for t in labels if t.arrow_patch is None]
+    led = [t for t in labels if t.arrow_patch is not None]
+    assert led, "the clustered labels should not all fit beside their points"
+    assert all(gap(t) <= 4 * np.sqrt(2) + 0.5 for t in near), [gap(t) for t in near]
+    assert all(gap(t) > 4 * np.sqrt(2) for t in led), [gap(t) for t in led]
+
+
+@pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
+def test_bar_labels_stay_clear_of_the_error_caps(tree: Path, model: str) -> None:
+    fig = figures.layerwise_figure(_docs(tree, model)["layerwise"])
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax = fig.axes[1]
+    labels = [Text.get_window_extent(t, renderer) for t in ax.texts]
+    assert len(labels) == len(ax.patches) > 0, "one label per bar"
+    caps = [xy for line in ax.get_lines() if line.get_marker() == "_"
+            for xy in line.get_transform().transform(line.get_xydata())]
+    assert caps, "the error bars have caps"
+    for box in labels:
+        for x, y in caps:
+            assert not (box.x0 - 1 <= x <= box.x1 + 1 and box.y0 - 1 <= y <= box.y1 + 1), \
+                f"a bar label at {box} covers an error cap at ({x:.0f}, {y:.0f})"

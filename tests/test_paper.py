@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from browser import find_chromium, inspect_page, pdf_pages
+from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
 from synthetic_results import write_synthetic_results
 from uaprobe import manuscript as ms
 from uaprobe.render import render_manuscript
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib")
+PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
 
 
 def make_project(root: Path) -> Path:
@@ -80,6 +80,7 @@ def test_html_in_headless_chromium(project: Path) -> None:
     assert any(t.startswith("Figure") for t in refs) and any(t.startswith("Table") for t in refs)
     assert any(t.startswith("Section") for t in refs)
     assert not report.errors, f"console errors: {report.errors}"
+    assert not report.clipped_tables, f"tables wider than the text column: {report.clipped_tables}"
 
 
 def test_pdf_pages_are_rendered_and_not_blank(project: Path, tmp_path: Path) -> None:
@@ -142,3 +143,47 @@ def test_the_paper_stage_command_line(project: Path, tmp_path: Path) -> None:
     assert "rendered paper/paper.qmd with fallback" in proc.stderr
     assert (root / "paper" / "_output" / "paper.html").is_file()
     assert (root / "paper" / "_output" / "paper.pdf").is_file()
+
+
+def test_l_star_is_shown_as_text_not_read_as_emphasis(project: Path) -> None:
+    html = rendered(project)[0].read_text(encoding="utf-8")
+    for text in ("(0, L*/2, L*, (L* + L)/2, L)", "is largest at L* = ", "L*, all", "dashed: L*."):
+        assert text in html, text
+    body = html.split('id="refs"')[0]
+    stray = [e for e in re.findall(r"<em>(.*?)</em>", body, flags=re.S) if re.search(r"^[\s/,)+=]|[\s/,(+=]$", e)]
+    assert not stray, f"emphasis that starts or ends in punctuation (a stray asterisk): {stray}"
+    if shutil.which("pdftotext"):
+        text = subprocess.run(["pdftotext", str(rendered(project)[1]), "-"], capture_output=True, text=True,
+                              check=True).stdout
+        assert "L*/2" in text and "L* = " in text
+
+
+def test_the_author_line_is_the_project_from_quarto_yml(project: Path) -> None:
+    import yaml
+
+    config = yaml.safe_load((REPO / "paper" / "_quarto.yml").read_text(encoding="utf-8"))
+    author = config["author"]
+    assert "uaprobe" in author and "authors" not in author
+    front = (REPO / "paper" / "paper.qmd").read_text(encoding="utf-8").split("---")[1]
+    assert "author" not in front, "one author line: paper/_quarto.yml"
+    html = rendered(project)[0].read_text(encoding="utf-8")
+    shown = re.search(r'<p class="author">(.*?)</p>', html, flags=re.S)
+    assert shown and re.sub(r"<[^>]+>|`", "", shown.group(1)).split() == author.replace("`", "").split()
+
+
+def test_the_html_column_is_wide_and_keeps_pandoc_s_styles(project: Path) -> None:
+    import yaml
+
+    config = yaml.safe_load((REPO / "paper" / "_quarto.yml").read_text(encoding="utf-8"))
+    width = config["format"]["html"]["grid"]["body-width"]
+    html = rendered(project)[0].read_text(encoding="utf-8")
+    assert re.search(rf"body\s*\{{[^}}]*max-width: {width};[^}}]*padding-left", html), "pandoc's body rule"
+    assert "max-width: 36em" not in html
+    assert "overflow-x: auto" in html  # paper.css: a wide table scrolls inside the column
+
+
+def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
+    if shutil.which("pdftotext") is None:
+        pytest.skip("poppler-utils is not installed (Debian package `poppler-utils`): no pdftotext")
+    overprinted = pdf_overprinted_words(rendered(project)[1])
+    assert not overprinted, f"(page, word, word) set over each other: {overprinted[:10]}"

@@ -260,3 +260,31 @@ def test_suite_passes_from_a_checkout_whose_path_is_long(tmp_path: Path) -> None
                           cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def test_the_html_column_width_and_stylesheet_reach_the_fallback(tmp_path: Path) -> None:
+    config = QUARTO_YML.replace("    embed-resources: true\n",
+                                "    embed-resources: true\n    css: extra.css\n    grid:\n      body-width: 1234px\n")
+    assert "body-width" in config
+    qmd = write_project(tmp_path, quarto_yml=config)
+    (tmp_path / "extra.css").write_text("table { outline: 3px solid red; }\n", encoding="utf-8")
+    html = render.render_manuscript(qmd, engine="fallback").html.read_text(encoding="utf-8")
+    assert "max-width: 36em" not in html
+    assert "outline: 3px solid red" in html  # the stylesheet, embedded
+    assert re.search(r"body\s*\{[^}]*max-width: 1234px;[^}]*padding-left", html), \
+        "the body's width, in pandoc's document styles (dropped when a stylesheet is given, unless kept)"
+
+
+def test_typst_include_in_header_reaches_the_fallback_s_pdf(tmp_path: Path) -> None:
+    config = QUARTO_YML.replace("    papersize: a4\n", "    papersize: a4\n    include-in-header: rules.typ\n"
+                                "    keep-typ: true\n")
+    assert "rules.typ" in config
+    qmd = write_project(tmp_path, quarto_yml=config)
+    with pytest.raises(render.RenderError, match="include-in-header 'rules.typ' not found"):
+        render.render_manuscript(qmd, engine="fallback")
+    (tmp_path / "rules.typ").write_text("// the manuscript's rules\n#show table: set par(justify: false)\n",
+                                        encoding="utf-8")
+    render.render_manuscript(qmd, engine="fallback")
+    typ = (tmp_path / "_output" / "doc.typ").read_text(encoding="utf-8")
+    assert "#show table: set par(justify: false)" in typ
+    assert typ.index("#set document(date: none)") < typ.index("// the manuscript's rules")

@@ -342,10 +342,8 @@ def validation_figure(
         pref = _arr([row["mean_preference"] for row in table])
         ax.scatter(ua, pref, s=46, color=OKABE_ITO[0], edgecolors="black", linewidths=0.8, zorder=5,
                    label=f"{_title(validation)} (categories)")
-        for row, x, y in zip(table, ua, pref):
-            if not (math.isnan(x) or math.isnan(y)):
-                ax.annotate(str(row["category"]).replace("_", " "), (x, y), xytext=(4, 4),
-                            textcoords="offset points", fontsize=7)
+        labelled = [(str(row["category"]).replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
+                    if not (math.isnan(x) or math.isnan(y))]
         if reference:
             for i, (name, (ref_ua, ref_pref)) in enumerate(reference.items()):
                 ax.scatter([ref_ua], [ref_pref], marker=MARKERS[(i + 2) % len(MARKERS)], s=40,
@@ -358,7 +356,74 @@ def validation_figure(
         layer = validation.get("layer")
         ax.set_title(f"{_title(validation)}: UA vs output preference, layer {layer} ({variant} pooling)")
         ax.legend(loc="best", fontsize=7)
+        place_point_labels(ax, labelled, fontsize=7)
     return fig
+
+
+POINT_LABEL_GID = "point-label"
+"""``gid`` of the labels :func:`place_point_labels` draws (tests find them by it)."""
+
+
+def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, fontsize: float = 7,
+                       offset: float = 4.0, step: float = 7.0, rings: int = 10) -> None:
+    """Label points (text, x, y in data coordinates) so that no label overlaps another label, a
+    plotted marker or the legend.
+
+    Each label tries positions around its point, nearest first (up-right, down-right, up-left,
+    down-left, above, below, right, left, at ``offset`` points and then ``step`` points further
+    out per ring), and takes the first that is free and inside the axes; a label away from its
+    point is joined to it by a leader line. Sizes are measured on the laid-out figure, so the
+    labels stay apart in the saved image. Deterministic: the same points give the same places."""
+    if not labels:
+        return
+    fig = ax.get_figure()
+    fig.draw_without_rendering()  # the final layout and limits, before measuring
+    renderer = fig._get_renderer()
+    pt = fig.dpi / 72.0  # pixels per point
+    frame = ax.get_window_extent(renderer)
+    obstacles: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
+    for collection in ax.collections:  # every scatter marker, labelled or not
+        for mx, my in collection.get_offset_transform().transform(collection.get_offsets()):
+            if np.isfinite(mx) and np.isfinite(my):
+                obstacles.append((mx - 4 * pt, my - 4 * pt, mx + 4 * pt, my + 4 * pt))
+    legend = ax.get_legend()
+    if legend is not None:
+        obstacles.append(tuple(legend.get_window_extent(renderer).extents))
+
+    def free(b: tuple[float, float, float, float]) -> bool:
+        inside = frame.x0 <= b[0] and b[2] <= frame.x1 and frame.y0 <= b[1] and b[3] <= frame.y1
+        return inside and not any(b[0] < o[2] and o[0] < b[2] and b[1] < o[3] and o[1] < b[3] for o in obstacles)
+
+    directions = ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0))
+    for text, x, y in labels:
+        px, py = ax.transData.transform((x, y))
+        probe = ax.text(0, 0, text, fontsize=fontsize)
+        extent = probe.get_window_extent(renderer)
+        probe.remove()
+        w, h = extent.width, extent.height
+        choice = None
+        for ring in range(rings):
+            d = (offset + ring * step) * pt
+            for cx, cy in directions:
+                x0 = px + cx * d - (w if cx < 0 else w / 2 if cx == 0 else 0)
+                y0 = py + cy * d - (h if cy < 0 else h / 2 if cy == 0 else 0)
+                if free((x0, y0, x0 + w, y0 + h)):
+                    choice = (x0, y0, ring)
+                    break
+            if choice is not None:
+                break
+        if choice is None:  # nowhere free: the nearest place, up and to the right
+            choice = (px + offset * pt, py + offset * pt, 0)
+        x0, y0, ring = choice
+        obstacles.append((x0, y0, x0 + w, y0 + h))
+        # the leader line runs from the point to the nearest corner or edge midpoint of the label
+        rx = 0.0 if x0 >= px else 1.0 if x0 + w <= px else 0.5
+        ry = 0.0 if y0 >= py else 1.0 if y0 + h <= py else 0.5
+        ax.annotate(text, (x, y), xytext=((x0 - px) / pt, (y0 - py) / pt), textcoords="offset points",
+                    fontsize=fontsize, ha="left", va="bottom", gid=POINT_LABEL_GID, annotation_clip=False,
+                    in_layout=False,
+                    arrowprops=dict(arrowstyle="-", color="0.35", linewidth=0.6, shrinkA=0, shrinkB=4,
+                                    relpos=(rx, ry)) if ring > 0 else None)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from uaprobe.manuscript import Outputs, fmt, fmt_ci, fmt_int, fmt_p, fmt_r, join_words, markdown_table, pretty
+from uaprobe.manuscript import (
+    L_STAR,
+    Outputs,
+    fmt,
+    fmt_ci,
+    fmt_int,
+    fmt_p,
+    fmt_r,
+    join_words,
+    markdown_table,
+    pretty,
+)
 
 MATCH_TOLERANCE = 0.05
 """Two correlations closer than this count as "comparable" in the text."""
@@ -118,8 +129,8 @@ def sink_verdict(out: Outputs) -> str:
             moves.append(f"from layer {a} to layer {b} for {out.display(m)}")
     text = (f"Excluding position 0 reverses the sign of r at {join_words(flips)}: there, a pooling that keeps "
             "the sink measures the sink" if flips else "Excluding position 0 reverses the sign of r at no layer")
-    text += (f"; and L* of the anisotropy profile moves {join_words(moves)} when position 0 of every prompt is "
-             "left out." if moves else "; L* of the anisotropy profile does not move when position 0 is left out.")
+    text += (f"; and {L_STAR} of the anisotropy profile moves {join_words(moves)} when position 0 of every prompt "
+             "is left out." if moves else f"; {L_STAR} of the anisotropy profile does not move when position 0 is left out.")
     return text
 
 
@@ -224,8 +235,8 @@ def inference_table(out: Outputs) -> str:
                      f"{pol['sink_excluded']['n_layers_permutation_holm']} / {n}",
                      f"{inf['n_layers_parametric_holm']} / {n}",
                      f"{fmt_int(inf['bootstrap_degenerate'])} of {fmt_int(inf['bootstrap_resamples'])}"])
-    return markdown_table(["Model", "perm., Holm", "perm., BH", "perm., Holm, sink excl.", "t-test, Holm",
-                           "degenerate bootstrap"], rows, align="lrrrrr")
+    return markdown_table(["Model", "perm. Holm", "perm. BH", "perm. Holm, no sink", "t-test Holm",
+                           "degenerate bootstraps"], rows, align="lrrrrr")
 
 
 def sink_table(out: Outputs) -> str:

@@ -55,6 +55,11 @@ RESULT_NAMES: tuple[str, ...] = ("layerwise", "validation", "bins", "pairs", "pr
 
 MINUS = "\u2212"
 
+L_STAR = "L&#42;"
+"""L* (the layer of maximal λ1/Σλ) in markdown. Written with a character reference, not as ``L*``
+(two of which read as emphasis) nor as ``L\\*`` (the backslash would show through an inline value
+under Quarto, which prints a string's repr)."""
+
 FIGURES_DIR = "figures"
 """The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
 
@@ -269,17 +274,20 @@ def settings(out: Outputs) -> dict[str, Any]:
 
 
 def model_panel_table(out: Outputs) -> str:
-    """Methods: the panel with each model's source, revision or file, size and depth."""
+    """Methods: the panel with each model's source, revision or file, size and depth.
+
+    Where the weights come from is one column of words that wrap (source, location, revision or
+    file), so that no long package or file name has to fit a narrow column of its own."""
     rows = []
     for m in out.models:
         spec = out.params.model(m)
-        pinned = spec.revision or spec.gguf_file or "n/a"
+        pinned = spec.revision or spec.gguf_file
         extraction = out.lw(m).get("extraction") or {}
-        rows.append([spec.display, f"`{m}`", spec.source, f"`{spec.location}`", f"`{pinned}`",
-                     fmt(spec.params_millions, 0), fmt_int(out.lw(m)["n_layers"]),
+        weights = f"{spec.source} `{spec.location}`" + (f", `{pinned}`" if pinned else "")
+        rows.append([spec.display, f"`{m}`", weights, fmt(spec.params_millions, 0), fmt_int(out.lw(m)["n_layers"]),
                      str(extraction.get("dtype", "n/a")), fmt_bool(extraction.get("bos_added"))])
-    return markdown_table(["Model", "id", "source", "location", "revision / file", "params (M)", "layers",
-                           "dtype", "BOS added"], rows, align="lllllrrlc")
+    return markdown_table(["Model", "id", "weights: source, location, revision or file", "params (M)", "layers",
+                           "dtype", "BOS"], rows, align="lllrrlc")
 
 
 def validation_table(out: Outputs, variant: str = "mean") -> str:
@@ -335,8 +343,8 @@ def layer_table(out: Outputs, pooling: str = "mean") -> str:
                          fmt_r(b["spearman_rho"][layer]), fmt_p(b["permutation_p"][layer]),
                          fmt_p(b["permutation_holm_p"][layer]), fmt_p(b["permutation_bh_p"][layer]),
                          fmt_p(b["pearson_p"][layer]), fmt_r(sx["pearson_r"][layer])])
-    header = ["Model", "layer", "r", "Fisher-z CI", "Spearman", "perm. p", "Holm", "BH",
-              "t-test p (secondary)", "r, sink excl."]
+    header = ["Model", "layer", "r", "Fisher-z CI", "Spearman", "perm. p", "Holm", "BH", "t-test p",
+              "r, no sink"]
     return markdown_table(header, rows, align="l" + "r" * (len(header) - 1))
 
 
@@ -390,6 +398,18 @@ def _is_bell(an: Mapping[str, Any]) -> Any:
     return (an.get("bell_curve") or {}).get("is_bell_curve")
 
 
+NBSP = "\u00a0"
+"""A no-break space, for table cells only: an inline value under Quarto would show its escape."""
+
+
+def _slope_cell(side: Mapping[str, Any]) -> str:
+    """A bell-curve slope with its p-value, kept on one line each: ``+0.0005`` / ``(p 0.987)``."""
+    slope = side.get("slope")
+    if _missing(slope):
+        return "n/a"
+    return f"{fmt(slope, 4, signed=True)} (p{NBSP}{fmt_p(side.get('p')).replace(' ', NBSP)})"
+
+
 def anisotropy_table(out: Outputs) -> str:
     """Seed 004: L* with its ties and bootstrap, the bell-curve slopes with their p-values, and L*
     with every token and with position 0 of every prompt excluded."""
@@ -403,17 +423,16 @@ def anisotropy_table(out: Outputs) -> str:
         variants = an.get("variants") or {}
         tie_text = (f"{ties[0]}–{ties[-1]}" if len(ties) > 1 and ties == list(range(ties[0], ties[-1] + 1))
                     else ", ".join(map(str, ties)) or "n/a")
-        rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))} ({an.get('token_selection', 'n/a')})",
-                     f"{fmt_int(an.get('l_star'))} ({fmt(an.get('l_star_depth_pct'), 0)} %)", tie_text,
+        rows.append([out.display(m), f"{fmt_int(an.get('n_tokens'))} {an.get('token_selection', 'n/a')}",
+                     f"{fmt_int(an.get('l_star'))} ({fmt(an.get('l_star_depth_pct'), 0)}{NBSP}%)", tie_text,
                      fmt(100 * boot["share_in_ties"], 0) if boot else "n/a",
-                     f"{fmt(before.get('slope'), 4, signed=True)} (p {fmt_p(before.get('p'))})",
-                     f"{fmt(after.get('slope'), 4, signed=True)} (p {fmt_p(after.get('p'))})",
+                     _slope_cell(before), _slope_cell(after),
                      f"{fmt_bool(_is_bell(an))} / {fmt_bool(bell.get('is_bell_curve_significant'))}",
                      fmt_int((variants.get("all_tokens") or {}).get("l_star")),
                      fmt_int((variants.get("sink_excluded") or {}).get("l_star"))])
-    return markdown_table(["Model", "token states", "L* (depth)", "tied layers", "% bootstrap L* in ties",
-                           "slope before L*", "slope after L*", "bell: seed / significant", "L*, all tokens",
-                           "L*, position 0 excluded"], rows, align="lrrrrrrcrr")
+    return markdown_table(["Model", "tokens", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
+                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, no pos. 0"], rows,
+                          align="lrrrrrrcrr")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -525,15 +544,15 @@ def anisotropy_sentences(out: Outputs) -> str:
                     f"{fmt(100 * an.get('l_star_tolerance', 0), 1)} % of it, a tie")
         seed_bell = _is_bell(an)
         parts.append(
-            f"For {out.display(m)}, λ1/Σλ is largest at L* = {fmt_int(an.get('l_star'))} "
+            f"For {out.display(m)}, λ1/Σλ is largest at {L_STAR} = {fmt_int(an.get('l_star'))} "
             f"({fmt(an.get('l_star_depth_pct'), 0)} % depth, {fmt(an.get('l_star_value'), 3)}), and {tie_text}; "
-            f"the slopes before and after L* are {fmt(before.get('slope'), 4, signed=True)} "
+            f"the slopes before and after {L_STAR} are {fmt(before.get('slope'), 4, signed=True)} "
             f"(p {fmt_p(before.get('p'))}) and {fmt(after.get('slope'), 4, signed=True)} (p {fmt_p(after.get('p'))}), "
             f"so the profile {'passes' if seed_bell else 'fails' if seed_bell is not None else 'cannot be given'} "
             f"the seed's sign-only bell-curve test and "
             f"{'passes' if bell.get('is_bell_curve_significant') else 'fails'} it when both slopes must differ "
             f"from zero at α = {fmt(out.params.analysis.alpha, 2)}; with position 0 of every prompt excluded, "
-            f"L* is layer {fmt_int(sx.get('l_star'))}."
+            f"{L_STAR} is layer {fmt_int(sx.get('l_star'))}."
         )
     return " ".join(parts)
 
@@ -637,6 +656,11 @@ def git_commit(root: Path) -> dict[str, str]:
     return {"commit": commit, "state": state}
 
 
+MD5_SHOWN = 12
+"""Hex digits of each md5 the reproducibility table shows: enough to tell outputs apart, short
+enough for the column (``uaprobe verify`` compares the full hashes)."""
+
+
 def dvc_lock_table(root: Path, prefixes: Sequence[str] = ("results/", "metrics/", "figures/")) -> str:
     """The md5 that ``dvc.lock`` records for every output the manuscript reads, and whether the
     file on disk still has it."""
@@ -658,10 +682,10 @@ def dvc_lock_table(root: Path, prefixes: Sequence[str] = ("results/", "metrics/"
                 state = "matches" if hashlib.md5(target.read_bytes()).hexdigest() == md5 else "differs"
             else:
                 state = "missing"
-            rows.append([f"`{p}`", f"`{stage}`", f"`{md5}`", state])
+            rows.append([f"`{p}`", f"`{stage}`", f"`{md5[:MD5_SHOWN]}`", state])
     if not rows:
         rows.append(["no matching outputs in dvc.lock", "", "", ""])
-    return markdown_table(["output", "stage", "md5 in dvc.lock", "file on disk"], rows, align="lllc")
+    return markdown_table(["output", "stage", "md5 (start)", "file on disk"], rows, align="lllc")
 
 
 PACKAGES: tuple[str, ...] = ("uaprobe", "torch", "transformers", "gguf", "numpy", "scipy", "h5py", "matplotlib",

@@ -85,9 +85,10 @@ SUPPORTED_KEYS: Mapping[str, Any] = {
     "jupyter": None,
     "execute": {"echo": None, "warning": None, "freeze": None, "cache": None},
     "format": {
-        "html": {"embed-resources": None, "output-file": None, "css": None, "toc": None},
+        "html": {"embed-resources": None, "output-file": None, "css": None, "toc": None,
+                 "grid": {"body-width": None}},
         "typst": {"output-file": None, "papersize": None, "fontsize": None, "margin": None,
-                  "section-numbering": None, "keep-typ": None},
+                  "section-numbering": None, "keep-typ": None, "include-in-header": None},
     },
 }
 """Front-matter / ``_quarto.yml`` keys the fallback honours or may ignore (``None`` = a leaf)."""
@@ -1009,10 +1010,22 @@ TYPST_PREAMBLE = (
     "#set document(date: none)\n"
     "#set figure(numbering: none)\n"
     "#show figure: set block(breakable: true)\n"
-    "#set table(stroke: (x, y) => if y == 0 { (bottom: 0.6pt) })\n"
-    "#show table: set text(size: 8.5pt)\n"
 )
-"""Typst set rules: no document date (reproducible bytes), captions numbered by the renderer."""
+"""Typst set rules: no document date (reproducible bytes), captions numbered by the renderer. The
+manuscript's own rules (``format.typst.include-in-header``, as under Quarto) follow them."""
+
+
+def _typst_includes(files: Any, *, paper_dir: Path, where: str) -> str:
+    """The text of ``format.typst.include-in-header`` (a file or a list of files, beside the manuscript)."""
+    if not files:
+        return ""
+    text = []
+    for name in files if isinstance(files, list) else [files]:
+        path = paper_dir / str(name)
+        if not path.is_file():
+            raise RenderError(f"{where}: format.typst.include-in-header {name!r} not found at {path}")
+        text.append(path.read_text(encoding="utf-8"))
+    return "\n".join(text)
 
 
 def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> RenderResult:
@@ -1044,14 +1057,19 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
             html_args.append("--number-sections")
         if html_options.get("toc"):
             html_args.append("--toc")
+        body_width = (html_options.get("grid") or {}).get("body-width")
+        if body_width:  # Quarto's width of the text column; pandoc's template calls it maxwidth
+            html_args += ["-V", f"maxwidth={body_width}"]
         if html_options.get("css"):
             css = (qmd.parent / str(html_options["css"])).resolve()
             if not css.is_file():
                 raise RenderError(f"{where}: format.html.css {html_options['css']!r} not found")
             shutil.copyfile(css, build / "style.css")
-            html_args += ["--css", "style.css"]
+            # pandoc drops its own document styles when given a stylesheet; keep them underneath
+            html_args += ["--css", "style.css", "-V", "document-css=true"]
         html = run_pandoc(html_args, stdin=source, cwd=build, what=f"{where} (HTML)")
-        typst_args = [*common, "-t", "typst", "-V", "header-includes=" + TYPST_PREAMBLE]
+        typst_args = [*common, "-t", "typst", "-V", "header-includes=" + TYPST_PREAMBLE + _typst_includes(
+            typst_options.get("include-in-header"), paper_dir=qmd.parent, where=where)]
         if number_sections:
             typst_args += ["-V", f"section-numbering={typst_options.get('section-numbering', '1.1.1')}"]
         for key in ("papersize", "fontsize"):
