@@ -187,3 +187,23 @@ def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
         pytest.skip("poppler-utils is not installed (Debian package `poppler-utils`): no pdftotext")
     overprinted = pdf_overprinted_words(rendered(project)[1])
     assert not overprinted, f"(page, word, word) set over each other: {overprinted[:10]}"
+
+
+def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path) -> None:
+    """Committing the outputs (dvc.lock, metrics) after the render must not change what the paper says."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=tmp_path,
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "params.yaml").write_text("models: []\n", encoding="utf-8")
+    git("add", "params.yaml")
+    git("commit", "-qm", "sources")
+    sources = git("rev-parse", "HEAD")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\n", encoding="utf-8")
+    git("add", "dvc.lock")
+    git("commit", "-qm", "outputs")
+    assert git("rev-parse", "HEAD") != sources
+    assert ms.git_commit(tmp_path) == {"commit": sources, "state": "clean"}
+    (tmp_path / "params.yaml").write_text("models: [x]\n", encoding="utf-8")
+    assert ms.git_commit(tmp_path) == {"commit": sources, "state": "modified sources"}

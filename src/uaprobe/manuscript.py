@@ -638,8 +638,18 @@ def figure_refs(out: Outputs, key: str) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+SOURCE_PATHS: tuple[str, ...] = ("src", "stages", "params.yaml", "dvc.yaml", "data", "paper/paper.qmd",
+                                  "paper/_quarto.yml", "paper/references.bib", "paper/paper.css", "paper/tables.typ",
+                                  "requirements.lock")
+"""The tracked sources every output is made from (``dvc.lock``, ``metrics/`` and ``plots/`` are outputs)."""
+
+
 def git_commit(root: Path) -> dict[str, str]:
-    """The commit the manuscript was rendered from, and whether tracked sources differ from it."""
+    """The last commit that changed the tracked sources, and whether the checkout's sources differ from it.
+
+    Not ``HEAD``: the commit that records the outputs (``dvc.lock``) comes after the render, so a paper
+    naming ``HEAD`` could never be reproduced byte for byte from its own commit.
+    """
     def git(*args: str) -> str | None:
         try:
             proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
@@ -647,11 +657,10 @@ def git_commit(root: Path) -> dict[str, str]:
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None
 
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
+    commit = git("log", "-1", "--format=%H", "--", *SOURCE_PATHS)
+    if not commit:
         return {"commit": "unavailable (not a git checkout)", "state": "unknown"}
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "src", "stages", "params.yaml",
-                  "dvc.yaml", "data", "paper/paper.qmd", "paper/_quarto.yml", "paper/references.bib")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PATHS)
     state = "clean" if changed == "" else "modified sources" if changed else "unknown"
     return {"commit": commit, "state": state}
 

@@ -237,7 +237,7 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
     blas = _openblas_cores()
     if blas:
         out["openblas"] = blas
-    if "numba" in sys.modules:
+    if analysis:  # the analyses' resampling kernels (the extraction compiles nothing)
         out["numba"] = {"version": _version("numba"), "cpu_name": environ.get("NUMBA_CPU_NAME", "host")}
     torch = sys.modules.get("torch")
     if torch is not None:

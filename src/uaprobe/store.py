@@ -41,6 +41,9 @@ __all__ = ["POLICIES", "POOLINGS", "SINK_STATISTICS", "Embeddings", "ExtractionW
 log = logging.getLogger(__name__)
 
 STR = h5py.string_dtype("utf-8")
+LIBVER = ("earliest", "v110")
+"""HDF5 format bounds of every extraction file, at creation and when a partial file is resumed (the
+same bounds give the same object-header layout, so a resumed file has the uninterrupted run's bytes)."""
 
 
 def partial_path(path: Path) -> Path:
@@ -292,7 +295,7 @@ class ExtractionWriter:
     def _try_resume(self) -> h5py.File | None:
         """The partial file of an interrupted run with the same inputs, open for writing; else None."""
         try:
-            fh = h5py.File(self.tmp, "r+")
+            fh = h5py.File(self.tmp, "r+", libver=LIBVER)
         except OSError as exc:
             log.warning("%s is unreadable (%s), probably killed while being created; starting over",
                         self.tmp, os_reason(exc))
@@ -321,7 +324,7 @@ class ExtractionWriter:
                 "or point --out at a writable directory. No partial file was left behind and an earlier complete "
                 "file is untouched")
         try:
-            fh = h5py.File(self.tmp, "w", libver=("earliest", "v110"), track_order=False)
+            fh = h5py.File(self.tmp, "w", libver=LIBVER, track_order=False)
         except Exception as exc:
             if not is_io_error(exc):
                 raise
@@ -377,7 +380,7 @@ class ExtractionWriter:
             raise UAProbeError(f"{self.path}: {int((~self.done).sum())} statements were not written")
         try:
             if not self.fh.attrs.get("complete", False):  # already set if a run died just before the move
-                self.fh.attrs["complete"] = True
+                self.fh.attrs.modify("complete", True)  # in place: no message moves in the header
             self.fh.close()
             self.fh = None
             move_into_place(self.tmp, self.path)
