@@ -278,3 +278,17 @@ def test_robustness_on_a_planted_file(tmp_path: Path) -> None:
     m = out.metrics
     assert m["robustness"]["sink_excluded"]["final_r"] == pytest.approx(1.0)
     assert m["inference"]["n_layers_permutation_holm"] == 0
+
+
+def test_partial_r_rows_equals_partial_r_row_by_row() -> None:
+    rng = np.random.default_rng(6)
+    z = rng.standard_normal(30)
+    y = z + rng.standard_normal(30)
+    x = rng.standard_normal((4, 30)) + z
+    x[2, 5] = np.nan
+    x[3] = 2 * z + 1  # explained exactly
+    rows = controls.partial_r_rows(x, y, z[:, None])
+    for row, got in zip(x, rows):
+        one = controls.partial_r(row, y, z[:, None])
+        assert (got.r == one.r or (np.isnan(got.r) and np.isnan(one.r))) and got.reason == one.reason
+    assert rows[2].reason == "non-finite input" and "explained exactly" in rows[3].reason

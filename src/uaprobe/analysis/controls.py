@@ -47,24 +47,39 @@ def partial_r(x: np.ndarray, y: np.ndarray, covariates: np.ndarray) -> PartialCo
     The covariate matrix may be rank-deficient (``lstsq``); ``k`` counts its rank, which sets the
     degrees of freedom of the p-value.
     """
-    x = np.asarray(x, dtype=float)
+    return partial_r_rows(np.asarray(x, dtype=float)[None, :], y, covariates)[0]
+
+
+def partial_r_rows(x: np.ndarray, y: np.ndarray, covariates: np.ndarray) -> list[PartialCorrelation]:
+    """:func:`partial_r` of every row of ``x`` (M, n) with the same ``y`` and covariates; ``y``'s
+    residuals and the covariates' rank are computed once."""
+    x = np.atleast_2d(np.asarray(x, dtype=float))
     y = np.asarray(y, dtype=float)
-    z = np.asarray(covariates, dtype=float).reshape(x.size, -1)
-    k = int(np.linalg.matrix_rank(np.column_stack([np.ones(x.size), z]))) - 1
-    if not (np.isfinite(x).all() and np.isfinite(y).all() and np.isfinite(z).all()):
-        return PartialCorrelation(np.nan, np.nan, x.size, k, "non-finite input")
-    df = x.size - 2 - k
-    if df < 1:
-        return PartialCorrelation(np.nan, np.nan, x.size, k, f"{x.size} points leave no degree of freedom "
-                                                              f"after {k} covariate(s)")
-    rx, ry = residualize(x, z), residualize(y, z)
-    scale = max(float(np.abs(x).max(initial=0.0)), float(np.abs(y).max(initial=0.0)), 1.0)
-    if np.abs(rx).max(initial=0.0) <= 1e-12 * scale or np.abs(ry).max(initial=0.0) <= 1e-12 * scale:
-        return PartialCorrelation(np.nan, np.nan, x.size, k, "a variable is explained exactly by the covariates")
-    r = float(np.clip(np.dot(rx, ry) / np.sqrt(np.dot(rx, rx) * np.dot(ry, ry)), -1.0, 1.0))
-    t = r * np.sqrt(df / max(1e-300, (1.0 - r) * (1.0 + r)))
-    p = float(2.0 * sps.t.sf(abs(t), df)) if abs(r) < 1.0 else 0.0
-    return PartialCorrelation(r, p, x.size, k, "")
+    n = y.size
+    z = np.asarray(covariates, dtype=float).reshape(n, -1)
+    k = int(np.linalg.matrix_rank(np.column_stack([np.ones(n), z]))) - 1
+    df = n - 2 - k
+    shared_ok = np.isfinite(y).all() and np.isfinite(z).all()
+    ry = residualize(y, z) if shared_ok and df >= 1 else None
+    out = []
+    for row in x:
+        if not (shared_ok and np.isfinite(row).all()):
+            out.append(PartialCorrelation(np.nan, np.nan, n, k, "non-finite input"))
+            continue
+        if ry is None:
+            out.append(PartialCorrelation(np.nan, np.nan, n, k, f"{n} points leave no degree of freedom "
+                                                                f"after {k} covariate(s)"))
+            continue
+        rx = residualize(row, z)
+        scale = max(float(np.abs(row).max(initial=0.0)), float(np.abs(y).max(initial=0.0)), 1.0)
+        if np.abs(rx).max(initial=0.0) <= 1e-12 * scale or np.abs(ry).max(initial=0.0) <= 1e-12 * scale:
+            out.append(PartialCorrelation(np.nan, np.nan, n, k, "a variable is explained exactly by the covariates"))
+            continue
+        r = float(np.clip(np.dot(rx, ry) / np.sqrt(np.dot(rx, rx) * np.dot(ry, ry)), -1.0, 1.0))
+        t = r * np.sqrt(df / max(1e-300, (1.0 - r) * (1.0 + r)))
+        p = float(2.0 * sps.t.sf(abs(t), df)) if abs(r) < 1.0 else 0.0
+        out.append(PartialCorrelation(r, p, n, k, ""))
+    return out
 
 
 def category_dummies(category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:

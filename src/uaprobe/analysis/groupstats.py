@@ -53,15 +53,19 @@ class GroupStats:
 
 
 def group_stats(*, x: np.ndarray, y: np.ndarray, draws: Resampling, level: float,
-                x_name: str = "UA", y_name: str = "preference") -> GroupStats:
-    """Pearson, Spearman, bootstrap CI, Fisher-z CI and permutation p of each row of ``x`` vs ``y``."""
+                x_name: str = "UA", y_name: str = "preference", boot_r: np.ndarray | None = None,
+                perm_r: np.ndarray | None = None) -> GroupStats:
+    """Pearson, Spearman, bootstrap CI, Fisher-z CI and permutation p of each row of ``x`` vs ``y``.
+
+    ``boot_r`` / ``perm_r``: the caller's :func:`~uaprobe.analysis.stats.bootstrap_pearson` and
+    :func:`~uaprobe.analysis.stats.permuted_r` of the same inputs and draws, if it needs them too."""
     x = np.atleast_2d(np.asarray(x, dtype=float))
     y = np.asarray(y, dtype=float)
     corr = stats.pearson(x, y, x_name=x_name, y_name=y_name)
     rho = stats.spearman(x, y, x_name=x_name, y_name=y_name)
-    boot = stats.bootstrap_r_interval(x, y, draws.counts, level=level, r_reason=corr.reason)
+    boot = stats.bootstrap_r_interval(x, y, draws.counts, level=level, r_reason=corr.reason, boot_r=boot_r)
     f_lo, f_hi, f_reason = stats.fisher_interval(r=corr.r, n=corr.n, level=level)
-    perm = stats.permutation_p(x, y, r=corr.r, orders=draws.orders, mode=draws.mode)
+    perm = stats.permutation_p(x, y, r=corr.r, orders=draws.orders, mode=draws.mode, r_perm=perm_r)
     return GroupStats(pearson=corr, spearman=rho, bootstrap=boot, fisher_low=f_lo, fisher_high=f_hi,
                       fisher_reason=stats.inherit(corr.reason, f_reason), permutation_p=perm)
 

@@ -174,13 +174,14 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
     values = pair_metrics(a, b, k=k)
     x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
     draws = Resampling.draw(rng, n=n, resamples=params.bootstrap_resamples, permutations=params.permutations)
-    gs = group_stats(x=x, y=pref, draws=draws, level=params.ci_level, x_name="pair metric")
-    partial = [controls.partial_r(row, pref, zdiff) for row in x]
+    boot_r = stats.bootstrap_pearson(x, pref, draws.counts)  # (M * V, B): the intervals and the phases'
+    perm_r = stats.permuted_r(x, pref, draws.orders)  # (M * V, P): the p-values and the phases'
+    gs = group_stats(x=x, y=pref, draws=draws, level=params.ci_level, x_name="pair metric", boot_r=boot_r,
+                     perm_r=perm_r)
+    partial = controls.partial_r_rows(x, pref, zdiff)
     pr = np.array([c.r for c in partial])
     pp = np.array([c.p for c in partial])
     preason = np.array([c.reason for c in partial], dtype=object)
-    boot_r = stats.bootstrap_pearson(x, pref, draws.counts)  # (M * V, B), for the phase intervals
-    perm_r = _permuted_r(x, pref, draws.orders)  # (M * V, P)
     n_layers = n_views - 1
     part = phases.partition(n_layers)
     body: dict[str, Any] = {
@@ -226,16 +227,6 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
         assert isinstance(reasons, NanReasons)
         body["nan_reasons"] = dict(sorted(reasons.reasons.items()))
     return body
-
-
-def _permuted_r(x: np.ndarray, y: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    """Pearson r of every row of x (M, n) with every permutation of y: (M, P); NaN for a constant row."""
-    xc = x - x.mean(axis=-1, keepdims=True)
-    yc = y - y.mean()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        xn = xc / np.linalg.norm(xc, axis=-1, keepdims=True)
-        yn = yc / np.linalg.norm(yc)
-    return xn @ yn[orders].T
 
 
 def metrics_summary(body: Mapping[str, Any], *, layer: int) -> dict[str, Any]:

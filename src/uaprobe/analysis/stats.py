@@ -168,6 +168,11 @@ def percentile(values: FloatArray, q: float) -> tuple[FloatArray, np.ndarray]:
     finite entries along the last axis, and their count. All-NaN rows give NaN."""
     s = np.sort(np.asarray(values, dtype=float), axis=-1)  # NaN sort last
     valid = np.isfinite(s).sum(axis=-1)
+    return _percentile_of_sorted(s, valid, q), valid
+
+
+def _percentile_of_sorted(s: FloatArray, valid: np.ndarray, q: float) -> FloatArray:
+    """:func:`percentile` of rows already sorted (NaN last) with ``valid`` finite entries each."""
     h = (np.maximum(valid, 1) - 1) * (q / 100.0)
     lo = np.floor(h).astype(int)
     hi = np.minimum(lo + 1, np.maximum(valid - 1, 0))
@@ -175,15 +180,16 @@ def percentile(values: FloatArray, q: float) -> tuple[FloatArray, np.ndarray]:
     a = np.take_along_axis(s, lo[..., None], axis=-1)[..., 0]
     b = np.take_along_axis(s, hi[..., None], axis=-1)[..., 0]
     out = a + frac * (b - a)
-    return np.where(valid > 0, out, np.nan), valid
+    return np.where(valid > 0, out, np.nan)
 
 
 def percentile_interval(values: FloatArray, *, level: float) -> tuple[FloatArray, FloatArray, np.ndarray]:
     """Percentile interval at ``level`` over the finite entries of the last axis: (low, high, valid)."""
     alpha = 1.0 - level
-    lo, valid = percentile(values, 100.0 * alpha / 2.0)
-    hi, _ = percentile(values, 100.0 * (1.0 - alpha / 2.0))
-    return lo, hi, valid
+    s = np.sort(np.asarray(values, dtype=float), axis=-1)  # once for both ends; NaN sort last
+    valid = np.isfinite(s).sum(axis=-1)
+    return (_percentile_of_sorted(s, valid, 100.0 * alpha / 2.0),
+            _percentile_of_sorted(s, valid, 100.0 * (1.0 - alpha / 2.0)), valid)
 
 
 def bootstrap_pearson(x: np.ndarray, y: np.ndarray, counts: FloatArray) -> FloatArray:
@@ -232,10 +238,11 @@ class Interval:
 
 
 def bootstrap_r_interval(x: np.ndarray, y: np.ndarray, counts: FloatArray, *, level: float,
-                         r_reason: ReasonArray) -> Interval:
+                         r_reason: ReasonArray, boot_r: FloatArray | None = None) -> Interval:
     """Percentile interval of bootstrap r: x (M, n), y (n,), counts (B, n); ``r_reason`` (M,) is
-    the reason of the observed r (an undefined r gives an undefined interval)."""
-    rb = bootstrap_pearson(x, y, counts)
+    the reason of the observed r (an undefined r gives an undefined interval). ``boot_r``: the
+    caller's :func:`bootstrap_pearson` of the same inputs, if it has it (not modified)."""
+    rb = bootstrap_pearson(x, y, counts) if boot_r is None else np.array(boot_r, dtype=float, copy=True)
     undefined = r_reason != ""
     rb[undefined] = np.nan
     lo, hi, valid = percentile_interval(rb, level=level)
@@ -257,7 +264,20 @@ def permutation_orders(rng: np.random.Generator, *, n: int, permutations: int) -
     return rng.permuted(base, axis=1), "random"
 
 
-def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.ndarray, mode: str) -> FloatArray:
+def permuted_r(x: np.ndarray, y: np.ndarray, orders: np.ndarray) -> FloatArray:
+    """Pearson r of every row of x (M, n) with every order of y (P orders): (M, P); NaN for a constant row."""
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    y = np.asarray(y, dtype=float)
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xn = xc / np.linalg.norm(xc, axis=-1, keepdims=True)
+        yn = yc / np.linalg.norm(yc)
+    return xn @ yn[orders].T
+
+
+def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.ndarray, mode: str,
+                  r_perm: FloatArray | None = None) -> FloatArray:
     """Two-sided permutation p-value of Pearson r: x (M, n), y (n,), observed r (M,).
 
     ``exact``: share of the orders with ``|r_perm| >= |r|``; ``random``: ``(1 + hits) / (1 + P)``.
@@ -267,15 +287,10 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
     the analysis's own, drawn once and shared by every row.
     """
     x = np.atleast_2d(np.asarray(x, dtype=float))
-    y = np.asarray(y, dtype=float)
     if x.shape[-1] == 0:
         return np.full(x.shape[0], np.nan)
-    xc = x - x.mean(axis=-1, keepdims=True)
-    yc = y - y.mean()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        xn = xc / np.linalg.norm(xc, axis=-1, keepdims=True)
-        yn = yc / np.linalg.norm(yc)
-    r_perm = xn @ yn[orders].T  # (M, P)
+    if r_perm is None:
+        r_perm = permuted_r(x, y, orders)  # (M, P)
     hits = (np.abs(r_perm) >= (np.abs(r) - TIE_TOLERANCE)[:, None]).sum(axis=-1)
     total = orders.shape[0]
     p = hits / total if mode == "exact" else (1.0 + hits) / (1.0 + total)
