@@ -11,9 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiny_models import dataset_texts
+from tiny_models import dataset_texts, load_tiny
 from uaprobe import extract
-from uaprobe.config import ModelSpec, load_params
+from uaprobe.config import load_params
 from uaprobe.models import load_model
 from uaprobe.store import read_embeddings
 
@@ -26,20 +26,14 @@ TEXTS = [
 ]
 
 
-def _load(directory: Path):
-    spec = ModelSpec(display="tiny", source="local", location=str(directory))
-    model, tokenizer, _source, _dtype = load_model(spec, "tiny", device=torch.device("cpu"))
-    return model, extract.prepare_tokenizer(tokenizer)
-
-
 @pytest.fixture(scope="module")
 def neox(tiny_neox: Path):
-    return _load(tiny_neox)
+    return load_tiny(tiny_neox)
 
 
 @pytest.fixture(scope="module")
 def neox_bos(tiny_neox_bos: Path):
-    return _load(tiny_neox_bos)
+    return load_tiny(tiny_neox_bos)
 
 
 def _single(model, tokenizer, text: str):

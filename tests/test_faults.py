@@ -520,28 +520,6 @@ def test_output_path_is_a_directory_or_under_a_file(runs: dict, tmp_path: Path, 
         run_stage(runs["project"], tmp_path / "plain-file" / "sub" / "tiny.h5")
 
 
-@pytest.fixture()
-def tmpfs(tmp_path: Path):
-    """Mount a tmpfs (size set by the test through the returned function); unmounted afterwards."""
-    mounted: list[Path] = []
-
-    def mount(name: str, size: str) -> Path:
-        target = tmp_path / name
-        target.mkdir()
-        if shutil.which("mount") is None or shutil.which("umount") is None:
-            pytest.skip("no mount command here")
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(target)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode})")
-        mounted.append(target)
-        return target
-
-    yield mount
-    for target in mounted:
-        subprocess.run(["umount", "-l", str(target)], capture_output=True)
-
-
 def test_real_full_disk_is_a_clear_error_before_any_batch(runs: dict, tmp_path: Path, tiny_neox: Path, tmpfs,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A 256 KiB tmpfs holding the previous file: the new file's storage is allocated at creation, so the

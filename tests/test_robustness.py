@@ -10,12 +10,12 @@ import torch
 from scipy import stats as sps
 
 from synthetic_h5 import hand_tokens, write_synthetic_h5
+from tiny_models import load_tiny
 from uaprobe import extract
 from uaprobe.analysis import anisotropy, bins, controls
 from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.analysis.uniformity import Cosines
-from uaprobe.config import AnalysisParams, BinsParams, ModelSpec, RobustnessParams
-from uaprobe.models import load_model
+from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
 from uaprobe.sink import sink_statistics
 from uaprobe.store import read_embeddings
 
@@ -90,16 +90,12 @@ def test_sink_statistics_on_a_planted_massive_token() -> None:
 
 @pytest.fixture(scope="module")
 def neox(tiny_neox: Path):
-    spec = ModelSpec(display="tiny", source="local", location=str(tiny_neox))
-    model, tokenizer, _source, _dtype = load_model(spec, "tiny", device=torch.device("cpu"))
-    return model, extract.prepare_tokenizer(tokenizer)
+    return load_tiny(tiny_neox)
 
 
 @pytest.fixture(scope="module")
 def neox_bos(tiny_neox_bos: Path):
-    spec = ModelSpec(display="tiny", source="local", location=str(tiny_neox_bos))
-    model, tokenizer, _source, _dtype = load_model(spec, "tiny", device=torch.device("cpu"))
-    return model, extract.prepare_tokenizer(tokenizer)
+    return load_tiny(tiny_neox_bos)
 
 
 TEXTS = ["Value 3.14159", "Water is composed of hydrogen and oxygen atoms", "Night owls thrive"]

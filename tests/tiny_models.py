@@ -54,3 +54,14 @@ def build_tiny_neox(directory: Path, *, bos: bool, layers: int = 3) -> Path:
     model = GPTNeoXForCausalLM(config)
     model.save_pretrained(directory)
     return directory
+
+
+def load_tiny(directory: Path):
+    """A saved tiny model and its tokenizer, loaded on the CPU as the extract stage loads them."""
+    from uaprobe import extract
+    from uaprobe.config import ModelSpec
+    from uaprobe.models import load_model
+
+    spec = ModelSpec(display="tiny", source="local", location=str(directory))
+    model, tokenizer, _source, _dtype = load_model(spec, "tiny", device=torch.device("cpu"))
+    return model, extract.prepare_tokenizer(tokenizer)
