@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from uaprobe import figures, figures_original
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
-from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS
+from uaprobe.errors import UAProbeError
 from uaprobe.results_files import read_results
 from uaprobe.stage import run_stage
 
@@ -61,7 +61,8 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
     PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
         d["bins"], n_categories=len(d["layerwise"]["categories"]))),
     PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
-        d["validation"], reference=PUBLISHED_SCIENTIFIC_FACTS, reference_category=PUBLISHED_REFERENCE_CATEGORY,
+        d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
+        reference_category=d["reference"]["category"],
         preference_unit=_unit(d))),
     PerModelFigure("anisotropy", ("anisotropy",), lambda d: figures.anisotropy_figure(d["anisotropy"])),
     PerModelFigure("spectrum", ("anisotropy",), lambda d: figures.spectrum_figure(d["anisotropy"])),
@@ -80,6 +81,9 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
     docs_by_model = {model_id: {name: read_results(root, f"results/models/{model_id}/{name}.json") for name in names}
                      for model_id in params.models}
     panel = read_results(root, "results/panel.json")
+    reference = _reference(root)
+    for docs in docs_by_model.values():
+        docs["reference"] = reference
     check_writable(out.parent, output=out, fix="make it writable or point --out elsewhere")
     out.parent.mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, Any]] = []
@@ -110,6 +114,17 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
         log.info("%-10s %-14s -> %s", e["key"], e["model"] or "panel", ", ".join(e["files"].values()))
     log.info("wrote %d figures (%s) and %s", len(entries), "+".join(FORMATS), _rel(out / "manifest.json", root))
     return entries
+
+
+REFERENCE = "data/published/reference-models.json"
+"""The original study's published scientific-facts points, drawn beside the panel in the validation figure."""
+
+
+def _reference(root: Path) -> Mapping[str, Any]:
+    try:
+        return json.loads((root / REFERENCE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UAProbeError(f"{REFERENCE}: cannot be read ({exc}); restore it with `git checkout -- {REFERENCE}`") from None
 
 
 def _rel(path: Path, root: Path) -> str:

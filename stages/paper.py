@@ -4,7 +4,7 @@
 
 With a Quarto executable (``$UAPROBE_QUARTO``, ``$QUARTO_PATH``, ``quarto`` on PATH, or the
 ``quarto-cli`` package) it runs ``quarto render`` with the Jupyter engine and freezing off;
-without one it uses the fallback renderer of :mod:`uaprobe.render` (Jupyter kernel + pandoc +
+without one it uses the fallback renderer of :mod:`uaprobe.publishing.render` (Jupyter kernel + pandoc +
 Typst). The manuscript's cells read the tracked outputs (results/, metrics/, figures/, dvc.lock,
 params.yaml) from the repository root.
 """
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from uaprobe.errors import UAProbeError
-from uaprobe.manuscript import find_root, load_outputs
-from uaprobe.render import render_manuscript
+from uaprobe.publishing.outputs import find_root, load_outputs
+from uaprobe.publishing.render import render_manuscript
 from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.paper")

@@ -61,6 +61,8 @@ def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict
     published = root / "data" / "published" / "pythia-6-9b.json"
     published.parent.mkdir(parents=True, exist_ok=True)
     published.write_bytes((REPO / "data" / "published" / "pythia-6-9b.json").read_bytes())
+    reference = root / "data" / "published" / "reference-models.json"
+    reference.write_bytes((REPO / "data" / "published" / "reference-models.json").read_bytes())
     analysis = params_from_mapping(params).analysis
     docs: dict[str, dict[str, Any]] = {}
     for i, (model_id, spec) in enumerate(models.items()):

@@ -14,9 +14,10 @@ from matplotlib.text import Text
 
 from synthetic_results import SYNTHETIC_MODELS, load_results, write_synthetic_results
 from uaprobe import figures
-from uaprobe.manuscript import PUBLISHED_SCIENTIFIC_FACTS
 
 REPO = Path(__file__).resolve().parents[1]
+_REFERENCE = json.loads((REPO / "data" / "published" / "reference-models.json").read_text(encoding="utf-8"))
+PUBLISHED_SCIENTIFIC_FACTS = {name: (v["ua"], v["preference"]) for name, v in _REFERENCE["models"].items()}
 
 
 @pytest.fixture(scope="module")

@@ -166,9 +166,12 @@ def test_every_stage_pins_before_any_numeric_import() -> None:
 
 
 def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
+    from pathlib import Path
     from types import SimpleNamespace
 
-    from uaprobe import manuscript
+    from uaprobe.publishing import appendix
+    from uaprobe.publishing.outputs import Outputs
+    from uaprobe.publishing.values import Ledger
 
     pinned = {"isa": "AVX2", "pins": dict(numerics.ISA_PINS), "threads": "not pinned: ...",
               "torch": {"cpu_capability": "AVX2", "blas": "Intel(R) oneAPI Math Kernel Library Version 2024.2-Product"},
@@ -176,10 +179,11 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
               "numpy": {"simd": {"baseline": ["X86_V2"], "dispatch_enabled": ["X86_V3"]}}}
     analysis = {"isa": "AVX2", "threads": {v: "1" for v in numerics.THREAD_VARIABLES},
                 "openblas": [{"library": "numpy", "core": "Haswell"}]}
-    out = SimpleNamespace(models=("m",), display=lambda m: "Model M",
-                          lw=lambda m: {"numerics": {"extraction": pinned, "analysis": analysis}},
-                          panel={})
-    table = manuscript.numerics_table(out)
+    params = SimpleNamespace(model=lambda m: SimpleNamespace(display="Model M"))
+    out = Outputs(root=Path("."), params=params, models=("m",), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
+                  files={"results/models/m/layerwise.json": {"numerics": {"extraction": pinned, "analysis": analysis}},
+                         "results/panel.json": {}})
+    table = appendix.numerics_table(out)
     assert ("| extract Model M | AVX2 | AVX2, MKL 2024.2 | Haswell | X86_V2 + X86_V3 "
             "| any (results do not depend on it) |") in table
     assert "| analyze Model M | AVX2 | not used | Haswell | not used | 1 |" in table

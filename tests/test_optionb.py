@@ -316,19 +316,20 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
 
 def test_manuscript_tables_quote_the_published_file_and_this_panels_results(tmp_path):
     from synthetic_results import write_synthetic_results
-    from uaprobe import manuscript as ms
-    from uaprobe import manuscript_original as mo
+    from uaprobe.publishing import tables_original as mo
+    from uaprobe.publishing.outputs import load_outputs
+    from uaprobe.publishing.values import fmt, fmt_r, plain_text
 
     write_synthetic_results(tmp_path)
-    out = ms.load_outputs(tmp_path)
-    table = mo.published_comparison_table(out)
+    out = load_outputs(tmp_path)
+    table = plain_text(mo.published_comparison_table(out))
     pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     lines = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
-    assert ms.fmt_r(pub["option_b"]["metrics"]["margin_asymmetry"]["r"][-1]) in lines["Option B: margin asymmetry, r"]
-    ob = mo.option_b(out, "tiny-a")
+    assert fmt_r(pub["option_b"]["metrics"]["margin_asymmetry"]["r"][-1]) in lines["Option B: margin asymmetry, r"]
+    ob = out.doc(out.model_file("tiny-a", "option_b"))
     mine = ob["poolings"]["mean"]["metrics"]["margin_asymmetry"]["pearson_r"][ob["n_layers"]]
-    assert ms.fmt_r(mine) in lines["Option B: margin asymmetry, r"]
-    assert lines["phase mean, late"].split("|")[2].strip() == ms.fmt(-0.17, 2, signed=True)
+    assert fmt_r(mine) in lines["Option B: margin asymmetry, r"]
+    assert lines["phase mean, late"].split("|")[2].strip() == fmt(-0.17, 2, signed=True)
     assert len(mo.option_b_table(out).splitlines()) == 2 + 5 * len(out.models)
     assert len(mo.control_table(out).splitlines()) == 2 + 3 * len(out.models)
     assert len(mo.phase_table(out).splitlines()) == 2 + len(out.models) + len(pub["phases"]["models"])
@@ -338,23 +339,24 @@ def test_the_published_layers_are_compared_only_for_the_published_model(tmp_path
     import yaml
 
     from synthetic_results import write_synthetic_results
-    from uaprobe import manuscript as ms
-    from uaprobe import manuscript_original as mo
+    from uaprobe.publishing import tables_original as mo
+    from uaprobe.publishing.outputs import load_outputs
+    from uaprobe.publishing.values import fmt_r, plain_text
 
     write_synthetic_results(tmp_path)
-    out = ms.load_outputs(tmp_path)
+    out = load_outputs(tmp_path)
     assert mo.published_model_ids(out) == []
     assert "preset=original" in mo.published_layers_markdown(out)
     params = yaml.safe_load((tmp_path / "params.yaml").read_text(encoding="utf-8"))
     params["catalog"]["tiny-a"].update(source="hub", location="EleutherAI/pythia-6.9b", revision="step143000")
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    out = ms.load_outputs(tmp_path)
+    out = load_outputs(tmp_path)
     assert mo.published_model_ids(out) == ["tiny-a"]
-    text = mo.published_layers_markdown(out)
+    text = plain_text(mo.published_layers_markdown(out))
     pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))["option_b"]
-    ob = mo.option_b(out, "tiny-a")["poolings"]["mean"]["metrics"]["centroid_asymmetry"]["pearson_r"]
+    ob = out.doc(out.model_file("tiny-a", "option_b"))["poolings"]["mean"]["metrics"]["centroid_asymmetry"]["pearson_r"]
     row0 = next(line for line in text.splitlines() if line.startswith("| 0 |"))
-    assert f"{ms.fmt_r(pub['metrics']['centroid_asymmetry']['r'][0])} / {ms.fmt_r(ob[0])}" in row0
+    assert f"{fmt_r(pub['metrics']['centroid_asymmetry']['r'][0])} / {fmt_r(ob[0])}" in row0
     row32 = next(line for line in text.splitlines() if line.startswith("| 32 |"))
     assert "/ n/a" in row32  # the synthetic model has 6 layers
 

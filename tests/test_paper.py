@@ -14,8 +14,10 @@ import pytest
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
 from synthetic_results import write_synthetic_results
-from uaprobe import manuscript as ms
-from uaprobe.render import render_manuscript
+from uaprobe.publishing import appendix as ap
+from uaprobe.publishing import paperdiff
+from uaprobe.publishing.render import render_manuscript
+from uaprobe.publishing.values import FORMATS, fmt, fmt_r, lookup, parse_values, shown_text
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
@@ -51,7 +53,7 @@ def expected_tables() -> list[str]:
 
 def expected_figures(root: Path) -> list[str]:
     manifest = json.loads((root / "figures" / "manifest.json").read_text())
-    return [ms.figure_label(e["key"], e["model"]) for e in manifest["figures"]]
+    return [ap.figure_label(e["key"], e["model"]) for e in manifest["figures"]]
 
 
 def test_the_paper_stage_renders_html_and_pdf(project: Path) -> None:
@@ -114,7 +116,7 @@ def test_a_changed_metric_changes_the_rendered_number(project: Path, tmp_path: P
     before = rendered(project)[0].read_text(encoding="utf-8")
     result = render_manuscript(root / "paper" / "paper.qmd", engine="fallback")
     after = result.html.read_text(encoding="utf-8")
-    for text in (ms.fmt(0.98765, 4, signed=True), ms.fmt_r(-0.4321)):
+    for text in (fmt(0.98765, 4, signed=True), fmt_r(-0.4321)):
         assert text not in before
         assert text in after, text
 
@@ -128,7 +130,7 @@ def test_rerendering_the_paper_gives_the_same_bytes(project: Path, tmp_path: Pat
 
 def test_the_paper_states_its_provenance(project: Path) -> None:
     text = rendered(project)[0].read_text(encoding="utf-8")
-    assert len(re.findall(r"Stage\s+<code>figures</code>,\s+drawn\s+from", text)) == len(expected_figures(project))
+    assert len(re.findall(r"Data:\s+<code>(results|data)/", text)) == len(expected_figures(project))
     assert "10.5281/zenodo.18110161" in text and "10.5281/zenodo.18142454" in text
     assert "matches" in text, "the dvc.lock table should confirm the hashes of the files read"
     assert "CPU code paths of the numbers" in text and "logs/&lt;stage&gt;.machine.json" in text
@@ -204,6 +206,67 @@ def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path)
     git("add", "dvc.lock")
     git("commit", "-qm", "outputs")
     assert git("rev-parse", "HEAD") != sources
-    assert ms.git_commit(tmp_path) == {"commit": sources, "state": "clean"}
+    assert ap.git_commit(tmp_path) == {"commit": sources, "state": "clean"}
     (tmp_path / "params.yaml").write_text("models: [x]\n", encoding="utf-8")
-    assert ms.git_commit(tmp_path) == {"commit": sources, "state": "modified sources"}
+    assert ap.git_commit(tmp_path) == {"commit": sources, "state": "modified sources"}
+
+
+def _doc(root: Path, file: str) -> object:
+    import yaml
+
+    text = (root / file).read_text(encoding="utf-8")
+    return yaml.safe_load(text) if file.endswith(".yaml") else json.loads(text)
+
+
+def test_every_number_names_a_file_and_key_that_hold_it(project: Path) -> None:
+    """Each value of the HTML (inline and in tables) names a file and key of the project that hold
+    exactly the number shown, links to its row of the provenance appendix, and that row says the same."""
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    values = parse_values(page)
+    assert len(values) > 300 and sum(v.in_table for v in values) > 200 and sum(not v.in_table for v in values) > 30
+    docs: dict[str, object] = {}
+    for v in values:
+        docs.setdefault(v.file, _doc(project, v.file))
+        assert v.fmt in FORMATS, v
+        assert v.text == shown_text(lookup(docs[v.file], v.key, file=v.file), v.fmt), v
+    rows = set(re.findall(r'<span id="(prov-\d+)"', page))
+    links = set(re.findall(r'<a href="#(prov-\d+)"[^>]*class="uav"', page))
+    assert links and links <= set(rows), "every value links to a row of the appendix"
+
+
+def test_every_table_cell_with_a_number_carries_a_value(project: Path) -> None:
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    exempt = ("tbl-dvc-lock", "tbl-packages", "tbl-numerics", "tbl-provenance", "tbl-panel")
+    bare = []
+    for table in re.finditer(r'<div id="(tbl-[\w-]+)".*?</table>', page, flags=re.S):
+        if table.group(1).startswith(exempt):
+            continue
+        for cell in re.findall(r"<td[^>]*>(.*?)</td>", table.group(0), flags=re.S):
+            if re.search(r"\d", re.sub(r"<[^>]+>", "", cell)) and 'class="uav"' not in cell:
+                bare.append((table.group(1), cell))
+    assert not bare, bare[:5]
+
+
+def _reader(root: Path):
+    return lambda path: (root / path).read_bytes() if (root / path).is_file() else None
+
+
+def test_paper_diff_marks_exactly_the_planted_change(project: Path, tmp_path: Path) -> None:
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    same = paperdiff.compare(page, _reader(project), _reader(project), old_page=page)
+    assert same == [] and paperdiff.summary_lines(same, [], ("a", "b"))[0].startswith("no change")
+    old = tmp_path / "old"
+    shutil.copytree(project, old, ignore=shutil.ignore_patterns("_output"))
+    path = old / "results" / "models" / "tiny-a" / "robustness.json"
+    doc = json.loads(path.read_text())
+    new_value = doc["policies"]["default"]["final_r"]
+    doc["policies"]["default"]["final_r"] = new_value / 2
+    path.write_text(json.dumps(doc))
+    changes = paperdiff.compare(page, _reader(old), _reader(project), old_page=page)
+    assert [(c.file, c.key, c.status) for c in changes] == [
+        ("results/models/tiny-a/robustness.json", "policies/default/final_r", "changed")]
+    assert changes[0].relative == pytest.approx(1.0)
+    marked = paperdiff.diff_page(page, changes, [], ("old", "new"))
+    n_shown = sum(1 for v in parse_values(page) if (v.file, v.key) == (changes[0].file, changes[0].key))
+    assert marked.count('<mark class="uav-diff"') == n_shown >= 1
+    assert "This table changed" in marked and f"{fmt_r(new_value / 2)} → {fmt_r(new_value)}" in marked

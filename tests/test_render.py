@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe import render
+from uaprobe.publishing import render
 from uaprobe.errors import UAProbeError
-from uaprobe.render import ManuscriptSyntaxError, RenderError
+from uaprobe.publishing.render import ManuscriptSyntaxError, RenderError
 
 QUARTO_YML = textwrap.dedent("""\
     project:

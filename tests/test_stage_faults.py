@@ -441,7 +441,7 @@ def test_paper_missing_manuscript_and_read_only_output(project: Path, monkeypatc
                                                        capsys: pytest.CaptureFixture) -> None:
     run_refused("paper", ["--qmd", "paper/nope.qmd"], root=project, names=["paper/nope.qmd", "not found", "--qmd"],
                 caplog=caplog, capsys=capsys)
-    from uaprobe import render
+    from uaprobe.publishing import render
 
     read_only_probe(monkeypatch, project / "paper")
     monkeypatch.setattr(render, "render_fallback", never("rendering"))
@@ -453,7 +453,7 @@ def test_paper_full_disk_at_the_final_write_leaves_no_output(project: Path, monk
                                                              caplog: pytest.LogCaptureFixture,
                                                              capsys: pytest.CaptureFixture) -> None:
     """The render is replaced by its last step (HTML and PDF written through the helper) on a full disk."""
-    from uaprobe import render
+    from uaprobe.publishing import render
 
     def last_step(qmd: Path, *, output_dir: Path, timeout: int) -> Any:
         atomic.write_files({output_dir / "paper.html": "<html/>", output_dir / "paper.pdf": b"%PDF"})
@@ -466,7 +466,7 @@ def test_paper_full_disk_at_the_final_write_leaves_no_output(project: Path, monk
 
 
 def test_a_project_error_raised_in_a_manuscript_cell_is_reported_without_its_traceback(tmp_path: Path) -> None:
-    from uaprobe.render import RenderError, execute_manuscript, parse_manuscript
+    from uaprobe.publishing.render import RenderError, execute_manuscript, parse_manuscript
 
     qmd = tmp_path / "p.qmd"
     qmd.write_text("---\ntitle: t\n---\n\n```{python}\nfrom uaprobe.results_files import ResultsFileError\n"

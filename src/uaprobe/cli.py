@@ -3,6 +3,8 @@
     uaprobe verify [--repo DIR]        every output matches dvc.lock, every extraction matches its inputs
     uaprobe verify --against REV|DIR   every number of the metrics/results/plots files within a tolerance
     uaprobe provenance FILE.h5         what an extraction file was made from
+    uaprobe paper-diff REV [REV2]      every number of the paper compared between two revisions
+                                       (REV2: the working tree), written to paper/_output/diff.html
 """
 
 from __future__ import annotations
@@ -127,6 +129,36 @@ def provenance(path: Path) -> int:
     return 0
 
 
+def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
+    """Compare the values the paper shows at ``rev`` and ``rev2`` (default: the working tree); write the
+    marked page to ``out``; print the summary. Exit 0 either way: a difference is not a failure."""
+    from uaprobe.atomic import write_file
+    from uaprobe.publishing import paperdiff
+
+    check_repo(repo)
+
+    def reader(tree: Any) -> paperdiff.Reader:
+        if isinstance(tree, numdiff.Checkout):
+            return lambda path: tree.read_bytes(path) if (tree.root / path).is_file() else None
+        return lambda path: tree.read_bytes(path) if tree.fs.exists(f"/{path}") else None
+
+    old_tree = numdiff.Revision(repo, rev)
+    new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
+    read_old, read_new = reader(old_tree), reader(new_tree)
+    labels = (rev, rev2 or "working tree")
+    page = read_new(paperdiff.PAGE)
+    if page is None:
+        raise UAProbeError(f"{paperdiff.PAGE} at {labels[1]}: no rendered paper; run `dvc repro` there first")
+    old_page = read_old(paperdiff.PAGE)
+    changes = paperdiff.compare(page.decode("utf-8"), read_old, read_new,
+                                old_page=None if old_page is None else old_page.decode("utf-8"), labels=labels)
+    figures = paperdiff.changed_figures(read_old, read_new)
+    write_file(out, paperdiff.diff_page(page.decode("utf-8"), changes, figures, labels))
+    print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
+    print(f"wrote {out}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="uaprobe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -140,6 +172,11 @@ def parser() -> argparse.ArgumentParser:
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
     p_prov = sub.add_parser("provenance", help="print an extraction file's provenance attributes")
     p_prov.add_argument("file", type=Path)
+    p_diff = sub.add_parser("paper-diff", help="mark every number of the paper that differs between two revisions")
+    p_diff.add_argument("rev", metavar="REV", help="a git revision or DVC experiment")
+    p_diff.add_argument("rev2", metavar="REV2", nargs="?", help="another one (default: the working tree)")
+    p_diff.add_argument("--repo", type=Path, default=Path("."))
+    p_diff.add_argument("--out", type=Path, default=None, help="the diff page (default: paper/_output/diff.html)")
     return ap
 
 
@@ -148,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         return verify(args.repo)
+    if args.command == "paper-diff":
+        return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     return provenance(args.file)
 
 

@@ -73,6 +73,9 @@ class Checkout:
     def read_text(self, path: str) -> str:
         return (self.root / path).read_text(encoding="utf-8")
 
+    def read_bytes(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
 
 class Revision:
     """The files of a git revision of a DVC project: git-tracked ones from git, DVC outputs from
@@ -82,13 +85,12 @@ class Revision:
         from dvc.api import DVCFileSystem
 
         self.label = rev
-        proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=repo,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise UAProbeError(f"{repo}: cannot open revision {rev!r} (not a commit of this git repository); give a "
-                               "commit, branch or tag, or a checkout directory")
+        commit = resolve_revision(repo, rev)
+        if commit is None:
+            raise UAProbeError(f"{repo}: cannot open revision {rev!r} (not a commit, branch, tag or DVC experiment of "
+                               "this repository); give one of those, or a checkout directory")
         try:
-            self.fs = DVCFileSystem(str(repo), rev=proc.stdout.strip())
+            self.fs = DVCFileSystem(str(repo), rev=commit)
         except Exception as exc:  # dvc raises its own types for a revision that is not a DVC project
             raise UAProbeError(f"{repo}: cannot open revision {rev!r} as a DVC project ({type(exc).__name__}: "
                                f"{exc}); compare two checkouts instead (`--against DIR`)") from None
@@ -110,10 +112,27 @@ class Revision:
                 "or compare two checkouts (`--against DIR`)")
 
     def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def read_bytes(self, path: str) -> bytes:
         try:
-            return self.fs.read_text(f"/{path}", encoding="utf-8")
+            return self.fs.read_bytes(f"/{path}")
         except Exception as exc:
             raise UAProbeError(self._missing(path, exc)) from None
+
+
+def resolve_revision(repo: Path, rev: str) -> str | None:
+    """The commit of a git revision, or of a DVC experiment by its name (``refs/exps/…/<name>``)."""
+    def git(*args: str) -> str | None:
+        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if commit:
+        return commit
+    refs = (git("for-each-ref", "--format=%(refname)", "refs/exps") or "").splitlines()
+    named = [ref for ref in refs if ref.rsplit("/", 1)[-1] == rev]
+    return git("rev-parse", "--verify", "--quiet", f"{named[0]}^{{commit}}") if len(named) == 1 else None
 
 
 def open_tree(spec: str, repo: Path) -> Tree:

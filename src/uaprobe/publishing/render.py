@@ -52,7 +52,7 @@ import yaml
 
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.errors import UAProbeError
-from uaprobe.manuscript import FIGURES_DIR, FIGURES_DIR_ENV
+from uaprobe.publishing.outputs import FIGURES_DIR, FIGURES_DIR_ENV
 
 Engine = Literal["auto", "quarto", "fallback"]
 

@@ -1,27 +1,32 @@
-"""The data-dependent phrases of the manuscript: each choice of words follows the numbers."""
+"""The data-dependent phrases of the manuscript: each choice of words follows the numbers, and each
+number keeps its source."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from uaprobe import findings as fd
+from uaprobe.publishing import phrases as fd
+from uaprobe.publishing.outputs import Outputs
+from uaprobe.publishing.values import Ledger, Source, Value, plain_text
 
 
-@dataclass
-class Panel:
-    """The part of :class:`uaprobe.manuscript.Outputs` the phrases read."""
+class Panel(Outputs):
+    """Outputs whose files are given in memory (``results[model][stem]``)."""
 
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    def __init__(self, results: dict[str, dict[str, Any]]) -> None:
+        params = SimpleNamespace(model=lambda m: SimpleNamespace(display=m.upper()))
+        files = {self.model_file(m, stem): doc for m, docs in results.items() for stem, doc in docs.items()}
+        super().__init__(root=Path("."), params=params, models=tuple(results), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
+                         files=files)
+        self.results = results
 
-    @property
-    def models(self) -> tuple[str, ...]:
-        return tuple(self.results)
 
-    def display(self, m: str) -> str:
-        return m.upper()
+def v(x: Any) -> Value:
+    return Value(x, "r", Source("f.json", "k"), Ledger(Path(".")))
 
 
 def robustness(*, final_r: float, sx_r: list[float], r: list[float], lexical: float, without: float | None,
@@ -49,53 +54,58 @@ def test_small_phrases() -> None:
     assert fd.count_phrase(0, "layer") == "no layer"
     assert fd.count_phrase(1, "layer") == "1 layer"
     assert fd.count_phrase(3, "layer") == "3 layers"
-    assert fd.change_phrase(0.97, -0.24).startswith("reverses its sign")
-    assert fd.change_phrase(0.97, 0.5).startswith("moves from")
-    assert fd.comparison_phrase(0.99, 0.97) == "matches"
-    assert fd.comparison_phrase(0.99, 0.5) == "exceeds"
-    assert fd.comparison_phrase(0.2, 0.9) == "falls short of"
+    assert plain_text(fd.change_phrase(v(0.97), v(-0.24))) == "reverses its sign (+0.970 to \u22120.240)"
+    assert fd.change_phrase(v(0.97), v(0.5)).startswith("moves from")
+    assert fd.comparison_word(0.99, 0.97) == "matches"
+    assert fd.comparison_word(0.99, 0.5) == "exceeds"
+    assert fd.comparison_word(0.2, 0.9) == "falls short of"
+    assert plain_text(fd.interval_phrase(v(0.1), v(0.4))).endswith("which excludes zero")
+    assert plain_text(fd.interval_phrase(v(-0.1), v(0.4))).endswith("which includes zero")
     assert fd.sign_word(-0.1) == "negative" and fd.sign_word(None) == "undefined"
 
 
-def test_value_reads_a_key_path() -> None:
+def test_values_read_a_key_path_and_carry_it() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
-    assert fd.value(p, "a", "robustness", "policies/sink_excluded/r/0") == 0.5
-    assert fd.per_model(p, "robustness", "policies/default/final_r") == "+0.900 (A)"
+    assert p.raw("a", "robustness", "policies/sink_excluded/r/0") == 0.5
+    text = fd.per_model(p, "robustness", "policies/default/final_r")
+    assert plain_text(text) == "+0.900 (A)"
+    assert 'data-file="results/models/a/robustness.json" data-key="policies/default/final_r" data-fmt="r"' in text
+    assert p.ledger.entries[Source("results/models/a/robustness.json", "policies/default/final_r")][:2] == (1, "+0.900")
 
 
 def test_conclusion_follows_the_numbers() -> None:
     lexical_and_reversed = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.95,
                                               without=-0.3))
-    text = fd.conclusion_phrase(lexical_and_reversed)
+    text = plain_text(fd.conclusion_phrase(lexical_and_reversed))
     assert "words alone, so it is a lexical effect" in text
     assert "single category for A" in text
     assert "no layer of any model is significant" in text
 
     model_beats_words = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.8,
                                            holm=3))
-    text = fd.conclusion_phrase(model_beats_words)
+    text = plain_text(fd.conclusion_phrase(model_beats_words))
     assert "exceeds what the statements' words alone give" in text
     assert "single category" not in text
     assert "finds 3 layers of A significant" in text
 
     mixed = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.9, without=0.8),
                   b=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.1, without=0.8))
-    assert "for A the category-level correlation is reproduced" in fd.conclusion_phrase(mixed)
+    assert "for A the category-level correlation is reproduced" in plain_text(fd.conclusion_phrase(mixed))
 
 
 def test_sink_verdict_counts_sign_flips_and_l_star_moves() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
-    assert fd.sink_verdict(p).startswith("Excluding position 0 reverses the sign of r at 1 layer of A")
-    p.results["a"]["anisotropy"]["variants"]["sink_excluded"]["l_star"] = 0
-    assert "moves from layer 1 to layer 0 for A" in fd.sink_verdict(p)
+    assert plain_text(fd.sink_verdict(p)).startswith("Excluding position 0 reverses the sign of r at 1 layer of A")
+    p.files["results/models/a/anisotropy.json"]["variants"]["sink_excluded"]["l_star"] = 0
+    assert "moves from layer 1 to layer 0 for A" in plain_text(fd.sink_verdict(p))
     q = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.4, 0.9], lexical=0.2, without=0.7))
-    assert fd.sink_verdict(q).startswith("Excluding position 0 reverses the sign of r at no layer")
+    assert plain_text(fd.sink_verdict(q)).startswith("Excluding position 0 reverses the sign of r at no layer")
 
 
 def test_loco_phrase_names_reversals_only_when_the_sign_flips() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=-0.3),
               b=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3))
-    text = fd.loco_phrase(p)
+    text = plain_text(fd.loco_phrase(p))
     assert "cat x for A, +0.900 to −0.300, a reversal of sign" in text
     assert "cat x for B, +0.900 to +0.300" in text and text.count("reversal") == 1
 
@@ -103,4 +113,4 @@ def test_loco_phrase_names_reversals_only_when_the_sign_flips() -> None:
 @pytest.mark.parametrize("holm,expected", [(0, "no layer of any model"), (2, "2 layers of A")])
 def test_significance_phrase(holm: int, expected: str) -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3, holm=holm))
-    assert fd.significance_phrase(p) == expected
+    assert plain_text(fd.significance_phrase(p)) == expected

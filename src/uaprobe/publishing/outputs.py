@@ -1,0 +1,121 @@
+"""The tracked outputs the paper reads, loaded once, and read as values that know their source.
+
+:func:`load_outputs` reads ``params.yaml``, every results and metrics file of the panel, the figure
+manifest and the published reference values. :meth:`Outputs.v` returns a
+:class:`~uaprobe.publishing.values.Value`: the value at a key path of one of those files, with the
+format it is shown in; :meth:`Outputs.raw` the bare value, for the decisions a phrase makes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from uaprobe.config import Params, load_params
+from uaprobe.errors import UAProbeError
+from uaprobe.publishing.values import Ledger, Source, Value, lookup
+from uaprobe.results_files import read_results
+
+FIGURES_DIR = "figures"
+"""The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
+
+FIGURES_DIR_ENV = "UAPROBE_FIGURES_DIR"
+"""Set by the Quarto runner to a copy of ``figures/`` inside the paper directory."""
+
+PUBLISHED_PYTHIA = "data/published/pythia-6-9b.json"
+"""The original study's published Pythia-6.9B numbers, with their source (quoted, not computed)."""
+
+PUBLISHED_REFERENCE = "data/published/reference-models.json"
+"""The original study's published scientific-facts values of its four reference models."""
+
+
+class ManuscriptDataError(UAProbeError):
+    """A tracked output the manuscript reads is missing or malformed."""
+
+
+def find_root(start: str | Path | None = None) -> Path:
+    """The repository root: the nearest directory at or above ``start`` with ``params.yaml``."""
+    here = (Path.cwd() if start is None else Path(start)).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "params.yaml").is_file():
+            return candidate
+    raise ManuscriptDataError(f"no params.yaml at or above {here}; render from inside the repository")
+
+
+def read_published(root: Path, relative: str) -> Any:
+    path = root / relative
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ManuscriptDataError(f"{relative}: cannot be read ({exc}); restore it with `git checkout -- "
+                                  f"{relative}`") from None
+
+
+@dataclass
+class Outputs:
+    """Everything the manuscript reads, by file (relative to the root), loaded on first use."""
+
+    root: Path
+    params: Params
+    models: tuple[str, ...]
+    ledger: Ledger
+    files: dict[str, Any] = field(default_factory=dict)
+
+    def doc(self, file: str) -> Any:
+        if file not in self.files:
+            if file == "params.yaml":
+                self.files[file] = yaml.safe_load((self.root / file).read_text(encoding="utf-8"))
+            elif file.startswith("data/"):
+                self.files[file] = read_published(self.root, file)
+            else:
+                self.files[file] = read_results(self.root, file)
+        return self.files[file]
+
+    @staticmethod
+    def model_file(model: str, stem: str) -> str:
+        return f"results/models/{model}/{stem}.json"
+
+    def raw_at(self, file: str, key: str) -> Any:
+        return lookup(self.doc(file), key, file=file)
+
+    def raw(self, model: str, stem: str, key: str) -> Any:
+        """The bare value at ``key`` of ``results/models/<model>/<stem>.json``."""
+        return self.raw_at(self.model_file(model, stem), key)
+
+    def at(self, file: str, key: str, fmt: str = "r") -> Value:
+        """The value at ``key`` of ``file``, shown in format ``fmt``."""
+        return Value(self.raw_at(file, key), fmt, Source(file, key), self.ledger)
+
+    def v(self, model: str, stem: str, key: str, fmt: str = "r") -> Value:
+        """The value at ``key`` of ``results/models/<model>/<stem>.json``, shown in format ``fmt``."""
+        return self.at(self.model_file(model, stem), key, fmt)
+
+    def display(self, model_id: str) -> str:
+        return self.params.model(model_id).display
+
+    @property
+    def figures(self) -> Mapping[str, Any]:
+        """``figures/manifest.json`` (empty when the figures have not been drawn)."""
+        manifest = f"{FIGURES_DIR}/manifest.json"
+        return self.doc(manifest) if (self.root / manifest).is_file() else {}
+
+
+def load_outputs(root: str | Path | None = None) -> Outputs:
+    """The outputs of the repository at or above ``root``; every results file of the panel is read (and
+    checked) at once, so a missing or malformed one stops the render before any cell runs."""
+    root = find_root(root)
+    params = load_params(root / "params.yaml")
+    out = Outputs(root=root, params=params, models=tuple(params.models), ledger=Ledger(root))
+    for m in out.models:
+        for stem in ("layerwise", "validation", "bins", "pairs", "preference", "anisotropy", "robustness",
+                     "option_b", "neutral_control", "sink_excluded/layerwise"):
+            out.doc(out.model_file(m, stem))
+        out.doc(f"metrics/models/{m}.json")
+    out.doc("results/panel.json")
+    out.doc("params.yaml")
+    return out

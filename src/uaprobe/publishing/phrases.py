@@ -1,0 +1,306 @@
+"""The words of the paper that depend on its numbers: short phrases, each with its values sourced.
+
+The sentences live in ``paper/paper.qmd``. What is conditional on the data (a sign, a reversal,
+whether an interval excludes zero, whether a baseline matches the model, whether anything is
+significant) is a phrase returned by a small function here, tested on its own. Every number in a
+phrase is a :class:`~uaprobe.publishing.values.Value`, so it keeps its file and key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.tables import L_STAR
+from uaprobe.publishing.values import Value, pretty
+
+MATCH_TOLERANCE = 0.05
+"""Two correlations closer than this count as "comparable" in the text."""
+
+
+def join_words(items: Sequence[Any], conjunction: str = "and") -> str:
+    items = [str(i) for i in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
+
+
+def plural(n: int, noun: str, plural_form: str | None = None) -> str:
+    """``noun`` or its plural, for ``n`` things."""
+    return noun if n == 1 else (plural_form or noun + "s")
+
+
+def count_phrase(n: Any, noun: str, plural_form: str | None = None) -> str:
+    """``no layer``, ``1 layer``, ``3 layers`` (``n`` an int or a value holding one)."""
+    k = int(n.raw if isinstance(n, Value) else n)
+    return f"no {noun}" if k == 0 else f"{n} {plural(k, noun, plural_form)}"
+
+
+def per_model(out: Outputs, stem: str, key: str, fmt: str = "r") -> str:
+    """``x (Model A) and y (Model B)``: one value of every model of the panel."""
+    return join_words([f"{out.v(m, stem, key, fmt)} ({out.display(m)})" for m in out.models])
+
+
+def models(out: Outputs) -> str:
+    return join_words([out.display(m) for m in out.models])
+
+
+def sign_word(r: float | None) -> str:
+    if r is None:
+        return "undefined"
+    return "positive" if r > 0 else "negative" if r < 0 else "zero"
+
+
+def interval_phrase(low: Value, high: Value) -> str:
+    """``[+0.10, +0.40], which excludes zero`` or ``…, which includes zero``."""
+    if low.raw is None or high.raw is None:
+        return "no interval (undefined)"
+    verdict = "excludes" if low.raw > 0 or high.raw < 0 else "includes"
+    return f"[{low}, {high}], which {verdict} zero"
+
+
+def change_phrase(before: Value, after: Value) -> str:
+    """How r changes: ``reverses its sign (+0.97 to −0.24)`` or ``moves from +0.97 to +0.80``."""
+    if before.raw is None or after.raw is None:
+        return "cannot be compared (an r is undefined)"
+    if before.raw * after.raw < 0:
+        return f"reverses its sign ({before} to {after})"
+    return f"moves from {before} to {after}"
+
+
+def comparison_word(baseline: float | None, model: float | None, *, tolerance: float = MATCH_TOLERANCE) -> str:
+    """How a baseline's r compares with the model's: ``exceeds``, ``matches`` or ``falls short of``."""
+    if baseline is None or model is None:
+        return "cannot be compared with"
+    if abs(baseline - model) <= tolerance:
+        return "matches"
+    return "exceeds" if baseline > model else "falls short of"
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-model phrases of the results sections
+
+
+def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model: the last-layer r with its Fisher-z interval and exact permutation p."""
+    parts = []
+    for m in out.models:
+        last = out.raw(m, "layerwise", "n_layers")
+        b = f"poolings/{pooling}"
+        parts.append(f"{out.v(m, 'layerwise', f'{b}/pearson_r/{last}')} for {out.display(m)} (interval "
+                     f"{interval_phrase(out.v(m, 'layerwise', f'{b}/fisher_ci_low/{last}', 's2'), out.v(m, 'layerwise', f'{b}/fisher_ci_high/{last}', 's2'))}; "
+                     f"exact permutation p = {out.v(m, 'layerwise', f'{b}/permutation_p/{last}', 'p')})")
+    return "; ".join(parts)
+
+
+def sign_changes_phrase(out: Outputs, stem: str = "layerwise", pooling: str = "mean") -> str:
+    """Per model: how often the layer curve changes sign, and between which layers."""
+    parts = []
+    for m in out.models:
+        changes = out.raw(m, stem, f"poolings/{pooling}/sign_changes")
+        n = out.v(m, stem, f"poolings/{pooling}/sign_changes", "count")
+        where = join_words([f"{out.v(m, stem, f'poolings/{pooling}/sign_changes/{i}/layer_before', 'int')}→"
+                            f"{out.v(m, stem, f'poolings/{pooling}/sign_changes/{i}/layer_after', 'int')}"
+                            for i in range(len(changes))])
+        parts.append(f"{n} {plural(len(changes), 'time')} for {out.display(m)}" + (f" (layers {where})" if changes else ""))
+    return "; ".join(parts)
+
+
+def aligned_phrase(out: Outputs, variant: str = "mean") -> str:
+    """Per model: how many categories are aligned, of how many."""
+    parts = []
+    for m in out.models:
+        table = out.raw(m, "validation", f"variants/{variant}/table")
+        aligned = sum(1 for row in table if row.get("aligned"))
+        parts.append(f"{aligned} of {out.v(m, 'validation', f'variants/{variant}/table', 'count')} ({out.display(m)})")
+    return join_words(parts)
+
+
+def stability_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """The seed's verdict on the peak depths across the panel."""
+    stable = out.raw_at("results/panel.json", f"poolings/{pooling}/summary/stable")
+    return ("which the seed's criterion calls stable" if stable else
+            "which the seed's criterion does not call stable" if stable is not None else
+            "too few models for the seed's stability criterion")
+
+
+def bell_phrase(out: Outputs) -> str:
+    """Per model: whether the profile passes the seed's sign-only test and the test with significant slopes."""
+    parts = []
+    for m in out.models:
+        seed = out.raw(m, "anisotropy", "bell_curve/is_bell_curve")
+        sig = out.raw(m, "anisotropy", "bell_curve/is_bell_curve_significant")
+        word = "passes" if seed else "fails" if seed is not None else "cannot be given"
+        parts.append(f"{out.display(m)}'s profile {word} the sign-only test and {'passes' if sig else 'fails'} "
+                     "the test with both slopes significant")
+    return "; ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------
+# Panel-wide findings
+
+
+def sink_excluded_sign_changes(out: Outputs) -> str:
+    """Per model: sign changes of the layer curve with the sink excluded."""
+    return join_words([f"{count_phrase(out.v(m, 'robustness', 'policies/sink_excluded/n_sign_changes', 'int'), 'sign change')}"
+                       f" ({out.display(m)})" for m in out.models])
+
+
+def reversing_models(out: Outputs) -> list[str]:
+    """Models whose last-layer r reverses its sign without their most influential category."""
+    return [out.display(m) for m in out.models if out.raw(m, "robustness", "loco/sign_reversed")]
+
+
+def loco_phrase(out: Outputs) -> str:
+    """Per model: the most influential category and r with and without it."""
+    parts = []
+    for m in out.models:
+        if out.raw(m, "robustness", "loco/most_influential") is None:
+            parts.append(f"no category can be singled out ({out.display(m)})")
+            continue
+        before, after = out.v(m, "robustness", "loco/final_r_with"), out.v(m, "robustness", "loco/final_r_without")
+        reversal = before.raw is not None and after.raw is not None and before.raw * after.raw < 0
+        parts.append(f"{pretty(out.raw(m, 'robustness', 'loco/most_influential'))} for {out.display(m)}, {before} to "
+                     f"{after}{', a reversal of sign' if reversal else ''}")
+    return "; ".join(parts)
+
+
+def sink_verdict(out: Outputs) -> str:
+    """What excluding position 0 changes: the layers whose sign flips, and L* of the anisotropy profile."""
+    flips, moves = [], []
+    for m in out.models:
+        d = out.raw(m, "robustness", "policies/default/r")
+        sx = out.raw(m, "robustness", "policies/sink_excluded/r")
+        n = sum(1 for a, b in zip(d, sx) if a is not None and b is not None and a * b < 0)
+        if n:
+            flips.append(f"{count_phrase(n, 'layer')} of {out.display(m)}")
+        a = out.v(m, "anisotropy", "variants/all_tokens/l_star", "int")
+        b = out.v(m, "anisotropy", "variants/sink_excluded/l_star", "int")
+        if a.raw is not None and b.raw is not None and a.raw != b.raw:
+            moves.append(f"from layer {a} to layer {b} for {out.display(m)}")
+    text = (f"Excluding position 0 reverses the sign of r at {join_words(flips)}: there, a pooling that keeps "
+            "the sink measures the sink" if flips else "Excluding position 0 reverses the sign of r at no layer")
+    text += (f"; and {L_STAR} of the anisotropy profile moves {join_words(moves)} when position 0 of every prompt "
+             "is left out." if moves else f"; {L_STAR} of the anisotropy profile does not move when position 0 is left out.")
+    return text
+
+
+def null_phrase(out: Outputs) -> str:
+    """Per model: the size-matched null's p at the last layer."""
+    return join_words([f"p = {out.v(m, 'robustness', 'policies/default/size_matched_null_p/-1', 'p')} "
+                       f"({out.display(m)})" for m in out.models])
+
+
+def lexical_matches_or_beats(out: Outputs) -> list[str]:
+    """Models whose lexical baseline reaches (within the tolerance) or exceeds their own last-layer r."""
+    return [out.display(m) for m in out.models
+            if comparison_word(out.raw(m, "robustness", "lexical_baseline/final_r/mean"),
+                               out.raw(m, "robustness", "policies/default/final_r")) in ("matches", "exceeds")]
+
+
+def lexical_phrase(out: Outputs) -> str:
+    """Per model: the lexical baseline's r against the model's."""
+    parts = []
+    for m in out.models:
+        lex = "lexical_baseline/final_r"
+        own = out.v(m, "robustness", "policies/default/final_r")
+        mean = out.v(m, "robustness", f"{lex}/mean")
+        parts.append(f"{mean} (range {out.v(m, 'robustness', f'{lex}/min')} to {out.v(m, 'robustness', f'{lex}/max')})"
+                     f" for the tokens of {out.display(m)}, which {comparison_word(mean.raw, own.raw)} the model's own {own}")
+    return "; ".join(parts)
+
+
+def significant_layers(out: Outputs, policy: str = "default") -> list[int]:
+    """Per model: layers whose exact permutation p survives Holm's correction."""
+    return [int(out.raw(m, "robustness", f"policies/{policy}/n_layers_permutation_holm")) for m in out.models]
+
+
+def significance_phrase(out: Outputs, policy: str = "default") -> str:
+    """``no layer of any model`` or per model counts, for Holm-corrected exact permutation tests."""
+    if not any(significant_layers(out, policy)):
+        return "no layer of any model"
+    return join_words([f"{count_phrase(out.v(m, 'robustness', f'policies/{policy}/n_layers_permutation_holm', 'int'), 'layer')}"
+                       f" of {out.display(m)}" for m in out.models])
+
+
+def parametric_layers_phrase(out: Outputs) -> str:
+    """Per model: layers that the parametric t-test with Holm's correction would have called significant."""
+    return join_words([f"{out.v(m, 'robustness', 'inference/n_layers_parametric_holm', 'int')} of "
+                       f"{out.v(m, 'layerwise', 'layers', 'count')} ({out.display(m)})" for m in out.models])
+
+
+def published_comparison(out: Outputs) -> str:
+    """The original study's Pythia-6.9B final-layer r beside this panel's, under both policies."""
+    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1')} for Pythia-6.9B, against "
+            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (sink excluded: "
+            f"{per_model(out, 'robustness', 'policies/sink_excluded/final_r')})")
+
+
+def conclusion_phrase(out: Outputs) -> str:
+    """What the data support, in one clause list: lexical or not, one category or not, significant or not."""
+    lexical = lexical_matches_or_beats(out)
+    reversed_ = reversing_models(out)
+    parts = []
+    if lexical and len(lexical) == len(out.models):
+        parts.append("the category-level correlation is reproduced by the statements' words alone, so it is a "
+                     "lexical effect before it is a representational one")
+    elif lexical:
+        parts.append(f"for {join_words(lexical)} the category-level correlation is reproduced by the statements' "
+                     "words alone")
+    else:
+        parts.append("the models' category-level correlation exceeds what the statements' words alone give")
+    if reversed_:
+        parts.append(f"its sign rests on a single category for {join_words(reversed_)}")
+    parts.append("no layer of any model is significant under the exact permutation test with Holm's correction"
+                 if not any(significant_layers(out)) else
+                 f"the exact permutation test with Holm's correction finds {significance_phrase(out)} significant")
+    return "; ".join(parts)
+
+
+def panel_phrase(out: Outputs) -> str:
+    """What the panel is, and what that rules out: quantized weights, small models, not the original's."""
+    specs = [out.params.model(m) for m in out.models]
+    quantized = [sp for sp in specs if sp.source in ("packaged", "gguf")]
+    sizes = [sp.params_millions for sp in specs if sp.params_millions is not None]
+    text = []
+    if quantized:
+        files = join_words([f"`{sp.gguf_file or sp.location}`" for sp in quantized])
+        text.append(f"{join_words([sp.display for sp in quantized])} {'are' if len(quantized) > 1 else 'is'} loaded "
+                    f"from quantized GGUF files ({files}) and dequantized to 32-bit floats: the weights keep the "
+                    "quantization error, so hidden states and likelihoods differ from those of the "
+                    "original-precision models, and the tokenizer is rebuilt from the GGUF metadata.")
+    if sizes and max(sizes) < 1000:
+        text.append("These are small models that run on a CPU, far smaller than the models of the original study; "
+                    "nothing here says how the results carry over to larger models.")
+    published = str(out.raw_at(PUBLISHED_PYTHIA, "model")).lower()
+    if not any(sp.location.lower() == published for sp in specs):
+        text.append("No model of the panel is the original study's published one, so the numbers in this paper "
+                    "are not a replication of its published values; running the Pythia panel reproduces that setting.")
+    if len(specs) < 3:
+        text.append(f"With {len(specs)} {plural(len(specs), 'model')}, the scaling analysis (@sec-scaling) is a "
+                    "comparison, not a trend.")
+    return " ".join(text)
+
+
+def peak_depth_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model: the depth of the positive peak, ``41 % (A) and 60 % (B)``."""
+    panel = "results/panel.json"
+    return join_words([f"{out.at(panel, f'poolings/{pooling}/models/{m}/peak_positive/depth_pct', 'f0')} % "
+                       f"({out.display(m)})" for m in out.models])
+
+
+def bins_phrase(out: Outputs, pooling: str = "mean", scheme: str = "balanced") -> str:
+    """Per model, over the partitions into ``ci_k`` bins: the last-layer r's mean and sd, the share of
+    partitions with r > 0 and the share whose Fisher-z interval excludes zero."""
+    parts = []
+    for m in out.models:
+        k = out.raw(m, "layerwise", "settings/bins/ci_k")
+        base = f"poolings/{pooling}/schemes/{scheme}/by_k/{k}"
+
+        def v(key: str, fmt: str, base: str = base, m: str = m) -> Any:
+            return out.v(m, "bins", f"{base}/{key}/-1", fmt)
+        parts.append(f"{v('r_mean', 'r')} (sd {v('r_std', 'f2')}) for {out.display(m)}, with r > 0 in "
+                     f"{v('share_positive', 'percent')} % of the partitions and a Fisher-z interval excluding zero in "
+                     f"{v('share_excludes_zero', 'percent')} %")
+    return "; ".join(parts)

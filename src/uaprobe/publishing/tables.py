@@ -1,0 +1,266 @@
+"""The manuscript's tables: pipe-table markdown whose every number is a sourced value.
+
+Each builder reads its cells with :meth:`Outputs.v` / :meth:`Outputs.at`, so every number of every
+table carries its file and key into the HTML and the appendix. The row labels (model names,
+categories, the checks' names) are the table's structure, not values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from uaprobe.publishing.outputs import PUBLISHED_REFERENCE, Outputs
+from uaprobe.publishing.values import Value, plain_text, pretty
+
+L_STAR = "L&#42;"
+"""L* (the layer of maximal λ1/Σλ) in markdown, written so that two of them never read as emphasis."""
+
+NBSP = "\u00a0"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("\n", " ")
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, align: str | None = None) -> str:
+    """A pipe table. ``align``: one of ``l``/``r``/``c`` per column (default: first left, rest right)."""
+    header = list(header)
+    align = align or ("l" + "r" * (len(header) - 1))
+    if len(align) != len(header):
+        raise ValueError(f"align {align!r} has {len(align)} columns, header has {len(header)}")
+    body = [[_cell(c) for c in row] for row in rows]
+    for row in body:
+        if len(row) != len(header):
+            raise ValueError(f"row {row!r} has {len(row)} cells, header has {len(header)}")
+    shown = [[plain_text(c) for c in row] for row in body]
+    # Dashes in proportion to each column's widest shown text (not its markup): pandoc sizes wrapped
+    # columns by them once a row's markup is longer than a line, as every row holding values is.
+    widths = [max([len(h)] + [len(r[i]) for r in shown]) for i, h in enumerate(header)]
+
+    def rule(a: str, w: int) -> str:
+        dashes = "-" * max(3, min(w, 40))
+        return {"l": ":" + dashes, "r": dashes + ":", "c": ":" + dashes + ":"}[a]
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule(a, w) for a, w in zip(align, widths)) + "|"]
+    lines.extend("| " + " | ".join(row) + " |" for row in body)
+    return "\n".join(lines)
+
+
+def interval(low: Value, high: Value) -> str:
+    """``[low, high]``, or ``n/a`` when either end is missing."""
+    return "n/a" if low.raw is None or high.raw is None else f"[{low}, {high}]"
+
+
+# ------------------------------------------------------------------------------------------------
+# Methods
+
+
+def model_panel_table(out: Outputs) -> str:
+    """The panel: each model's source, location and pinned revision or file, size, depth, dtype and BOS."""
+    rows = []
+    for m in out.models:
+        spec = out.params.model(m)
+        pinned = "revision" if spec.revision else "gguf_file" if spec.gguf_file else None
+        weights = f"{spec.source} `{spec.location}`" + (f", `{getattr(spec, pinned)}`" if pinned else "")
+        rows.append([spec.display, f"`{m}`", weights, out.at("params.yaml", f"catalog/{m}/params_millions", "int"),
+                     out.v(m, "layerwise", "n_layers", "int"), out.v(m, "layerwise", "extraction/dtype", "text"),
+                     out.v(m, "layerwise", "extraction/bos_added", "bool")])
+    return markdown_table(["Model", "id", "weights: source, location, revision or file", "params (M)", "layers",
+                           "dtype", "BOS"], rows, align="lllrrlc")
+
+
+# ------------------------------------------------------------------------------------------------
+# Seeds 000-004
+
+
+def layer_table(out: Outputs, pooling: str = "mean") -> str:
+    """Seed 000: r at the seeds' layers with the Fisher-z interval, Spearman, the exact permutation p
+    and its corrections, the t-test's p (secondary) and the sink-excluded r."""
+    rows = []
+    for m in out.models:
+        b = f"poolings/{pooling}"
+
+        def v(key: str, fmt: str = "r", stem: str = "layerwise") -> Value:
+            return out.v(m, stem, key, fmt)
+
+        for i, layer in enumerate(out.raw(m, "layerwise", "seed_layers")):
+            rows.append([out.display(m), v(f"seed_layers/{i}", "int"), v(f"{b}/pearson_r/{layer}"),
+                         interval(v(f"{b}/fisher_ci_low/{layer}", "s2"), v(f"{b}/fisher_ci_high/{layer}", "s2")),
+                         v(f"{b}/spearman_rho/{layer}"), v(f"{b}/permutation_p/{layer}", "p"),
+                         v(f"{b}/permutation_holm_p/{layer}", "p"), v(f"{b}/permutation_bh_p/{layer}", "p"),
+                         v(f"{b}/pearson_p/{layer}", "p"), v(f"{b}/pearson_r/{layer}", "r", "sink_excluded/layerwise")])
+    header = ["Model", "layer", "r", "Fisher-z CI", "Spearman", "perm. p", "Holm", "BH", "t-test p", "r, no sink"]
+    return markdown_table(header, rows)
+
+
+def validation_table(out: Outputs, variant: str = "mean") -> str:
+    """Seed 003: per model and category, U(A), U(B), UA, the preference, % preferring A, aligned."""
+    rows = []
+    for m in out.models:
+        base = f"variants/{variant}/table"
+        for i, row in enumerate(out.raw(m, "validation", base)):
+            def v(key: str, fmt: str, i: int = i) -> Value:
+                return out.v(m, "validation", f"{base}/{i}/{key}", fmt)
+            rows.append([out.display(m), pretty(row["category"]), v("n_pairs", "int"), v("u_a", "f3"), v("u_b", "f3"),
+                         v("ua", "s4"), v("mean_preference", "s3"), v("pct_prefer_a", "f1"), v("aligned", "bool")])
+    return markdown_table(["Model", "category", "pairs", "U(A)", "U(B)", "UA", "preference", "% A", "aligned"],
+                          rows, align="llrrrrrrc")
+
+
+def validation_summary_table(out: Outputs, variant: str = "mean") -> str:
+    """Seed 003: the global statistics of every model."""
+    rows = []
+    for m in out.models:
+        def v(key: str, fmt: str) -> Value:
+            return out.v(m, "validation", f"variants/{variant}/global/{key}", fmt)
+        rows.append([out.display(m), out.v(m, "validation", "layer", "int"), v("mean_ua", "s4"),
+                     interval(v("ci_low", "s4"), v("ci_high", "s4")), v("cohens_d", "s2"), v("r", "r"),
+                     v("label", "text"), v("mean_preference", "s3")])
+    return markdown_table(["Model", "layer", "mean UA", "CI of mean UA", "Cohen's d", "r", "label",
+                           "mean preference"], rows, align="lrrrrrcr")
+
+
+def published_reference_table(out: Outputs, variant: str = "mean") -> str:
+    """Seed 003: the published reference models next to this panel, for the published category."""
+    ref = out.doc(PUBLISHED_REFERENCE)
+    rows = [[name, "published", out.at(PUBLISHED_REFERENCE, f"models/{name}/ua", "s3"),
+             out.at(PUBLISHED_REFERENCE, f"models/{name}/preference", "s3")] for name in ref["models"]]
+    for m in out.models:
+        base = f"variants/{variant}/table"
+        for i, row in enumerate(out.raw(m, "validation", base)):
+            if row["category"] == ref["category"]:
+                rows.append([out.display(m), "this pipeline", out.v(m, "validation", f"{base}/{i}/ua", "s3"),
+                             out.v(m, "validation", f"{base}/{i}/mean_preference", "s3")])
+    return markdown_table(["Model", "source", "UA", "preference"], rows, align="llrr")
+
+
+def scaling_table(out: Outputs, pooling: str = "mean") -> str:
+    """Seed 001: peaks, final r and sign changes of every model; the peak-depth summary last."""
+    panel = "results/panel.json"
+    rows = []
+    for m in out.models:
+        def v(key: str, fmt: str = "r") -> Value:
+            return out.at(panel, f"poolings/{pooling}/models/{m}/{key}", fmt)
+        rows.append([out.display(m), v("params_millions", "int"), v("n_layers", "int"),
+                     v("peak_positive/r"), f"{v('peak_positive/layer', 'int')} ({v('peak_positive/depth_pct', 'f0')}{NBSP}%)",
+                     v("peak_negative/r"), f"{v('peak_negative/layer', 'int')} ({v('peak_negative/depth_pct', 'f0')}{NBSP}%)",
+                     v("final_r"), v("sign_changes", "count")])
+
+    def s(key: str) -> Value:
+        return out.at(panel, f"poolings/{pooling}/summary/{key}", "f1")
+    rows.append(["**across the panel**", "", "", "", f"{s('peak_positive_depth_mean')} ± {s('peak_positive_depth_std')} %",
+                 "", f"{s('peak_negative_depth_mean')} ± {s('peak_negative_depth_std')} %", "", ""])
+    return markdown_table(["Model", "params (M)", "layers", "peak r", "at layer (depth)", "min r",
+                           "at layer (depth)", "final r", "sign changes"], rows)
+
+
+def bins_table(out: Outputs, pooling: str = "mean") -> str:
+    """Seed 002: the distribution of the last-layer r over all random partitions, for every k and scheme."""
+    rows = []
+    for m in out.models:
+        last = out.raw(m, "bins", "n_layers")
+        for scheme, data in out.raw(m, "bins", f"poolings/{pooling}/schemes").items():
+            for k in sorted(data["by_k"], key=int):
+                def v(key: str, fmt: str) -> Value:
+                    return out.v(m, "bins", f"poolings/{pooling}/schemes/{scheme}/by_k/{k}/{key}/{last}", fmt)
+                rows.append([out.display(m), scheme, k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
+                             v("share_positive", "percent"), v("share_excludes_zero", "percent"), v("n_valid", "int")])
+    return markdown_table(["Model", "scheme", "k", "r: mean ± sd", "% with r > 0", "% whose CI excludes 0",
+                           "partitions"], rows, align="llrrrrr")
+
+
+def _slope_cell(out: Outputs, m: str, side: str) -> str:
+    slope = out.v(m, "anisotropy", f"bell_curve/{side}/slope", "s4")
+    return "n/a" if slope.raw is None else f"{slope} (p{NBSP}{out.v(m, 'anisotropy', f'bell_curve/{side}/p', 'p')})"
+
+
+def anisotropy_table(out: Outputs) -> str:
+    """Seed 004: L* with its ties and bootstrap, the bell-curve slopes with their p-values, and L*
+    with every token and with position 0 of every prompt excluded."""
+    rows = []
+    for m in out.models:
+        def v(key: str, fmt: str = "int") -> Value:
+            return out.v(m, "anisotropy", key, fmt)
+        rows.append([out.display(m), f"{v('n_tokens')} {out.raw(m, 'anisotropy', 'token_selection')}",
+                     f"{v('l_star')} ({v('l_star_depth_pct', 'f0')}{NBSP}%)", v("l_star_ties", "layers"),
+                     v("l_star_bootstrap/share_in_ties", "percent"), _slope_cell(out, m, "before"),
+                     _slope_cell(out, m, "after"),
+                     f"{v('bell_curve/is_bell_curve', 'bool')} / {v('bell_curve/is_bell_curve_significant', 'bool')}",
+                     v("variants/all_tokens/l_star"), v("variants/sink_excluded/l_star")])
+    return markdown_table(["Model", "tokens", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
+                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, no pos. 0"], rows,
+                          align="lrrrrrrcrr")
+
+
+# ------------------------------------------------------------------------------------------------
+# The sink and the controls
+
+
+def sink_table(out: Outputs) -> str:
+    """Per model: what sits at position 0 and how much it dominates, at the layer where it peaks."""
+    rows = []
+    for m in out.models:
+        peak = out.raw(m, "robustness", "sink/max_norm_ratio_layer")
+
+        def v(key: str, fmt: str) -> Value:
+            return out.v(m, "robustness", f"sink/{key}", fmt)
+        bos = out.v(m, "layerwise", "extraction/bos_added", "bool")
+        rows.append([out.display(m), f"{'BOS' if bos.raw else 'first word'} (BOS added: {bos})",
+                     v("max_norm_ratio", "f1"), v("max_norm_ratio_layer", "int"), v(f"mean_share_median/{peak}", "f2"),
+                     v(f"top_dim_mode/{peak}", "int"), v(f"top_dim_share_median/{peak}", "f2")])
+    return markdown_table(["Model", "position 0", "max. median norm ratio", "at layer", "share of the mean",
+                           "top dimension", "its share of the norm²"], rows, align="llrrrrr")
+
+
+def robustness_table(out: Outputs) -> str:
+    """Per model, the last-layer r (mean pooling) under each policy and each control."""
+    rows: list[list[Any]] = []
+    for m in out.models:
+        def v(key: str, fmt: str = "r") -> Value:
+            return out.v(m, "robustness", key, fmt)
+        name = out.display(m)
+        without = pretty(out.raw(m, "robustness", "loco/most_influential"))
+        d, sx, lex, ln = "policies/default", "policies/sink_excluded", "lexical_baseline", "length"
+        rows += [
+            [name, f"categories, `{out.raw(m, 'robustness', d + '/policy')}` policy (headline)", v(f"{d}/final_r"),
+             f"exact perm. p {v(f'{d}/final_permutation_p', 'p')}; Spearman {v(f'{d}/final_spearman')}"],
+            [name, "categories, sink excluded", v(f"{sx}/final_r"),
+             f"exact perm. p {v(f'{sx}/final_permutation_p', 'p')}; {v(f'{sx}/n_sign_changes', 'int')} sign changes"],
+            [name, f"categories, without {without}", v("loco/final_r_without"),
+             "most influential category, found from the data"],
+            [name, f"categories, sink excluded, without {without}", v("loco/sink_excluded_final_r_without"), ""],
+            [name, "categories, summed NLL", v("preference/final_r_sum_nll"),
+             f"headline uses the {out.raw(m, 'robustness', 'preference/selected')} NLL"],
+            [name, "size-matched null", v(f"{d}/final_r"),
+             f"p {v(f'{d}/size_matched_null_p/-1', 'p')}; null 95 %: "
+             f"{interval(v(f'{d}/null_r_q025/-1', 's2'), v(f'{d}/null_r_q975/-1', 's2'))}"],
+            [name, "lexical baseline, categories", v(f"{lex}/final_r/mean"),
+             f"range {interval(v(f'{lex}/final_r/min', 's2'), v(f'{lex}/final_r/max', 's2'))} over "
+             f"{v(f'{lex}/seeds', 'count')} seeds"],
+            [name, "pairs (per-category centroid score)", v(f"{ln}/pair_r"),
+             f"r(token difference, preference) {v(f'{ln}/pair_r_tokens_preference')}"],
+            [name, "pairs, token difference partialled out", v(f"{ln}/pair_r_partial"),
+             f"p {v(f'{ln}/pair_r_partial_p', 'p')} (t-test)"],
+            [name, "pairs, token difference and category partialled out", v(f"{ln}/pair_r_partial_category_fe"),
+             f"p {v(f'{ln}/pair_r_partial_category_fe_p', 'p')} (t-test)"],
+            [name, "pairs, lexical baseline", v(f"{lex}/pair_r/mean"),
+             f"range {interval(v(f'{lex}/pair_r/min', 's2'), v(f'{lex}/pair_r/max', 's2'))}"],
+        ]
+    return markdown_table(["Model", "check (last layer, mean pooling)", "r", "notes"], rows, align="llrl")
+
+
+def inference_table(out: Outputs) -> str:
+    """Per model: layers significant under each procedure, and the category bootstrap's degeneracy."""
+    rows = []
+    for m in out.models:
+        def v(key: str) -> Value:
+            return out.v(m, "robustness", key, "int")
+        n = out.v(m, "layerwise", "layers", "count")
+        rows.append([out.display(m), f"{v('policies/default/n_layers_permutation_holm')} / {n}",
+                     f"{v('policies/default/n_layers_permutation_bh')} / {n}",
+                     f"{v('policies/sink_excluded/n_layers_permutation_holm')} / {n}",
+                     f"{v('inference/n_layers_parametric_holm')} / {n}",
+                     f"{v('inference/bootstrap_degenerate')} of {v('inference/bootstrap_resamples')}"])
+    return markdown_table(["Model", "perm. Holm", "perm. BH", "perm. Holm, no sink", "t-test Holm",
+                           "degenerate bootstraps"], rows, align="lrrrrr")

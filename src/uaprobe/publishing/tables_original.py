@@ -1,0 +1,157 @@
+"""The manuscript's tables of the original study's later analyses: Option B (pair level, global
+centroids), the phase means of its follow-up paper, the neutral control, and the comparison with
+the published Pythia-6.9B numbers (``data/published/pythia-6-9b.json``, quoted, not computed).
+Every number is a sourced value, as in :mod:`uaprobe.publishing.tables`."""
+
+from __future__ import annotations
+
+from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.tables import interval, markdown_table
+from uaprobe.publishing.values import Value
+
+OPTION_B_METRICS = ("centroid_asymmetry", "cross_centroid", "within_pair_sim", "knn_density_asymmetry",
+                    "margin_asymmetry")
+METRIC_NAMES = {
+    "centroid_asymmetry": "centroid asymmetry",
+    "cross_centroid": "cross-centroid",
+    "within_pair_sim": "within-pair similarity",
+    "knn_density_asymmetry": "kNN density asymmetry",
+    "margin_asymmetry": "margin asymmetry",
+}
+
+
+def r_interval(out: Outputs, file: str, key: str, layer: int, r: str = "pearson_r") -> str:
+    """``r [low, high]`` of the per-layer entry ``key`` (with ``pearson_r`` and the bootstrap interval)."""
+    return (f"{out.at(file, f'{key}/{r}/{layer}')} "
+            f"{interval(out.at(file, f'{key}/bootstrap_ci_low/{layer}', 's2'), out.at(file, f'{key}/bootstrap_ci_high/{layer}', 's2'))}")
+
+
+def _published_r(out: Outputs, key: str) -> str:
+    return (f"{out.at(PUBLISHED_PYTHIA, f'{key}/r/-1')} "
+            f"{interval(out.at(PUBLISHED_PYTHIA, f'{key}/ci_low/-1', 's2'), out.at(PUBLISHED_PYTHIA, f'{key}/ci_high/-1', 's2'))}")
+
+
+def option_b_table(out: Outputs, pooling: str = "mean") -> str:
+    """Per model and metric, at the last layer: r with its bootstrap interval, the permutation p and
+    its Holm correction across layers, the length-partialled r, the pair-left-out r, and the layers
+    that survive Holm."""
+    rows = []
+    for m in out.models:
+        file = out.model_file(m, "option_b")
+        last = out.raw_at(file, "n_layers")
+        metrics = out.raw_at(file, f"poolings/{pooling}/metrics")
+        for name in OPTION_B_METRICS:
+            key = f"poolings/{pooling}/metrics/{name}"
+            loo = (out.at(file, f"{key}_loo/pearson_r/{last}") if f"{name}_loo" in metrics else "—")
+            rows.append([out.display(m), METRIC_NAMES[name], r_interval(out, file, key, last),
+                         out.at(file, f"{key}/permutation_p/{last}", "p"),
+                         out.at(file, f"{key}/permutation_holm_p/{last}", "p"), out.at(file, f"{key}/partial_r/{last}"),
+                         loo, f"{out.at(file, f'{key}/permutation_holm_reject', 'count_true')} of "
+                              f"{out.at(file, 'layers', 'count')}"])
+    return markdown_table(["model", "metric", "r [interval]", "perm. p", "Holm p", "partial r", "r, pair left out",
+                           "layers, Holm"], rows, align="llrrrrrr")
+
+
+def phase_table(out: Outputs, pooling: str = "mean") -> str:
+    """Early / mid / late means of the centroid-asymmetry curve with intervals and the verdicts, for
+    this panel and, marked published, the follow-up paper's models."""
+    rows = []
+    for m in out.models:
+        file = out.model_file(m, "option_b")
+        ph = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
+
+        def cell(name: str) -> str:
+            def v(key: str, fmt: str = "s2") -> Value:
+                return out.at(file, f"{ph}/{name}/{key}", fmt)
+            return f"{v('mean_r')} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))} (L {v('layers', 'layers')})"
+
+        rows.append([out.display(m), "this panel", cell("early"), cell("mid"), cell("late"),
+                     out.at(file, f"{ph}/late_inversion", "bool"), out.at(file, f"{ph}/sign_change", "bool")])
+    for i, row in enumerate(out.raw_at(PUBLISHED_PYTHIA, "phases/models")):
+        def p(key: str, fmt: str = "s2", i: int = i) -> Value:
+            return out.at(PUBLISHED_PYTHIA, f"phases/models/{i}/{key}", fmt)
+        sign_change = "yes" if row["early"] > 0 > row["late"] else "no"
+        rows.append([row["model"], "published", p("early"), p("mid"), p("late"), p("late_inversion", "bool"),
+                     f"{sign_change} (from early and late)"])
+    return markdown_table(["model", "source", "early", "mid", "late", "late inversion", "sign change"], rows,
+                          align="llrrrcc")
+
+
+def control_table(out: Outputs, pooling: str = "mean") -> str:
+    """The study's pairs beside the control pairs: per set, at the last layer, the centroid
+    asymmetry's mean over pairs and its r with the preference, and the within-pair similarity's r."""
+    rows = []
+    for m in out.models:
+        study = out.model_file(m, "option_b")
+        control = out.model_file(m, "neutral_control")
+        last = out.raw_at(study, "n_layers")
+        sets = [("study pairs", study, f"poolings/{pooling}")]
+        sets += [(f"{name} control", control, f"categories/{name}/poolings/{pooling}")
+                 for name in out.raw_at(control, "categories")]
+        for label, file, block in sets:
+            ca, wp = f"{block}/metrics/centroid_asymmetry", f"{block}/metrics/within_pair_sim"
+            rows.append([out.display(m), label, out.at(file, f"{block}/n_pairs", "int"),
+                         out.at(file, f"{ca}/mean/{last}", "s3"), r_interval(out, file, ca, last),
+                         out.at(file, f"{ca}/permutation_p/{last}", "p"), r_interval(out, file, wp, last)])
+    return markdown_table(["model", "pairs", "n", "mean centroid asym.", "r, centroid asym. [interval]", "perm. p",
+                           "r, within-pair sim. [interval]"], rows, align="llrrrrr")
+
+
+def published_comparison_table(out: Outputs, pooling: str = "mean") -> str:
+    """The original study's published Pythia-6.9B numbers beside this panel's value of the same
+    quantity (at each model's last layer; the published values are at Pythia-6.9B's layer 32)."""
+    pub = out.doc(PUBLISHED_PYTHIA)
+    pythia = next(i for i, r in enumerate(pub["phases"]["models"]) if r["model"] == "Pythia-6.9B")
+    ci_k = out.params.analysis.bins.ci_k
+    bins_label = (f"random bins, r (k = {pub['bins']['k']}; here k = {ci_k})" if ci_k != pub["bins"]["k"]
+                  else f"random bins, r (k = {ci_k})")
+    rows = [["category-level r (6 categories)", _published_r(out, "category_level"),
+             *[r_interval(out, out.model_file(m, "layerwise"), f"poolings/{pooling}",
+                          out.raw(m, "layerwise", "n_layers")) for m in out.models]],
+            [bins_label, _published_r(out, "bins"),
+             *[r_interval(out, out.model_file(m, "bins"), "poolings/mean/schemes/randint/ci_partition", -1, "r")
+               for m in out.models]]]
+    for name in OPTION_B_METRICS:
+        rows.append([f"Option B: {METRIC_NAMES[name]}, r", _published_r(out, f"option_b/metrics/{name}"),
+                     *[r_interval(out, out.model_file(m, "option_b"), f"poolings/{pooling}/metrics/{name}",
+                                  out.raw(m, "option_b", "n_layers")) for m in out.models]])
+    phases = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
+    for phase in ("early", "mid", "late"):
+        rows.append([f"phase mean, {phase}", out.at(PUBLISHED_PYTHIA, f"phases/models/{pythia}/{phase}", "s2"),
+                     *[out.v(m, "option_b", f"{phases}/{phase}/mean_r", "s2") for m in out.models]])
+    rows.append(["late inversion", out.at(PUBLISHED_PYTHIA, f"phases/models/{pythia}/late_inversion", "bool"),
+                 *[out.v(m, "option_b", f"{phases}/late_inversion", "bool") for m in out.models]])
+    return markdown_table(["quantity (last layer)", "Pythia-6.9B, published", *[out.display(m) for m in out.models]],
+                          rows, align="l" + "r" * (1 + len(out.models)))
+
+
+def published_model_ids(out: Outputs) -> list[str]:
+    """The panel's models that are the published model (same hub location, any case)."""
+    location = str(out.raw_at(PUBLISHED_PYTHIA, "model")).lower()
+    return [m for m in out.models if out.params.model(m).location.lower() == location]
+
+
+def published_layers_markdown(out: Outputs, pooling: str = "mean") -> str:
+    """Layer by layer at the published layers, each Option B metric's published r beside this run's,
+    for the panel's copy of the published model; a sentence saying how to get one if there is none."""
+    ids = published_model_ids(out)
+    if not ids:
+        return (f"No model of this panel is the published one ({out.raw_at(PUBLISHED_PYTHIA, 'model')}), so the "
+                "layer-by-layer comparison of Option B is not shown; `dvc exp run -S preset=original -S "
+                "'models=[pythia-6-9b]'` adds it.")
+    parts = []
+    for m in ids:
+        file = out.model_file(m, "option_b")
+        n = len(out.raw_at(file, "layers"))
+        rows = []
+        for i, layer in enumerate(out.raw_at(PUBLISHED_PYTHIA, "option_b/layers")):
+            row: list[object] = [out.at(PUBLISHED_PYTHIA, f"option_b/layers/{i}", "int")]
+            for name in OPTION_B_METRICS:
+                mine = (out.at(file, f"poolings/{pooling}/metrics/{name}/pearson_r/{layer}") if layer < n else "n/a")
+                row.append(f"{out.at(PUBLISHED_PYTHIA, f'option_b/metrics/{name}/r/{i}')} / {mine}")
+            rows.append(row)
+        parts.append(markdown_table(["layer", *[METRIC_NAMES[n] for n in OPTION_B_METRICS]], rows))
+        parts.append(f"\n: Option B of {out.display(m)}, r published / this run ({pooling} pooling, pooling policy "
+                     f"`{out.raw_at(file, 'extraction/pooling_drop')}`, dtype `{out.raw_at(file, 'extraction/dtype')}`) "
+                     "at the published layers.\n")
+    return "\n".join(parts)

@@ -1,0 +1,285 @@
+"""Numbers that know where they come from: every value the paper shows, with its file and key.
+
+A :class:`Value` is one number (or label) read from a tracked file by a key path, with the name
+of the format that turns it into text. Shown in the manuscript (an inline `` `{python} …` ``
+expression, a table cell, a phrase), it becomes a link into the appendix "Where every number comes
+from", carrying the file, the key and the format as attributes (``data-file``, ``data-key``,
+``data-fmt``), and a hover title naming them. The :class:`Ledger` numbers the sources in the order
+the paper first shows them and writes that appendix with each file's md5, the hash ``dvc.lock``
+and the DVC cache record for it.
+
+The markup is plain Pandoc markdown, a link with attributes, so both engines (Quarto and the
+fallback) render it alike: in the HTML a link with a title, in the PDF a link to a labelled cell of
+the appendix table. :func:`parse_values` reads the values back out of a rendered HTML page (the
+provenance test and ``uaprobe paper-diff`` use it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from uaprobe.errors import UAProbeError
+
+MINUS = "\u2212"
+
+
+class ValueSourceError(UAProbeError):
+    """A value the paper shows is not in the file it names."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Formats: how a stored value becomes the text the paper shows (named, so a reader can redo it)
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def fmt(x: Any, digits: int = 2, *, signed: bool = False, na: str = "n/a") -> str:
+    """A number with ``digits`` decimals and a typographic minus; ``na`` for a missing value."""
+    if _missing(x):
+        return na
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    value = float(x)
+    text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    if float(text) == 0:  # no "-0.00"
+        text = ("+" if signed else "") + text.lstrip("+-")
+    return text.replace("-", MINUS)
+
+
+def fmt_r(r: Any) -> str:
+    """A correlation: signed, three decimals (as the seeds print it)."""
+    return fmt(r, 3, signed=True)
+
+
+def fmt_int(x: Any, na: str = "n/a") -> str:
+    return na if _missing(x) else str(int(x))
+
+
+def fmt_p(p: Any) -> str:
+    """A p-value: three decimals, ``< 0.001`` below that."""
+    if _missing(p):
+        return "n/a"
+    return "< 0.001" if float(p) < 0.001 else f"{float(p):.3f}"
+
+
+def fmt_bool(x: Any) -> str:
+    return "n/a" if x is None else ("yes" if x else "no")
+
+
+def pretty(name: Any) -> str:
+    """A category or key as text: ``ground_truth_numeric`` -> ``ground truth numeric``."""
+    return "n/a" if name is None else str(name).replace("_", " ")
+
+
+def fmt_layers(layers: Any) -> str:
+    """A list of layers: ``12–15`` when consecutive, else ``3, 5``; ``none`` when empty."""
+    items = [int(x) for x in layers or []]
+    if len(items) > 1 and items == list(range(items[0], items[-1] + 1)):
+        return f"{items[0]}–{items[-1]}"
+    return ", ".join(map(str, items)) or "none"
+
+
+FORMATS: Mapping[str, Callable[[Any], str]] = {
+    "r": fmt_r,
+    "p": fmt_p,
+    "int": fmt_int,
+    "bool": fmt_bool,
+    "text": lambda x: "n/a" if x is None else str(x),
+    "name": pretty,
+    "layers": fmt_layers,
+    "count": lambda x: str(len(x or [])),
+    "sum": lambda x: str(sum(x or [])),
+    "names": lambda x: ", ".join(pretty(v) for v in x or []),
+    "list": lambda x: ", ".join(str(v) for v in x or []),
+    "count_true": lambda x: str(sum(1 for v in x or [] if v)),
+    "thousands": lambda x: fmt_int(x) if _missing(x) else f"{int(x):,}",
+    "percent": lambda x: fmt(None if _missing(x) else 100 * float(x), 0),
+    "percent_g": lambda x: "n/a" if _missing(x) else f"{100 * float(x):g} %",
+    "g": lambda x: "n/a" if _missing(x) else f"{x:g}",
+    **{f"f{d}": (lambda x, d=d: fmt(x, d)) for d in range(5)},
+    **{f"s{d}": (lambda x, d=d: fmt(x, d, signed=True)) for d in range(5)},
+}
+"""Every format a value may be shown in, by name (the name travels with the value into the HTML)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Key paths
+
+
+def lookup(doc: Any, key: str, *, file: str) -> Any:
+    """The value at ``key`` (``/``-separated keys, list indices as integers, ``-1`` the last) of ``doc``."""
+    node = doc
+    for part in key.split("/"):
+        try:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            raise ValueSourceError(f"{file}: no key {key!r} (stops at {part!r}); rerun the stage that writes "
+                              "it (`dvc repro`)") from None
+    return node
+
+
+# ------------------------------------------------------------------------------------------------
+# Values and the ledger of what the paper shows
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a value comes from: a file relative to the repository root and a key path in it."""
+
+    file: str
+    key: str
+
+
+@dataclass
+class Ledger:
+    """The sources the paper has shown, numbered in the order it first shows them."""
+
+    root: Path
+    entries: dict[Source, tuple[int, str, str]] = field(default_factory=dict)
+    """source -> (number, text shown, format)."""
+    _md5: dict[str, str] = field(default_factory=dict)
+
+    def cite(self, source: Source, text: str, fmt_name: str) -> int:
+        if source not in self.entries:
+            self.entries[source] = (len(self.entries) + 1, text, fmt_name)
+        return self.entries[source][0]
+
+    def md5(self, file: str) -> str:
+        if file not in self._md5:
+            path = self.root / file
+            self._md5[file] = hashlib.md5(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+        return self._md5[file]
+
+
+def _escape(text: str) -> str:
+    """Markdown-safe link text (a value's text is data, never markup)."""
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
+
+
+def _attr(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+ANCHOR = "prov-{}"
+"""The identifier of a source's row in the appendix."""
+
+
+@dataclass(frozen=True)
+class Value:
+    """One value the paper shows: the stored value, how it is shown, and where it is stored."""
+
+    raw: Any
+    fmt: str
+    source: Source
+    ledger: Ledger
+
+    @property
+    def text(self) -> str:
+        return FORMATS[self.fmt](self.raw)
+
+    def markdown(self) -> str:
+        n = self.ledger.cite(self.source, self.text, self.fmt)
+        s = self.source
+        return (f'[{_escape(self.text)}](#{ANCHOR.format(n)} "{_attr(s.file)}: {_attr(s.key)}")'
+                f'{{.uav data-file="{_attr(s.file)}" data-key="{_attr(s.key)}" data-fmt="{self.fmt}"}}')
+
+    _repr_markdown_ = markdown
+    __str__ = markdown
+
+    def __repr__(self) -> str:  # an inline value's plain-text form is its markup as well
+        return self.markdown()
+
+    def __format__(self, spec: str) -> str:
+        return self.markdown()
+
+
+def appendix_rows(ledger: Ledger, md5_shown: int = 12) -> list[list[str]]:
+    """One row per source: number (the anchor the values link to), value, file, key, md5."""
+    rows = []
+    for source, (n, text, _) in sorted(ledger.entries.items(), key=lambda kv: kv[1][0]):
+        rows.append([f"[{n}]{{#{ANCHOR.format(n)}}}", _escape(text), _escape(source.file), _escape(source.key),
+                     ledger.md5(source.file)[:md5_shown]])
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading the values back out of a rendered page
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A value as a rendered HTML page shows it."""
+
+    text: str
+    file: str
+    key: str
+    fmt: str
+    index: int
+    """Position among the page's values (0-based, document order)."""
+    in_table: bool
+
+
+class _ValueParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[Shown] = []
+        self._open: dict[str, str] | None = None
+        self._text: list[str] = []
+        self._tables = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "table":
+            self._tables += 1
+        if tag == "a" and "uav" in a.get("class", "").split():
+            self._open, self._text = a, []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._tables -= 1
+        if tag == "a" and self._open is not None:
+            a = self._open
+            self.found.append(Shown(" ".join("".join(self._text).split()), a.get("data-file", ""), a.get("data-key", ""),
+                                    a.get("data-fmt", ""), len(self.found), self._tables > 0))
+            self._open = None
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._text.append(data)
+
+
+def parse_values(page: str) -> list[Shown]:
+    """Every value a rendered HTML page shows, in document order."""
+    parser = _ValueParser()
+    parser.feed(page)
+    return parser.found
+
+
+VALUE_TAG = re.compile(r'<a\b[^>]*\bclass="uav"[^>]*>.*?</a>', flags=re.S)
+"""A value's element in a rendered HTML page (pandoc writes each as one ``<a class="uav" …>``)."""
+
+
+def shown_text(value: Any, fmt_name: str) -> str:
+    """The text a value is shown as, with runs of white space as one space (as :func:`parse_values` reads it)."""
+    return " ".join(FORMATS[fmt_name](value).split())
+
+
+__all__: Sequence[str] = ("FORMATS", "Ledger", "Shown", "Source", "Value", "appendix_rows", "fmt", "fmt_bool",
+                          "fmt_int", "fmt_layers", "fmt_p", "fmt_r", "lookup", "parse_values", "pretty")
+
+
+_MARKUP = re.compile(r'\[((?:\\.|[^\]\\])*)\]\(#prov-\d+ "(?:\\.|[^"\\])*"\)\{[^}]*\}')
+
+
+def plain_text(markdown: str) -> str:
+    """Markdown with every value's markup replaced by the text it shows."""
+    return _MARKUP.sub(lambda m: re.sub(r"\\(.)", r"\1", m.group(1)), markdown)

@@ -1,0 +1,105 @@
+"""Values that know their source: formats against direct computations, the markup through pandoc to
+HTML (parsed back) and to a PDF (Typst resolves every link to the appendix), and the paper-diff CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pypandoc
+import pytest
+
+from uaprobe.publishing.tables import markdown_table
+from uaprobe.publishing.values import (FORMATS, Ledger, Source, Value, appendix_rows, lookup, parse_values,
+                                       plain_text, shown_text)
+
+MINUS = "\u2212"
+
+
+@pytest.mark.parametrize("name,raw,expected", [
+    ("r", 0.97249, "+0.972"), ("r", -0.0004, "+0.000"), ("r", None, "n/a"), ("r", float("nan"), "n/a"),
+    ("p", 0.0004, "< 0.001"), ("p", 0.0123, "0.012"), ("f2", -1.005, f"{MINUS}1.00"), ("s1", 0.5, "+0.5"),
+    ("int", 31.0, "31"), ("percent", 0.125, "12"), ("percent_g", 0.95, "95 %"), ("thousands", 10000, "10,000"),
+    ("layers", [12, 13, 14], "12–14"), ("layers", [3, 5], "3, 5"), ("layers", [], "none"),
+    ("count", [1, 2, 3], "3"), ("count_true", [True, False, True], "2"), ("sum", [30, 20], "50"),
+    ("names", ["a_b", "c"], "a b, c"), ("bool", True, "yes"), ("g", 0.05, "0.05"),
+])
+def test_formats_against_a_direct_rendering(name: str, raw: object, expected: str) -> None:
+    assert FORMATS[name](raw) == expected
+
+
+def test_lookup_follows_keys_and_indices_and_names_what_is_missing() -> None:
+    doc = {"a": {"b": [1, 2, {"c": 3}]}}
+    assert lookup(doc, "a/b/2/c", file="f.json") == 3 and lookup(doc, "a/b/-1/c", file="f.json") == 3
+    with pytest.raises(Exception, match=r"f\.json: no key 'a/x' \(stops at 'x'\)"):
+        lookup(doc, "a/x", file="f.json")
+
+
+def test_markup_survives_pandoc_and_every_link_reaches_the_appendix(tmp_path: Path) -> None:
+    (tmp_path / "r.json").write_text('{"x": [0.5, -0.25]}', encoding="utf-8")
+    ledger = Ledger(tmp_path)
+    a = Value(0.5, "r", Source("r.json", "x/0"), ledger)
+    b = Value(-0.25, "s2", Source("r.json", "x/1"), ledger)
+    text = f"In the text {a}, again {a}.\n\n" + markdown_table(["m", "v"], [["one", b], ["two", f"[{a}, {b}]"]])
+    text += "\n\n" + markdown_table(["#", "value", "file", "key", "md5"], appendix_rows(ledger), align="lrlll")
+    assert plain_text(text).startswith("In the text +0.500, again +0.500.")
+    html = pypandoc.convert_text(text, "html5", format="markdown")
+    shown = parse_values(html)
+    assert [(v.text, v.file, v.key, v.fmt, v.in_table) for v in shown] == [
+        ("+0.500", "r.json", "x/0", "r", False), ("+0.500", "r.json", "x/0", "r", False),
+        ("\u22120.25", "r.json", "x/1", "s2", True), ("+0.500", "r.json", "x/0", "r", True),
+        ("\u22120.25", "r.json", "x/1", "s2", True)]
+    assert all(v.text == shown_text(lookup({"x": [0.5, -0.25]}, v.key, file=v.file), v.fmt) for v in shown)
+    assert 'title="r.json: x/0"' in html and html.count('id="prov-') == 2
+    typst = pytest.importorskip("typst")
+    source = tmp_path / "p.typ"
+    source.write_text(pypandoc.convert_text(text, "typst", format="markdown", extra_args=["--standalone"]),
+                      encoding="utf-8")
+    assert typst.compile(str(source)).startswith(b"%PDF")  # an unresolved link would be a Typst error
+
+
+def test_paper_diff_names_a_revision_that_does_not_exist(tmp_path: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+
+    run("git", "init", "-q")
+    run(sys.executable, "-m", "dvc", "init", "-q")
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "no-such-rev")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot open revision 'no-such-rev'" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_paper_diff_reads_a_revision_through_git_and_the_dvc_cache(tmp_path: Path) -> None:
+    """A revision's results come from the DVC cache; the same revision twice is "no change"; one
+    planted change in the working tree is the one marked number."""
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+
+    def git(*args: str) -> None:
+        assert run("git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args).returncode == 0
+
+    git("init", "-q")
+    assert run(sys.executable, "-m", "dvc", "init", "-q").returncode == 0
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.json").write_text('{"a": {"r": 0.5}, "b": 2}', encoding="utf-8")
+    page = tmp_path / "paper" / "_output" / "paper.html"
+    page.parent.mkdir(parents=True)
+    page.write_text("<html><body><p>r is " + "".join(
+        f'<a href="#prov-{i}" class="uav" data-file="results/r.json" data-key="{k}" data-fmt="{f}">{t}</a> '
+        for i, (k, f, t) in enumerate([("a/r", "r", "+0.500"), ("b", "int", "2")])) + "</p></body></html>",
+        encoding="utf-8")
+    assert run(sys.executable, "-m", "dvc", "add", "-q", "results").returncode == 0
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "HEAD")
+    assert proc.returncode == 0 and proc.stdout.startswith("no change"), proc.stdout + proc.stderr
+    (tmp_path / "results" / "r.json").write_text('{"a": {"r": 0.25}, "b": 2}', encoding="utf-8")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 value(s) and 0 figure(s) differ" in proc.stdout and "+0.500 → +0.250 (50 %)" in proc.stdout
+    diff = (tmp_path / "paper" / "_output" / "diff.html").read_text(encoding="utf-8")
+    assert diff.count('<mark class="uav-diff"') == 1
