@@ -105,13 +105,14 @@ def figure_refs(out: Outputs, key: str) -> str:
 
 
 def provenance_table(out: Outputs) -> str:
-    """Every value the paper showed before this table, numbered as the values link to it: the value, its
-    file, its key and the file's md5 (first 12 hex digits)."""
-    rows = appendix_rows(out.ledger)
-    figures = [[f"@{figure_label(str(e.get('key')), e.get('model'))}", "figure", e["png"].replace("_", "\\_"),
-                figure_data(e).removeprefix("Data: ").replace("`", "").replace("*", "&#42;").replace("_", "\\_"),
-                _md5(out.root / e["png"])[:MD5_SHOWN]] for e in out.figures.get("figures", [])]
-    return markdown_table(["#", "value", "file", "key", "md5"], [*rows, *figures], align="lrlll")
+    """Every value the paper showed before this table, by file (with the file's md5), each numbered as
+    the values link to it; then every figure with the arrays it plots and its image's md5."""
+    rows = appendix_rows(out.ledger, MD5_SHOWN)
+    for e in out.figures.get("figures", []):
+        label = f"@{figure_label(str(e.get('key')), e.get('model'))}"
+        data = figure_data(e).removeprefix("Data: ").replace("`", "").replace("*", "&#42;").replace("_", "\\_")
+        rows.append([label, f"{e['png']} (md5 {_md5(out.root / e['png'])[:MD5_SHOWN]})".replace("_", "\\_"), data])
+    return markdown_table(["#", "value", "key"], rows, align="lrl")
 
 
 def _md5(path: Path) -> str:

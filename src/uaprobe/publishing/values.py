@@ -203,11 +203,15 @@ class Value:
 
 
 def appendix_rows(ledger: Ledger, md5_shown: int = 12) -> list[list[str]]:
-    """One row per source: number (the anchor the values link to), value, file, key, md5."""
-    rows = []
+    """The sources by file, in the order the paper first reads each file: a row naming the file and its
+    md5, then one row per value (its number, the anchor its links point to; the value; the key)."""
+    by_file: dict[str, list[tuple[int, str, str]]] = {}
     for source, (n, text, _) in sorted(ledger.entries.items(), key=lambda kv: kv[1][0]):
-        rows.append([f"[{n}]{{#{ANCHOR.format(n)}}}", _escape(text), _escape(source.file), _escape(source.key),
-                     ledger.md5(source.file)[:md5_shown]])
+        by_file.setdefault(source.file, []).append((n, text, source.key))
+    rows = []
+    for file, entries in by_file.items():
+        rows.append(["", "", f"**{_escape(file)}** (md5 {ledger.md5(file)[:md5_shown]})"])
+        rows += [[f"[{n}]{{#{ANCHOR.format(n)}}}", _escape(text), _escape(key)] for n, text, key in entries]
     return rows
 
 
