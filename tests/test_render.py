@@ -17,6 +17,7 @@ import pytest
 from uaprobe.publishing import render
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.render import ManuscriptSyntaxError, RenderError
+from uaprobe.publishing.values import parse_values
 
 QUARTO_YML = textwrap.dedent("""\
     project:
@@ -55,9 +56,12 @@ DOC = textwrap.dedent('''\
     from matplotlib.figure import Figure
     fig = Figure(figsize=(2, 2)); fig.subplots().plot([0, 1]); fig.savefig("plot.png", metadata={"Software": None})
     value = 0.125
+    from pathlib import Path
+    from uaprobe.publishing.values import Ledger, Source, Value
+    sourced = Value(-0.25, "r", Source("r.json", "a/0"), Ledger(Path(".")))
     ```
 
-    Value `{python} f"{value:.2f}"`; kernel `{python} sys.executable`; see @fig-plot, @tbl-tab,
+    Value `{python} f"{value:.2f}"`; sourced `{python} sourced`; kernel `{python} sys.executable`; see @fig-plot, @tbl-tab,
     -@fig-plot, @sec-intro and @sec-more, as in earlier work [@smith2020].
 
     ```{python}
@@ -77,6 +81,13 @@ DOC = textwrap.dedent('''\
     ```{python}
     #| output: asis
     print("![Second](plot.png){#fig-second}\\n\\nAnd @fig-second.")
+    ```
+
+    ```{python}
+    #| output: asis
+    from uaprobe.publishing.tables import markdown_table
+    from uaprobe.publishing.values import appendix_rows
+    print(markdown_table(["#", "value", "key"], appendix_rows(sourced.ledger)))
     ```
     ''')
 
@@ -108,6 +119,7 @@ def test_numbers_cross_references_citations_and_inline_values(rendered: render.R
     # compare with runs of ASCII whitespace as one space (no-break spaces stay: they are asserted)
     text = re.sub(r"[ \t\r\n]+", " ", html)
     assert "Value 0.12;" in text
+    assert [(v.text, v.file, v.key, v.fmt) for v in parse_values(html)] == [("\u22120.250", "r.json", "a/0", "r")]
     assert f"kernel {sys.executable};" in text, "cells must run in this interpreter"
     assert ">Figure\u00a01</a>" in html and ">Table\u00a01</a>" in html and ">Figure\u00a02</a>" in html
     assert ">1</a>" in html  # -@fig-plot
@@ -288,3 +300,38 @@ def test_typst_include_in_header_reaches_the_fallback_s_pdf(tmp_path: Path) -> N
     typ = (tmp_path / "_output" / "doc.typ").read_text(encoding="utf-8")
     assert "#show table: set par(justify: false)" in typ
     assert typ.index("#set document(date: none)") < typ.index("// the manuscript's rules")
+
+
+def _features(html: str) -> dict[str, object]:
+    """What both engines must agree on: the numbered cross-references and captions, the inline values
+    (plain and sourced), the figures and tables, read from the page's text."""
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)).replace("\u00a0", " ")
+    return {
+        "refs": sorted(set(re.findall(r"\b(?:Figure|Table|Section) \d+(?:\.\d+)?", text))),
+        "captions": [bool(re.search(r"Figure 1: A plot", text)), bool(re.search(r"Table 1: A table", text))],
+        "inline": "Value 0.12;" in text,
+        "values": [(v.text, v.file, v.key, v.fmt) for v in parse_values(html)],
+        "images": len(re.findall(r"<img\b", html)),
+        "tables": len(re.findall(r"<table\b", html)),
+    }
+
+
+def test_quarto_and_the_fallback_render_the_same_manuscript_alike(rendered: render.RenderResult,
+                                                                    tmp_path: Path) -> None:
+    """The promise that the manuscript never renders differently under the two engines, checked with
+    the real Quarto where one is installed."""
+    quarto = render.find_quarto()
+    if quarto is None:
+        pytest.skip("no Quarto executable on this machine (none on PATH, $UAPROBE_QUARTO, $QUARTO_PATH or the "
+                    "quarto-cli package): the comparison with the fallback needs the real Quarto")
+    qmd = write_project(tmp_path / "doc")
+    real = render.render_manuscript(qmd, engine="quarto")
+    assert real.engine == "quarto"
+    assert _features(real.html.read_text(encoding="utf-8")) == _features(rendered.html.read_text(encoding="utf-8"))
+
+
+def test_the_features_compared_across_engines_are_read_from_the_page(rendered: render.RenderResult) -> None:
+    features = _features(rendered.html.read_text(encoding="utf-8"))
+    assert features["refs"] == ["Figure 1", "Figure 2", "Section 1", "Section 1.1", "Table 1"]
+    assert features["captions"] == [True, True] and features["inline"] is True
+    assert features["images"] == 2 and features["tables"] == 2 and len(features["values"]) == 1  # type: ignore[arg-type]
