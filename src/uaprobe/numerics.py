@@ -230,17 +230,22 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
         "threads": threads,
         "machine": platform.machine().lower(),
     }
-    if "numpy" in sys.modules:
-        out["numpy"] = {"version": _version("numpy"), "simd": _numpy_simd()}
-    if "scipy" in sys.modules:
-        out["scipy"] = {"version": _version("scipy")}
+    # A fixed set of libraries, each loaded here if it is not yet: what is recorded must not depend on
+    # what else the process happened to import before (an extraction run from the test suite, or one
+    # whose model code pulled scipy in, would otherwise record different bytes).
+    import numpy  # noqa: F401
+    import scipy.linalg  # noqa: F401  (loads scipy's own OpenBLAS)
+
+    out["numpy"] = {"version": _version("numpy"), "simd": _numpy_simd()}
+    out["scipy"] = {"version": _version("scipy")}
     blas = _openblas_cores()
     if blas:
         out["openblas"] = blas
     if analysis:  # the analyses' resampling kernels (the extraction compiles nothing)
         out["numba"] = {"version": _version("numba"), "cpu_name": environ.get("NUMBA_CPU_NAME", "host")}
-    torch = sys.modules.get("torch")
-    if torch is not None:
+    if not analysis:  # the extraction's forward pass (the analyses never load torch)
+        import torch
+
         out["torch"] = {"version": str(torch.__version__),
                         "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
                         "blas": _torch_blas(torch)}
