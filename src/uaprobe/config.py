@@ -120,6 +120,13 @@ class PoolingParams:
     ``hidden[0, 1:]`` -- drop position 0 whatever it is and take position 0 as the first token."""
 
 
+def _at_least(params: object, section: str, **minimums: int) -> None:
+    """Each named integer field of ``params`` is at least its minimum (the error names ``section.field``)."""
+    for name, low in minimums.items():
+        value = getattr(params, name)
+        _require(value >= low, f"{section}.{name}", value, f"an integer >= {low}")
+
+
 @dataclass(frozen=True)
 class BinsParams:
     """Random partitions of the pairs into k bins (seed 002)."""
@@ -134,8 +141,7 @@ class BinsParams:
     def __post_init__(self) -> None:
         _require(len(self.k) > 0 and all(k >= 3 for k in self.k), "analysis.bins.k", list(self.k),
                  "a non-empty list of integers >= 3 (a correlation needs 3 points)")
-        _require(self.partitions >= 1, "analysis.bins.partitions", self.partitions, "an integer >= 1")
-        _require(self.ci_k >= 3, "analysis.bins.ci_k", self.ci_k, "an integer >= 3")
+        _at_least(self, "analysis.bins", partitions=1, ci_k=3)
 
 
 @dataclass(frozen=True)
@@ -152,13 +158,9 @@ class RobustnessParams:
     """Bootstrap resamples of the anisotropy prompts for the distribution of L*."""
 
     def __post_init__(self) -> None:
-        _require(self.lexical_seeds >= 1, "analysis.robustness.lexical_seeds", self.lexical_seeds, "an integer >= 1")
-        _require(self.null_partitions >= 1, "analysis.robustness.null_partitions", self.null_partitions,
-                 "an integer >= 1")
+        _at_least(self, "analysis.robustness", lexical_seeds=1, null_partitions=1, anisotropy_bootstrap=1)
         _require(0.0 <= self.l_star_tolerance < 1.0, "analysis.robustness.l_star_tolerance", self.l_star_tolerance,
                  "a number in [0, 1)")
-        _require(self.anisotropy_bootstrap >= 1, "analysis.robustness.anisotropy_bootstrap",
-                 self.anisotropy_bootstrap, "an integer >= 1")
 
 
 @dataclass(frozen=True)
