@@ -270,3 +270,29 @@ def test_paper_diff_marks_exactly_the_planted_change(project: Path, tmp_path: Pa
     n_shown = sum(1 for v in parse_values(page) if (v.file, v.key) == (changes[0].file, changes[0].key))
     assert marked.count('<mark class="uav-diff"') == n_shown >= 1
     assert "This table changed" in marked and f"{fmt_r(new_value / 2)} → {fmt_r(new_value)}" in marked
+
+
+def _expand(doc: object, key: str) -> list[object]:
+    """The values at ``key``, ``*`` standing for every key of a mapping or index of a list."""
+    nodes = [doc]
+    for part in key.split("/"):
+        nxt: list[object] = []
+        for node in nodes:
+            if part == "*":
+                nxt += list(node.values()) if isinstance(node, dict) else list(node)  # type: ignore[arg-type]
+            elif isinstance(node, dict) and part in node:
+                nxt.append(node[part])
+        nodes = nxt
+    return nodes
+
+
+def test_every_array_a_figure_caption_names_is_in_its_results_file(project: Path) -> None:
+    manifest = json.loads((project / "figures" / "manifest.json").read_text())
+    assert {e["key"] for e in manifest["figures"]} == set(ap.FIGURE_DATA)
+    for e in manifest["figures"]:
+        caption = ap.figure_data(e)
+        for part in caption.removeprefix("Data: ").rstrip(".").split("; "):
+            file, keys = part.split(": ", 1)
+            doc = _doc(project, file.strip("`"))
+            for key in keys.split(", "):
+                assert _expand(doc, key.strip("`")), f"{e['key']}: {file} has no {key}"

@@ -43,8 +43,10 @@ FIGURE_DATA: Mapping[str, tuple[str, ...]] = {
     "spectrum": ("anisotropy.json: spectrum, l_star",),
     "pairs": ("pairs.json: poolings/*/pearson_r, poolings/*/bootstrap_ci_low, poolings/*/bootstrap_ci_high",),
     "loco": ("layerwise.json: poolings/mean/pearson_r, poolings/mean/loco_r",),
-    "option_b": ("option_b.json: poolings/mean/metrics/*/pearson_r, poolings/mean/metrics/centroid_asymmetry/"
-                 "bootstrap_ci_low, …/bootstrap_ci_high, …/phases",),
+    "option_b": ("option_b.json: poolings/mean/metrics/*/pearson_r, "
+                 "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_low, "
+                 "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_high, "
+                 "poolings/mean/metrics/centroid_asymmetry/phases",),
 }
 """The results arrays each figure plots (per-model files relative to ``results/models/<id>/``)."""
 
