@@ -43,7 +43,7 @@ from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
 from uaprobe.analysis.pipeline import table_from_embeddings  # noqa: E402
 from uaprobe.analysis import stats  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
-from uaprobe.store import POOLINGS, read_embeddings  # noqa: E402
+from uaprobe.extraction.store import POOLINGS, read_embeddings  # noqa: E402
 
 
 def default_file(params_path: Path) -> Path:

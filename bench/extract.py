@@ -47,11 +47,11 @@ import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-from uaprobe import extract  # noqa: E402
+from uaprobe.extraction import extract  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
-from uaprobe.dataset import load_dataset  # noqa: E402
-from uaprobe.models import load_model  # noqa: E402
-from uaprobe.store import ExtractionWriter  # noqa: E402
+from uaprobe.extraction.dataset import load_dataset  # noqa: E402
+from uaprobe.extraction.models import load_model  # noqa: E402
+from uaprobe.extraction.store import ExtractionWriter  # noqa: E402
 
 
 class PeakRSS:

@@ -43,12 +43,12 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from extract import PeakRSS, ours  # noqa: E402  (bench/extract.py)
 
-from uaprobe import extract  # noqa: E402
+from uaprobe.extraction import extract  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
 from uaprobe.analysis.pipeline import analyze_model  # noqa: E402
-from uaprobe.dataset import load_dataset, load_prompts  # noqa: E402
-from uaprobe.store import POLICIES, Embeddings, read_embeddings  # noqa: E402
-from uaprobe.models import load_model  # noqa: E402
+from uaprobe.extraction.dataset import load_dataset, load_prompts  # noqa: E402
+from uaprobe.extraction.store import POLICIES, Embeddings, read_embeddings  # noqa: E402
+from uaprobe.extraction.models import load_model  # noqa: E402
 from uaprobe.analysis import bins, kernels  # noqa: E402
 from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
 from uaprobe.analysis.pipeline import BIN_POOLINGS, table_from_embeddings  # noqa: E402

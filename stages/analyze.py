@@ -25,7 +25,7 @@ from uaprobe.analysis.uniformity import representation_for
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
 from uaprobe.stage import run_stage
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.store import read_embeddings
 
 log = logging.getLogger("uaprobe.stages.analyze")
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(args.params)
     spec = params.model(args.model)
     h5 = args.embeddings or Path("data/embeddings") / f"{args.model}.h5"
-    emb = read_embeddings(h5)  # checked against uaprobe.layout: dtypes, shapes, attributes, finite values
+    emb = read_embeddings(h5)  # checked against uaprobe.extraction.layout: dtypes, shapes, attributes, finite values
     control = read_embeddings(args.control) if args.control is not None else None
     res_dir = args.results / args.model
     for directory, option in ((res_dir, "--results"), (args.metrics, "--metrics"), (args.plots, "--plots")):

@@ -38,16 +38,16 @@ import transformers
 from tqdm import tqdm
 
 import uaprobe
-from uaprobe import extract
+from uaprobe.extraction import extract
 from uaprobe.config import load_params
-from uaprobe.distributed import ShardWriter, current_rank, read_shard, shard_batches, shard_path
-from uaprobe.dataset import Dataset, load_control, load_dataset, load_prompts, sha256_of
+from uaprobe.extraction.distributed import ShardWriter, current_rank, read_shard, shard_batches, shard_path
+from uaprobe.extraction.dataset import Dataset, load_control, load_dataset, load_prompts, sha256_of
 from uaprobe.errors import UAProbeError
-from uaprobe.models import load_model, pick_device
+from uaprobe.extraction.models import load_model, pick_device
 from uaprobe.stage import run_stage
-from uaprobe.store import ExtractionWriter, check_output_path
+from uaprobe.extraction.store import ExtractionWriter, check_output_path
 
-log = logging.getLogger("uaprobe.extract")
+log = logging.getLogger("uaprobe.extraction.extract")
 
 
 def control_path_for(out: Path) -> Path:

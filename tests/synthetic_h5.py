@@ -1,4 +1,4 @@
-"""Build small extraction files with the exact layout of :mod:`uaprobe.store`, for tests and the benchmark.
+"""Build small extraction files with the exact layout of :mod:`uaprobe.extraction.store`, for tests and the benchmark.
 
 Two kinds of content:
 
@@ -146,7 +146,7 @@ def write_synthetic_h5(path: str | Path, *, pairs_per_category: Sequence[int] = 
                        pooling_drop: str = "special", n_prompts: int = 4, tokens_per_prompt: int = 6,
                        bell_layer: int | None = None, model_id: str = "synthetic", display: str | None = None,
                        category_names: Sequence[str] | None = None, bos_added: bool = True) -> Path:
-    """Write a complete extraction file at ``path`` (layout of :mod:`uaprobe.store`)."""
+    """Write a complete extraction file at ``path`` (layout of :mod:`uaprobe.extraction.store`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = build_arrays(pairs_per_category=pairs_per_category, n_layers=n_layers, hidden=hidden, seed=seed,

@@ -20,7 +20,7 @@ from synthetic_h5 import write_synthetic_h5
 from uaprobe.analysis.pipeline import analyze_control, analyze_model, compare_panel
 from uaprobe.analysis.report import csv_text, json_text
 from uaprobe.config import params_from_mapping
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.store import read_embeddings
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -239,7 +239,7 @@ def _max_float_gap(a, b, path="") -> float:
 def test_gram_and_unit_vector_forms_give_the_same_results(panel):
     from uaprobe.analysis.pipeline import analyze_model
     from uaprobe.config import load_params
-    from uaprobe.store import read_embeddings
+    from uaprobe.extraction.store import read_embeddings
 
     # The random file: on the planted one the category intervals have rounding-sized widths, so the
     # relative width reduction of the bins is a ratio of rounding errors in either form.
@@ -253,7 +253,7 @@ def test_gram_and_unit_vector_forms_give_the_same_results(panel):
 def test_progress_steps_are_counted_in_advance(panel):
     from uaprobe.analysis.pipeline import analysis_steps, analyze_model
     from uaprobe.config import load_params
-    from uaprobe.store import read_embeddings
+    from uaprobe.extraction.store import read_embeddings
 
     params = load_params(panel["params"]).analysis
     calls = []

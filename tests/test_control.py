@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from extract_stage import run_stage
-from uaprobe import extract
+from uaprobe.extraction import extract
 from uaprobe.config import ModelSpec
-from uaprobe.dataset import load_control, sha256_of
+from uaprobe.extraction.dataset import load_control, sha256_of
 from uaprobe.errors import DatasetError
-from uaprobe.models import load_model
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.models import load_model
+from uaprobe.extraction.store import read_embeddings
 
 REPO = Path(__file__).resolve().parents[1]
 CONTROL = REPO / "data" / "neutral_control.json"

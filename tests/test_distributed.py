@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from uaprobe.config import load_params
-from uaprobe.distributed import shard_batches
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.distributed import shard_batches
+from uaprobe.extraction.store import read_embeddings
 
 REPO = Path(__file__).resolve().parents[1]
 

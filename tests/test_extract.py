@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiny_models import dataset_texts, load_tiny
-from uaprobe import extract
+from uaprobe.extraction import extract
 from uaprobe.config import load_params
-from uaprobe.models import load_model
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.models import load_model
+from uaprobe.extraction.store import read_embeddings
 
 TEXTS = [
     "Value 3.14159",

@@ -41,7 +41,7 @@ from extract_stage import (STAGE, digest, files_in, one_torch_thread, real_datas
 from uaprobe import atomic, extract, store
 from uaprobe.config import load_params
 from uaprobe.errors import NumericalError, UAProbeError
-from uaprobe.store import partial_path, read_embeddings
+from uaprobe.extraction.store import partial_path, read_embeddings
 
 KILL_AFTER = 5  # batches written before the deterministic kills
 
@@ -93,7 +93,7 @@ DRIVER = textwrap.dedent('''
     import importlib.util, json, os, signal, sys
     import h5py
     import transformers.models.gpt_neox.modeling_gpt_neox  # noqa: F401 - warm the import for the children
-    from uaprobe import store
+    from uaprobe.extraction import store
 
     n, stage_path, results = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     split = sys.argv.index("--")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from extract_stage import REPO, files_in, one_torch_thread, real_dataset, run_stage, stage, write_project
 from uaprobe.config import Params, load_params, params_from_mapping
-from uaprobe.dataset import MIN_CATEGORIES, MIN_PAIRS_PER_CATEGORY, Dataset, load_dataset, load_prompts
+from uaprobe.extraction.dataset import MIN_CATEGORIES, MIN_PAIRS_PER_CATEGORY, Dataset, load_dataset, load_prompts
 from uaprobe.errors import ConfigError, DatasetError, UAProbeError
 
 VALID = real_dataset(pairs_per_category=3, categories=3)
@@ -143,7 +143,7 @@ def test_missing_and_unreadable_dataset(scratch: Path) -> None:
 
 def test_byte_order_mark_is_skipped_and_logged(scratch: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = _dataset_file(scratch, b"\xef\xbb\xbf" + json.dumps(VALID).encode("utf-8"), "bom.json")
-    with caplog.at_level(logging.INFO, logger="uaprobe.dataset"):
+    with caplog.at_level(logging.INFO, logger="uaprobe.extraction.dataset"):
         dataset = load_dataset(path)
     assert dataset.n_pairs == 9
     assert "byte-order mark" in caplog.text
@@ -153,7 +153,7 @@ def test_repeated_statement_is_kept_and_logged(scratch: Path, caplog: pytest.Log
     """A statement used in two pairs is legal (documented rule) but warned about: it counts twice in U."""
     data = _edit(lambda d: d[C2]["pairs"].append([d[C0]["pairs"][0][0], "A brand new contrast"]))
     path = _dataset_file(scratch, data, "repeat.json")
-    with caplog.at_level(logging.WARNING, logger="uaprobe.dataset"):
+    with caplog.at_level(logging.WARNING, logger="uaprobe.extraction.dataset"):
         dataset = load_dataset(path)
     assert dataset.n_pairs == 10
     assert f"{C2}.pairs[3][0] repeats {C0}.pairs[0][0]" in caplog.text
@@ -347,7 +347,7 @@ def no_model_work(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture()
 def no_forward(monkeypatch: pytest.MonkeyPatch) -> None:
-    from uaprobe import extract
+    from uaprobe.extraction import extract
 
     def forward(*_a: Any, **_k: Any) -> None:
         raise AssertionError("a forward pass ran before the input error was found")
@@ -426,7 +426,7 @@ def test_statement_lengths_are_checked_before_any_forward_pass(tmp_path: Path, t
 
 def test_no_content_tokens_is_a_clear_error() -> None:
     """A statement that is all special tokens (e.g. a tokenizer adding BOS and EOS to text it drops)."""
-    from uaprobe.extract import check_content
+    from uaprobe.extraction.extract import check_content
 
     check_content([3, 1], [4, 2], ["a", "b"], drop="special")
     with pytest.raises(DatasetError, match="b: no content tokens under pooling.drop='special'"):

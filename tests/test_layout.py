@@ -1,8 +1,8 @@
-"""The HDF5 layout, described once (:mod:`uaprobe.layout`), and the reader's check derived from it.
+"""The HDF5 layout, described once (:mod:`uaprobe.extraction.layout`), and the reader's check derived from it.
 
 Every broken file -- a dataset missing, stored as int where floats are expected, a row short, a
 hidden size that differs between poolings, a NaN or inf at any index, an attribute missing -- is
-refused by :func:`uaprobe.store.read_embeddings` with one message naming the file, the dataset and
+refused by :func:`uaprobe.extraction.store.read_embeddings` with one message naming the file, the dataset and
 (for a non-finite value) the first bad index.
 """
 
@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from synthetic_h5 import write_synthetic_h5
-from uaprobe import layout, store
-from uaprobe.extract import BatchResult
+from uaprobe.extraction import layout, store
+from uaprobe.extraction.extract import BatchResult
 from uaprobe.errors import UAProbeError
-from uaprobe.layout import DATASETS, LayoutError, first_non_finite, shape_of
-from uaprobe.store import ExtractionWriter, read_embeddings
+from uaprobe.extraction.layout import DATASETS, LayoutError, first_non_finite, shape_of
+from uaprobe.extraction.store import ExtractionWriter, read_embeddings
 
 FUZZ = settings(max_examples=60, derandomize=True, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from extract_stage import (STAGE, files_in, one_torch_thread, real_dataset, stage_args, subprocess_env,
                            write_project)
-from uaprobe import extract
+from uaprobe.extraction import extract
 from uaprobe.config import ModelSpec
 from uaprobe.errors import ModelSourceError, NumericalError
-from uaprobe.models import GGUFFormatError, load_model, read_gguf_summary, resolve_source
+from uaprobe.extraction.models import GGUFFormatError, load_model, read_gguf_summary, resolve_source
 
 CPU = torch.device("cpu")
 
@@ -226,14 +226,14 @@ def test_gguf_of_an_architecture_transformers_cannot_load(tmp_path: Path) -> Non
 def test_damaged_dequantized_copy_is_removed_and_the_gguf_loaded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        caplog: pytest.LogCaptureFixture) -> None:
     """The float32 copy kept of a dequantized GGUF model is a cache: damaged, it is dropped, not fatal."""
-    from uaprobe.models import _converted_dir
+    from uaprobe.extraction.models import _converted_dir
 
     monkeypatch.setenv("UAPROBE_CACHE", str(tmp_path / "cache"))
     path = write_gguf(tmp_path / "model.gguf")
     converted = _converted_dir(resolve_source(_spec("gguf", str(path)), "m"))
     converted.mkdir(parents=True)
     (converted / "config.json").write_text("{ truncated")
-    with caplog.at_level("WARNING", logger="uaprobe.models"), pytest.raises(ModelSourceError) as info:
+    with caplog.at_level("WARNING", logger="uaprobe.extraction.models"), pytest.raises(ModelSourceError) as info:
         load_model(_spec("gguf", str(path)), "m", device=CPU)
     assert f"the dequantized copy {converted} is unusable" in caplog.text and not converted.exists()
     # the synthetic file itself has too little metadata for transformers: that is the error reported
@@ -242,7 +242,7 @@ def test_damaged_dequantized_copy_is_removed_and_the_gguf_loaded_again(tmp_path:
 
 def test_a_gguf_file_with_a_dequantized_copy_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy is what loads; the same file changed (size or mtime) is read and checked again."""
-    from uaprobe import models
+    from uaprobe.extraction import models
 
     monkeypatch.setenv("UAPROBE_CACHE", str(tmp_path / "cache"))
     path = write_gguf(tmp_path / "model.gguf")
@@ -367,7 +367,7 @@ def test_damaged_cached_assembly_is_rebuilt(packages: tuple[Path, Path, Path], c
         source=str(source), second_half="fh.write(data[len(data) // 2:])"))
     (cache / name).mkdir(parents=True)
     (cache / name / "fake.gguf").write_bytes(source.read_bytes()[:700])
-    with caplog.at_level("WARNING", logger="uaprobe.models"):
+    with caplog.at_level("WARNING", logger="uaprobe.extraction.models"):
         resolve_source(_spec("packaged", name), "fake")
     assert "is unusable" in caplog.text and "assembling it again" in caplog.text
     assert (cache / name / "fake.gguf").read_bytes() == source.read_bytes()

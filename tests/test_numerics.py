@@ -101,7 +101,7 @@ WORKLOAD = textwrap.dedent("""\
     if sys.argv[1] == "pinned":
         numerics.pin()
     import numpy as np, scipy.linalg, torch
-    from uaprobe import extract
+    from uaprobe.extraction import extract
     torch.set_num_threads(int(sys.argv[2]))
     g = np.random.default_rng(0)
     B, T, D, V = 48, 24, 512, 4096

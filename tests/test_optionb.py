@@ -280,7 +280,7 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     from synthetic_h5 import write_synthetic_h5
     from uaprobe.analysis.pipeline import analyze_control, analyze_model
     from uaprobe.analysis.report import json_text
-    from uaprobe.store import read_embeddings
+    from uaprobe.extraction.store import read_embeddings
 
     emb = read_embeddings(write_synthetic_h5(tmp_path / "s.h5", n_layers=8))
     params = small_params()

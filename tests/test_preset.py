@@ -12,8 +12,8 @@ import yaml
 from extract_stage import run_stage
 from uaprobe.config import PRESETS, ModelSpec, load_params
 from uaprobe.errors import ConfigError, ModelSourceError
-from uaprobe.models import load_model, pick_dtype
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.models import load_model, pick_dtype
+from uaprobe.extraction.store import read_embeddings
 
 
 def edit_params(project: Path, **top) -> Path:

@@ -11,13 +11,13 @@ from scipy import stats as sps
 
 from synthetic_h5 import hand_tokens, write_synthetic_h5
 from tiny_models import load_tiny
-from uaprobe import extract
+from uaprobe.extraction import extract
 from uaprobe.analysis import anisotropy, bins, controls
 from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.analysis.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
-from uaprobe.sink import sink_statistics
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.sink import sink_statistics
+from uaprobe.extraction.store import read_embeddings
 
 # --------------------------------------------------------------------------------------------
 # partial correlation

@@ -18,7 +18,7 @@ from typing import Any
 
 from uaprobe import numdiff, numerics
 from uaprobe.atomic import os_reason
-from uaprobe.dataset import sha256_of
+from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
 

@@ -21,7 +21,7 @@ from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
 from uaprobe.analysis.uniformity import Representation, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
-from uaprobe.store import POLICIES, POOLINGS, Embeddings
+from uaprobe.extraction.store import POLICIES, POOLINGS, Embeddings
 
 EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
                     "dataset_sha256", "prompts_sha256", "uaprobe_version", "bos_added")

@@ -79,7 +79,7 @@ POLICIES = ("default", "sink_excluded")
 ``sink_excluded`` is ``pooled_sink_excluded/*`` (special tokens and position 0 excluded)."""
 
 SINK_STATISTICS = ("norm", "norm_ratio", "mean_share", "top_dim", "top_dim_share")
-"""Per-statement, per-layer statistics of :func:`uaprobe.sink.sink_statistics` (``top_dim`` is an int)."""
+"""Per-statement, per-layer statistics of :func:`uaprobe.extraction.sink.sink_statistics` (``top_dim`` is an int)."""
 
 _SINK_DOCS = {"norm": "||h_0||, the norm of position 0's state",
               "norm_ratio": "||h_0|| over the median norm of the other positions",
@@ -106,7 +106,7 @@ DATASETS: tuple[DatasetSpec, ...] = (
     DatasetSpec("n_content_sink_excluded", "int32", ("N",), "content tokens behind the sink-excluded states",
                 stream="n_content_sink_excluded"),
     *(DatasetSpec(f"sink/{k}", "int32" if k == "top_dim" else "float64", ("N", "L+1"),
-                  f"{_SINK_DOCS[k]} (uaprobe.sink)", stream=f"sink.{k}", index_of="D" if k == "top_dim" else None)
+                  f"{_SINK_DOCS[k]} (uaprobe.extraction.sink)", stream=f"sink.{k}", index_of="D" if k == "top_dim" else None)
       for k in SINK_STATISTICS),
     DatasetSpec("progress/done", "bool", ("N",), "the row is written (resuming an interrupted run)", optional=True),
     DatasetSpec("tokens/ids", "int32", ("K",), "every statement's token ids as the model reads them, concatenated"),

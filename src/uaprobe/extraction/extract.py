@@ -14,7 +14,7 @@ Which positions are content is the pooling policy (:func:`content_positions`):
 seeds' ``hidden[0, 1:]``: position 0 is dropped from the mean whatever it is, and taken as the first
 token. Every batch is also pooled under ``sink_excluded`` (special tokens and position 0 out: the
 attention sink, whether it is a BOS or the first word), and position 0's dominance is measured
-(:mod:`uaprobe.sink`), so both policies come from one forward pass.
+(:mod:`uaprobe.extraction.sink`), so both policies come from one forward pass.
 
 Right padding keeps every content position's computation identical to the unpadded sequence
 (causal attention never looks right), so no position ids are needed.
@@ -32,9 +32,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from uaprobe import layout
+from uaprobe.extraction import layout
 from uaprobe.errors import DatasetError, NumericalError
-from uaprobe.sink import sink_statistics
+from uaprobe.extraction.sink import sink_statistics
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def final_norm(model: torch.nn.Module) -> torch.nn.Module:
             return module
     raise NumericalError(
         f"{type(model).__name__}: no final norm found on {type(base).__name__} "
-        "(looked for norm, final_layer_norm, ln_f, final_layernorm); add its name to uaprobe.extract.final_norm"
+        "(looked for norm, final_layer_norm, ln_f, final_layernorm); add its name to uaprobe.extraction.extract.final_norm"
     )
 
 
@@ -183,11 +183,11 @@ class BatchResult:
     prenorm_sink_excluded: dict[str, np.ndarray]
     n_content_sink_excluded: np.ndarray
     sink: dict[str, np.ndarray]
-    """:data:`uaprobe.sink.SINK_STATISTICS` -> (B, L+1)"""
+    """:data:`uaprobe.extraction.sink.SINK_STATISTICS` -> (B, L+1)"""
 
     def datasets(self) -> dict[str, np.ndarray]:
         """HDF5 dataset path -> (B, ...) array: the rows of this batch, for every streamed dataset of
-        :data:`uaprobe.layout.DATASETS`."""
+        :data:`uaprobe.extraction.layout.DATASETS`."""
         return {spec.name: layout.streamed_value(self, spec.stream) for spec in layout.DATASETS if spec.stream}
 
     @staticmethod

@@ -1,7 +1,7 @@
 """One model's extraction in HDF5: atomic, deterministic, resumable writes and a checked reader.
 
 The layout of ``data/embeddings/<model>.h5`` -- every dataset with its dtype and shape, every
-attribute -- is described once, in :mod:`uaprobe.layout`; :class:`ExtractionWriter` allocates and
+attribute -- is described once, in :mod:`uaprobe.extraction.layout`; :class:`ExtractionWriter` allocates and
 fills what it describes, and :func:`read_embeddings` checks every file against it before anything
 is read (present, dtype kind, shapes consistent with each other and the attributes, values finite).
 ``docs/inputs-and-faults.md`` lists it as a table.
@@ -30,10 +30,10 @@ from typing import Any, Mapping
 import h5py
 import numpy as np
 
-from uaprobe import layout
+from uaprobe.extraction import layout
 from uaprobe.atomic import check_writable, is_io_error, move_into_place, os_reason
 from uaprobe.errors import UAProbeError
-from uaprobe.layout import POLICIES, POOLINGS, SINK_STATISTICS
+from uaprobe.extraction.layout import POLICIES, POOLINGS, SINK_STATISTICS
 
 __all__ = ["POLICIES", "POOLINGS", "SINK_STATISTICS", "Embeddings", "ExtractionWriter", "check_output_path",
            "partial_path", "read_embeddings"]
@@ -129,7 +129,7 @@ class Embeddings:
     aniso_prompt_index: np.ndarray
     aniso_special: np.ndarray
     arrays: Mapping[str, Any] = field(default_factory=dict)
-    """Every dataset of :data:`uaprobe.layout.DATASETS` the file holds, by name (str datasets as lists of
+    """Every dataset of :data:`uaprobe.extraction.layout.DATASETS` the file holds, by name (str datasets as lists of
     str); an optional dataset an older file lacks is absent."""
 
     @property
@@ -150,7 +150,7 @@ def _strings(ds: h5py.Dataset) -> list[str]:
 
 
 def read_embeddings(path: str | Path) -> Embeddings:
-    """Load one extraction file after checking it against :mod:`uaprobe.layout`.
+    """Load one extraction file after checking it against :mod:`uaprobe.extraction.layout`.
 
     A missing, partial, foreign or damaged file -- a dataset missing, of the wrong dtype kind (an int
     ``pooled/mean``), of a shape that disagrees with the others or the attributes, a NaN or inf -- is
@@ -253,7 +253,7 @@ class ExtractionWriter:
 
     A partial file left by an interrupted run is resumed when its fingerprint (every provenance
     attribute) matches the new run; otherwise it is discarded and the extraction starts over.
-    Streamed datasets (:attr:`~uaprobe.layout.DatasetSpec.stream`) are filled by :meth:`write` from each
+    Streamed datasets (:attr:`~uaprobe.extraction.layout.DatasetSpec.stream`) are filled by :meth:`write` from each
     batch result; the others are written at creation from the arguments (``tokens``: the flat
     ``tokens/ids``, ``tokens/offsets`` and ``tokens/special``).
     """
@@ -311,7 +311,7 @@ class ExtractionWriter:
         return fh
 
     def _create(self, fixed: Mapping[str, Any], sizes: Mapping[str, int]) -> h5py.File:
-        """A new partial file: the fixed datasets written, the streamed ones allocated (see :mod:`uaprobe.layout`).
+        """A new partial file: the fixed datasets written, the streamed ones allocated (see :mod:`uaprobe.extraction.layout`).
 
         The disk's free space is compared with the file's size first: HDF5 can crash the process when
         it closes a file whose creation ran out of space, so a full disk is found before HDF5 writes.

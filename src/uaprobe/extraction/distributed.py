@@ -4,7 +4,7 @@ Launched with ``torchrun --nproc_per_node=N stages/extract.py --model ID`` (or `
 launch``), every rank loads the model, takes the batches ``i`` with ``i % world == rank`` of the
 same length-sorted batching the single process uses, and streams its results into
 ``<out>.shard<rank>of<world>``. After a barrier, rank 0 merges the shards into the usual
-:class:`~uaprobe.store.ExtractionWriter`. Each batch holds the same statements as in a
+:class:`~uaprobe.extraction.store.ExtractionWriter`. Each batch holds the same statements as in a
 single-process run, so the merged file holds the same values -- and, with the writer's fixed
 layout, the same bytes.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from uaprobe.extract import BatchResult
+from uaprobe.extraction.extract import BatchResult
 
 
 @dataclass(frozen=True)

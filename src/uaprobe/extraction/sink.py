@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from uaprobe.store import SINK_STATISTICS
+from uaprobe.extraction.store import SINK_STATISTICS
 
 
 def sink_statistics(hidden_states: Sequence[torch.Tensor], attention_mask: torch.Tensor) -> dict[str, np.ndarray]:

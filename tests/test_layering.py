@@ -1,0 +1,72 @@
+"""The library's layout shows the flow: extraction -> analysis -> publishing, over shared infrastructure.
+
+Every import between the library's modules is read from the source (no module is executed) and
+checked against the allowed direction, so a publishing module that reaches into the analyses, or an
+analysis that imports the renderer, fails here rather than in a review.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "uaprobe"
+
+ALLOWED: dict[str, set[str]] = {
+    "infrastructure": {"infrastructure"},
+    "extraction": {"infrastructure", "extraction"},
+    "analysis": {"infrastructure", "extraction", "analysis"},
+    "publishing": {"infrastructure", "publishing"},
+    "command": {"infrastructure", "extraction", "analysis", "publishing", "command"},
+}
+"""For each layer, the layers its modules may import."""
+
+
+def layer(module: str) -> str:
+    """``uaprobe.extraction.store`` -> ``extraction``; the top-level helpers are the infrastructure."""
+    parts = module.split(".")
+    if parts[:2] == ["uaprobe", "cli"]:
+        return "command"
+    if len(parts) > 1 and parts[1] in ("extraction", "analysis", "publishing"):
+        return parts[1]
+    return "infrastructure"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The ``uaprobe`` modules ``path`` imports (``from uaprobe.x import y`` counts as ``uaprobe.x.y``
+    when ``y`` is a module of the package)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("uaprobe")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("uaprobe"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                is_module = (SRC.parent / candidate.replace(".", "/")).with_suffix(".py").is_file() or \
+                    (SRC.parent / candidate.replace(".", "/")).is_dir()
+                found.add(candidate if is_module else node.module)
+    return found
+
+
+MODULES = sorted(SRC.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
+def test_imports_follow_the_flow(path: Path) -> None:
+    here = layer(module_name(path))
+    wrong = sorted(m for m in imports(path) if m != "uaprobe" and layer(m) not in ALLOWED[here])
+    assert not wrong, f"{module_name(path)} ({here}) imports {wrong}, against the flow {ALLOWED[here]}"
+
+
+def test_the_layers_are_packages_and_the_check_sees_their_imports() -> None:
+    assert {layer(module_name(p)) for p in MODULES} == set(ALLOWED)
+    assert "uaprobe.extraction.store" in imports(SRC / "analysis" / "pipeline.py")
+    assert layer("uaprobe.publishing.render") == "publishing" and layer("uaprobe.config") == "infrastructure"
