@@ -335,3 +335,11 @@ def test_the_features_compared_across_engines_are_read_from_the_page(rendered: r
     assert features["refs"] == ["Figure 1", "Figure 2", "Section 1", "Section 1.1", "Table 1"]
     assert features["captions"] == [True, True] and features["inline"] is True
     assert features["images"] == 2 and features["tables"] == 2 and len(features["values"]) == 1  # type: ignore[arg-type]
+
+
+def test_an_inline_string_quarto_would_show_with_escapes_is_refused(tmp_path: Path) -> None:
+    """Quarto shows an inline str as its repr without the quotes: a backslash or a quote of both kinds
+    would show its escape there, so the fallback refuses it rather than render it differently."""
+    body = DOC.replace("Value `{python} f\"{value:.2f}\"`;", "Value `{python} 'it' + chr(39) + 's ' + chr(34)`;")
+    with pytest.raises(RenderError, match="Quarto would show as"):
+        render.render_manuscript(write_project(tmp_path / "doc", body), engine="fallback")

@@ -13,12 +13,13 @@ from typing import Any
 
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.tables import L_STAR
-from uaprobe.publishing.values import Value, pretty
+from uaprobe.publishing.values import Value, pretty, prose
 
 MATCH_TOLERANCE = 0.05
 """Two correlations closer than this count as "comparable" in the text."""
 
 
+@prose
 def join_words(items: Sequence[Any], conjunction: str = "and") -> str:
     items = [str(i) for i in items]
     if len(items) <= 1:
@@ -26,32 +27,38 @@ def join_words(items: Sequence[Any], conjunction: str = "and") -> str:
     return ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
 
 
+@prose
 def plural(n: int, noun: str, plural_form: str | None = None) -> str:
     """``noun`` or its plural, for ``n`` things."""
     return noun if n == 1 else (plural_form or noun + "s")
 
 
+@prose
 def count_phrase(n: Any, noun: str, plural_form: str | None = None) -> str:
     """``no layer``, ``1 layer``, ``3 layers`` (``n`` an int or a value holding one)."""
     k = int(n.raw if isinstance(n, Value) else n)
     return f"no {noun}" if k == 0 else f"{n} {plural(k, noun, plural_form)}"
 
 
+@prose
 def per_model(out: Outputs, stem: str, key: str, fmt: str = "r") -> str:
     """``x (Model A) and y (Model B)``: one value of every model of the panel."""
     return join_words([f"{out.v(m, stem, key, fmt)} ({out.display(m)})" for m in out.models])
 
 
+@prose
 def models(out: Outputs) -> str:
     return join_words([out.display(m) for m in out.models])
 
 
+@prose
 def sign_word(r: float | None) -> str:
     if r is None:
         return "undefined"
     return "positive" if r > 0 else "negative" if r < 0 else "zero"
 
 
+@prose
 def interval_phrase(low: Value, high: Value) -> str:
     """``[+0.10, +0.40], which excludes zero`` or ``…, which includes zero``."""
     if low.raw is None or high.raw is None:
@@ -60,6 +67,7 @@ def interval_phrase(low: Value, high: Value) -> str:
     return f"[{low}, {high}], which {verdict} zero"
 
 
+@prose
 def change_phrase(before: Value, after: Value) -> str:
     """How r changes: ``reverses its sign (+0.97 to −0.24)`` or ``moves from +0.97 to +0.80``."""
     if before.raw is None or after.raw is None:
@@ -69,6 +77,7 @@ def change_phrase(before: Value, after: Value) -> str:
     return f"moves from {before} to {after}"
 
 
+@prose
 def comparison_word(baseline: float | None, model: float | None, *, tolerance: float = MATCH_TOLERANCE) -> str:
     """How a baseline's r compares with the model's: ``exceeds``, ``matches`` or ``falls short of``."""
     if baseline is None or model is None:
@@ -82,6 +91,7 @@ def comparison_word(baseline: float | None, model: float | None, *, tolerance: f
 # Per-model phrases of the results sections
 
 
+@prose
 def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model: the last-layer r with its Fisher-z interval and exact permutation p."""
     parts = []
@@ -94,6 +104,7 @@ def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
     return "; ".join(parts)
 
 
+@prose
 def sign_changes_phrase(out: Outputs, stem: str = "layerwise", pooling: str = "mean") -> str:
     """Per model: how often the layer curve changes sign, and between which layers."""
     parts = []
@@ -107,6 +118,7 @@ def sign_changes_phrase(out: Outputs, stem: str = "layerwise", pooling: str = "m
     return "; ".join(parts)
 
 
+@prose
 def aligned_phrase(out: Outputs, variant: str = "mean") -> str:
     """Per model: how many categories are aligned, of how many."""
     parts = []
@@ -117,6 +129,7 @@ def aligned_phrase(out: Outputs, variant: str = "mean") -> str:
     return join_words(parts)
 
 
+@prose
 def stability_phrase(out: Outputs, pooling: str = "mean") -> str:
     """The seed's verdict on the peak depths across the panel."""
     stable = out.raw_at("results/panel.json", f"poolings/{pooling}/summary/stable")
@@ -125,6 +138,7 @@ def stability_phrase(out: Outputs, pooling: str = "mean") -> str:
             "too few models for the seed's stability criterion")
 
 
+@prose
 def bell_phrase(out: Outputs) -> str:
     """Per model: whether the profile passes the seed's sign-only test and the test with significant slopes."""
     parts = []
@@ -141,6 +155,7 @@ def bell_phrase(out: Outputs) -> str:
 # Panel-wide findings
 
 
+@prose
 def sink_excluded_sign_changes(out: Outputs) -> str:
     """Per model: sign changes of the layer curve with the sink excluded."""
     return join_words([f"{count_phrase(out.v(m, 'robustness', 'policies/sink_excluded/n_sign_changes', 'int'), 'sign change')}"
@@ -152,6 +167,7 @@ def reversing_models(out: Outputs) -> list[str]:
     return [out.display(m) for m in out.models if out.raw(m, "robustness", "loco/sign_reversed")]
 
 
+@prose
 def loco_phrase(out: Outputs) -> str:
     """Per model: the most influential category and r with and without it."""
     parts = []
@@ -166,6 +182,7 @@ def loco_phrase(out: Outputs) -> str:
     return "; ".join(parts)
 
 
+@prose
 def sink_verdict(out: Outputs) -> str:
     """What excluding position 0 changes: the layers whose sign flips, and L* of the anisotropy profile."""
     flips, moves = [], []
@@ -186,6 +203,7 @@ def sink_verdict(out: Outputs) -> str:
     return text
 
 
+@prose
 def null_phrase(out: Outputs) -> str:
     """Per model: the size-matched null's p at the last layer."""
     return join_words([f"p = {out.v(m, 'robustness', 'policies/default/size_matched_null_p/-1', 'p')} "
@@ -199,6 +217,7 @@ def lexical_matches_or_beats(out: Outputs) -> list[str]:
                                out.raw(m, "robustness", "policies/default/final_r")) in ("matches", "exceeds")]
 
 
+@prose
 def lexical_phrase(out: Outputs) -> str:
     """Per model: the lexical baseline's r against the model's."""
     parts = []
@@ -216,6 +235,7 @@ def significant_layers(out: Outputs, policy: str = "default") -> list[int]:
     return [int(out.raw(m, "robustness", f"policies/{policy}/n_layers_permutation_holm")) for m in out.models]
 
 
+@prose
 def significance_phrase(out: Outputs, policy: str = "default") -> str:
     """``no layer of any model`` or per model counts, for Holm-corrected exact permutation tests."""
     if not any(significant_layers(out, policy)):
@@ -224,12 +244,14 @@ def significance_phrase(out: Outputs, policy: str = "default") -> str:
                        f" of {out.display(m)}" for m in out.models])
 
 
+@prose
 def parametric_layers_phrase(out: Outputs) -> str:
     """Per model: layers that the parametric t-test with Holm's correction would have called significant."""
     return join_words([f"{out.v(m, 'robustness', 'inference/n_layers_parametric_holm', 'int')} of "
                        f"{out.v(m, 'layerwise', 'layers', 'count')} ({out.display(m)})" for m in out.models])
 
 
+@prose
 def published_comparison(out: Outputs) -> str:
     """The original study's Pythia-6.9B final-layer r beside this panel's, under both policies."""
     return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1')} for Pythia-6.9B, against "
@@ -237,6 +259,7 @@ def published_comparison(out: Outputs) -> str:
             f"{per_model(out, 'robustness', 'policies/sink_excluded/final_r')})")
 
 
+@prose
 def conclusion_phrase(out: Outputs) -> str:
     """What the data support, in one clause list: lexical or not, one category or not, significant or not."""
     lexical = lexical_matches_or_beats(out)
@@ -258,6 +281,7 @@ def conclusion_phrase(out: Outputs) -> str:
     return "; ".join(parts)
 
 
+@prose
 def panel_phrase(out: Outputs) -> str:
     """What the panel is, and what that rules out: quantized weights, small models, not the original's."""
     specs = [out.params.model(m) for m in out.models]
@@ -283,6 +307,7 @@ def panel_phrase(out: Outputs) -> str:
     return " ".join(text)
 
 
+@prose
 def peak_depth_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model: the depth of the positive peak, ``41 % (A) and 60 % (B)``."""
     panel = "results/panel.json"
@@ -290,6 +315,7 @@ def peak_depth_phrase(out: Outputs, pooling: str = "mean") -> str:
                        f"({out.display(m)})" for m in out.models])
 
 
+@prose
 def bins_phrase(out: Outputs, pooling: str = "mean", scheme: str = "balanced") -> str:
     """Per model, over the partitions into ``ci_k`` bins: the last-layer r's mean and sd, the share of
     partitions with r > 0 and the share whose Fisher-z interval excludes zero."""
@@ -303,4 +329,30 @@ def bins_phrase(out: Outputs, pooling: str = "mean", scheme: str = "balanced") -
         parts.append(f"{v('r_mean', 'r')} (sd {v('r_std', 'f2')}) for {out.display(m)}, with r > 0 in "
                      f"{v('share_positive', 'percent')} % of the partitions and a Fisher-z interval excluding zero in "
                      f"{v('share_excludes_zero', 'percent')} %")
+    return "; ".join(parts)
+
+
+@prose
+def l_star_phrase(out: Outputs) -> str:
+    """Per model: L* and the layers tied with it (``12, tied with layers 12–24``; ``1, with no tie``)."""
+    parts = []
+    for m in out.models:
+        ties = out.raw(m, "anisotropy", "l_star_ties") or []
+        tie = (f"tied with layers {out.v(m, 'anisotropy', 'l_star_ties', 'layers')}" if len(ties) > 1
+               else "with no other layer tied")
+        parts.append(f"layer {out.v(m, 'anisotropy', 'l_star', 'int')} for {out.display(m)}, {tie}")
+    return "; ".join(parts)
+
+
+@prose
+def slopes_phrase(out: Outputs) -> str:
+    """Per model: the least-squares slopes of λ1/Σλ before and after L* with their p-values."""
+    parts = []
+    for m in out.models:
+        sides = []
+        for side, word in (("before", "before"), ("after", "after")):
+            slope = out.v(m, "anisotropy", f"bell_curve/{side}/slope", "s4")
+            sides.append(f"no slope {word} {L_STAR} (too few layers)" if slope.raw is None else
+                         f"{slope} (p {out.v(m, 'anisotropy', f'bell_curve/{side}/p', 'p')}) {word}")
+        parts.append(f"{' and '.join(sides)} for {out.display(m)}")
     return "; ".join(parts)

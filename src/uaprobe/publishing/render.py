@@ -520,11 +520,15 @@ def parse_cell_options(source: str, *, line: int, where: str) -> tuple[dict[str,
 
 _INLINE_HELPER = '''\
 def __uaprobe_inline__(value):
-    if isinstance(value, str):
-        return value
     markdown = getattr(value, "_repr_markdown_", None)
     if markdown is not None:
         return markdown()
+    if isinstance(value, str):
+        shown = repr(value)[1:-1]
+        if shown != value:  # Quarto shows an inline str as its repr without the quotes
+            raise ValueError("an inline string that Quarto would show as " + repr(shown)
+                             + ": give a number, or wrap the text in IPython.display.Markdown")
+        return value
     return repr(value)
 '''
 

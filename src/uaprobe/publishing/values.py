@@ -202,6 +202,25 @@ class Value:
         return self.markdown()
 
 
+class Prose(str):
+    """A phrase of the paper: markdown (it may hold values' markup) that an inline expression shows as
+    markdown under both engines, never as a Python repr with escapes."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def prose(fn: Callable[..., str]) -> Callable[..., Prose]:
+    """A phrase function whose result is :class:`Prose`."""
+    def wrapper(*args: Any, **kwargs: Any) -> Prose:
+        return Prose(fn(*args, **kwargs))
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = fn.__name__, fn.__doc__, fn  # type: ignore[attr-defined]
+    return wrapper
+
+
 def appendix_rows(ledger: Ledger, md5_shown: int = 12) -> list[list[str]]:
     """The sources by file, in the order the paper first reads each file: a row naming the file and its
     md5, then one row per value (its number, the anchor its links point to; the value; the key)."""
