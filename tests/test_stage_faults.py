@@ -77,8 +77,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
                      "robustness": {"lexical_seeds": 1, "null_partitions": 20, "anisotropy_bootstrap": 5}},
     }
     (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    shutil.copytree(REPO / "data" / "published", root / "data" / "published")  # the published reference values
     for i, m in enumerate(MODELS):
         write_synthetic_h5(root / "data" / "embeddings" / f"{m}.h5", seed=i, n_layers=4, hidden=12, model_id=m)
+        write_synthetic_h5(root / "data" / "embeddings" / f"{m}.control.h5", seed=10 + i, n_layers=4, hidden=12,
+                           model_id=m, pairs_per_category=(6, 4), category_names=("neutral", "political"))
     (root / "paper").mkdir()
     for name in PAPER_FILES:
         shutil.copyfile(REPO / "paper" / name, root / "paper" / name)
@@ -89,7 +92,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.chdir(root)
     try:
         for m in MODELS:
-            assert stage_main("analyze", STAGES["analyze"].main, ["--model", m]) == 0
+            assert stage_main("analyze", STAGES["analyze"].main,
+                              ["--model", m, "--control", f"data/embeddings/{m}.control.h5"]) == 0
         assert stage_main("compare", STAGES["compare"].main, []) == 0
     finally:
         os.chdir(cwd)
@@ -416,7 +420,7 @@ def test_figures_checks_a_read_only_directory_first(project: Path, monkeypatch: 
 
 @pytest.mark.parametrize(("relative", "damage", "expected"), [
     ("results/models/m2/anisotropy.json", "delete", "not found"),
-    ("metrics/panel.json", "delete", "not found"),
+    ("results/models/m1/neutral_control.json", "delete", "not found"),
     ("results/models/m1/layerwise.json", "truncate", "not valid JSON"),
     ("results/panel.json", "empty-object", "'models' is missing"),
 ])

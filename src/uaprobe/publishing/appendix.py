@@ -155,7 +155,7 @@ MD5_SHOWN = 12
 """Hex digits of each md5 the tables show (``uaprobe verify`` compares the full hashes)."""
 
 
-def dvc_lock_table(root: Path, prefixes: Sequence[str] = ("results/", "metrics/", "figures/")) -> str:
+def dvc_lock_table(root: Path, prefixes: Sequence[str] = ("results/", "figures/")) -> str:
     """The md5 that ``dvc.lock`` records for every output the manuscript reads, and whether the file on
     disk still has it."""
     path = root / "dvc.lock"

@@ -106,7 +106,7 @@ class Outputs:
 
 
 def load_outputs(root: str | Path | None = None) -> Outputs:
-    """The outputs of the repository at or above ``root``; every results file of the panel is read (and
+    """The outputs of the repository at or above ``root``; every results file the paper reads is read (and
     checked) at once, so a missing or malformed one stops the render before any cell runs."""
     root = find_root(root)
     params = load_params(root / "params.yaml")
@@ -115,7 +115,6 @@ def load_outputs(root: str | Path | None = None) -> Outputs:
         for stem in ("layerwise", "validation", "bins", "pairs", "preference", "anisotropy", "robustness",
                      "option_b", "neutral_control", "sink_excluded/layerwise"):
             out.doc(out.model_file(m, stem))
-        out.doc(f"metrics/models/{m}.json")
     out.doc("results/panel.json")
     out.doc("params.yaml")
     return out
