@@ -3,6 +3,7 @@ HTML (parsed back) and to a PDF (Typst resolves every link to the appendix), and
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,13 @@ def test_paper_diff_reads_a_revision_through_git_and_the_dvc_cache(tmp_path: Pat
     assert "1 value(s) and 0 figure(s) differ" in proc.stdout and "+0.500 → +0.250 (50 %)" in proc.stdout
     diff = (tmp_path / "paper" / "_output" / "diff.html").read_text(encoding="utf-8")
     assert diff.count('<mark class="uav-diff"') == 1
+    # the revision's results in no cache (nor remote): one line naming the revision and the file
+    shutil.rmtree(tmp_path / ".dvc" / "cache")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "results/r.json at HEAD" in lines[0] and "dvc pull" in lines[0]
+    # a results file that is not JSON at one revision
+    (tmp_path / "results" / "r.json").write_text("{not json", encoding="utf-8")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "--repo", ".")
+    assert proc.returncode == 2 and "results/r.json at working tree: not a valid results file" in proc.stderr
