@@ -1,0 +1,56 @@
+"""Snapshots of the manuscript's generated tables and phrases from one fixed synthetic run.
+
+Every table and phrase is rendered to plain text (each value's markup replaced by the text it shows)
+and compared with ``tests/snapshots/<name>.md``. A change to a builder, a format or an analysis shows
+here as a diff of what the paper would print. After an intended change, rewrite the snapshots with
+``UAPROBE_UPDATE_SNAPSHOTS=1 pytest tests/test_snapshots.py`` and review the diff before committing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from synthetic_results import write_synthetic_results
+from uaprobe.publishing import phrases, tables, tables_original
+from uaprobe.publishing.outputs import Outputs, load_outputs
+from uaprobe.publishing.values import plain_text
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+BUILDERS: dict[str, Callable[[Outputs], str]] = {
+    **{name: getattr(tables, name) for name in (
+        "model_panel_table", "layer_table", "validation_table", "validation_summary_table", "published_reference_table",
+        "scaling_table", "bins_table", "anisotropy_table", "sink_table", "robustness_table", "inference_table")},
+    **{name: getattr(tables_original, name) for name in (
+        "option_b_table", "phase_table", "control_table", "published_comparison_table", "published_layers_markdown")},
+    **{name: getattr(phrases, name) for name in (
+        "last_layer_phrase", "sign_changes_phrase", "aligned_phrase", "stability_phrase", "bell_phrase",
+        "sink_excluded_sign_changes", "loco_phrase", "sink_verdict", "null_phrase", "lexical_phrase",
+        "significance_phrase", "parametric_layers_phrase", "published_comparison", "conclusion_phrase",
+        "panel_phrase", "peak_depth_phrase", "bins_phrase", "l_star_phrase", "slopes_phrase")},
+}
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
+    root = tmp_path_factory.mktemp("snapshot")
+    write_synthetic_results(root)
+    return load_outputs(root)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_generated_text_matches_its_snapshot(out: Outputs, name: str) -> None:
+    text = plain_text(BUILDERS[name](out)).rstrip("\n") + "\n"
+    path = SNAPSHOTS / f"{name}.md"
+    if os.environ.get("UAPROBE_UPDATE_SNAPSHOTS") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path.name}: no snapshot; write it with UAPROBE_UPDATE_SNAPSHOTS=1"
+    assert text == path.read_text(encoding="utf-8"), f"{name} changed; review, then UAPROBE_UPDATE_SNAPSHOTS=1"
+
+
+def test_every_snapshot_has_its_builder() -> None:
+    assert {p.stem for p in SNAPSHOTS.glob("*.md")} == set(BUILDERS)
