@@ -33,7 +33,7 @@ from uaprobe import figures, figures_original
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.manuscript import PUBLISHED_REFERENCE_CATEGORY, PUBLISHED_SCIENTIFIC_FACTS
-from uaprobe.results_files import read_results
+from uaprobe.schema import read_results, validate
 from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.figures")
@@ -97,6 +97,8 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
         written = figures.save_figure(figures.scaling_figure(panel), build / "panel" / "scaling", formats=FORMATS)
         entries.append(_entry("scaling", None, written, build, out, root, ["results/panel.json"]))
         manifest = {"stage": STAGE, "formats": list(FORMATS), "figures": entries}
+        validate(manifest, "manifest", shown=_rel(out / "manifest.json", root),
+                 fix="the figures stage built a manifest its schema refuses (uaprobe.schema); report it")
         write_file(build / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         build.chmod(0o755)
         replace_directory(build, out)

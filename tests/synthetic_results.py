@@ -18,8 +18,9 @@ import yaml
 
 from synthetic_h5 import write_synthetic_h5
 from uaprobe.analysis.pipeline import analyze_control, analyze_model, compare_panel
-from uaprobe.analysis.report import csv_text, json_text
+from uaprobe.analysis.report import csv_text
 from uaprobe.config import params_from_mapping
+from uaprobe.schema import results_text
 from uaprobe.store import read_embeddings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +55,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Write params.yaml, results/, metrics/, plots/ and a dvc.lock under ``root``; return the documents."""
+    """Write params.yaml, results/, metrics/, plots/ and a dvc.lock under ``root`` (every results file checked
+    against its schema as the stages check it); return the documents."""
     models = SYNTHETIC_MODELS if models is None else models
     params = synthetic_params(models)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
@@ -79,16 +81,18 @@ def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict
         out.metrics["neutral_control"] = ctrl["metrics"]
         docs[model_id] = out.results
         for stem, doc in out.results.items():
-            _write(root / "results" / "models" / model_id / f"{stem}.json", json_text(doc))
-        _write(root / "metrics" / "models" / f"{model_id}.json", json_text(out.metrics))
+            path = root / "results" / "models" / model_id / f"{stem}.json"
+            _write(path, results_text(doc, kind=Path(stem).name, shown=path))
+        path = root / "metrics" / "models" / f"{model_id}.json"
+        _write(path, results_text(out.metrics, kind="metrics", shown=path))
         for stem, cols in out.plots.items():
             _write(root / "plots" / stem / f"{model_id}.csv", csv_text(cols))
     panel = compare_panel(model_ids=list(models), layerwise_results={m: d["layerwise"] for m, d in docs.items()},
                           anisotropy_results={m: d["anisotropy"] for m, d in docs.items()},
                           sink_excluded_results={m: d["sink_excluded/layerwise"] for m, d in docs.items()},
                           params_millions={m: s["params_millions"] for m, s in models.items()}, params=analysis)
-    _write(root / "results" / "panel.json", json_text(panel.results["panel"]))
-    _write(root / "metrics" / "panel.json", json_text(panel.metrics))
+    _write(root / "results" / "panel.json", results_text(panel.results["panel"], kind="panel", shown="results/panel.json"))
+    _write(root / "metrics" / "panel.json", results_text(panel.metrics, kind="panel_metrics", shown="metrics/panel.json"))
     write_dvc_lock(root)
     return {"params": params, "models": docs, "panel": panel.results["panel"]}
 

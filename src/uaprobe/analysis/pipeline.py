@@ -427,6 +427,19 @@ def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict
 # compare
 
 
+def _panel_anisotropy(model_id: str, aniso: Any, *, rec: Any) -> dict[str, Any]:
+    """L* of one model for ``results/panel.json``; a missing value keeps the reason its
+    ``anisotropy.json`` records."""
+    values = {"l_star": aniso["l_star"], "l_star_depth_pct": aniso["l_star_depth_pct"],
+              "is_bell_curve": aniso["bell_curve"]["is_bell_curve"]}
+    where = {"l_star": "l_star", "l_star_depth_pct": "l_star_depth_pct", "is_bell_curve": "bell_curve/is_bell_curve"}
+    for key, value in values.items():
+        if value is None:
+            why = aniso["nan_reasons"].get(where[key], "see its nan_reasons")
+            rec.label(key, None, f"undefined in results/models/{model_id}/anisotropy.json: {why}")
+    return values
+
+
 def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, dict[str, Any]],
                   anisotropy_results: Mapping[str, dict[str, Any]],
                   params_millions: Mapping[str, float | None], params: AnalysisParams,
@@ -450,8 +463,7 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, d
         "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
                                                  stable_depth_std=params.stable_depth_std,
                                                  rec=rec.sub("seed_layers_view")),
-        "anisotropy": {m: {"l_star": a["l_star"], "l_star_depth_pct": a["l_star_depth_pct"],
-                           "is_bell_curve": a["bell_curve"]["is_bell_curve"]}
+        "anisotropy": {m: _panel_anisotropy(m, a, rec=rec.sub(f"anisotropy/{m}"))
                        for m, a in anisotropy_results.items()},
     }
     if sink_excluded_results:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from uaprobe.schema.base import Flag, Index, PerLayer, Record, Stat
+from uaprobe.schema.base import Flag, Index, Record, Stat
 from uaprobe.schema.common import NUMERICS, Peak
 
 

@@ -1,0 +1,185 @@
+"""The typed results schema (:mod:`uaprobe.schema`): every file of a real analysis run on synthetic
+extraction files validates and reads back equal; each kind of fault gives one line naming the file,
+the key and the stage that rewrites the file."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from synthetic_results import SYNTHETIC_MODELS, write_synthetic_results
+from uaprobe.analysis.pipeline import compare_panel
+from uaprobe.analysis.report import json_text
+from uaprobe.config import params_from_mapping
+from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, lookup, read_results, results_text, validate
+from uaprobe.schema.base import walk
+from uaprobe.schema.categories import Layerwise
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("schema")
+    write_synthetic_results(root)
+    return root
+
+
+def results_files(root: Path) -> list[str]:
+    files = sorted((root / "results").rglob("*.json")) + sorted((root / "metrics").rglob("*.json"))
+    return [p.relative_to(root).as_posix() for p in files]
+
+
+def test_every_file_of_a_synthetic_run_validates_and_reads_back_equal(tree: Path) -> None:
+    kinds = set()
+    for relative in results_files(tree):
+        doc = read_results(tree, relative)
+        kind = kind_of(relative)
+        kinds.add(kind)
+        assert isinstance(doc, MODELS[kind])
+        assert doc.model_dump(mode="json", by_alias=True, exclude_unset=True) == json.loads(
+            (tree / relative).read_text(encoding="utf-8")), relative
+    assert kinds == set(MODELS) - {"manifest"}
+    assert len([r for r in results_files(tree) if "/sink_excluded/" in r]) == 2 * 6
+
+
+def load(tree: Path, relative: str = "results/models/tiny-a/layerwise.json") -> dict[str, Any]:
+    return json.loads((tree / relative).read_text(encoding="utf-8"))
+
+
+def refused(doc: Any, kind: str = "layerwise", shown: str = "results/models/tiny-a/layerwise.json") -> str:
+    with pytest.raises(ResultsFileError) as info:
+        validate(doc, kind, shown=shown)
+    message = str(info.value)
+    assert message.startswith(f"{shown}: ") and "\n" not in message
+    assert message.endswith("rerun the analyze stage (`dvc repro`)") or kind != "layerwise"
+    return message
+
+
+def first_number(doc: dict[str, Any], pooling: str = "mean") -> int:
+    return next(i for i, v in enumerate(doc["poolings"][pooling]["pearson_r"]) if v is not None)
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda d: d.__setitem__("n_layers", "2"), "key 'n_layers' holds a string, expected an int"),
+    (lambda d: d.__setitem__("n_layers", True), "key 'n_layers' holds a bool, expected an int"),
+    (lambda d: d.__setitem__("poolings", []), "key 'poolings' holds a list, expected an object"),
+    (lambda d: d["poolings"]["last"]["pearson_r"].__setitem__(1, "0.5"),
+     "key 'poolings/last/pearson_r/1' holds a string, expected a number"),
+    (lambda d: d["poolings"]["last"]["bootstrap_valid"].__setitem__(0, None),
+     "key 'poolings/last/bootstrap_valid/0' holds null, expected an int"),
+    (lambda d: d["poolings"]["first"].pop("bootstrap_ci_high"), "key 'poolings/first/bootstrap_ci_high' is missing"),
+    (lambda d: d.pop("categories"), "key 'categories' is missing"),
+    (lambda d: d.__setitem__("extra", 1), "key 'extra' is not in the schema of this file"),
+    (lambda d: d["poolings"]["mean"]["pearson_r"].pop(),
+     "key 'poolings/mean/pearson_r' has 6 entries, expected one per layer (7)"),
+])
+def test_a_wrong_type_a_missing_key_or_a_wrong_length_is_one_line(tree: Path, change: Any, expected: str) -> None:
+    doc = load(tree)
+    change(doc)
+    assert expected in refused(doc)
+
+
+def test_a_null_needs_a_reason_and_a_reason_needs_a_null(tree: Path) -> None:
+    doc = load(tree)
+    i = first_number(doc)
+    doc["poolings"]["mean"]["pearson_r"][i] = None
+    assert (f"key 'poolings/mean/pearson_r/{i}' is null (a missing value) without a reason in nan_reasons"
+            in refused(doc))
+    doc["nan_reasons"][f"poolings/mean/pearson_r/{i}"] = "planted"
+    assert isinstance(validate(doc, "layerwise", shown="x"), Layerwise)
+
+    doc = load(tree)
+    doc["nan_reasons"][f"poolings/mean/pearson_r/{i}"] = "planted"
+    assert f"nan_reasons names 'poolings/mean/pearson_r/{i}', which is not a missing value" in refused(doc)
+
+
+def test_a_null_by_meaning_needs_no_reason() -> None:
+    manifest = {"stage": "figures", "formats": ["png"], "figures": [
+        {"key": "scaling", "model": None, "stage": "figures", "sources": ["results/panel.json"],
+         "files": {"png": "figures/panel/scaling.png"}, "png": "figures/panel/scaling.png"}]}
+    assert validate(manifest, "manifest", shown="figures/manifest.json").figures[0].model is None
+    manifest["figures"][0]["model"] = 3
+    assert "key 'figures/0/model' holds an int, expected a string" in refused(
+        manifest, "manifest", shown="figures/manifest.json")
+
+
+def test_the_top_level_and_an_unknown_kind(tree: Path) -> None:
+    assert "expected a JSON object at the top level, got a list" in refused([1, 2])
+    assert "no results schema for a file named like this" in refused({}, "notes", shown="results/notes.json")
+
+
+def test_the_markers_follow_the_field_types(tree: Path) -> None:
+    doc = validate(load(tree), "layerwise", shown="x")
+    nodes = {tuple(n.path): n for n in walk(doc, type(doc))}
+    assert nodes[("poolings", "mean", "pearson_r", 0)].reasoned
+    assert nodes[("poolings", "mean", "pearson_r")].by_layer
+    assert not nodes[("poolings", "mean", "bootstrap_valid", 0)].reasoned
+    assert not nodes[("categories",)].by_layer
+    assert nodes[("poolings", "mean", "loco_r", 0, 1)].reasoned
+
+
+def test_read_results_names_the_file_and_returns_the_typed_model(tree: Path, tmp_path: Path) -> None:
+    doc = read_results(tree, "results/models/tiny-b/validation.json")
+    assert doc.variants["mean"].global_.r == load(tree, "results/models/tiny-b/validation.json")[
+        "variants"]["mean"]["global"]["r"]
+    with pytest.raises(ResultsFileError, match=r"^results/models/m/bins\.json: not found; rerun the analyze stage"):
+        read_results(tmp_path, "results/models/m/bins.json")
+    with pytest.raises(ResultsFileError, match=r"^results/panel\.json: not found; rerun the compare stage"):
+        read_results(tmp_path, "results/panel.json")
+
+
+def test_lookup_resolves_a_key_path_and_names_file_and_key(tree: Path) -> None:
+    relative = "results/models/tiny-a/layerwise.json"
+    doc, raw = read_results(tree, relative), load(tree, relative)
+    assert lookup(doc, "poolings/last/pearson_r/3") == raw["poolings"]["last"]["pearson_r"][3]
+    assert lookup(doc, "poolings/mean/sign_changes") == doc.poolings["mean"].sign_changes
+    assert lookup(doc, "n_layers") == raw["n_layers"] == doc["n_layers"]
+    validation = read_results(tree, "results/models/tiny-a/validation.json")
+    assert lookup(validation, "variants/mean/global/label") == validation.variants["mean"].global_.label
+    for path, missing in (("poolings/median/pearson_r", "poolings/median"), ("poolings/mean/pearson_r/99",
+                                                                                "poolings/mean/pearson_r/99"),
+                          ("nothing", "nothing"), ("n_layers/0", "n_layers/0")):
+        with pytest.raises(ResultsFileError) as info:
+            lookup(doc, path)
+        assert str(info.value).startswith(f"{relative}: key {path!r} is missing (no {missing!r})")
+
+
+def test_the_plain_json_object_comes_back_from_a_model(tree: Path) -> None:
+    relative = "results/models/tiny-b/anisotropy.json"
+    doc = read_results(tree, relative)
+    assert isinstance(doc, Record)
+    assert json_text(doc.model_dump(mode="json", by_alias=True, exclude_unset=True)) == (tree / relative).read_text()
+
+
+def test_results_text_writes_what_json_text_writes_and_refuses_what_readers_would(tree: Path) -> None:
+    doc = load(tree, "results/models/tiny-a/pairs.json")
+    assert results_text(doc, kind="pairs", shown="p.json") == json_text(doc)
+    bad = copy.deepcopy(doc)
+    bad["poolings"]["mean"]["final"]["r"] = None
+    with pytest.raises(ResultsFileError, match=r"^p\.json: key 'poolings/mean/final/r' is null \(a missing value\) "
+                                               r"without a reason in nan_reasons; the analyze stage built a file"):
+        results_text(bad, kind="pairs", shown="p.json")
+
+
+def test_the_panel_keeps_the_reason_of_a_missing_bell_curve_verdict(tree: Path) -> None:
+    params = params_from_mapping(json.loads(json.dumps(write_params(tree)))).analysis
+    ids = list(SYNTHETIC_MODELS)
+    lw = {m: load(tree, f"results/models/{m}/layerwise.json") for m in ids}
+    an = {m: load(tree, f"results/models/{m}/anisotropy.json") for m in ids}
+    an["tiny-b"]["bell_curve"]["is_bell_curve"] = None
+    an["tiny-b"]["nan_reasons"]["bell_curve/is_bell_curve"] = "before: fewer than 2 points"
+    out = compare_panel(model_ids=ids, layerwise_results=lw, anisotropy_results=an,
+                        params_millions={m: 1.0 for m in ids}, params=params)
+    panel = out.results["panel"]
+    assert panel["anisotropy"]["tiny-b"]["is_bell_curve"] is None
+    assert panel["nan_reasons"]["anisotropy/tiny-b/is_bell_curve"] == (
+        "undefined in results/models/tiny-b/anisotropy.json: before: fewer than 2 points")
+    validate(panel, "panel", shown="results/panel.json")
+
+
+def write_params(tree: Path) -> dict[str, Any]:
+    import yaml
+    return yaml.safe_load((tree / "params.yaml").read_text(encoding="utf-8"))
