@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from conftest import remount_read_only
 from synthetic_h5 import write_synthetic_h5
 from uaprobe import atomic, cli
-from uaprobe.schema import MODELS
+from uaprobe.schema import MODELS as SCHEMAS
 from uaprobe.stage import EXIT_ERROR, stage_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -323,7 +323,7 @@ COMPARE_READS = {"layerwise": ("model", "display", "n_layers", "layers", "depth_
 
 
 def _required(kind: str, key: str) -> bool:
-    model = MODELS[kind]
+    model = SCHEMAS[kind]
     for part in key.split("/"):
         if part == "*":
             continue
