@@ -47,11 +47,12 @@ class PerModelFigure:
     key: str
     sources: tuple[str, ...]
     """Results files of the model, ``results/models/<id>/<name>.json``."""
-    draw: Callable[[Mapping[str, Mapping[str, Any]]], Figure]
+    draw: Callable[[Mapping[str, Any]], Figure]
+    """Draws the figure from the files of ``sources``, read through their schema (name -> typed model)."""
 
 
-def _unit(docs: Mapping[str, Mapping[str, Any]]) -> str:
-    return "nats/token" if docs["layerwise"].get("preference", "mean") == "mean" else "nats/statement"
+def _unit(docs: Mapping[str, Any]) -> str:
+    return "nats/token" if docs["layerwise"].preference == "mean" else "nats/statement"
 
 
 PER_MODEL: tuple[PerModelFigure, ...] = (
@@ -59,7 +60,7 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
         d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
     PerModelFigure("sink", ("robustness",), lambda d: figures.sink_figure(d["robustness"])),
     PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
-        d["bins"], n_categories=len(d["layerwise"]["categories"]))),
+        d["bins"], n_categories=len(d["layerwise"].categories))),
     PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
         d["validation"], reference=PUBLISHED_SCIENTIFIC_FACTS, reference_category=PUBLISHED_REFERENCE_CATEGORY,
         preference_unit=_unit(d))),

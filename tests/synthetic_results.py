@@ -10,7 +10,6 @@ pipeline produces, without the models.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from synthetic_h5 import write_synthetic_h5
 from uaprobe.analysis.pipeline import analyze_control, analyze_model, compare_panel
 from uaprobe.analysis.report import csv_text
 from uaprobe.config import params_from_mapping
-from uaprobe.schema import results_text
+from uaprobe.schema import Record, read_results, results_text
 from uaprobe.store import read_embeddings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,5 +113,6 @@ def write_dvc_lock(root: Path) -> None:
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False), encoding="utf-8")
 
 
-def load_results(root: Path, model_id: str, name: str) -> dict[str, Any]:
-    return json.loads((root / "results" / "models" / model_id / f"{name}.json").read_text(encoding="utf-8"))
+def load_results(root: Path, model_id: str, name: str) -> Record:
+    """A results file of the synthetic tree, read through its schema."""
+    return read_results(root, f"results/models/{model_id}/{name}.json")
