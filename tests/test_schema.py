@@ -106,9 +106,16 @@ def test_a_null_by_meaning_needs_no_reason() -> None:
         manifest, "manifest", shown="figures/manifest.json")
 
 
-def test_the_top_level_and_an_unknown_kind(tree: Path) -> None:
+def test_the_top_level_and_an_unknown_kind(tree: Path, tmp_path: Path) -> None:
     assert "expected a JSON object at the top level, got a list" in refused([1, 2])
     assert "no results schema for a file named like this" in refused({}, "notes", shown="results/notes.json")
+    # a JSON file outside the schema (published reference values) is read as the object it holds
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "ref.json").write_text('{"a": [1, null]}')
+    assert read_results(tmp_path, "data/ref.json") == {"a": [1, None]}
+    (tmp_path / "data" / "ref.json").write_text("[1]")
+    with pytest.raises(ResultsFileError, match=r"^data/ref\.json: expected a JSON object at the top level, got a list"):
+        read_results(tmp_path, "data/ref.json")
 
 
 def test_the_markers_follow_the_field_types(tree: Path) -> None:

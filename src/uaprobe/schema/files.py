@@ -148,10 +148,18 @@ def check_markers(typed: BaseModel, *, shown: str | Path, fix: str) -> None:
         raise ResultsFileError(f"{shown}: nan_reasons names {key!r}, which is not a missing value; {fix}")
 
 
-def read_results(root: Path, relative: str, *, kind: str | None = None) -> Record:
-    """Load ``root / relative`` as its typed model (errors name ``relative``, the key and the stage)."""
+def read_results(root: Path, relative: str, *, kind: str | None = None) -> Any:
+    """Load ``root / relative`` as its typed model (errors name ``relative``, the key and the stage).
+
+    A JSON file that is no results file (no kind of :data:`MODELS`, e.g. the published reference
+    values under ``data/published/``) is checked for being a JSON object and returned as it is."""
     kind = kind or kind_of(relative)
     doc = load_json(Path(root) / relative, shown=relative, fix=_fix(kind))
+    if kind not in MODELS:
+        if not isinstance(doc, dict):
+            raise ResultsFileError(f"{relative}: expected a JSON object at the top level, got "
+                                   f"{_JSON_TYPES.get(type(doc), type(doc).__name__)}; {_fix(kind)}")
+        return doc
     return validate(doc, kind, shown=relative)
 
 
