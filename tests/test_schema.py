@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from synthetic_results import SYNTHETIC_MODELS, write_synthetic_results
+from uaprobe import cli
 from uaprobe.analysis.pipeline import compare_panel
 from uaprobe.analysis.report import json_text
 from uaprobe.config import params_from_mapping
 from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, lookup, read_results, results_text, validate
+from uaprobe.schema import reference
 from uaprobe.schema.base import walk
 from uaprobe.schema.categories import Layerwise
 
@@ -190,3 +192,35 @@ def test_the_panel_keeps_the_reason_of_a_missing_bell_curve_verdict(tree: Path) 
 def write_params(tree: Path) -> dict[str, Any]:
     import yaml
     return yaml.safe_load((tree / "params.yaml").read_text(encoding="utf-8"))
+
+
+def test_the_committed_reference_is_the_generated_one() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text(encoding="utf-8")
+    assert reference.generated_part(doc) == reference.markdown(), "docs/results.md is stale: run `make docs`"
+
+
+def test_the_reference_names_every_kind_and_every_key() -> None:
+    text = reference.markdown()
+    assert sorted(reference.ORDER) == sorted(MODELS)
+    for model in MODELS.values():
+        assert f"#### `{model.__name__}`" in text
+    for key in ("pearson_r", "nan_reasons", "global", "is_bell_curve_significant", "size_matched_null_p"):
+        assert f"| `{key}`" in text
+    assert "| `global` | [`ValidationGlobal`](#validationglobal) |" in text
+    assert "| `pearson_r` | per layer: number or null (missing) |" in text
+    assert "| `model` | string or null | the model id; null for a figure of the whole panel |" in text
+
+
+def test_schema_doc_rewrites_only_between_the_markers_and_checks(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    doc = tmp_path / "results.md"
+    doc.write_text(f"# hand\n\ntext\n\n{reference.BEGIN}stale\n{reference.END}\n\nafter\n", encoding="utf-8")
+    assert cli.main(["schema-doc", "--doc", str(doc), "--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert cli.main(["schema-doc", "--doc", str(doc)]) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert text.startswith("# hand\n\ntext\n\n") and text.endswith(f"{reference.END}\n\nafter\n")
+    assert reference.generated_part(text) == reference.markdown()
+    assert cli.main(["schema-doc", "--doc", str(doc), "--check"]) == 0
+    doc.write_text("no markers\n", encoding="utf-8")
+    assert cli.main(["schema-doc", "--doc", str(doc)]) == 2

@@ -140,7 +140,30 @@ def parser() -> argparse.ArgumentParser:
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
     p_prov = sub.add_parser("provenance", help="print an extraction file's provenance attributes")
     p_prov.add_argument("file", type=Path)
+    p_doc = sub.add_parser("schema-doc", help="rewrite the generated part of docs/results.md from the results schema")
+    p_doc.add_argument("--doc", type=Path, default=Path("docs/results.md"))
+    p_doc.add_argument("--check", action="store_true", help="only check that it is current (exit 1 if not)")
     return ap
+
+
+def schema_doc(doc: Path, *, check: bool) -> int:
+    """Rewrite (or with ``check`` compare) the part of ``doc`` generated from :mod:`uaprobe.schema`."""
+    from uaprobe.schema import reference
+
+    fix = "run `uaprobe schema-doc` from the repository root, or point --doc at docs/results.md"
+    try:
+        text = doc.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UAProbeError(f"{doc}: cannot be read ({os_reason(exc)}); {fix}") from None
+    if reference.BEGIN not in text or reference.END not in text:
+        raise UAProbeError(f"{doc}: the markers {reference.BEGIN.strip()} and {reference.END} are missing; put them "
+                           "where the generated reference goes")
+    if check:
+        current = reference.generated_part(text) == reference.markdown()
+        print(f"{doc}: {'current' if current else 'out of date; run `uaprobe schema-doc`'}")
+        return 0 if current else 1
+    print(f"{doc}: {'rewritten' if reference.rewrite(doc) else 'already current'}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         return verify(args.repo)
+    if args.command == "schema-doc":
+        return schema_doc(args.doc, check=args.check)
     return provenance(args.file)
 
 

@@ -22,25 +22,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, PrivateAttr
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Reasoned:
-    """Marker: a ``null`` here is a missing value whose reason is in ``nan_reasons``."""
+    """Marker: a ``null`` here is a missing value whose reason is in ``nan_reasons`` (JSON Schema:
+    ``"x-missing": true``)."""
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        return {**handler(core), "x-missing": True}
 
 
 @dataclass(frozen=True)
 class ByLayer:
-    """Marker: a list with one entry per layer (``len(layers)``)."""
+    """Marker: a list with one entry per layer, ``len(layers)`` (JSON Schema: ``"x-per-layer": true``)."""
+
+    def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        return {**handler(core), "x-per-layer": True}
 
 
 REASONED = Reasoned()
 BY_LAYER = ByLayer()
 
-Stat = Annotated[float | None, REASONED, Field(description="a number, or null (missing, reason in nan_reasons)")]
+Stat = Annotated[float | None, REASONED]
 """A statistic: a float, or ``null`` with a recorded reason."""
 Flag = Annotated[bool | None, REASONED]
 """A verdict: a bool, or ``null`` with a recorded reason."""

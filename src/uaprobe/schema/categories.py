@@ -76,7 +76,13 @@ class LayerwisePooling(Record):
 
 
 class Layerwise(ResultsHeader):
-    """``layerwise.json``: seed 000 (layer-wise UA) with the reviewer's statistics."""
+    """``layerwise.json``: seed 000 (layer-wise UA) with the reviewer's statistics.
+
+    Per pooling and layer, the per-category U(A), U(B) and UA and their correlation r with the mean
+    preference across the categories, with every interval, p-value and correction of the
+    Conventions. The pre-final-norm residual of the last block is the block ``prenorm`` of every
+    pooling, never part of the per-layer lists.
+    """
 
     policy: str = Field(description=POLICY)
     categories: list[str] = Field(description="category names, dataset order")
@@ -135,7 +141,15 @@ class Thresholds(Record):
 
 
 class Validation(ResultsHeader):
-    """``validation.json``: seed 003 (the validation table)."""
+    """``validation.json``: seed 003 (the validation table).
+
+    The final layer (``layer`` = L) of every pooling, and its prenorm block, as ``variants.<v>``.
+    A category is *aligned* when UA and its mean preference have the same sign, or when
+    ``|UA| < neutral_ua`` and ``|preference| < neutral_preference``. ``cohens_d`` is
+    ``mean_ua / (std_ua + 1e-10)``, null when UA is the same in every category (where the seed's
+    1e-10 would give ``mean * 1e10``); ``label`` is ``ALIGNED`` if r > ``aligned_r``, ``INVERTED`` if
+    r < ``inverted_r``, else ``DECOUPLED``.
+    """
 
     policy: str = Field(description=POLICY)
     layer: int = Field(description="the layer of the table (L)")
@@ -214,7 +228,16 @@ class BinsPooling(Record):
 
 
 class Bins(ResultsHeader):
-    """``bins.json``: seed 002 (random partitions of the pairs into bins)."""
+    """``bins.json``: seed 002 (random partitions of the pairs into bins).
+
+    Two schemes per pooling (layers only, no prenorm block): ``randint``, the seed's way (every pair
+    gets ``Generator.integers(0, k)``; bins with fewer than ``min_bin_pairs`` pairs are skipped, so a
+    partition may have fewer than k bins), and ``balanced`` (a random permutation of the pairs cut
+    into k bins whose sizes differ by at most one). Seed 002 replaced the interval by [-1, 1] when
+    fewer than 100 resamples had variance; here the interval always comes from the valid resamples
+    and ``bootstrap_valid`` says how many there were. The per-pair preferences are in
+    ``preference.json``.
+    """
 
     policy: str = Field(description=POLICY)
     n_pairs: int = Field(description="pairs of the dataset")
@@ -262,7 +285,10 @@ class PreferencePooling(Record):
 
 
 class Preference(ResultsHeader):
-    """``preference.json``: the NLL mean against the NLL sum as the preference."""
+    """``preference.json``: the NLL mean against the NLL sum as the preference.
+
+    ``selected`` names the NLL used everywhere else (``analysis.preference``).
+    """
 
     policy: str = Field(description=POLICY)
     pairs: PreferencePairs = Field(description="per pair NLLs and preferences")

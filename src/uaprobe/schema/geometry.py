@@ -84,7 +84,15 @@ class AnisotropyVariant(Record):
 
 
 class Anisotropy(ResultsHeader):
-    """``anisotropy.json``: seed 004, the covariance spectrum of the prompts' token states per layer."""
+    """``anisotropy.json``: seed 004, the covariance spectrum of the prompts' token states per layer.
+
+    From ``anisotropy/states`` of the HDF5 file. The spectrum is that of the covariance
+    ``X_c^T X_c / (n - 1)`` of the centred ``n x D`` matrix, computed from the singular values of
+    ``X_c``, padded with zeros to D values and floored at 1e-10 (as the seed's ``eigvalsh`` path
+    did). A layer whose token states are all the same vector has missing spectrum measures rather
+    than the floor's artefacts; ``mean_cos_to_mean`` is missing only when the mean state is the
+    zero vector.
+    """
 
     token_selection: str = Field(description="`content` (special tokens out) or `all` (every token, as seed 004)")
     n_tokens: int = Field(description="token states used")
@@ -213,7 +221,11 @@ class Inference(Record):
 
 
 class Robustness(ResultsHeader):
-    """``robustness.json``: what could explain the headline away (mean pooling, layer L)."""
+    """``robustness.json``: what could explain the headline away (mean pooling, layer L unless a key
+    says otherwise): the attention sink, the two pooling policies with exact permutation p-values and
+    a size-matched null, the length confound, the most influential category and a model-free
+    lexical baseline.
+    """
 
     pooling: str = Field(description="`mean`")
     layer: int = Field(description="L")

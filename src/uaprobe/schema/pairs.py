@@ -60,7 +60,14 @@ class PairsPooling(Record):
 
 
 class Pairs(ResultsHeader):
-    """``pairs.json``: the within-category centroid score of every pair (this project's statistic)."""
+    """``pairs.json``: the within-category centroid score of every pair (this project's statistic).
+
+    Per pair i of category c, at each layer: ``score = cos(A_i, centroid_A(c)) - cos(B_i,
+    centroid_B(c))``, where ``centroid_S(c)`` is the mean of the unit-normalised side-S statements of
+    category c (the pair's own statement included); r is the Pearson correlation of the score with
+    the preference across all pairs. It is not the original study's pair-level analysis, whose
+    centroids are global (``option_b.json``).
+    """
 
     policy: str = Field(description=POLICY)
     pair: list[int] = Field(description="[n_pairs] pair ids")
@@ -83,7 +90,14 @@ class Phase(Record):
 
 
 class Phases(Record):
-    """Phase means of a metric's r (``uaprobe.analysis.phases``)."""
+    """Phase means of a metric's r (``uaprobe.analysis.phases``).
+
+    The phases are the seeds' view of the layers (0, 4, 8, ..., plus L) cut into consecutive thirds,
+    the extra points going to early: for 32 layers exactly the follow-up paper's early 0-8, mid
+    12-20, late 24-32; with fewer than 3 points in that view, all layers. Each bootstrap resample of
+    the pairs gives every layer's r; their mean over the phase is one draw (the same for the
+    permutations).
+    """
 
     early: Phase = Field(description="the first third of the seeds' layers")
     mid: Phase = Field(description="the middle third")
@@ -141,7 +155,24 @@ class OptionBPooling(Record):
 
 
 class OptionB(ResultsHeader):
-    """``option_b.json``: the original study's pair-level analysis (Option B) and its phase means."""
+    """``option_b.json``: the original study's pair-level analysis (Option B) and its phase means.
+
+    The five per-pair metrics of the original study's ``Option_B_Pair_Level.ipynb`` (code:
+    ``uaprobe.analysis.optionb``), per layer, from the pooled states ``A_i``, ``B_i`` with the
+    **global** centroids ``c_A``, ``c_B`` (the mean of all A, of all B states; the pair's own
+    statements included) and the notebook's ``cos(x, y) = x.y / (|x||y| + 1e-10)``:
+
+    | metric | per pair i |
+    |---|---|
+    | `centroid_asymmetry` | `cos(A_i, c_A) - cos(B_i, c_B)` (the follow-up paper's metric) |
+    | `cross_centroid` | `cos(A_i, c_B) - cos(B_i, c_A)` |
+    | `within_pair_sim` | `cos(A_i, B_i)` |
+    | `knn_density_asymmetry` | `z(d_A)_i - z(d_B)_i`, `d_X_i = 1 / (mean cosine distance from X_i to its k nearest X statements + 1e-10)`, k = min(10, n - 1), the statement itself one of the k; `z` standardises over pairs with the population std + 1e-10 |
+    | `margin_asymmetry` | `norm(A_i - m) - norm(B_i - m)` (Euclidean), `m = (c_A + c_B) / 2` |
+    | `*_loo` of the centroid metrics | the same with pair i left out of `c_A` and `c_B` |
+
+    States are the extraction's (its ``pooling_drop``); the preference is ``analysis.preference``.
+    """
 
     policy: str = Field(description=POLICY)
     preference_definition: str = Field(description="a sentence defining the preference")
@@ -157,7 +188,12 @@ class ControlCategory(Record):
 
 
 class NeutralControl(ResultsHeader):
-    """``neutral_control.json``: the Option B analysis on each category of ``data/neutral_control.json``."""
+    """``neutral_control.json``: the Option B analysis on each category of ``data/neutral_control.json``.
+
+    The control pairs are extracted by the same model load into ``data/embeddings/<id>.control.h5``;
+    each category is analysed on its own: centroids, neighbours and correlations over that
+    category's pairs only.
+    """
 
     categories: dict[str, ControlCategory] = Field(description="per control category")
     preference: dict[str, list[Stat]] = Field(description="per control category, its pairs' preferences")
