@@ -86,9 +86,11 @@ def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict
         _write(path, results_text(out.metrics, kind="metrics", shown=path))
         for stem, cols in out.plots.items():
             _write(root / "plots" / stem / f"{model_id}.csv", csv_text(cols))
-    panel = compare_panel(model_ids=list(models), layerwise_results={m: d["layerwise"] for m, d in docs.items()},
-                          anisotropy_results={m: d["anisotropy"] for m, d in docs.items()},
-                          sink_excluded_results={m: d["sink_excluded/layerwise"] for m, d in docs.items()},
+    typed = {m: {stem: read_results(root, f"results/models/{m}/{stem}.json")
+                 for stem in ("layerwise", "anisotropy", "sink_excluded/layerwise")} for m in docs}
+    panel = compare_panel(model_ids=list(models), layerwise_results={m: d["layerwise"] for m, d in typed.items()},
+                          anisotropy_results={m: d["anisotropy"] for m, d in typed.items()},
+                          sink_excluded_results={m: d["sink_excluded/layerwise"] for m, d in typed.items()},
                           params_millions={m: s["params_millions"] for m, s in models.items()}, params=analysis)
     _write(root / "results" / "panel.json", results_text(panel.results["panel"], kind="panel", shown="results/panel.json"))
     _write(root / "metrics" / "panel.json", results_text(panel.metrics, kind="panel_metrics", shown="metrics/panel.json"))

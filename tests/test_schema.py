@@ -176,10 +176,11 @@ def test_results_text_writes_what_json_text_writes_and_refuses_what_readers_woul
 def test_the_panel_keeps_the_reason_of_a_missing_bell_curve_verdict(tree: Path) -> None:
     params = params_from_mapping(json.loads(json.dumps(write_params(tree)))).analysis
     ids = list(SYNTHETIC_MODELS)
-    lw = {m: load(tree, f"results/models/{m}/layerwise.json") for m in ids}
-    an = {m: load(tree, f"results/models/{m}/anisotropy.json") for m in ids}
-    an["tiny-b"]["bell_curve"]["is_bell_curve"] = None
-    an["tiny-b"]["nan_reasons"]["bell_curve/is_bell_curve"] = "before: fewer than 2 points"
+    lw = {m: read_results(tree, f"results/models/{m}/layerwise.json") for m in ids}
+    raw = {m: load(tree, f"results/models/{m}/anisotropy.json") for m in ids}
+    raw["tiny-b"]["bell_curve"]["is_bell_curve"] = None
+    raw["tiny-b"]["nan_reasons"]["bell_curve/is_bell_curve"] = "before: fewer than 2 points"
+    an = {m: validate(doc, "anisotropy", shown=f"results/models/{m}/anisotropy.json") for m, doc in raw.items()}
     out = compare_panel(model_ids=ids, layerwise_results=lw, anisotropy_results=an,
                         params_millions={m: 1.0 for m in ids}, params=params)
     panel = out.results["panel"]
