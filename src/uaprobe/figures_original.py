@@ -31,7 +31,7 @@ def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
     with style():
         fig = _new_figure(6.8, 4.6)
         ax = fig.subplots()
-        for name, layer_list in block.phase_layers.model_dump().items():
+        for name, layer_list in sorted(block.phase_layers.model_dump().items()):  # the file's key order
             if layer_list:
                 ax.axvspan(min(layer_list) - 0.5, max(layer_list) + 0.5, color=PHASE_SHADE.get(name, "0.95"),
                            zorder=0, linewidth=0)
