@@ -128,6 +128,14 @@ def test_the_markers_follow_the_field_types(tree: Path) -> None:
     assert not nodes[("poolings", "mean", "bootstrap_valid", 0)].reasoned
     assert not nodes[("categories",)].by_layer
     assert nodes[("poolings", "mean", "loco_r", 0, 1)].reasoned
+    # the fast form visits the items of scalar lists only where they are null
+    raw = load(tree)
+    raw["poolings"]["last"]["pearson_r"][1] = None
+    raw["nan_reasons"]["poolings/last/pearson_r/1"] = "planted"
+    doc = validate(raw, "layerwise", shown="x")
+    fast = {tuple(n.path): n for n in walk(doc, type(doc), scalars=False)}
+    assert fast[("poolings", "last", "pearson_r", 1)].reasoned and fast[("poolings", "last", "pearson_r")].by_layer
+    assert ("poolings", "last", "pearson_r", 0) not in fast and ("poolings", "mean", "loco_r", 0) in fast
 
 
 def test_read_results_names_the_file_and_returns_the_typed_model(tree: Path, tmp_path: Path) -> None:

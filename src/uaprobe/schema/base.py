@@ -16,6 +16,7 @@ A missing statistic is written as ``null`` and its reason is recorded in the fil
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from collections.abc import Iterator
@@ -132,29 +133,67 @@ class Node:
     """A list with one entry per layer."""
 
 
-def walk(value: Any, annotation: Any, path: tuple[str | int, ...] = (), meta: tuple[Any, ...] = ()) -> Iterator[Node]:
-    """Every value below ``value`` (of type ``annotation``), depth first, with the schema's markers."""
+@dataclass(frozen=True)
+class _Shape:
+    """What :func:`walk` needs to know of an annotation (computed once per annotation)."""
+
+    reasoned: bool
+    by_layer: bool
+    container: str
+    """``list``, ``dict`` or ``""``."""
+    item: Any
+    """The annotation of the list items or dict values."""
+    scalar_items: bool
+    """The items are scalars (no record, list or dict below them)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _shape(annotation: Any, meta: tuple[Any, ...]) -> _Shape:
     annotation, more = _strip(annotation)
-    meta = meta + more
     inner, _ = _nullable(annotation)
-    inner, more = _strip(inner)
-    meta = meta + more
-    yield Node(path, value, any(isinstance(m, Reasoned) for m in meta), any(isinstance(m, ByLayer) for m in meta))
+    inner, most = _strip(inner)
+    meta = meta + more + most
+    origin, args = typing.get_origin(inner), typing.get_args(inner)
+    container = "list" if origin is list and args else "dict" if origin is dict and len(args) == 2 else ""
+    item = (args[0] if container == "list" else args[1]) if container else None
+    scalar = False
+    if container:
+        base, _ = _nullable(_strip(item)[0])
+        scalar = _strip(base)[0] in (float, int, bool, str)
+    return _Shape(any(isinstance(m, Reasoned) for m in meta), any(isinstance(m, ByLayer) for m in meta), container,
+                  item, scalar)
+
+
+def walk(value: Any, annotation: Any, path: tuple[str | int, ...] = (), meta: tuple[Any, ...] = (), *,
+         scalars: bool = True) -> Iterator[Node]:
+    """Every value below ``value`` (of type ``annotation``), depth first, with the schema's markers.
+
+    With ``scalars=False`` the items of a list or mapping of scalars are visited only where they are
+    ``null`` (what the checks need, and much faster on long per-layer lists)."""
+    try:
+        shape = _shape(annotation, meta)
+    except TypeError:  # an unhashable annotation: the same, uncached
+        shape = _shape.__wrapped__(annotation, meta)
+    yield Node(path, value, shape.reasoned, shape.by_layer)
     if value is None:
         return
     if isinstance(value, BaseModel):
         for name, info in type(value).model_fields.items():
             if name in value.model_fields_set:
                 yield from walk(getattr(value, name), info.annotation, (*path, info.alias or name),
-                                tuple(info.metadata))
+                                tuple(info.metadata), scalars=scalars)
         return
-    origin, args = typing.get_origin(inner), typing.get_args(inner)
-    if isinstance(value, list) and origin is list and args:
-        for i, item in enumerate(value):
-            yield from walk(item, args[0], (*path, i))
-    elif isinstance(value, dict) and origin is dict and len(args) == 2:
-        for key, item in value.items():
-            yield from walk(item, args[1], (*path, key))
+    if not shape.container:
+        return
+    items = enumerate(value) if isinstance(value, list) else value.items() if isinstance(value, dict) else ()
+    if shape.scalar_items and not scalars:
+        item_shape = _shape(shape.item, ())
+        for key, item in items:
+            if item is None:
+                yield Node((*path, key), None, item_shape.reasoned, False)
+        return
+    for key, item in items:
+        yield from walk(item, shape.item, (*path, key), scalars=scalars)
 
 
 def json_path(path: tuple[str | int, ...]) -> str:

@@ -132,7 +132,7 @@ def check_markers(typed: BaseModel, *, shown: str | Path, fix: str) -> None:
     reasons: dict[str, str] | None = getattr(typed, "nan_reasons", None)
     n_layers = len(typed.layers) if isinstance(getattr(typed, "layers", None), list) else None
     nulls: set[str] = set()
-    for node in walk(typed, type(typed)):
+    for node in walk(typed, type(typed), scalars=False):
         key = json_path(node.path)
         if node.path[:1] == ("nan_reasons",):
             continue
