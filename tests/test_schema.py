@@ -233,3 +233,18 @@ def test_schema_doc_rewrites_only_between_the_markers_and_checks(tmp_path: Path,
     assert cli.main(["schema-doc", "--doc", str(doc), "--check"]) == 0
     doc.write_text("no markers\n", encoding="utf-8")
     assert cli.main(["schema-doc", "--doc", str(doc)]) == 2
+
+
+def test_the_bins_metrics_take_one_final_r_mean_key_per_k_and_no_other(tree: Path) -> None:
+    relative = "metrics/models/tiny-a.json"
+    doc = load(tree, relative)
+    scheme = next(iter(doc["bins"]))
+    assert {k for k in doc["bins"][scheme] if k.startswith("final_r_mean_k")} == {"final_r_mean_k3", "final_r_mean_k4"}
+    doc["bins"][scheme]["final_r_mean_k99"] = 0.5
+    assert validate(doc, "metrics", shown=relative).bins[scheme].model_extra["final_r_mean_k99"] == 0.5
+    doc["bins"][scheme]["final_r_mean_k99"] = "0.5"
+    assert f"key 'bins/{scheme}/final_r_mean_k99' holds a string, expected a number" in refused(
+        doc, "metrics", shown=relative)
+    del doc["bins"][scheme]["final_r_mean_k99"]
+    doc["bins"][scheme]["final_r_mean_kx"] = 0.5
+    assert "'final_r_mean_kx' is neither a field nor final_r_mean_k<k>" in refused(doc, "metrics", shown=relative)

@@ -356,6 +356,25 @@ def test_compare_names_a_missing_key(project: Path, name: str, key: str, monkeyp
                 caplog=caplog, capsys=capsys)
 
 
+@pytest.mark.parametrize(("change", "names"), [
+    (lambda d: d["poolings"]["mean"]["pearson_r"].__setitem__(0, None),
+     ["'poolings/mean/pearson_r/0' is null (a missing value) without a reason in nan_reasons"]),
+    (lambda d: d["poolings"]["mean"]["bootstrap_valid"].__setitem__(0, None),
+     ["'poolings/mean/bootstrap_valid/0' holds null, expected an int"]),
+    (lambda d: d.__setitem__("n_layers", "4"), ["'n_layers' holds a string, expected an int"]),
+])
+def test_compare_names_a_value_its_schema_refuses(project: Path, change: Any, names: list[str],
+                                                  monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    path = project / "results" / "models" / "m1" / "layerwise.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(STAGES["compare"], "compare_panel", never("the comparison"))
+    run_refused("compare", [], root=project, names=["results/models/m1/layerwise.json", *names, "analyze stage"],
+                caplog=caplog, capsys=capsys)
+
+
 @pytest.mark.parametrize(("content", "expected"), [
     (None, "not found"), ("{", "not valid JSON"), ("[1, 2]", "expected a JSON object"),
     (b"\xff\xfe{}", "not UTF-8"), ("DIR", "is a directory"),

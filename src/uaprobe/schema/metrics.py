@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+import re
+
+from pydantic import ConfigDict, Field, model_validator
 
 from uaprobe.schema.base import Flag, Index, Label, Record, Stat
 
@@ -41,6 +43,13 @@ class BinsMetrics(Record):
 
     model_config = ConfigDict(extra="allow")
     __pydantic_extra__: dict[str, Stat] = Field(init=False)
+
+    @model_validator(mode="after")
+    def _only_k_keys(self) -> BinsMetrics:
+        for key in self.__pydantic_extra__ or {}:
+            if not re.fullmatch(r"final_r_mean_k[0-9]+", key):
+                raise ValueError(f"key {key!r} is neither a field nor final_r_mean_k<k>")
+        return self
 
     ci_final_r: Stat = Field(description="r at L of the ci_k partition")
     ci_final_low: Stat = Field(description="its bootstrap CI, low end")
