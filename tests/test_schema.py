@@ -161,7 +161,14 @@ def test_lookup_resolves_a_key_path_and_names_file_and_key(tree: Path) -> None:
                           ("nothing", "nothing"), ("n_layers/0", "n_layers/0")):
         with pytest.raises(ResultsFileError) as info:
             lookup(doc, path)
-        assert str(info.value).startswith(f"{relative}: key {path!r} is missing (no {missing!r})")
+        assert str(info.value).startswith(f"{relative}: key {path!r} is missing (no {missing!r}); rerun the analyze")
+    # a key the schema knows but this file leaves out is missing too
+    raw = load(tree, "results/models/tiny-a/anisotropy.json")
+    del raw["l_star_bootstrap"]
+    aniso = validate(raw, "anisotropy", shown="results/models/tiny-a/anisotropy.json")
+    assert aniso.l_star_bootstrap is None and "l_star_bootstrap" not in aniso
+    with pytest.raises(ResultsFileError, match="key 'l_star_bootstrap/mode' is missing"):
+        lookup(aniso, "l_star_bootstrap/mode")
 
 
 def test_the_plain_json_object_comes_back_from_a_model(tree: Path) -> None:

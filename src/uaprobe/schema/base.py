@@ -76,7 +76,7 @@ class Record(BaseModel):
 
     def __getitem__(self, key: str) -> Any:
         name = _field_name(type(self), key)
-        if name is None:
+        if name is None or name not in self.model_fields_set:  # as the JSON object: an absent key is missing
             raise KeyError(key)
         return getattr(self, name)
 

@@ -191,6 +191,7 @@ def lookup(model: Any, path: str) -> Any:
                 raise KeyError(part)
         except (KeyError, IndexError, ValueError):
             at = "/".join(done)
-            raise ResultsFileError(f"{source}: key {path!r} is missing (no {at!r}); rerun `dvc repro`, or fix the "
-                                   "key path") from None
+            fix = _fix(kind_of(source)) if source.endswith(".json") else "rerun `dvc repro`"
+            raise ResultsFileError(f"{source}: key {path!r} is missing (no {at!r}); {fix}, or fix the key path") \
+                from None
     return node
