@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from uaprobe.schema.base import Flag, Index, PerLayer, Record, Stat
+from uaprobe.schema.base import Flag, Index, Label, PerLayer, Record, Stat
 from uaprobe.schema.common import ResultsHeader, Spread
 
 UNDEFINED_L_STAR = "absent when L* is undefined (lambda1/sum undefined at every layer)"
@@ -177,17 +177,21 @@ class Length(Record):
     category_r_tokens_preference: Stat = Field(description="r(token difference, preference) over categories")
 
 
+NO_DRIVER = "absent when no category is the most influential (r or every leave-one-out r undefined)"
+
+
 class Loco(Record):
     """The most influential category, from the data."""
 
-    most_influential: str = Field(description="the category whose removal moves r most")
-    final_r_with: Stat = Field(description="r at L with every category")
-    final_r_without: Stat = Field(description="r at L without it")
-    sign_reversed: bool = Field(description="leaving it out reverses the sign of r")
-    loo_r: list[Stat] = Field(description="r at L with each category left out")
-    sink_excluded_final_r_without: Stat = Field(description="the sink-excluded r without it")
-    pair_r_without: Stat = Field(description="the pair-level r without it")
-    lexical_final_r_without: Spread = Field(description="the lexical baseline's r without it, over seeds")
+    most_influential: Label = Field(description="the category whose removal moves r most")
+    final_r_with: Stat = Field(None, description="r at L with every category; " + NO_DRIVER)
+    final_r_without: Stat = Field(None, description="r at L without it; " + NO_DRIVER)
+    sign_reversed: bool | None = Field(None, description="leaving it out reverses the sign of r; " + NO_DRIVER)
+    loo_r: list[Stat] | None = Field(None, description="r at L with each category left out; " + NO_DRIVER)
+    sink_excluded_final_r_without: Stat = Field(None, description="the sink-excluded r without it; " + NO_DRIVER)
+    pair_r_without: Stat = Field(None, description="the pair-level r without it; " + NO_DRIVER)
+    lexical_final_r_without: Spread | None = Field(None, description="the lexical baseline's r without it, over "
+                                                                     "seeds; " + NO_DRIVER)
 
 
 class RobustnessPreference(Record):

@@ -167,7 +167,7 @@ class PhaseMetrics(Record):
     late_mean_r: Stat = Field(description="over the late layers")
     late_ci_low: Stat = Field(description="bootstrap CI of the late mean, low end")
     late_ci_high: Stat = Field(description="high end")
-    late_inversion: bool = Field(description="the late interval lies below zero")
+    late_inversion: Flag = Field(description="the late interval lies below zero")
     sign_change: Flag = Field(description="early mean > 0 > late mean")
 
 
