@@ -9,17 +9,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+import h5py
 import pytest
 
-from synthetic_results import SYNTHETIC_MODELS, write_synthetic_results
+from synthetic_h5 import write_synthetic_h5
+from synthetic_results import SYNTHETIC_MODELS, synthetic_params, write_synthetic_results
 from uaprobe import cli
-from uaprobe.analysis.pipeline import compare_panel
+from uaprobe.analysis.pipeline import analyze_model, compare_panel
 from uaprobe.analysis.report import json_text
 from uaprobe.config import params_from_mapping
 from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, lookup, read_results, results_text, validate
 from uaprobe.schema import reference
 from uaprobe.schema.base import walk
 from uaprobe.schema.categories import Layerwise
+from uaprobe.store import read_embeddings
 
 
 @pytest.fixture(scope="module")
@@ -255,3 +258,37 @@ def test_the_bins_metrics_take_one_final_r_mean_key_per_k_and_no_other(tree: Pat
     del doc["bins"][scheme]["final_r_mean_k99"]
     doc["bins"][scheme]["final_r_mean_kx"] = 0.5
     assert "'final_r_mean_kx' is neither a field nor final_r_mean_k<k>" in refused(doc, "metrics", shown=relative)
+
+
+def _flatten_states(h5: Path) -> None:
+    with h5py.File(h5, "r+") as fh:
+        for group in [g for g in fh if g.startswith("pooled")]:
+            for name in fh[group]:
+                fh[group][name][...] = 1.0
+        fh["anisotropy/states"][...] = 1.0
+
+
+def _constant_nll(h5: Path) -> None:
+    with h5py.File(h5, "r+") as fh:
+        fh["nll/mean"][...] = 2.0
+        fh["nll/sum"][...] = 3.0
+
+
+@pytest.mark.parametrize(("n_layers", "damage"), [(1, None), (4, _constant_nll), (4, _flatten_states)])
+def test_a_degenerate_extraction_gives_files_the_schema_accepts(tmp_path: Path, n_layers: int, damage: Any) -> None:
+    """Constant states, a constant preference, a single block: many statistics are undefined; every
+    file still matches its schema, each null with its reason."""
+    h5 = write_synthetic_h5(tmp_path / "m.h5", pairs_per_category=(4, 3, 4, 3, 4, 3), n_layers=n_layers, hidden=8,
+                            seed=1)
+    if damage:
+        damage(h5)
+    analysis = params_from_mapping(synthetic_params()).analysis
+    out = analyze_model(read_embeddings(h5), params=analysis, model_id="m")
+    for stem, doc in out.results.items():
+        validate(doc, Path(stem).name, shown=f"results/models/m/{stem}.json")
+    validate(out.metrics, "metrics", shown="metrics/models/m.json")
+    assert any(doc["nan_reasons"] for doc in out.results.values()), "the case should leave a statistic undefined"
+    if damage is _flatten_states:
+        assert out.results["anisotropy"]["l_star"] is None and "l_star_bootstrap" not in out.results["anisotropy"]
+    if damage is _constant_nll:
+        assert out.results["robustness"]["loco"] == {"most_influential": None}
