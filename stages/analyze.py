@@ -20,10 +20,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
-from uaprobe.analysis.report import csv_text, json_text
+from uaprobe.schema.text import csv_text
 from uaprobe.analysis.uniformity import representation_for
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
+from uaprobe.schema import results_text
 from uaprobe.stage import run_stage
 from uaprobe.extraction.store import read_embeddings
 
@@ -67,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         out.metrics["neutral_control"] = ctrl["metrics"]
     metrics_path = args.metrics / f"{args.model}.json"
     provenance = numerics.results_provenance(emb.attrs.get("numerics"), analysis=numerics.record(analysis=True))
-    files = {res_dir / f"{stem}.json": json_text({**obj, "numerics": provenance})
+    files = {res_dir / f"{stem}.json": results_text({**obj, "numerics": provenance}, kind=Path(stem).name,
+                                                    shown=res_dir / f"{stem}.json")
              for stem, obj in sorted(out.results.items())}
-    files[metrics_path] = json_text(out.metrics)
+    files[metrics_path] = results_text(out.metrics, kind="metrics", shown=metrics_path)
     # one directory per kind of series, so that `dvc plots` can name each kind's columns once for the panel
     files.update({args.plots / stem / f"{args.model}.csv": csv_text(cols) for stem, cols in sorted(out.plots.items())})
     write_files(files)  # all or nothing: a full disk leaves every earlier output as it was

@@ -17,13 +17,11 @@ if __name__ == "__main__":
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
-
 from uaprobe.analysis.pipeline import compare_panel
-from uaprobe.analysis.report import csv_text, json_text
+from uaprobe.schema.text import csv_text
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
-from uaprobe.results_files import read_results
+from uaprobe.schema import Record, read_results, results_text
 from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.stages.compare")
@@ -39,8 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    """A per-model results file, checked for what the comparison reads (the kind is the file's stem)."""
+def _load(path: Path) -> Record:
+    """A per-model results file, read through its schema (the kind is the file's stem)."""
     return read_results(Path("."), str(path), kind=path.stem)
 
 
@@ -58,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                         sink_excluded_results=sink_excluded,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
     panel = {**out.results["panel"], "numerics": {"analysis": numerics.record(analysis=True)}}
-    files = {args.out_results: json_text(panel), args.out_metrics: json_text(out.metrics)}
+    files = {args.out_results: results_text(panel, kind="panel", shown=args.out_results),
+             args.out_metrics: results_text(out.metrics, kind="panel_metrics", shown=args.out_metrics)}
     files.update({args.out_plots / f"{m}.csv": csv_text(cols) for m, cols in out.plots.items()})
     write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
     log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), args.params.parent, analysis=True))

@@ -29,14 +29,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from uaprobe import figures, figures_original
+from uaprobe.publishing import figures, figures_original
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
-from uaprobe.results_files import read_results
+from uaprobe.schema import read_results, validate
 from uaprobe.stage import run_stage
 
-log = logging.getLogger("uaprobe.figures")
+log = logging.getLogger("uaprobe.publishing.figures")
 
 STAGE = "figures"
 FORMATS = ("png", "svg")
@@ -47,11 +47,12 @@ class PerModelFigure:
     key: str
     sources: tuple[str, ...]
     """Results files of the model, ``results/models/<id>/<name>.json``."""
-    draw: Callable[[Mapping[str, Mapping[str, Any]]], Figure]
+    draw: Callable[[Mapping[str, Any]], Figure]
+    """Draws the figure from the files of ``sources``, read through their schema (name -> typed model)."""
 
 
-def _unit(docs: Mapping[str, Mapping[str, Any]]) -> str:
-    return "nats/token" if docs["layerwise"].get("preference", "mean") == "mean" else "nats/statement"
+def _unit(docs: Mapping[str, Any]) -> str:
+    return "nats/token" if docs["layerwise"].preference == "mean" else "nats/statement"
 
 
 PER_MODEL: tuple[PerModelFigure, ...] = (
@@ -59,7 +60,7 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
         d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
     PerModelFigure("sink", ("robustness",), lambda d: figures.sink_figure(d["robustness"])),
     PerModelFigure("bins", ("bins", "layerwise"), lambda d: figures.bins_figure(
-        d["bins"], n_categories=len(d["layerwise"]["categories"]))),
+        d["bins"], n_categories=len(d["layerwise"].categories))),
     PerModelFigure("validation", ("validation", "layerwise"), lambda d: figures.validation_figure(
         d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
         reference_category=d["reference"]["category"],
@@ -101,6 +102,8 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
         written = figures.save_figure(figures.scaling_figure(panel), build / "panel" / "scaling", formats=FORMATS)
         entries.append(_entry("scaling", None, written, build, out, root, ["results/panel.json"]))
         manifest = {"stage": STAGE, "formats": list(FORMATS), "figures": entries}
+        validate(manifest, "manifest", shown=_rel(out / "manifest.json", root),
+                 fix="the figures stage built a manifest its schema refuses (uaprobe.schema); report it")
         write_file(build / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         build.chmod(0o755)
         replace_directory(build, out)

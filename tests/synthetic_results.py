@@ -10,7 +10,6 @@ pipeline produces, without the models.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,10 @@ import yaml
 
 from synthetic_h5 import write_synthetic_h5
 from uaprobe.analysis.pipeline import analyze_control, analyze_model, compare_panel
-from uaprobe.analysis.report import csv_text, json_text
+from uaprobe.schema.text import csv_text
 from uaprobe.config import params_from_mapping
 from uaprobe.extraction.store import read_embeddings
+from uaprobe.schema import Record, read_results, results_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,7 +54,8 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Write params.yaml, results/, metrics/, plots/ and a dvc.lock under ``root``; return the documents."""
+    """Write params.yaml, results/, metrics/, plots/ and a dvc.lock under ``root`` (every results file checked
+    against its schema as the stages check it); return the documents."""
     models = SYNTHETIC_MODELS if models is None else models
     params = synthetic_params(models)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
@@ -81,16 +82,20 @@ def write_synthetic_results(root: Path, *, seed: int = 0, models: dict[str, dict
         out.metrics["neutral_control"] = ctrl["metrics"]
         docs[model_id] = out.results
         for stem, doc in out.results.items():
-            _write(root / "results" / "models" / model_id / f"{stem}.json", json_text(doc))
-        _write(root / "metrics" / "models" / f"{model_id}.json", json_text(out.metrics))
+            path = root / "results" / "models" / model_id / f"{stem}.json"
+            _write(path, results_text(doc, kind=Path(stem).name, shown=path))
+        path = root / "metrics" / "models" / f"{model_id}.json"
+        _write(path, results_text(out.metrics, kind="metrics", shown=path))
         for stem, cols in out.plots.items():
             _write(root / "plots" / stem / f"{model_id}.csv", csv_text(cols))
-    panel = compare_panel(model_ids=list(models), layerwise_results={m: d["layerwise"] for m, d in docs.items()},
-                          anisotropy_results={m: d["anisotropy"] for m, d in docs.items()},
-                          sink_excluded_results={m: d["sink_excluded/layerwise"] for m, d in docs.items()},
+    typed = {m: {stem: read_results(root, f"results/models/{m}/{stem}.json")
+                 for stem in ("layerwise", "anisotropy", "sink_excluded/layerwise")} for m in docs}
+    panel = compare_panel(model_ids=list(models), layerwise_results={m: d["layerwise"] for m, d in typed.items()},
+                          anisotropy_results={m: d["anisotropy"] for m, d in typed.items()},
+                          sink_excluded_results={m: d["sink_excluded/layerwise"] for m, d in typed.items()},
                           params_millions={m: s["params_millions"] for m, s in models.items()}, params=analysis)
-    _write(root / "results" / "panel.json", json_text(panel.results["panel"]))
-    _write(root / "metrics" / "panel.json", json_text(panel.metrics))
+    _write(root / "results" / "panel.json", results_text(panel.results["panel"], kind="panel", shown="results/panel.json"))
+    _write(root / "metrics" / "panel.json", results_text(panel.metrics, kind="panel_metrics", shown="metrics/panel.json"))
     write_dvc_lock(root)
     return {"params": params, "models": docs, "panel": panel.results["panel"]}
 
@@ -112,5 +117,6 @@ def write_dvc_lock(root: Path) -> None:
     (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False), encoding="utf-8")
 
 
-def load_results(root: Path, model_id: str, name: str) -> dict[str, Any]:
-    return json.loads((root / "results" / "models" / model_id / f"{name}.json").read_text(encoding="utf-8"))
+def load_results(root: Path, model_id: str, name: str) -> Record:
+    """A results file of the synthetic tree, read through its schema."""
+    return read_results(root, f"results/models/{model_id}/{name}.json")

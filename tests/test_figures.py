@@ -13,7 +13,9 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from synthetic_results import SYNTHETIC_MODELS, load_results, write_synthetic_results
-from uaprobe import figures
+from uaprobe.publishing import figures
+from uaprobe.schema import Record, read_results
+from uaprobe.schema.categories import Layerwise, Validation
 
 REPO = Path(__file__).resolve().parents[1]
 _REFERENCE = json.loads((REPO / "data" / "published" / "reference-models.json").read_text(encoding="utf-8"))
@@ -27,7 +29,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _docs(root: Path, model: str = "tiny-a") -> dict[str, dict]:
+def _docs(root: Path, model: str = "tiny-a") -> dict[str, Record]:
     return {n: load_results(root, model, n) for n in ("layerwise", "validation", "bins", "pairs", "anisotropy",
                                                       "robustness", "sink_excluded/layerwise")}
 
@@ -64,26 +66,26 @@ def test_layerwise_figure_plots_the_results_arrays(tree: Path, model: str) -> No
     d = _docs(tree, model)
     fig = DRAWERS["layerwise_sink"](d)
     ax = fig.get_axes()[0]
-    policy = d["layerwise"]["policy"]
-    np.testing.assert_array_equal(_line(ax, f"r, mean, {policy}"), _values(d["layerwise"]["poolings"]["mean"]["pearson_r"]))
+    policy = d["layerwise"].policy
+    np.testing.assert_array_equal(_line(ax, f"r, mean, {policy}"), _values(d["layerwise"].poolings["mean"].pearson_r))
     np.testing.assert_array_equal(_line(ax, "r, mean, sink excluded"),
-                                  _values(d["sink_excluded/layerwise"]["poolings"]["mean"]["pearson_r"]))
+                                  _values(d["sink_excluded/layerwise"].poolings["mean"].pearson_r))
     band = np.concatenate([path.vertices[:, 1] for path in ax.collections[0].get_paths()])
-    low = _values(d["layerwise"]["poolings"]["mean"]["fisher_ci_low"])
+    low = _values(d["layerwise"].poolings["mean"].fisher_ci_low)
     assert np.isin(np.round(low[np.isfinite(low)], 12), np.round(band, 12)).all()
 
 
 @pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
 def test_sink_figure_plots_the_results_arrays(tree: Path, model: str) -> None:
     d = _docs(tree, model)
-    sk = d["robustness"]["sink"]
+    sk = d["robustness"].sink
     fig = figures.sink_figure(d["robustness"])
     ratio_ax, share_ax = fig.get_axes()
-    np.testing.assert_array_equal(_line(ratio_ax, "median"), _values(sk["norm_ratio_median"]))
-    np.testing.assert_array_equal(_line(share_ax, "share of the mean-pooled vector"), _values(sk["mean_share_median"]))
+    np.testing.assert_array_equal(_line(ratio_ax, "median"), _values(sk.norm_ratio_median))
+    np.testing.assert_array_equal(_line(share_ax, "share of the mean-pooled vector"), _values(sk.mean_share_median))
     np.testing.assert_array_equal(_line(share_ax, "share of its norm² in its top dimension"),
-                                  _values(sk["top_dim_share_median"]))
-    bos = d["robustness"]["extraction"]["bos_added"]
+                                  _values(sk.top_dim_share_median))
+    bos = d["robustness"].extraction.bos_added
     assert ratio_ax.get_title().endswith("the BOS token" if bos else "the first word (no BOS)")
 
 
@@ -102,10 +104,10 @@ def test_each_figure_function_draws_from_a_synthetic_results_file(tree: Path, na
 
 
 def test_scaling_figure_draws_every_model_of_the_panel(tree: Path) -> None:
-    panel = json.loads((tree / "results" / "panel.json").read_text())
+    panel = read_results(tree, "results/panel.json")
     fig = figures.scaling_figure(panel)
     labels = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
-    assert labels == [SYNTHETIC_MODELS[m]["display"] for m in panel["models"]]
+    assert labels == [SYNTHETIC_MODELS[m]["display"] for m in panel.models]
 
 
 def test_figures_use_the_colour_blind_safe_palette(tree: Path) -> None:
@@ -118,20 +120,24 @@ def test_figures_use_the_colour_blind_safe_palette(tree: Path) -> None:
 
 
 def test_missing_values_are_gaps_not_errors(tree: Path) -> None:
-    lw = _docs(tree)["layerwise"]
-    lw["poolings"]["mean"]["pearson_r"][2] = None
-    lw["poolings"]["mean"]["bootstrap_ci_low"][2] = None
-    lw["poolings"]["mean"]["prenorm"]["pearson_r"] = None
-    fig = figures.layerwise_figure(lw)
+    raw = _raw(tree, "layerwise")
+    raw["poolings"]["mean"]["pearson_r"][2] = None
+    raw["poolings"]["mean"]["bootstrap_ci_low"][2] = None
+    raw["poolings"]["mean"]["prenorm"]["pearson_r"] = None
+    fig = figures.layerwise_figure(Layerwise.model_validate(raw))
     ydata = fig.get_axes()[0].get_lines()[0].get_ydata()
     assert np.isnan(ydata[2])
 
 
 def test_a_missing_key_names_the_key(tree: Path) -> None:
-    lw = _docs(tree)["layerwise"]
-    del lw["poolings"]["mean"]
-    with pytest.raises(figures.FigureDataError, match="poolings/mean"):
-        figures.layerwise_figure(lw)
+    raw = _raw(tree, "layerwise")
+    del raw["poolings"]["mean"]
+    with pytest.raises(figures.FigureDataError, match="results of tiny-a: missing key 'poolings/mean' "):
+        figures.layerwise_figure(Layerwise.model_validate(raw))
+
+
+def _raw(root: Path, name: str, model: str = "tiny-a") -> dict:
+    return json.loads((root / "results" / "models" / model / f"{name}.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
@@ -186,25 +192,26 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path) -> Non
     assert after == before, "a rerun changed bytes or kept a stale file"
 
 
-def _clustered_validation() -> dict:
+def _clustered_validation(root: Path) -> Validation:
     """Six categories, five of them almost on one spot (a real panel puts them within a few hundredths)."""
-    cats = ["ground_truth_numeric", "ground_truth_nonnumeric", "tech_philosophy", "lifestyle", "business",
-            "scientific_facts"]
     ua = [-0.218, 0.0010, 0.0012, 0.0014, 0.0016, 0.0018]
     pref = [-2.858, 0.30, 0.31, 0.32, 0.33, 0.34]
-    return {"model": "m", "display": "Model M", "layer": 18, "variants": {"mean": {"table": [
-        {"category": c, "ua": u, "mean_preference": p} for c, u, p in zip(cats, ua, pref)]}}}
+    raw = _raw(root, "validation")
+    raw.update(display="Model M", layer=18)
+    for row, u, p in zip(raw["variants"]["mean"]["table"], ua, pref, strict=True):
+        row.update(ua=u, mean_preference=p)
+    return Validation.model_validate(raw)
 
 
-def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend() -> None:
-    fig = figures.validation_figure(_clustered_validation(), reference=PUBLISHED_SCIENTIFIC_FACTS,
+def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend(tree: Path) -> None:
+    fig = figures.validation_figure(_clustered_validation(tree), reference=PUBLISHED_SCIENTIFIC_FACTS,
                                     reference_category="scientific_facts")
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[0]
     labels = [t for t in ax.texts if t.get_gid() == figures.POINT_LABEL_GID]
     assert sorted(t.get_text() for t in labels) == sorted(
-        r["category"].replace("_", " ") for r in _clustered_validation()["variants"]["mean"]["table"])
+        r.category.replace("_", " ") for r in _clustered_validation(tree).variants["mean"].table)
     boxes = [Text.get_window_extent(t, renderer) for t in labels]  # the text, without its leader line
     for i, a in enumerate(boxes):
         for b in boxes[i + 1:]:
@@ -217,8 +224,8 @@ def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend()
                 assert not a.contains(x, y), f"label {a} covers a marker at ({x:.0f}, {y:.0f})"
 
 
-def test_a_label_moved_away_from_its_point_has_a_leader_line() -> None:
-    fig = figures.validation_figure(_clustered_validation())
+def test_a_label_moved_away_from_its_point_has_a_leader_line(tree: Path) -> None:
+    fig = figures.validation_figure(_clustered_validation(tree))
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[0]

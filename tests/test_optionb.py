@@ -279,7 +279,7 @@ def test_published_category_level_r_from_the_published_table():
 def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     from synthetic_h5 import write_synthetic_h5
     from uaprobe.analysis.pipeline import analyze_control, analyze_model
-    from uaprobe.analysis.report import json_text
+    from uaprobe.schema.text import json_text
     from uaprobe.extraction.store import read_embeddings
 
     emb = read_embeddings(write_synthetic_h5(tmp_path / "s.h5", n_layers=8))
@@ -363,7 +363,7 @@ def test_the_published_layers_are_compared_only_for_the_published_model(tmp_path
 
 def test_the_option_b_figure_draws_every_metric_and_the_phases(tmp_path):
     from synthetic_results import load_results, write_synthetic_results
-    from uaprobe import figures_original
+    from uaprobe.publishing import figures_original
 
     write_synthetic_results(tmp_path)
     doc = load_results(tmp_path, "tiny-a", "option_b")

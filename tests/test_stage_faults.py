@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from conftest import remount_read_only
 from synthetic_h5 import write_synthetic_h5
 from uaprobe import atomic, cli
-from uaprobe.results_files import REQUIRED
+from uaprobe.schema import MODELS as SCHEMAS
 from uaprobe.stage import EXIT_ERROR, stage_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -318,8 +318,32 @@ def _drop(doc: dict[str, Any], path: str) -> None:
         del node[keys[-1]]
 
 
+COMPARE_READS = {"layerwise": ("model", "display", "n_layers", "layers", "depth_pct", "categories", "poolings",
+                                "poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high",
+                                "poolings/*/loco_r"),
+                 "anisotropy": ("model", "display", "n_layers", "layers", "depth_pct", "l_star", "l_star_depth_pct",
+                                "bell_curve/is_bell_curve", "spectrum", "var_top1")}
+"""Keys the comparison reads; each a required key of its file's schema."""
+
+
+def _required(kind: str, key: str) -> bool:
+    model = SCHEMAS[kind]
+    for part in key.split("/"):
+        if part == "*":
+            continue
+        info = model.model_fields[part]
+        if not info.is_required():
+            return False
+        model = info.annotation
+        args = getattr(model, "__args__", ())
+        model = args[-1] if args else model
+    return True
+
+
 def _rules(kind: str) -> list[str]:
-    return [rule.partition(":")[0] for rule in REQUIRED[kind] if not rule.partition(":")[0].endswith("*")]
+    keys = list(COMPARE_READS[kind])
+    assert all(_required(kind, key) for key in keys)
+    return keys
 
 
 @pytest.mark.parametrize(("name", "key"), [("layerwise", k) for k in _rules("layerwise")]
@@ -333,6 +357,25 @@ def test_compare_names_a_missing_key(project: Path, name: str, key: str, monkeyp
     monkeypatch.setattr(STAGES["compare"], "compare_panel", never("the comparison"))
     shown = key.replace("*", sorted(doc["poolings"])[0]) if "*" in key else key
     run_refused("compare", [], root=project, names=[f"results/models/m2/{name}.json", f"{shown!r}", "analyze stage"],
+                caplog=caplog, capsys=capsys)
+
+
+@pytest.mark.parametrize(("change", "names"), [
+    (lambda d: d["poolings"]["mean"]["pearson_r"].__setitem__(0, None),
+     ["'poolings/mean/pearson_r/0' is null (a missing value) without a reason in nan_reasons"]),
+    (lambda d: d["poolings"]["mean"]["bootstrap_valid"].__setitem__(0, None),
+     ["'poolings/mean/bootstrap_valid/0' holds null, expected an int"]),
+    (lambda d: d.__setitem__("n_layers", "4"), ["'n_layers' holds a string, expected an int"]),
+])
+def test_compare_names_a_value_its_schema_refuses(project: Path, change: Any, names: list[str],
+                                                  monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    path = project / "results" / "models" / "m1" / "layerwise.json"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(STAGES["compare"], "compare_panel", never("the comparison"))
+    run_refused("compare", [], root=project, names=["results/models/m1/layerwise.json", *names, "analyze stage"],
                 caplog=caplog, capsys=capsys)
 
 
@@ -473,7 +516,7 @@ def test_a_project_error_raised_in_a_manuscript_cell_is_reported_without_its_tra
     from uaprobe.publishing.render import RenderError, execute_manuscript, parse_manuscript
 
     qmd = tmp_path / "p.qmd"
-    qmd.write_text("---\ntitle: t\n---\n\n```{python}\nfrom uaprobe.results_files import ResultsFileError\n"
+    qmd.write_text("---\ntitle: t\n---\n\n```{python}\nfrom uaprobe.schema import ResultsFileError\n"
                    "raise ResultsFileError('results/panel.json: not found; rerun the compare stage')\n```\n")
     with pytest.raises(RenderError) as info:
         execute_manuscript(parse_manuscript(qmd), timeout=60)

@@ -177,7 +177,30 @@ def parser() -> argparse.ArgumentParser:
     p_diff.add_argument("rev2", metavar="REV2", nargs="?", help="another one (default: the working tree)")
     p_diff.add_argument("--repo", type=Path, default=Path("."))
     p_diff.add_argument("--out", type=Path, default=None, help="the diff page (default: paper/_output/diff.html)")
+    p_doc = sub.add_parser("schema-doc", help="rewrite the generated part of docs/results.md from the results schema")
+    p_doc.add_argument("--doc", type=Path, default=Path("docs/results.md"))
+    p_doc.add_argument("--check", action="store_true", help="only check that it is current (exit 1 if not)")
     return ap
+
+
+def schema_doc(doc: Path, *, check: bool) -> int:
+    """Rewrite (or with ``check`` compare) the part of ``doc`` generated from :mod:`uaprobe.schema`."""
+    from uaprobe.schema import reference
+
+    fix = "run `uaprobe schema-doc` from the repository root, or point --doc at docs/results.md"
+    try:
+        text = doc.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UAProbeError(f"{doc}: cannot be read ({os_reason(exc)}); {fix}") from None
+    if reference.BEGIN not in text or reference.END not in text:
+        raise UAProbeError(f"{doc}: the markers {reference.BEGIN.strip()} and {reference.END} are missing; put them "
+                           "where the generated reference goes")
+    if check:
+        current = reference.generated_part(text) == reference.markdown()
+        print(f"{doc}: {'current' if current else 'out of date; run `uaprobe schema-doc`'}")
+        return 0 if current else 1
+    print(f"{doc}: {'rewritten' if reference.rewrite(doc) else 'already current'}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,6 +210,8 @@ def run(args: argparse.Namespace) -> int:
         return verify(args.repo)
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
+    if args.command == "schema-doc":
+        return schema_doc(args.doc, check=args.check)
     return provenance(args.file)
 
 

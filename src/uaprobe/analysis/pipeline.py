@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +22,10 @@ from uaprobe.analysis.uniformity import Representation, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.store import POLICIES, POOLINGS, Embeddings
+
+if TYPE_CHECKING:
+    from uaprobe.schema.categories import Layerwise
+    from uaprobe.schema.geometry import Anisotropy
 
 EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
                     "dataset_sha256", "prompts_sha256", "uaprobe_version", "bos_added")
@@ -427,14 +431,28 @@ def model_plots(results: Mapping[str, dict[str, Any]], *, n_layers: int) -> dict
 # compare
 
 
-def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, dict[str, Any]],
-                  anisotropy_results: Mapping[str, dict[str, Any]],
+def _panel_anisotropy(model_id: str, aniso: Anisotropy, *, rec: Any) -> dict[str, Any]:
+    """L* of one model for ``results/panel.json``; a missing value keeps the reason its
+    ``anisotropy.json`` records."""
+    values = {"l_star": aniso.l_star, "l_star_depth_pct": aniso.l_star_depth_pct,
+              "is_bell_curve": aniso.bell_curve.is_bell_curve}
+    where = {"l_star": "l_star", "l_star_depth_pct": "l_star_depth_pct", "is_bell_curve": "bell_curve/is_bell_curve"}
+    for key, value in values.items():
+        if value is None:
+            why = aniso.nan_reasons.get(where[key], "see its nan_reasons")
+            rec.label(key, None, f"undefined in results/models/{model_id}/anisotropy.json: {why}")
+    return values
+
+
+def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, Layerwise],
+                  anisotropy_results: Mapping[str, Anisotropy],
                   params_millions: Mapping[str, float | None], params: AnalysisParams,
-                  sink_excluded_results: Mapping[str, dict[str, Any]] | None = None) -> Outputs:
-    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json``; the
-    same view of the sink-excluded policy from ``sink_excluded/layerwise.json`` where given."""
+                  sink_excluded_results: Mapping[str, Layerwise] | None = None) -> Outputs:
+    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json`` (read
+    through :mod:`uaprobe.schema`); the same view of the sink-excluded policy from
+    ``sink_excluded/layerwise.json`` where given."""
     rec = NanReasons()
-    present = set(next(iter(layerwise_results.values()))["poolings"]) if layerwise_results else set(POOLINGS)
+    present = set(next(iter(layerwise_results.values())).poolings) if layerwise_results else set(POOLINGS)
     poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
     curves_by_pooling = {
         p: [scaling.curve_from_results(model_id=m, layerwise=layerwise_results[m], pooling=p,
@@ -450,8 +468,7 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, d
         "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
                                                  stable_depth_std=params.stable_depth_std,
                                                  rec=rec.sub("seed_layers_view")),
-        "anisotropy": {m: {"l_star": a["l_star"], "l_star_depth_pct": a["l_star_depth_pct"],
-                           "is_bell_curve": a["bell_curve"]["is_bell_curve"]}
+        "anisotropy": {m: _panel_anisotropy(m, a, rec=rec.sub(f"anisotropy/{m}"))
                        for m, a in anisotropy_results.items()},
     }
     if sink_excluded_results:
@@ -475,10 +492,10 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, d
     plots = {}
     for m in model_ids:
         lw = layerwise_results[m]
-        cols: dict[str, list[Any]] = {"layer": list(lw["layers"]), "depth_pct": list(lw["depth_pct"])}
+        cols: dict[str, list[Any]] = {"layer": list(lw.layers), "depth_pct": list(lw.depth_pct)}
         for p in poolings:
-            cols[f"r_{p}"] = list(lw["poolings"][p]["pearson_r"])
+            cols[f"r_{p}"] = list(lw.poolings[p].pearson_r)
         if sink_excluded_results:
-            cols["r_mean_sink_excluded"] = list(sink_excluded_results[m]["poolings"]["mean"]["pearson_r"])
+            cols["r_mean_sink_excluded"] = list(sink_excluded_results[m].poolings["mean"].pearson_r)
         plots[m] = cols
     return Outputs(results=results, metrics=metrics, plots=plots)

@@ -1,17 +1,10 @@
-"""Strict, deterministic serialisation of results: JSON with recorded reasons for every missing
-value, and per-layer CSV series.
-
-JSON: keys sorted, 2-space indent, newline at the end, floats in Python's shortest round-trip
-form, missing values as ``null`` -- never the bare ``NaN`` token (``allow_nan=False`` makes a
-stray NaN an error, not a silent output). CSV: header row, ``\\n`` line ends, empty field for a
-missing value.
-"""
+"""Why each missing number of a results file is missing: every ``null`` the analyses write has a
+recorded reason (the files' text is written by :mod:`uaprobe.schema.text`)."""
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,41 +120,3 @@ def _map_nested(obj: Any, fn: Any) -> Any:
     if isinstance(obj, list):
         return [_map_nested(v, fn) for v in obj]
     return fn(obj)
-
-
-def _default(obj: Any) -> Any:
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__} (convert arrays with NanReasons.series)")
-
-
-def json_text(obj: Any) -> str:
-    """Strict, deterministic JSON text (sorted keys, indent 2, trailing newline)."""
-    return json.dumps(obj, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=False, default=_default) + "\n"
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    x = float(value)
-    return repr(x) if math.isfinite(x) else ""
-
-
-def csv_text(columns: Mapping[str, Sequence[Any]]) -> str:
-    """CSV text of equal-length columns, in the mapping's order (missing values as empty fields)."""
-    names = list(columns)
-    lengths = {len(columns[n]) for n in names}
-    if len(lengths) > 1:
-        raise ValueError(f"columns of unequal length: { {n: len(columns[n]) for n in names} }")
-    rows = [",".join(names)]
-    for i in range(lengths.pop() if lengths else 0):
-        rows.append(",".join(_cell(columns[n][i]) for n in names))
-    return "\n".join(rows) + "\n"

@@ -8,12 +8,15 @@ verdict "stable if the std of the positive-peak depth is below ``stable_depth_st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from uaprobe.analysis import curves
 from uaprobe.analysis.report import Reasons
+
+if TYPE_CHECKING:
+    from uaprobe.schema.categories import Layerwise
 
 
 @dataclass(frozen=True)
@@ -28,13 +31,13 @@ class ModelCurve:
     """(L+1,) r per layer, NaN where undefined."""
 
 
-def curve_from_results(*, model_id: str, layerwise: dict[str, Any], pooling: str,
+def curve_from_results(*, model_id: str, layerwise: Layerwise, pooling: str,
                        params_millions: float | None) -> ModelCurve:
-    """Read a model's curve from its ``layerwise.json`` object (nulls become NaN)."""
-    values = layerwise["poolings"][pooling]["pearson_r"]
+    """Read a model's curve from its ``layerwise.json`` (nulls become NaN)."""
+    values = layerwise.poolings[pooling].pearson_r
     r = np.array([np.nan if v is None else float(v) for v in values])
-    return ModelCurve(model_id=model_id, display=str(layerwise.get("display", model_id)),
-                      params_millions=params_millions, n_layers=int(layerwise["n_layers"]), r=r)
+    return ModelCurve(model_id=model_id, display=layerwise.display, params_millions=params_millions,
+                      n_layers=layerwise.n_layers, r=r)
 
 
 def model_summary(curve: ModelCurve, *, layers: Sequence[int], rec: Reasons) -> dict[str, Any]:

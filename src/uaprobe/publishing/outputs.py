@@ -19,7 +19,7 @@ import yaml
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.values import Ledger, Source, Value, lookup
-from uaprobe.results_files import read_results
+from uaprobe.schema import read_results
 
 FIGURES_DIR = "figures"
 """The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
@@ -72,8 +72,10 @@ class Outputs:
                 self.files[file] = yaml.safe_load((self.root / file).read_text(encoding="utf-8"))
             elif file.startswith("data/"):
                 self.files[file] = read_published(self.root, file)
-            else:
-                self.files[file] = read_results(self.root, file)
+            else:  # checked against its schema; the values as the file holds them
+                typed = read_results(self.root, file)
+                self.files[file] = (typed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                                    if hasattr(typed, "model_dump") else typed)
         return self.files[file]
 
     @staticmethod

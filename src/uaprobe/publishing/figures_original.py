@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from uaprobe.figures import _arr, _get, _layer_axis, _new_figure, _title, _zero_line, style
+from uaprobe.publishing.figures import _arr, _layer_axis, _new_figure, _pick, _title, _zero_line, style
+from uaprobe.schema.pairs import OptionB
 
 METRIC_STYLE: Mapping[str, Mapping[str, Any]] = {
     "centroid_asymmetry": {"color": "#1b4f72", "linestyle": "-", "marker": "o"},
@@ -21,32 +22,32 @@ METRIC_STYLE: Mapping[str, Mapping[str, Any]] = {
 PHASE_SHADE = {"early": "0.93", "mid": "0.97", "late": "0.88"}
 
 
-def option_b_figure(option_b: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
+def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
     """r of each Option B metric with the preference over all pairs, per layer (one pooling); the
     centroid asymmetry with its bootstrap band; the follow-up paper's phases shaded."""
-    block = _get(option_b, "poolings", pooling)
-    layers = _arr(_get(option_b, "layers"))
-    metrics = _get(block, "metrics")
+    block = _pick(option_b.poolings, pooling, where="poolings", of=option_b.model)
+    layers = _arr(option_b.layers)
+    metrics = block.metrics
     with style():
         fig = _new_figure(6.8, 4.6)
         ax = fig.subplots()
-        for name, layer_list in block.get("phase_layers", {}).items():
+        for name, layer_list in sorted(block.phase_layers.model_dump().items()):  # the file's key order
             if layer_list:
                 ax.axvspan(min(layer_list) - 0.5, max(layer_list) + 0.5, color=PHASE_SHADE.get(name, "0.95"),
                            zorder=0, linewidth=0)
                 ax.text(float(np.mean(layer_list)), 0.98, name, transform=ax.get_xaxis_transform(), ha="center",
                         va="top", fontsize=8, color="0.3")
-        ca = _get(metrics, "centroid_asymmetry")
-        ax.fill_between(layers, _arr(ca["bootstrap_ci_low"]), _arr(ca["bootstrap_ci_high"]),
+        ca = _pick(metrics, "centroid_asymmetry", where=f"poolings/{pooling}/metrics", of=option_b.model)
+        ax.fill_between(layers, _arr(ca.bootstrap_ci_low), _arr(ca.bootstrap_ci_high),
                         color=METRIC_STYLE["centroid_asymmetry"]["color"], alpha=0.15, linewidth=0)
         for name, st in METRIC_STYLE.items():
             if name in metrics:
-                ax.plot(layers, _arr(metrics[name]["pearson_r"]), label=name.replace("_", " "), markersize=3.5,
+                ax.plot(layers, _arr(metrics[name].pearson_r), label=name.replace("_", " "), markersize=3.5,
                         linewidth=1.3, **st)
         _zero_line(ax)
         _layer_axis(ax)
         ax.set_ylabel("r(metric, preference) over pairs (Pearson r, unitless)")
-        n = block.get("n_pairs")
+        n = block.n_pairs
         ax.set_title(f"{_title(option_b)}: Option B, global centroids ({pooling} pooling"
                      + (f", n = {n} pairs" if n else "") + ")")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False)

@@ -25,6 +25,10 @@ from matplotlib.ticker import MaxNLocator
 
 from uaprobe.atomic import atomic_path
 from uaprobe.errors import UAProbeError
+from uaprobe.schema.categories import Bins, Layerwise, LayerwisePooling, Validation
+from uaprobe.schema.geometry import Anisotropy, Robustness
+from uaprobe.schema.pairs import Pairs
+from uaprobe.schema.panel import Panel
 
 OKABE_ITO: tuple[str, ...] = (
     "#0072B2",  # blue
@@ -111,16 +115,13 @@ def _arr(values: Any) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
 
 
-def _get(doc: Mapping[str, Any], *path: str, what: str = "results") -> Any:
-    node: Any = doc
-    for key in path:
-        if not isinstance(node, Mapping) or key not in node:
-            raise FigureDataError(
-                f"{what} of {doc.get('model', '?') if isinstance(doc, Mapping) else '?'}: missing key "
-                f"{'/'.join(path)!r} (see docs/results.md; rerun the analysis stage)"
-            )
-        node = node[key]
-    return node
+def _pick(mapping: Mapping[str, Any], key: str, *, where: str, of: str) -> Any:
+    """``mapping[key]`` of a results file's per-pooling (or per-variant) mapping; a key the file
+    does not have is a :class:`FigureDataError` naming it."""
+    if key not in mapping:
+        raise FigureDataError(f"results of {of}: missing key {f'{where}/{key}'!r} (it has "
+                              f"{', '.join(sorted(mapping)) or 'none'}; see docs/results.md)")
+    return mapping[key]
 
 
 def _zero_line(ax: Axes, *, axis: str = "y") -> None:
@@ -133,8 +134,8 @@ def _layer_axis(ax: Axes) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _title(doc: Mapping[str, Any]) -> str:
-    return str(doc.get("display") or doc.get("model") or "")
+def _title(doc: Any) -> str:
+    return str(doc.display or doc.model)
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,19 +143,19 @@ def _title(doc: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean",
-                     sink_excluded: Mapping[str, Any] | None = None) -> Figure:
+def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
+                     sink_excluded: Layerwise | None = None) -> Figure:
     """Seed 000: r(UA, preference) per layer with its Fisher-z interval and the sign changes
     ("divergence"), the same curve with the attention sink excluded, and stars where the exact
     permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
     of the pre-final-norm state) with bootstrap intervals.
     """
-    block = _get(layerwise, "poolings", pooling)
-    layers = _arr(_get(layerwise, "layers"))
-    r = _arr(block["pearson_r"])
-    low, high = _arr(block["fisher_ci_low"]), _arr(block["fisher_ci_high"])
-    ci_level = float(layerwise.get("settings", {}).get("ci_level", 0.95))
-    policy = str(layerwise.get("policy", "default"))
+    block: LayerwisePooling = _pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
+    layers = _arr(layerwise.layers)
+    r = _arr(block.pearson_r)
+    low, high = _arr(block.fisher_ci_low), _arr(block.fisher_ci_high)
+    ci_level = float(layerwise.settings.get("ci_level", 0.95))
+    policy = layerwise.policy
     with style():
         fig = _new_figure(9.0, 3.6)
         ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.7, 1.0))
@@ -163,15 +164,15 @@ def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean",
                               label=f"{ci_level:.0%} Fisher-z interval")
         ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling}, {policy}")
         if sink_excluded is not None:
-            sx = _arr(_get(sink_excluded, "poolings", pooling, "pearson_r"))
+            sx = _arr(_pick(sink_excluded.poolings, pooling, where="poolings", of=sink_excluded.model).pearson_r)
             ax_curve.plot(layers, sx, color=OKABE_ITO[4], marker="D", markersize=3, linestyle="--",
                           label=f"r, {pooling}, sink excluded")
-        holm = np.array([bool(x) for x in block.get("permutation_holm_reject", [])] or [False] * len(r))
+        holm = np.array([bool(x) for x in block.permutation_holm_reject] or [False] * len(r))
         if holm.any():
             ax_curve.plot(layers[holm], r[holm], linestyle="none", marker="*", markersize=9,
                           color=OKABE_ITO[7], label="exact permutation p, Holm < alpha")
-        for i, change in enumerate(block.get("sign_changes", [])):
-            x = (float(change["layer_before"]) + float(change["layer_after"])) / 2.0
+        for i, change in enumerate(block.sign_changes):
+            x = (float(change.layer_before) + float(change.layer_after)) / 2.0
             ax_curve.axvline(x, color=OKABE_ITO[1], linestyle=":", linewidth=1.3,
                              label="sign change (divergence)" if i == 0 else None)
         _zero_line(ax_curve)
@@ -188,15 +189,14 @@ def layerwise_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean",
         hatches: list[str] = []
         final_index = int(np.nanargmax(layers)) if layers.size else -1
         for name in POOLINGS:
-            if name not in layerwise["poolings"]:
+            if name not in layerwise.poolings:
                 continue
-            pb = layerwise["poolings"][name]
+            pb = layerwise.poolings[name]
             for label, value, lo, hi, hatch in (
-                (name, _arr(pb["pearson_r"])[final_index], _arr(pb["bootstrap_ci_low"])[final_index],
-                 _arr(pb["bootstrap_ci_high"])[final_index], ""),
-                (f"{name}\npre-norm", _nan(pb.get("prenorm", {}).get("pearson_r")),
-                 _nan(pb.get("prenorm", {}).get("bootstrap_ci_low")),
-                 _nan(pb.get("prenorm", {}).get("bootstrap_ci_high")), "//"),
+                (name, _arr(pb.pearson_r)[final_index], _arr(pb.bootstrap_ci_low)[final_index],
+                 _arr(pb.bootstrap_ci_high)[final_index], ""),
+                (f"{name}\npre-norm", _nan(pb.prenorm.pearson_r), _nan(pb.prenorm.bootstrap_ci_low),
+                 _nan(pb.prenorm.bootstrap_ci_high), "//"),
             ):
                 names.append(label)
                 values.append(value)
@@ -238,26 +238,26 @@ def _nan(value: Any) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def scaling_figure(panel: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
+def scaling_figure(panel: Panel, *, pooling: str = "mean") -> Figure:
     """Seed 001: the layer curves of every model of the panel, in absolute layers and in
     normalised depth, with each model's positive peak marked."""
-    models = _get(panel, "poolings", pooling, "models", what="panel results")
-    order = [m for m in panel.get("models", list(models)) if m in models]
+    models = _pick(panel.poolings, pooling, where="poolings", of="the panel").models
+    order = [m for m in panel.models if m in models]
     with style():
         fig = _new_figure(9.0, 3.8)
         ax_abs, ax_rel = fig.subplots(1, 2, sharey=True)
         for i, model_id in enumerate(order):
             entry = models[model_id]
-            r = _arr(entry["r"])
+            r = _arr(entry.r)
             kwargs = {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
-                      "linestyle": LINESTYLES[i % len(LINESTYLES)], "label": entry.get("display", model_id)}
-            ax_abs.plot(_arr(entry["layers"]), r, **kwargs)
-            ax_rel.plot(_arr(entry["depth_pct"]), r, **kwargs)
-            peak = entry.get("peak_positive") or {}
-            if peak.get("r") is not None:
-                ax_abs.plot([peak["layer"]], [peak["r"]], marker="*", markersize=11, color=kwargs["color"],
+                      "linestyle": LINESTYLES[i % len(LINESTYLES)], "label": entry.display}
+            ax_abs.plot(_arr(entry.layers), r, **kwargs)
+            ax_rel.plot(_arr(entry.depth_pct), r, **kwargs)
+            peak = entry.peak_positive
+            if peak.r is not None:
+                ax_abs.plot([peak.layer], [peak.r], marker="*", markersize=11, color=kwargs["color"],
                             markeredgecolor="black", linestyle="none")
-                ax_rel.plot([peak["depth_pct"]], [peak["r"]], marker="*", markersize=11, color=kwargs["color"],
+                ax_rel.plot([peak.depth_pct], [peak.r], marker="*", markersize=11, color=kwargs["color"],
                             markeredgecolor="black", linestyle="none")
         for ax, xlabel, title in ((ax_abs, LAYER_LABEL, "Absolute depth"),
                                   (ax_rel, DEPTH_LABEL, "Normalised depth")):
@@ -279,31 +279,31 @@ def scaling_figure(panel: Mapping[str, Any], *, pooling: str = "mean") -> Figure
 # --------------------------------------------------------------------------------------------
 
 
-def bins_figure(bins: Mapping[str, Any], *, pooling: str = "mean", n_categories: int | None = None) -> Figure:
+def bins_figure(bins: Bins, *, pooling: str = "mean", n_categories: int | None = None) -> Figure:
     """Seed 002: per layer, r and the width of its bootstrap CI with the categories against the
     ``ci_k`` random bins (both binning schemes). ``n_categories`` only labels the legend."""
-    schemes = _get(bins, "poolings", pooling, "schemes")
-    layers = _arr(_get(bins, "layers"))
-    ci_k = int(bins.get("ci_k", 0))
+    schemes = _pick(bins.poolings, pooling, where="poolings", of=bins.model).schemes
+    layers = _arr(bins.layers)
+    ci_k = bins.ci_k
     with style():
         fig = _new_figure(9.0, 3.6)
         ax_r, ax_w = fig.subplots(1, 2, sharex=True)
         first = next(iter(schemes.values()))
-        comparison = first["comparison"]
+        comparison = first.comparison
         cat_label = f"n = {n_categories} categories" if n_categories else "categories"
-        ax_r.plot(layers, _arr(comparison["categories_r"]), color=OKABE_ITO[7], marker="o",
+        ax_r.plot(layers, _arr(comparison.categories_r), color=OKABE_ITO[7], marker="o",
                   label=cat_label)
-        ax_w.plot(layers, _arr(comparison["categories_ci_width"]), color=OKABE_ITO[7], marker="o",
+        ax_w.plot(layers, _arr(comparison.categories_ci_width), color=OKABE_ITO[7], marker="o",
                   label=cat_label)
         for i, (scheme, data) in enumerate(schemes.items()):
             color = OKABE_ITO[(i + 1) % 7]
-            part = data["ci_partition"]
+            part = data.ci_partition
             label = f"k = {ci_k} bins ({scheme})"
-            ax_r.plot(layers, _arr(part["r"]), color=color, marker=MARKERS[i + 1],
+            ax_r.plot(layers, _arr(part.r), color=color, marker=MARKERS[i + 1],
                       linestyle=LINESTYLES[i + 1], label=label)
-            ax_r.fill_between(layers, _arr(part["bootstrap_ci_low"]), _arr(part["bootstrap_ci_high"]),
+            ax_r.fill_between(layers, _arr(part.bootstrap_ci_low), _arr(part.bootstrap_ci_high),
                               color=color, alpha=0.12, linewidth=0)
-            ax_w.plot(layers, _arr(data["comparison"]["bins_ci_width"]), color=color, marker=MARKERS[i + 1],
+            ax_w.plot(layers, _arr(data.comparison.bins_ci_width), color=color, marker=MARKERS[i + 1],
                       linestyle=LINESTYLES[i + 1], label=label)
         _zero_line(ax_r)
         ax_r.set_ylim(-1.05, 1.05)
@@ -325,7 +325,7 @@ def bins_figure(bins: Mapping[str, Any], *, pooling: str = "mean", n_categories:
 
 
 def validation_figure(
-    validation: Mapping[str, Any],
+    validation: Validation,
     *,
     variant: str = "mean",
     reference: Mapping[str, tuple[float, float]] | None = None,
@@ -334,15 +334,15 @@ def validation_figure(
 ) -> Figure:
     """Seed 003: UA against the mean output preference by category at the final layer, with the
     published reference models (one category) marked for comparison."""
-    table = _get(validation, "variants", variant, "table")
+    table = _pick(validation.variants, variant, where="variants", of=validation.model).table
     with style():
         fig = _new_figure(6.4, 4.6)
         ax = fig.subplots()
-        ua = _arr([row["ua"] for row in table])
-        pref = _arr([row["mean_preference"] for row in table])
+        ua = _arr([row.ua for row in table])
+        pref = _arr([row.mean_preference for row in table])
         ax.scatter(ua, pref, s=46, color=OKABE_ITO[0], edgecolors="black", linewidths=0.8, zorder=5,
                    label=f"{_title(validation)} (categories)")
-        labelled = [(str(row["category"]).replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
+        labelled = [(row.category.replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
                     if not (math.isnan(x) or math.isnan(y))]
         if reference:
             for i, (name, (ref_ua, ref_pref)) in enumerate(reference.items()):
@@ -353,7 +353,7 @@ def validation_figure(
         _zero_line(ax, axis="x")
         ax.set_xlabel("UA = U(A) \u2212 U(B) (difference of mean cosine similarities, unitless)")
         ax.set_ylabel(f"mean preference NLL(B) \u2212 NLL(A) ({preference_unit})")
-        layer = validation.get("layer")
+        layer = validation.layer
         ax.set_title(f"{_title(validation)}: UA vs output preference, layer {layer} ({variant} pooling)")
         ax.legend(loc="best", fontsize=7)
         place_point_labels(ax, labelled, fontsize=7)
@@ -431,11 +431,11 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
 # --------------------------------------------------------------------------------------------
 
 
-def anisotropy_figure(anisotropy: Mapping[str, Any]) -> Figure:
+def anisotropy_figure(anisotropy: Anisotropy) -> Figure:
     """Seed 004: the anisotropy profile (λ1/Σλ, effective rank, mean cosine to the mean state,
     eigenvalue variance) per layer, with L* = argmax λ1/Σλ marked."""
-    layers = _arr(_get(anisotropy, "layers"))
-    l_star = anisotropy.get("l_star")
+    layers = _arr(anisotropy.layers)
+    l_star = anisotropy.l_star
     panels = (
         ("lambda1_ratio", r"$\lambda_1/\Sigma\lambda$ (share of variance, unitless)", "Variance in the first component", False),
         ("effective_rank", "effective rank (dimensions)", "Effective rank (lower = more anisotropic)", False),
@@ -446,7 +446,7 @@ def anisotropy_figure(anisotropy: Mapping[str, Any]) -> Figure:
         fig = _new_figure(9.0, 6.4)
         axes = fig.subplots(2, 2, sharex=True)
         for ax, (key, ylabel, title, log), color, marker in zip(axes.flat, panels, OKABE_ITO, MARKERS):
-            values = _arr(_get(anisotropy, key))
+            values = _arr(getattr(anisotropy, key))
             ax.plot(layers, values, color=color, marker=marker)
             if log:
                 positive = values[np.isfinite(values) & (values > 0)]
@@ -460,9 +460,8 @@ def anisotropy_figure(anisotropy: Mapping[str, Any]) -> Figure:
             ax.set_title(title)
         for ax in axes[1]:
             _layer_axis(ax)
-        selection = anisotropy.get("token_selection", "")
-        fig.suptitle(f"{_title(anisotropy)}: anisotropy profile ({anisotropy.get('n_tokens', '?')} token "
-                     f"states of {anisotropy.get('n_prompts', '?')} prompts, {selection} tokens)")
+        fig.suptitle(f"{_title(anisotropy)}: anisotropy profile ({anisotropy.n_tokens} token "
+                     f"states of {anisotropy.n_prompts} prompts, {anisotropy.token_selection} tokens)")
     return fig
 
 
@@ -473,12 +472,12 @@ def spectrum_key_layers(n_layers: int, l_star: int | None) -> list[int]:
     return sorted(set(layers))
 
 
-def spectrum_figure(anisotropy: Mapping[str, Any]) -> Figure:
+def spectrum_figure(anisotropy: Anisotropy) -> Figure:
     """Seed 004: the leading covariance eigenvalues at key layers, as shares of the total variance."""
-    spectrum = _get(anisotropy, "spectrum")
-    n_layers = int(_get(anisotropy, "n_layers"))
-    top1 = _arr(_get(anisotropy, "var_top1"))
-    key_layers = spectrum_key_layers(n_layers, anisotropy.get("l_star"))
+    spectrum = anisotropy.spectrum
+    top1 = _arr(anisotropy.var_top1)
+    l_star = anisotropy.l_star
+    key_layers = spectrum_key_layers(anisotropy.n_layers, l_star)
     with style():
         fig = _new_figure(6.4, 4.2)
         ax = fig.subplots()
@@ -488,13 +487,13 @@ def spectrum_figure(anisotropy: Mapping[str, Any]) -> Figure:
                 continue
             # lambda_1 / sum(lambda) is var_top1: rescale so each value is a share of the total.
             share = eig * (top1[layer] / eig[0])
-            star = " (L*)" if anisotropy.get("l_star") is not None and layer == int(anisotropy["l_star"]) else ""
+            star = " (L*)" if layer == l_star else ""
             ax.semilogy(np.arange(1, eig.size + 1), share, color=OKABE_ITO[i % 7],
                         linestyle=LINESTYLES[i % len(LINESTYLES)], label=f"layer {layer}{star}")
         ax.set_xlabel("eigenvalue rank (1 = largest)")
         ax.set_ylabel(r"$\lambda_i/\Sigma\lambda$ (share of total variance, log scale)")
         ax.set_title(f"{_title(anisotropy)}: covariance spectrum at key layers "
-                     f"(top {anisotropy.get('spectrum_top', len(spectrum[0]) if spectrum else '?')})")
+                     f"(top {anisotropy.spectrum_top})")
         ax.legend(loc="best")
     return fig
 
@@ -504,12 +503,12 @@ def spectrum_figure(anisotropy: Mapping[str, Any]) -> Figure:
 # --------------------------------------------------------------------------------------------
 
 
-def pairs_figure(pairs: Mapping[str, Any]) -> Figure:
+def pairs_figure(pairs: Pairs) -> Figure:
     """r of the within-category centroid score vs the preference over all pairs, per layer, with its
     bootstrap CI, for every pooling (``pairs.json``; not the original's global-centroid Option B)."""
-    layers = _arr(_get(pairs, "layers"))
-    poolings = _get(pairs, "poolings")
-    n_pairs = len(pairs.get("preference", [])) or None
+    layers = _arr(pairs.layers)
+    poolings = pairs.poolings
+    n_pairs = len(pairs.preference) or None
     with style():
         fig = _new_figure(6.8, 3.8)
         ax = fig.subplots()
@@ -518,9 +517,9 @@ def pairs_figure(pairs: Mapping[str, Any]) -> Figure:
                 continue
             block = poolings[name]
             st = POOLING_STYLE[name]
-            ax.fill_between(layers, _arr(block["bootstrap_ci_low"]), _arr(block["bootstrap_ci_high"]),
+            ax.fill_between(layers, _arr(block.bootstrap_ci_low), _arr(block.bootstrap_ci_high),
                             color=st["color"], alpha=0.15, linewidth=0)
-            ax.plot(layers, _arr(block["pearson_r"]), label=f"{name} pooling", **st)
+            ax.plot(layers, _arr(block.pearson_r), label=f"{name} pooling", **st)
         _zero_line(ax)
         _layer_axis(ax)
         ax.set_ylabel("r(within-category centroid score, preference)\n(Pearson r, unitless)")
@@ -530,12 +529,12 @@ def pairs_figure(pairs: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def loco_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figure:
+def loco_figure(layerwise: Layerwise, *, pooling: str = "mean") -> Figure:
     """Leave-one-category-out: r per layer with all categories and with each one left out."""
-    block = _get(layerwise, "poolings", pooling)
-    layers = _arr(_get(layerwise, "layers"))
-    categories = list(_get(layerwise, "categories"))
-    loco = np.array([[np.nan if v is None else float(v) for v in row] for row in block["loco_r"]], dtype=float)
+    block = _pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
+    layers = _arr(layerwise.layers)
+    categories = layerwise.categories
+    loco = np.array([[np.nan if v is None else float(v) for v in row] for row in block.loco_r], dtype=float)
     with style():
         fig = _new_figure(6.8, 4.0)
         ax = fig.subplots()
@@ -544,7 +543,7 @@ def loco_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figur
                     color=OKABE_ITO[j % 7], linestyle=LINESTYLES[(j + 1) % len(LINESTYLES)],
                     marker=MARKERS[(j + 1) % len(MARKERS)], markersize=3, linewidth=1.0,
                     label=f"without {category.replace('_', ' ')}")
-        ax.plot(layers, _arr(block["pearson_r"]), color=OKABE_ITO[7], linewidth=2.2, marker="o",
+        ax.plot(layers, _arr(block.pearson_r), color=OKABE_ITO[7], linewidth=2.2, marker="o",
                 label="all categories")
         _zero_line(ax)
         ax.set_ylim(-1.05, 1.05)
@@ -565,34 +564,34 @@ def loco_figure(layerwise: Mapping[str, Any], *, pooling: str = "mean") -> Figur
 # --------------------------------------------------------------------------------------------
 
 
-def sink_figure(robustness: Mapping[str, Any]) -> Figure:
+def sink_figure(robustness: Robustness) -> Figure:
     """Position 0 against the other tokens, per layer: its norm over the median norm of the other
     tokens (median and 10-90 % band over the statements, log scale), its share of the mean over all
     positions, and the share of its squared norm in its largest dimension."""
-    sk = _get(robustness, "sink")
-    layers = _arr(sk["layers"])
-    bos = bool(robustness.get("extraction", {}).get("bos_added"))
+    sk = robustness.sink
+    layers = _arr(sk.layers)
+    bos = robustness.extraction.bos_added
     what = "the BOS token" if bos else "the first word (no BOS)"
     with style():
         fig = _new_figure(9.0, 3.4)
         ax_ratio, ax_share = fig.subplots(1, 2)
-        ax_ratio.fill_between(layers, _arr(sk["norm_ratio_q10"]), _arr(sk["norm_ratio_q90"]), color=OKABE_ITO[0],
+        ax_ratio.fill_between(layers, _arr(sk.norm_ratio_q10), _arr(sk.norm_ratio_q90), color=OKABE_ITO[0],
                               alpha=0.18, linewidth=0, label="10-90 % of statements")
-        ax_ratio.plot(layers, _arr(sk["norm_ratio_median"]), color=OKABE_ITO[0], marker="o", label="median")
+        ax_ratio.plot(layers, _arr(sk.norm_ratio_median), color=OKABE_ITO[0], marker="o", label="median")
         ax_ratio.axhline(1.0, color="black", linewidth=0.8)
         ax_ratio.set_yscale("log")
         _layer_axis(ax_ratio)
         ax_ratio.set_ylabel(r"$\|h_0\|$ / median $\|h_t\|$, $t > 0$")
         ax_ratio.set_title(f"Position 0 = {what}")
         ax_ratio.legend(loc="best")
-        ax_share.plot(layers, _arr(sk["mean_share_median"]), color=OKABE_ITO[1], marker="s",
+        ax_share.plot(layers, _arr(sk.mean_share_median), color=OKABE_ITO[1], marker="s",
                       label="share of the mean-pooled vector")
-        ax_share.plot(layers, _arr(sk["top_dim_share_median"]), color=OKABE_ITO[2], marker="^", linestyle="--",
+        ax_share.plot(layers, _arr(sk.top_dim_share_median), color=OKABE_ITO[2], marker="^", linestyle="--",
                       label="share of its norm² in its top dimension")
         _layer_axis(ax_share)
         ax_share.set_ylim(-0.05, 1.05)
         ax_share.set_ylabel("median over statements (fraction)")
-        modes = sorted(set(int(d) for d in sk["top_dim_mode"]))
+        modes = sorted(set(sk.top_dim_mode))
         ax_share.set_title("Dominance of position 0")
         ax_share.legend(loc="best")
         fig.suptitle(f"{_title(robustness)}: top dimension{'s' if len(modes) > 1 else ''} "

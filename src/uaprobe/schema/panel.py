@@ -1,0 +1,96 @@
+"""The panel's files, written by ``compare``: ``results/panel.json`` (seed 001, scaling across the
+models) and ``metrics/panel.json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from uaprobe.schema.base import Flag, Index, Record, Stat
+from uaprobe.schema.common import NUMERICS, Peak
+
+
+class CurveSignChange(Record):
+    """A sign change of a model's curve."""
+
+    layer_before: int = Field(description="the layer before the change")
+    layer_after: int = Field(description="the layer after the change")
+    midpoint_depth_pct: float = Field(description="depth of the midpoint, % of L")
+
+
+class ModelCurve(Record):
+    """One model's layer curve (from its ``layerwise.json``)."""
+
+    display: str = Field(description="display name")
+    params_millions: float | None = Field(description="parameters in millions, from the catalog; null when the "
+                                                      "catalog does not give it")
+    n_layers: int = Field(description="L")
+    layers: list[int] = Field(description="the layers of the curve (all, or the seed's view)")
+    depth_pct: list[float] = Field(description="their depth, % of L")
+    r: list[Stat] = Field(description="r(UA, mean preference) at those layers")
+    peak_positive: Peak = Field(description="max r")
+    peak_negative: Peak = Field(description="min r")
+    final_r: Stat = Field(description="r at L")
+    sign_changes: list[CurveSignChange] = Field(description="sign changes of the curve")
+
+
+class ScalingSummary(Record):
+    """Peak positions across the panel."""
+
+    peak_positive_depth_mean: Stat = Field(description="mean depth of the max r, % of L")
+    peak_positive_depth_std: Stat = Field(description="its std (ddof 0, as the seed)")
+    peak_negative_depth_mean: Stat = Field(description="mean depth of the min r")
+    peak_negative_depth_std: Stat = Field(description="its std")
+    n_models_with_peak: int = Field(description="models with a defined peak")
+    stable: Flag = Field(description="the seed's verdict: peak_positive_depth_std < stable_depth_std")
+
+
+class ScalingView(Record):
+    """Every model's curve of one pooling, and their summary."""
+
+    models: dict[str, ModelCurve] = Field(description="per model id, panel order")
+    summary: ScalingSummary = Field(description="peak positions across the panel")
+
+
+class PanelAnisotropy(Record):
+    """One model's L* (from its ``anisotropy.json``)."""
+
+    l_star: Index = Field(description="L*")
+    l_star_depth_pct: Stat = Field(description="its depth, % of L")
+    is_bell_curve: Flag = Field(description="the seed's bell-curve verdict")
+
+
+class Panel(Record):
+    """``results/panel.json``: seed 001, the layer curves across the panel."""
+
+    models: list[str] = Field(description="model ids, panel order")
+    stable_depth_std: float = Field(description="the seed's threshold of a stable peak depth")
+    settings: dict[str, Any] = Field(description="the `analysis` section of params.yaml used")
+    poolings: dict[str, ScalingView] = Field(description="per pooling, every layer")
+    seed_layers_view: dict[str, ScalingView] = Field(description="per pooling, every model restricted to its "
+                                                                 "`seed_layers` (the published numbers)")
+    sink_excluded: dict[str, ScalingView] | None = Field(None, description="the sink-excluded policy's view "
+                                                                           "(mean pooling)")
+    anisotropy: dict[str, PanelAnisotropy] = Field(description="per model, its L*")
+    nan_reasons: dict[str, str] = Field(description="for the path of every missing value, why it is missing")
+    numerics: dict[str, Any] | None = Field(None, description=NUMERICS)
+
+
+class PanelPoolingMetrics(Record):
+    """Peak positions of one pooling."""
+
+    peak_positive_depth_mean: Stat = Field(description="mean depth of the max r, % of L")
+    peak_positive_depth_std: Stat = Field(description="its std")
+    peak_negative_depth_mean: Stat = Field(description="mean depth of the min r")
+    peak_negative_depth_std: Stat = Field(description="its std")
+    stable: Flag = Field(description="the seed's verdict")
+
+
+class PanelMetrics(Record):
+    """``metrics/panel.json``: the panel's headline scalars (null: see ``results/panel.json``)."""
+
+    poolings: dict[str, PanelPoolingMetrics] = Field(description="per pooling")
+    final_r: dict[str, Stat] = Field(description="per model, r at L (mean pooling)")
+    peak_positive_depth_pct: dict[str, Stat] = Field(description="per model, depth of the max r (mean pooling)")
+    sink_excluded_final_r: dict[str, Stat] | None = Field(None, description="per model, the sink-excluded r at L")
