@@ -370,6 +370,6 @@ def test_the_option_b_figure_draws_every_metric_and_the_phases(tmp_path):
     fig = figures_original.option_b_figure(doc)
     ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
-    r = doc["poolings"]["mean"]["metrics"]["margin_asymmetry"]["pearson_r"]
+    r = doc.poolings["mean"].metrics["margin_asymmetry"].pearson_r
     np.testing.assert_allclose(lines["margin asymmetry"].get_ydata(), [np.nan if v is None else v for v in r])
     assert len([t for t in ax.texts if t.get_text() in ("early", "mid", "late")]) == 3

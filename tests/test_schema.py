@@ -22,7 +22,7 @@ from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, lookup, re
 from uaprobe.schema import reference
 from uaprobe.schema.base import walk
 from uaprobe.schema.categories import Layerwise
-from uaprobe.store import read_embeddings
+from uaprobe.extraction.store import read_embeddings
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def test_lookup_resolves_a_key_path_and_names_file_and_key(tree: Path) -> None:
     doc, raw = read_results(tree, relative), load(tree, relative)
     assert lookup(doc, "poolings/last/pearson_r/3") == raw["poolings"]["last"]["pearson_r"][3]
     assert lookup(doc, "poolings/mean/sign_changes") == doc.poolings["mean"].sign_changes
-    assert lookup(doc, "n_layers") == raw["n_layers"] == doc["n_layers"]
+    assert lookup(doc, "n_layers") == raw["n_layers"] == doc.n_layers
     validation = read_results(tree, "results/models/tiny-a/validation.json")
     assert lookup(validation, "variants/mean/global/label") == validation.variants["mean"].global_.label
     for path, missing in (("poolings/median/pearson_r", "poolings/median"), ("poolings/mean/pearson_r/99",

@@ -65,34 +65,13 @@ class Record(BaseModel):
     (``1`` is no bool, ``"1"`` no number); an int is accepted where a float is declared.
 
     Read access by attribute (``doc.poolings["mean"].pearson_r``); the JSON keys that are no Python
-    names have an alias (``global`` -> ``global_``). :meth:`__getitem__` and :meth:`get` read by
-    JSON key, for code that still walks the files as mappings.
+    names have an alias (``global`` -> ``global_``).
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), populate_by_name=True,
                               frozen=True)
     _source: str = PrivateAttr("results file")
     """The file this record was read from (set on the top-level record by the readers)."""
-
-    def __getitem__(self, key: str) -> Any:
-        name = _field_name(type(self), key)
-        if name is None or name not in self.model_fields_set:  # as the JSON object: an absent key is missing
-            raise KeyError(key)
-        return getattr(self, name)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        name = _field_name(type(self), key)
-        if name is None or name not in self.model_fields_set:
-            return default
-        return getattr(self, name)
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and (name := _field_name(type(self), key)) is not None \
-            and name in self.model_fields_set
-
-    def keys(self) -> list[str]:
-        """The JSON keys present in the file."""
-        return [info.alias or name for name, info in type(self).model_fields.items() if name in self.model_fields_set]
 
 
 def _field_name(cls: type[BaseModel], key: str) -> str | None:

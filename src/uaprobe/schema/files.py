@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from uaprobe.schema.text import json_text
 from uaprobe.errors import UAProbeError
-from uaprobe.schema.base import Record, json_path, walk
+from uaprobe.schema.base import Record, _field_name, json_path, walk
 from uaprobe.schema.categories import Bins, Layerwise, Preference, Validation
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.manifest import Manifest
@@ -182,7 +182,10 @@ def lookup(model: Any, path: str) -> Any:
         done.append(part)
         try:
             if isinstance(node, Record):
-                node = node[part]
+                name = _field_name(type(node), part)
+                if name is None or name not in node.model_fields_set:  # as in the file: an absent key is missing
+                    raise KeyError(part)
+                node = getattr(node, name)
             elif isinstance(node, Mapping):
                 node = node[part]
             elif isinstance(node, list):
