@@ -77,7 +77,7 @@ def test_conclusion_follows_the_numbers() -> None:
     lexical_and_reversed = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.95,
                                               without=-0.3))
     text = plain_text(fd.conclusion_phrase(lexical_and_reversed))
-    assert "words alone, so it is a lexical effect" in text
+    assert "words alone, so it need not reflect the models' representations" in text
     assert "single category for A" in text
     assert "no layer of any model is significant" in text
 
@@ -97,7 +97,7 @@ def test_sink_verdict_counts_sign_flips_and_l_star_moves() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
     assert plain_text(fd.sink_verdict(p)).startswith("Excluding position 0 reverses the sign of r at 1 layer of A")
     p.files["results/models/a/anisotropy.json"]["variants"]["sink_excluded"]["l_star"] = 0
-    assert "moves from layer 1 to layer 0 for A" in plain_text(fd.sink_verdict(p))
+    assert "moves from layer 1 with every token to layer 0 for A" in plain_text(fd.sink_verdict(p))
     q = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.4, 0.9], lexical=0.2, without=0.7))
     assert plain_text(fd.sink_verdict(q)).startswith("Excluding position 0 reverses the sign of r at no layer")
 

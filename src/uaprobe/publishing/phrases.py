@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
-from uaprobe.publishing.tables import L_STAR
+from uaprobe.publishing.tables import L_STAR, interval
 from uaprobe.publishing.values import Value, pretty, prose
 
 MATCH_TOLERANCE = 0.05
@@ -42,8 +42,12 @@ def count_phrase(n: Any, noun: str, plural_form: str | None = None) -> str:
 
 @prose
 def per_model(out: Outputs, stem: str, key: str, fmt: str = "r") -> str:
-    """``x (Model A) and y (Model B)``: one value of every model of the panel."""
-    return join_words([f"{out.v(m, stem, key, fmt)} ({out.display(m)})" for m in out.models])
+    """``x (Model A) and y (Model B)``: one value of every model of the panel; ``x for both models`` (or
+    ``for every model``) when every model shows the same text."""
+    values = [out.v(m, stem, key, fmt) for m in out.models]
+    if len(values) > 1 and len({v.text for v in values}) == 1:
+        return f"{values[0]} for {'both models' if len(values) == 2 else 'every model'}"
+    return join_words([f"{v} ({out.display(m)})" for v, m in zip(values, out.models)])
 
 
 @prose
@@ -92,16 +96,34 @@ def comparison_word(baseline: float | None, model: float | None, *, tolerance: f
 
 
 @prose
+def significance_word(p: Value, alpha: float) -> str:
+    """``significant at α = 0.05`` or ``not significant at α = 0.05`` (``untested`` without a p)."""
+    if p.raw is None:
+        return "untested"
+    return f"{'' if p.raw < alpha else 'not '}significant at α = {alpha:g}"
+
+
+@prose
 def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
-    """Per model: the last-layer r with its Fisher-z interval and exact permutation p."""
+    """Per model: the last-layer r with its exact permutation p (the test of record) and its verdict, and
+    the Fisher-z interval beside it."""
     parts = []
     for m in out.models:
         last = out.raw(m, "layerwise", "n_layers")
         b = f"poolings/{pooling}"
-        parts.append(f"{out.v(m, 'layerwise', f'{b}/pearson_r/{last}')} for {out.display(m)} (interval "
-                     f"{interval_phrase(out.v(m, 'layerwise', f'{b}/fisher_ci_low/{last}', 's2'), out.v(m, 'layerwise', f'{b}/fisher_ci_high/{last}', 's2'))}; "
-                     f"exact permutation p = {out.v(m, 'layerwise', f'{b}/permutation_p/{last}', 'p')})")
+        p = out.v(m, "layerwise", f"{b}/permutation_p/{last}", "p")
+        alpha = float(out.raw(m, "layerwise", "settings/alpha"))
+        parts.append(f"{out.v(m, 'layerwise', f'{b}/pearson_r/{last}')} for {out.display(m)} (exact permutation p = "
+                     f"{p}, {significance_word(p, alpha)}; Fisher-z interval "
+                     f"{interval(out.v(m, 'layerwise', f'{b}/fisher_ci_low/{last}', 's2'), out.v(m, 'layerwise', f'{b}/fisher_ci_high/{last}', 's2'))})")
     return "; ".join(parts)
+
+
+@prose
+def holm_layers_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model: how many layers' exact permutation p survive Holm's correction, of how many."""
+    return join_words([f"{out.v(m, 'layerwise', f'poolings/{pooling}/permutation_holm_reject', 'count_true')} of "
+                       f"{out.v(m, 'layerwise', 'layers', 'count')} layers for {out.display(m)}" for m in out.models])
 
 
 @prose
@@ -133,9 +155,12 @@ def aligned_phrase(out: Outputs, variant: str = "mean") -> str:
 def stability_phrase(out: Outputs, pooling: str = "mean") -> str:
     """The seed's verdict on the peak depths across the panel."""
     stable = out.raw_at("results/panel.json", f"poolings/{pooling}/summary/stable")
-    return ("which the seed's criterion calls stable" if stable else
-            "which the seed's criterion does not call stable" if stable is not None else
-            "too few models for the seed's stability criterion")
+    verdict = ("which the seed's criterion calls stable" if stable else
+               "which the seed's criterion does not call stable" if stable is not None else
+               "too few models for the seed's stability criterion")
+    if stable is not None and len(out.models) < 3:
+        verdict += f" (over {len(out.models)} models: a comparison, not evidence of stability)"
+    return verdict
 
 
 @prose
@@ -195,7 +220,7 @@ def sink_verdict(out: Outputs) -> str:
         a = out.v(m, "anisotropy", "variants/all_tokens/l_star", "int")
         b = out.v(m, "anisotropy", "variants/sink_excluded/l_star", "int")
         if a.raw is not None and b.raw is not None and a.raw != b.raw:
-            moves.append(f"from layer {a} to layer {b} for {out.display(m)}")
+            moves.append(f"from layer {a} with every token to layer {b} for {out.display(m)}")
     text = (f"Excluding position 0 reverses the sign of r at {join_words(flips)}: there, a pooling that keeps "
             "the sink measures the sink" if flips else "Excluding position 0 reverses the sign of r at no layer")
     text += (f"; and {L_STAR} of the anisotropy profile moves {join_words(moves)} when position 0 of every prompt "
@@ -266,8 +291,8 @@ def conclusion_phrase(out: Outputs) -> str:
     reversed_ = reversing_models(out)
     parts = []
     if lexical and len(lexical) == len(out.models):
-        parts.append("the category-level correlation is reproduced by the statements' words alone, so it is a "
-                     "lexical effect before it is a representational one")
+        parts.append("the category-level correlation is reproduced by the statements' words alone, so it need not "
+                     "reflect the models' representations at all")
     elif lexical:
         parts.append(f"for {join_words(lexical)} the category-level correlation is reproduced by the statements' "
                      "words alone")
@@ -338,8 +363,8 @@ def l_star_phrase(out: Outputs) -> str:
     parts = []
     for m in out.models:
         ties = out.raw(m, "anisotropy", "l_star_ties") or []
-        tie = (f"tied with layers {out.v(m, 'anisotropy', 'l_star_ties', 'layers')}" if len(ties) > 1
-               else "with no other layer tied")
+        tie = (f"layers {out.v(m, 'anisotropy', 'l_star_ties', 'layers')} within the tolerance of its maximum"
+               if len(ties) > 1 else "no other layer within the tolerance")
         parts.append(f"layer {out.v(m, 'anisotropy', 'l_star', 'int')} for {out.display(m)}, {tie}")
     return "; ".join(parts)
 

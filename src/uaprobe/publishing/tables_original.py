@@ -63,7 +63,9 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
         def cell(name: str) -> str:
             def v(key: str, fmt: str = "s2") -> Value:
                 return out.at(file, f"{ph}/{name}/{key}", fmt)
-            return f"{v('mean_r')} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))} (L {v('layers', 'layers')})"
+            mean = v("mean_r")
+            shown = f"{mean} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))}" if mean.raw is not None else "n/a"
+            return f"{shown} (L {v('layers', 'layers')})"
 
         rows.append([out.display(m), "this panel", cell("early"), cell("mid"), cell("late"),
                      out.at(file, f"{ph}/late_inversion", "bool"), out.at(file, f"{ph}/sign_change", "bool")])
@@ -103,8 +105,8 @@ def published_comparison_table(out: Outputs, pooling: str = "mean") -> str:
     pub = out.doc(PUBLISHED_PYTHIA)
     pythia = next(i for i, r in enumerate(pub["phases"]["models"]) if r["model"] == "Pythia-6.9B")
     ci_k = out.params.analysis.bins.ci_k
-    bins_label = (f"random bins, r (k = {pub['bins']['k']}; here k = {ci_k})" if ci_k != pub["bins"]["k"]
-                  else f"random bins, r (k = {ci_k})")
+    bins_label = (f"random bins, one seeded partition, r (k = {pub['bins']['k']}; here k = {ci_k})"
+                  if ci_k != pub["bins"]["k"] else f"random bins, one seeded partition, r (k = {ci_k})")
     rows = [["category-level r (6 categories)", _published_r(out, "category_level"),
              *[r_interval(out, out.model_file(m, "layerwise"), f"poolings/{pooling}",
                           out.raw(m, "layerwise", "n_layers")) for m in out.models]],

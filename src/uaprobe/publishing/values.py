@@ -68,7 +68,7 @@ def fmt_p(p: Any) -> str:
     """A p-value: three decimals, ``< 0.001`` below that."""
     if _missing(p):
         return "n/a"
-    return "< 0.001" if float(p) < 0.001 else f"{float(p):.3f}"
+    return "<\u00a00.001" if float(p) < 0.001 else f"{float(p):.3f}"  # a no-break space: never split in a cell
 
 
 def fmt_bool(x: Any) -> str:
@@ -84,7 +84,7 @@ def fmt_layers(layers: Any) -> str:
     """A list of layers: ``12–15`` when consecutive, else ``3, 5``; ``none`` when empty."""
     items = [int(x) for x in layers or []]
     if len(items) > 1 and items == list(range(items[0], items[-1] + 1)):
-        return f"{items[0]}–{items[-1]}"
+        return f"{items[0]}\u2060–\u2060{items[-1]}"  # word joiners: a range is never split in a cell
     return ", ".join(map(str, items)) or "none"
 
 
