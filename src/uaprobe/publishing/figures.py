@@ -524,7 +524,7 @@ def pairs_figure(pairs: Pairs) -> Figure:
         _layer_axis(ax)
         ax.set_ylabel("r(within-category centroid score, preference)\n(Pearson r, unitless)")
         ax.set_title(f"{_title(pairs)}: within-category centroid score"
-                     + (f" (n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
+                     + (f"\n(n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
         ax.legend(loc="best")
     return fig
 
