@@ -237,13 +237,16 @@ def test_every_number_names_a_file_and_key_that_hold_it(project: Path) -> None:
 def test_every_table_cell_with_a_number_carries_a_value(project: Path) -> None:
     page = rendered(project)[0].read_text(encoding="utf-8")
     exempt = ("tbl-dvc-lock", "tbl-packages", "tbl-numerics", "tbl-provenance", "tbl-panel")
-    bare = []
-    for table in re.finditer(r'<div id="(tbl-[\w-]+)".*?</table>', page, flags=re.S):
+    bare, checked = [], 0
+    for table in re.finditer(r'<table id="(tbl-[\w-]+)".*?</table>', page, flags=re.S):
         if table.group(1).startswith(exempt):
             continue
-        for cell in re.findall(r"<td[^>]*>(.*?)</td>", table.group(0), flags=re.S):
-            if re.search(r"\d", re.sub(r"<[^>]+>", "", cell)) and 'class="uav"' not in cell:
-                bare.append((table.group(1), cell))
+        checked += 1
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(0), flags=re.S):
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)[1:]:  # the first names the row
+                if re.search(r"\d", re.sub(r"<[^>]+>", "", cell)) and 'class="uav"' not in cell:
+                    bare.append((table.group(1), cell))
+    assert checked == len(expected_tables()) - len(exempt), "every table of values is checked"
     assert not bare, bare[:5]
 
 

@@ -160,11 +160,13 @@ def bins_table(out: Outputs, pooling: str = "mean") -> str:
     rows = []
     for m in out.models:
         last = out.raw(m, "bins", "n_layers")
+        ks = [int(k) for k in out.raw(m, "bins", "settings/bins/k")]
         for scheme, data in out.raw(m, "bins", f"poolings/{pooling}/schemes").items():
             for k in sorted(data["by_k"], key=int):
                 def v(key: str, fmt: str) -> Value:
                     return out.v(m, "bins", f"poolings/{pooling}/schemes/{scheme}/by_k/{k}/{key}/{last}", fmt)
-                rows.append([out.display(m), scheme, k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
+                shown_k = out.v(m, "bins", f"settings/bins/k/{ks.index(int(k))}", "int") if int(k) in ks else k
+                rows.append([out.display(m), scheme, shown_k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
                              v("share_positive", "percent"), v("share_excludes_zero", "percent"), v("n_valid", "int")])
     return markdown_table(["Model", "scheme", "k", "r: mean ± sd", "% with r > 0", "% whose CI excludes 0",
                            "partitions"], rows, align="llrrrrr")
@@ -233,7 +235,7 @@ def robustness_table(out: Outputs) -> str:
             [name, "categories, summed NLL", v("preference/final_r_sum_nll"),
              f"headline uses the {out.raw(m, 'robustness', 'preference/selected')} NLL"],
             [name, "size-matched null", v(f"{d}/final_r"),
-             f"p {v(f'{d}/size_matched_null_p/-1', 'p')}; null 95 %: "
+             f"p {v(f'{d}/size_matched_null_p/-1', 'p')}; null quantiles "
              f"{interval(v(f'{d}/null_r_q025/-1', 's2'), v(f'{d}/null_r_q975/-1', 's2'))}"],
             [name, "lexical baseline, categories", v(f"{lex}/final_r/mean"),
              f"range {interval(v(f'{lex}/final_r/min', 's2'), v(f'{lex}/final_r/max', 's2'))} over "

@@ -105,9 +105,12 @@ def published_comparison_table(out: Outputs, pooling: str = "mean") -> str:
     pub = out.doc(PUBLISHED_PYTHIA)
     pythia = next(i for i, r in enumerate(pub["phases"]["models"]) if r["model"] == "Pythia-6.9B")
     ci_k = out.params.analysis.bins.ci_k
-    bins_label = (f"random bins, one seeded partition, r (k = {pub['bins']['k']}; here k = {ci_k})"
-                  if ci_k != pub["bins"]["k"] else f"random bins, one seeded partition, r (k = {ci_k})")
-    rows = [["category-level r (6 categories)", _published_r(out, "category_level"),
+    here_k = out.v(out.models[0], "layerwise", "settings/bins/ci_k", "int")
+    pub_k = out.at(PUBLISHED_PYTHIA, "bins/k", "int")
+    bins_label = (f"random bins, one seeded partition, r (k = {pub_k}; here k = {here_k})"
+                  if ci_k != pub["bins"]["k"] else f"random bins, one seeded partition, r (k = {pub_k})")
+    rows = [[f"category-level r ({out.at(PUBLISHED_PYTHIA, 'category_level/n_groups', 'int')} categories)",
+             _published_r(out, "category_level"),
              *[r_interval(out, out.model_file(m, "layerwise"), f"poolings/{pooling}",
                           out.raw(m, "layerwise", "n_layers")) for m in out.models]],
             [bins_label, _published_r(out, "bins"),
