@@ -38,7 +38,8 @@ import pytest
 
 from extract_stage import (STAGE, digest, files_in, one_torch_thread, real_dataset, run_stage, stage, stage_args,
                            subprocess_env, write_project)
-from uaprobe import atomic, extract, store
+from uaprobe import atomic
+from uaprobe.extraction import extract, store
 from uaprobe.config import load_params
 from uaprobe.errors import NumericalError, UAProbeError
 from uaprobe.extraction.store import partial_path, read_embeddings
