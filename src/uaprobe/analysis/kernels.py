@@ -1,19 +1,25 @@
 """Compiled kernels of the resampling work: group sums of unit vectors, group sums of Gram entries.
 
-Both kernels take the members of every group of every partition as one ``order`` (P, n) array
+The unit-vector kernel (:func:`vector_squares`) takes the groups as labels (P, n) and works on one
+output view at a time, packed as ``(C, n, 16)`` blocks of 16 float64 lanes per member (two cache
+lines): 16 coordinates of one side's view, or, for side ``diff``, 8 coordinates of the A view beside
+the same 8 of the B view, so that one pass serves both sides and their difference is taken from
+the squared norms of the two halves. The members of every partition are counting-sorted by
+(block of :data:`BLOCK_MEMBERS` members, group); a thread takes :data:`PART_BLOCK` partitions and,
+for each block of lanes, runs them over one block of members at a time (128 KiB, in its core's
+L2 whatever the number of pairs), each group's run summed in registers and added to the group's
+accumulators in memory, then the squared norms.
+
+The Gram kernel takes the members of every group of every partition as one ``order`` (P, n) array
 (each partition's members sorted by group, left-out members last) and ``bounds`` (P, G + 1) (group
-g of partition p is ``order[p, bounds[p, g]:bounds[p, g + 1]]``), so a group is a contiguous run.
+g of partition p is ``order[p, bounds[p, g]:bounds[p, g + 1]]``), so a group is a contiguous run,
+and sums the entries of a table of the strict upper triangles, eight views per cache line.
 
 Determinism: every output element is computed by one thread, in an order fixed by the inputs
-alone (the partitions are spread over the threads, never the additions of one element), so the
-bytes do not depend on the number of threads.
-
-The unit-vector kernel works on one view at a time, packed as ``(C, n, 8)`` blocks of eight
-coordinates (one cache line per member): a block (``n x 64`` bytes) stays in cache while every
-partition runs over it, and each group's sum of its eight coordinates is held in registers (two
-interleaved accumulators, so the additions of consecutive members do not wait on each other).
-LLVM vectorises those register sums only with its SLP vectoriser, which numba leaves off by
-default; :func:`_slp` switches it on while the kernels compile (it changes speed, not results).
+alone (the partitions are spread over the threads, never the additions of one element; the blocks
+of members are added in ascending order), so the bytes do not depend on the number of threads.
+LLVM vectorises the register sums only with its SLP vectoriser, which numba leaves off by default;
+:func:`_slp` switches it on while the kernels compile (it changes speed, not results).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ def _slp() -> Iterator[None]:
         numba_config.SLP_VECTORIZE = saved
 
 
-@njit(cache=True, boundscheck=False)
+@njit(parallel=True, cache=True, boundscheck=False)
 def _pack_view(both: np.ndarray, low: int, high: int, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """Pack one output view's unit vectors into ``out`` (C, n, 16), zero past D.
 
@@ -54,7 +60,7 @@ def _pack_view(both: np.ndarray, low: int, high: int, out: np.ndarray) -> None: 
     dim = both.shape[2]
     blocks = out.shape[0]
     half = LANES // 2
-    for i in range(n):
+    for i in prange(n):
         for c in range(blocks):
             for w in range(LANES):
                 if low == high:

@@ -159,11 +159,11 @@ class CostModel:
                 threads: int = 1) -> float:
         """``n_views`` output views, each one side's coordinates or (``signed``, side ``diff``) both
         sides' packed together; ``members`` in groups over all partitions; ``runs`` of groups within
-        the blocks of members (see :func:`vector_runs`); the sums run on ``threads`` threads, the
-        packing on one."""
+        the blocks of members (see :func:`vector_runs`); the packing and the sums run on ``threads``
+        threads."""
         blocks = -(-dim // (kernels.LANES // 2 if signed else kernels.LANES))
         parallel = self.vector_add * members * blocks * kernels.LANES + self.vector_run * runs * blocks
-        return n_views * (parallel / threads + self.vector_pack * n * blocks * kernels.LANES
+        return n_views * ((parallel + self.vector_pack * n * blocks * kernels.LANES) / threads
                           + self.vector_launch * blocks)
 
     def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int, threads: int = 1) -> float:
