@@ -7,9 +7,9 @@ same random bins (k = 10, 15, 20, 25, 30, equal shares of ``--partitions``), sid
 alternating three times in one process; it prints for each the best wall and CPU seconds, the
 float64 additions per CPU second (``n D`` per partition, view and side), the load average, and the
 largest difference between their outputs. The revision's ``src/uaprobe/analysis/kernels.py`` is
-read with ``git show``; both signatures the kernel has had are understood:
-``vector_squares(both, order, bounds, terms=, n_out=)`` (the kernel in use) and the blocked form
-tried in ec05805, ``vector_squares(both, labels, sizes, views=, signed=)``.
+read with ``git show``; both signatures the kernel has had are understood: the blocked form in use,
+``vector_squares(both, labels, sizes, views=, signed=)``, and the one before it (e92187c),
+``vector_squares(both, order, bounds, terms=, n_out=)``.
 """
 
 from __future__ import annotations
