@@ -14,7 +14,8 @@ BLAS as in the DVC stage, the compiled kernels on numba's threads) is timed on t
 and 20 copies of that extraction. For each size it prints the time per pair, the ratio to the
 previous size (goal: no doubling of the pairs costs more than 2.5x the time), and the ratio to the
 additions bound: ``n D`` additions per partition, view and side of the random bins, at the peak of
-the machine's AVX2 cores (8 float64 additions per cycle each). It then checks the cost model of
+the machine's AVX2 cores (8 float64 additions per cycle each); beside them the CPU seconds of all
+threads and the load average (the machine may be shared: wall time alone misleads). It then checks the cost model of
 :class:`~uaprobe.analysis.uniformity.Cosines` at that size: one scheme's random-bins call of the mean
 pooling (every k at once) is timed in each form the model allows, beside the model's prediction and
 choice. ``--embeddings FILE`` keeps the large extraction (or reuses it: the extraction is then
@@ -257,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                 if size == 2:
                     worst_doubling = max(worst_doubling, ratio)
             print(f"  analyze {n_pairs:6d} pairs  {seconds:7.1f} s  {1000 * seconds / n_pairs:6.2f} ms per pair  "
-                  f"{seconds / bound:5.2f}x the additions bound ({bound:5.1f} s)  cpu {cpu:7.1f} s{step}", flush=True)
+                  f"{seconds / bound:5.2f}x the additions bound ({bound:5.1f} s)  cpu {cpu:7.1f} s  "
+                  f"load {os.getloadavg()[0]:4.1f}{step}", flush=True)
             if not args.skip_cost_check:
                 print(check_cost_model(sub, params), flush=True)
             previous = (n_pairs, seconds)

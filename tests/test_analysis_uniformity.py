@@ -88,26 +88,38 @@ def test_group_means(rng):
 # ------------------------------------------------------------------------- unit-vector form
 
 
-def test_vector_squares_match_the_direct_sums(rng):
-    # D = 13 is not a multiple of the 8-coordinate blocks; signs and output views as the diff side uses them
+@pytest.mark.parametrize("block_members", [1, 5, 1024])
+@pytest.mark.parametrize("signed", [True, False])
+def test_vector_squares_match_the_direct_sums(rng, signed, block_members):
+    # D = 13 fills neither an 8- nor a 16-coordinate block; the diff side pairs view v with view V + v
     n, views, d, k = 23, 3, 13, 4
     u = unit_rows(rng.standard_normal((n, 2 * views, d)) + 0.2)
     u[4, 2] = 0.0
     labels = _awkward_labels(rng, n, k, parts=7)
     groups = Groups.of(labels, k)
-    terms = [(v, v, 1.0) for v in range(views)] + [(views + v, v, -1.0) for v in range(views)]
-    got = kernels.vector_squares(np.ascontiguousarray(u), groups.order, groups.group_bounds, terms=terms,
-                                 n_out=views)
+    pairs = [(v, views + v) if signed else (views + v, views + v) for v in range(views)]
+    got = kernels.vector_squares(np.ascontiguousarray(u), labels, groups.sizes, views=pairs, signed=signed,
+                                 block_members=block_members)
     assert got.shape == (views, 7, k)
     for p in range(7):
         for grp in range(k):
             members = np.flatnonzero(labels[p] == grp)
-            for v in range(views):
+            for v, (low, high) in enumerate(pairs):
                 if members.size < 2:
                     assert got[v, p, grp] == 0.0  # groups without a pair are skipped
                     continue
-                s_a, s_b = u[members, v].sum(axis=0), u[members, views + v].sum(axis=0)
-                assert got[v, p, grp] == pytest.approx(s_a @ s_a - s_b @ s_b, abs=1e-12)
+                s_low, s_high = u[members, low].sum(axis=0), u[members, high].sum(axis=0)
+                want = s_low @ s_low - s_high @ s_high if signed else s_low @ s_low
+                assert got[v, p, grp] == pytest.approx(want, abs=1e-12)
+
+
+def test_vector_squares_refuse_views_that_do_not_match_the_side(rng):
+    u = np.ascontiguousarray(unit_rows(rng.standard_normal((5, 2, 3))))
+    groups = Groups.of(np.zeros((1, 5), dtype=int), 1)
+    with pytest.raises(ValueError, match="signed"):
+        kernels.vector_squares(u, np.zeros((1, 5), dtype=int), groups.sizes, views=[(0, 0)], signed=True)
+    with pytest.raises(ValueError, match="signed"):
+        kernels.vector_squares(u, np.zeros((1, 5), dtype=int), groups.sizes, views=[(0, 1)], signed=False)
 
 
 def test_groups_are_contiguous_runs_and_sum_like_a_loop(rng):
@@ -170,8 +182,8 @@ def test_the_cost_model_takes_the_gram_form_for_few_members_and_vectors_for_many
     assert representation_for(230, 576) == "gram"
     assert representation_for(4600, 576) == "vectors"
     # vectors cost linear, Gram quadratic in the members, at a fixed number of groups
-    small = COST.vectors(n=100, dim=64, n_terms=2, members=1000, groups=10)
-    assert COST.vectors(n=200, dim=64, n_terms=2, members=2000, groups=10) < 2 * small
+    small = COST.vectors(n=100, dim=64, n_views=1, signed=True, members=1000, runs=10)
+    assert COST.vectors(n=200, dim=64, n_views=1, signed=True, members=2000, runs=10) < 2 * small
     assert COST.gram(n=200, dim=64, n_views=8, pairs=4 * 4950, syrks=0) == pytest.approx(
         4 * COST.gram(n=100, dim=64, n_views=8, pairs=4950, syrks=0))
 
@@ -225,31 +237,38 @@ def test_bins_of_several_k_in_one_call_equal_one_call_per_k(rng):
 _THREADS_SCRIPT = """
 import hashlib, sys
 import numba, numpy as np
-from uaprobe.analysis.uniformity import Cosines
+from uaprobe.analysis import kernels
+from uaprobe.analysis.uniformity import Cosines, Groups, unit_rows
 rng = np.random.default_rng(3)
 a = rng.standard_normal((90, 5, 20)); b = rng.standard_normal((90, 5, 20))
-labels = rng.integers(-1, 7, size=(64, 90))
-for threads in (1, 3):
+labels = rng.integers(-1, 7, size=(300, 90))
+units = np.ascontiguousarray(unit_rows(np.concatenate([a, b], axis=1)))
+for threads in (1, 2, 3):
     numba.set_num_threads(threads)
     digest = hashlib.sha256()
     for form in ("gram", "vectors"):
         for side in ("a", "b", "diff"):
             values, _ = Cosines(a, b, representation=form).uniformity(labels, n_groups=7, side=side)
             digest.update(values.tobytes())
+    for block_members in (7, 32):  # several blocks of members
+        squares = kernels.vector_squares(units, labels, Groups.of(labels, 7).sizes,
+                                         views=[(v, 5 + v) for v in range(5)], signed=True,
+                                         block_members=block_members)
+        digest.update(squares.tobytes())
     print(threads, digest.hexdigest())
 """
 
 
-def test_the_kernels_give_the_same_bytes_on_one_and_on_three_threads():
+def test_the_kernels_give_the_same_bytes_on_one_two_and_three_threads():
     import os
     import subprocess
     import sys
     env = dict(os.environ, NUMBA_NUM_THREADS="3")
     run = subprocess.run([sys.executable, "-c", _THREADS_SCRIPT], env=env, capture_output=True, text=True,
                          check=True)
-    (t1, h1), (t3, h3) = (line.split() for line in run.stdout.split("\n") if line)
-    assert (t1, t3) == ("1", "3")
-    assert h1 == h3
+    (t1, h1), (t2, h2), (t3, h3) = (line.split() for line in run.stdout.split("\n") if line)
+    assert (t1, t2, t3) == ("1", "2", "3")
+    assert h1 == h2 == h3
 
 
 def test_cosines_refuse_bad_labels_and_shapes(rng):

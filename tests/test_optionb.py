@@ -119,6 +119,28 @@ def test_knn_density_matches_scipy_cosine_distances():
     monkey.undo()
 
 
+@pytest.mark.parametrize("block", [64, 1024])
+def test_knn_density_in_symmetric_blocks_matches_the_full_distance_matrix(block):
+    # several blocks above the diagonal, a ragged last block, duplicated rows (ties at distance 0)
+    # and a zero row (distance 1 to everything)
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(301, 40)) + 0.3
+    x[5] = x[17]
+    x[200] = x[17]
+    x[42] = 0.0
+    u = np.divide(x, np.linalg.norm(x, axis=1, keepdims=True), out=np.zeros_like(x),
+                  where=np.linalg.norm(x, axis=1, keepdims=True) > 0)
+    d = np.clip(1.0 - u @ u.T, 0.0, 2.0)
+    np.fill_diagonal(d, 0.0)
+    for k in (1, 2, 10, 301):
+        expected = 1.0 / (np.sort(d, axis=1)[:, :k].mean(axis=1) + 1e-10)
+        monkey = pytest.MonkeyPatch()
+        monkey.setattr(optionb, "KNN_BLOCK_ROWS", block)
+        got = optionb.knn_density(x, k=k)
+        monkey.undo()
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
 def test_k_is_capped_at_n_minus_1_and_global_centroids_are_not_per_category():
     a, b = states(n=5)
     got = optionb.pair_metrics(a, b)  # k = 10 > n - 1 = 4

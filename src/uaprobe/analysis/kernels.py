@@ -1,19 +1,25 @@
 """Compiled kernels of the resampling work: group sums of unit vectors, group sums of Gram entries.
 
-Both kernels take the members of every group of every partition as one ``order`` (P, n) array
+The unit-vector kernel (:func:`vector_squares`) takes the groups as labels (P, n) and works on one
+output view at a time, packed as ``(C, n, 16)`` blocks of 16 float64 lanes per member (two cache
+lines): 16 coordinates of one side's view, or, for side ``diff``, 8 coordinates of the A view beside
+the same 8 of the B view, so that one pass serves both sides and their difference is taken from
+the squared norms of the two halves. The members of every partition are counting-sorted by
+(block of :data:`BLOCK_MEMBERS` members, group); a thread takes :data:`PART_BLOCK` partitions and,
+for each block of lanes, runs them over one block of members at a time (128 KiB, in its core's
+L2 whatever the number of pairs), each group's run summed in registers and added to the group's
+accumulators in memory, then the squared norms.
+
+The Gram kernel takes the members of every group of every partition as one ``order`` (P, n) array
 (each partition's members sorted by group, left-out members last) and ``bounds`` (P, G + 1) (group
-g of partition p is ``order[p, bounds[p, g]:bounds[p, g + 1]]``), so a group is a contiguous run.
+g of partition p is ``order[p, bounds[p, g]:bounds[p, g + 1]]``), so a group is a contiguous run,
+and sums the entries of a table of the strict upper triangles, eight views per cache line.
 
 Determinism: every output element is computed by one thread, in an order fixed by the inputs
-alone (the partitions are spread over the threads, never the additions of one element), so the
-bytes do not depend on the number of threads.
-
-The unit-vector kernel works on one view at a time, packed as ``(C, n, 8)`` blocks of eight
-coordinates (one cache line per member): a block (``n x 64`` bytes) stays in cache while every
-partition runs over it, and each group's sum of its eight coordinates is held in registers (two
-interleaved accumulators, so the additions of consecutive members do not wait on each other).
-LLVM vectorises those register sums only with its SLP vectoriser, which numba leaves off by
-default; :func:`_slp` switches it on while the kernels compile (it changes speed, not results).
+alone (the partitions are spread over the threads, never the additions of one element; the blocks
+of members are added in ascending order), so the bytes do not depend on the number of threads.
+LLVM vectorises the register sums only with its SLP vectoriser, which numba leaves off by default;
+:func:`_slp` switches it on while the kernels compile (it changes speed, not results).
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ import numpy as np
 from numba import njit, prange
 from numba.core import config as numba_config
 
-LANES = 8
-"""Coordinates per packed block: one 64-byte cache line of float64."""
+LANES = 16
+"""float64 lanes per member and packed block (two 64-byte cache lines): 16 coordinates of one view,
+or 8 coordinates of each view of a ``diff`` pair."""
+GRAM_LANES = 8
+"""Views per block of the Gram table (one 64-byte cache line of float64)."""
 
 
 @contextmanager
@@ -40,127 +49,202 @@ def _slp() -> Iterator[None]:
         numba_config.SLP_VECTORIZE = saved
 
 
-@njit(cache=True, boundscheck=False)
-def _pack_view(both: np.ndarray, view: int, out: np.ndarray) -> None:  # pragma: no cover - compiled
-    """``both[:, view, :]`` (n, D) -> ``out`` (C, n, 8), zero-padded past D."""
+@njit(parallel=True, cache=True, boundscheck=False)
+def _pack_view(both: np.ndarray, low: int, high: int, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Pack one output view's unit vectors into ``out`` (C, n, 16), zero past D.
+
+    ``low != high`` (side ``diff``): block c holds coordinates 8c..8c+7 of view ``low`` in lanes
+    0-7 and the same coordinates of view ``high`` in lanes 8-15. ``low == high`` (one side): block c
+    holds coordinates 16c..16c+15 of that view."""
     n = both.shape[0]
     dim = both.shape[2]
     blocks = out.shape[0]
-    for i in range(n):
+    half = LANES // 2
+    for i in prange(n):
         for c in range(blocks):
             for w in range(LANES):
-                d = c * LANES + w
+                if low == high:
+                    view, d = low, c * LANES + w
+                elif w < half:
+                    view, d = low, c * half + w
+                else:
+                    view, d = high, c * half + w - half
                 out[c, i, w] = both[i, view, d] if d < dim else 0.0
 
 
 _ONE = np.uint64(1)
-_TWO = np.uint64(2)
 _LANES_U = np.uint64(LANES)
+_GRAM_LANES_U = np.uint64(GRAM_LANES)
 
 
 @njit(cache=True, boundscheck=False)
-def _block_squares(x: np.ndarray, order: np.ndarray, bounds: np.ndarray, sign: float, out: np.ndarray,
-                   first: int, stop: int) -> None:  # pragma: no cover - compiled
-    """``out[p, g] += sign * ||sum of the rows of x over group g of partition p||^2`` for the
-    partitions ``first <= p < stop``; x is the flat (n * 8,) block of one view. Two accumulators
-    take alternate members (an odd one goes first)."""
-    n_groups = bounds.shape[1] - 1
-    for p in range(first, stop):
-        row = order[p]
-        for g in range(n_groups):
-            s = np.uint64(bounds[p, g])
-            e = np.uint64(bounds[p, g + 1])
-            if e <= s + _ONE:
-                continue
-            a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-            c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = 0.0
-            t = s
-            if (e - s) % _TWO == _ONE:
-                j = np.uint64(row[t]) * _LANES_U
-                c0 = x[j]
-                c1 = x[j + np.uint64(1)]
-                c2 = x[j + np.uint64(2)]
-                c3 = x[j + np.uint64(3)]
-                c4 = x[j + np.uint64(4)]
-                c5 = x[j + np.uint64(5)]
-                c6 = x[j + np.uint64(6)]
-                c7 = x[j + np.uint64(7)]
-                t += _ONE
-            while t < e:
-                i = np.uint64(row[t]) * _LANES_U
-                j = np.uint64(row[t + _ONE]) * _LANES_U
-                a0 += x[i]
-                a1 += x[i + np.uint64(1)]
-                a2 += x[i + np.uint64(2)]
-                a3 += x[i + np.uint64(3)]
-                a4 += x[i + np.uint64(4)]
-                a5 += x[i + np.uint64(5)]
-                a6 += x[i + np.uint64(6)]
-                a7 += x[i + np.uint64(7)]
-                c0 += x[j]
-                c1 += x[j + np.uint64(1)]
-                c2 += x[j + np.uint64(2)]
-                c3 += x[j + np.uint64(3)]
-                c4 += x[j + np.uint64(4)]
-                c5 += x[j + np.uint64(5)]
-                c6 += x[j + np.uint64(6)]
-                c7 += x[j + np.uint64(7)]
-                t += _TWO
-            a0 += c0
-            a1 += c1
-            a2 += c2
-            a3 += c3
-            a4 += c4
-            a5 += c5
-            a6 += c6
-            a7 += c7
-            sq = ((a0 * a0 + a1 * a1) + (a2 * a2 + a3 * a3)) + ((a4 * a4 + a5 * a5) + (a6 * a6 + a7 * a7))
-            out[p, g] += sign * sq
+def _add_runs(x: np.ndarray, row: np.ndarray, starts: np.ndarray, base: int, n_groups: int,
+              acc: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``acc[16 g:16 g + 16] +=`` the sum of the 16-lane rows of x (flat (n * 16,)) over the members
+    ``row[starts[base + g]:starts[base + g + 1]]`` (one member block's part of group g), for every
+    group g; the sum of a run is held in registers, member after member in the run's order."""
+    for g in range(n_groups):
+        s = np.uint64(starts[base + g])
+        e = np.uint64(starts[base + g + 1])
+        if e == s:
+            continue
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        a4 = 0.0
+        a5 = 0.0
+        a6 = 0.0
+        a7 = 0.0
+        a8 = 0.0
+        a9 = 0.0
+        a10 = 0.0
+        a11 = 0.0
+        a12 = 0.0
+        a13 = 0.0
+        a14 = 0.0
+        a15 = 0.0
+        for t in range(s, e):
+            j = np.uint64(row[t]) * _LANES_U
+            a0 += x[j + np.uint64(0)]
+            a1 += x[j + np.uint64(1)]
+            a2 += x[j + np.uint64(2)]
+            a3 += x[j + np.uint64(3)]
+            a4 += x[j + np.uint64(4)]
+            a5 += x[j + np.uint64(5)]
+            a6 += x[j + np.uint64(6)]
+            a7 += x[j + np.uint64(7)]
+            a8 += x[j + np.uint64(8)]
+            a9 += x[j + np.uint64(9)]
+            a10 += x[j + np.uint64(10)]
+            a11 += x[j + np.uint64(11)]
+            a12 += x[j + np.uint64(12)]
+            a13 += x[j + np.uint64(13)]
+            a14 += x[j + np.uint64(14)]
+            a15 += x[j + np.uint64(15)]
+        k = g * LANES  # 16 consecutive stores: the adds above are vectorised from them
+        acc[k + 0] += a0
+        acc[k + 1] += a1
+        acc[k + 2] += a2
+        acc[k + 3] += a3
+        acc[k + 4] += a4
+        acc[k + 5] += a5
+        acc[k + 6] += a6
+        acc[k + 7] += a7
+        acc[k + 8] += a8
+        acc[k + 9] += a9
+        acc[k + 10] += a10
+        acc[k + 11] += a11
+        acc[k + 12] += a12
+        acc[k + 13] += a13
+        acc[k + 14] += a14
+        acc[k + 15] += a15
 
 
 @njit(parallel=True, cache=True, boundscheck=False)
-def _view_squares(packed: np.ndarray, order: np.ndarray, bounds: np.ndarray, sign: float, out: np.ndarray,
+def _view_squares(packed: np.ndarray, order: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                  block_members: int, high_sign: float, out: np.ndarray,
                   part_block: int) -> None:  # pragma: no cover - compiled
-    """:func:`_block_squares` over every block of one view (packed (C, n * 8)): the threads take
-    blocks of ``part_block`` partitions, and each runs its partitions over one block of
-    coordinates (in cache) before the next."""
-    n_parts = bounds.shape[0]
+    """``out[p, g] += ||low lanes of S||^2 + high_sign * ||high lanes of S||^2``, S the sum of the
+    rows of one packed view (C, n * 16) over group g of partition p, for the groups of two or more.
+
+    The threads take blocks of ``part_block`` partitions. For each block of coordinates, a thread
+    runs its partitions over one block of ``block_members`` members at a time (in cache), adding
+    each group's run into its accumulators; the member blocks are added in ascending order."""
+    n_parts = sizes.shape[0]
+    n_groups = sizes.shape[1]
+    n = order.shape[1]
+    n_member_blocks = (n + block_members - 1) // block_members
     n_chunks = (n_parts + part_block - 1) // part_block
     for chunk in prange(n_chunks):
         first = chunk * part_block
         stop = min(n_parts, first + part_block)
+        acc = np.empty((stop - first, n_groups * LANES))
         for c in range(packed.shape[0]):
-            _block_squares(packed[c], order, bounds, sign, out, first, stop)
+            x = packed[c]
+            acc[:] = 0.0
+            for b in range(n_member_blocks):
+                for p in range(first, stop):
+                    _add_runs(x, order[p], starts[p], b * (n_groups + 1), n_groups, acc[p - first])
+            for p in range(first, stop):
+                a = acc[p - first]
+                for g in range(n_groups):
+                    if sizes[p, g] < 2:
+                        continue
+                    low = 0.0
+                    high = 0.0
+                    for w in range(LANES // 2):
+                        low += a[g * LANES + w] * a[g * LANES + w]
+                        high += a[g * LANES + LANES // 2 + w] * a[g * LANES + LANES // 2 + w]
+                    out[p, g] += low + high_sign * high
 
 
-PART_BLOCK = 32
+@njit(parallel=True, cache=True, boundscheck=False)
+def _block_order(labels: np.ndarray, n_groups: int, block_members: int, order: np.ndarray,
+                 starts: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Counting sort of every partition's members by (member block, group), members ascending
+    within each run; label -1 (left out) counts as group ``n_groups``. ``starts[p, b (G + 1) + g]``
+    is the start of block b's run of group g in ``order[p]``; the last column is n."""
+    n_parts, n = labels.shape
+    width = n_groups + 1
+    for p in prange(n_parts):
+        counts = np.zeros(starts.shape[1], dtype=np.int64)
+        for i in range(n):
+            lab = labels[p, i]
+            counts[(i // block_members) * width + (lab if lab >= 0 else n_groups) + 1] += 1
+        for k in range(1, counts.size):
+            counts[k] += counts[k - 1]
+        starts[p] = counts
+        for i in range(n):
+            lab = labels[p, i]
+            k = (i // block_members) * width + (lab if lab >= 0 else n_groups)
+            order[p, counts[k]] = i
+            counts[k] += 1
+
+
+PART_BLOCK = 128
 """Partitions one thread runs over a block of coordinates before the next block (the sums of each
 partition are added block after block in the same order whatever this is, so it changes no result)."""
+BLOCK_MEMBERS = 1024
+"""Members whose packed rows (16 lanes, 128 KiB in all) a thread keeps in cache while it runs its
+partitions over them: the reads stay in the core's L2 whatever the number of pairs."""
 
 
-def vector_squares(both: np.ndarray, order: np.ndarray, bounds: np.ndarray, *,
-                   terms: list[tuple[int, int, float]], n_out: int) -> np.ndarray:
-    """Signed squared norms of group sums of unit vectors, summed per output view.
+def vector_squares(both: np.ndarray, labels: np.ndarray, sizes: np.ndarray, *, views: list[tuple[int, int]],
+                   signed: bool, block_members: int = BLOCK_MEMBERS) -> np.ndarray:
+    """Squared norms of group sums of unit vectors, one output view per entry of ``views``.
 
     Args:
         both: (n, W, D) float64 unit rows, C-contiguous.
-        order, bounds: the groups (see the module docstring); order int32 (P, n), bounds int64 (P, G + 1).
-        terms: ``(view of both, output view, sign)``: ``out[o] += sign * ||S_g(both[:, view])||^2``.
-        n_out: number of output views.
+        labels: (P, n) int64 group of each member in each partition, -1 to leave it out.
+        sizes: (P, G) int64 members per group.
+        views: ``(low, high)`` views of ``both`` per output view. With ``signed`` (side ``diff``)
+            ``out[o] = ||S_g(both[:, low])||^2 - ||S_g(both[:, high])||^2``, the two views' coordinates
+            packed side by side in one block; otherwise ``low == high`` and ``out[o] = ||S_g(both[:, low])||^2``.
+        block_members: members per cache block (changes the speed, and the results only by rounding).
 
     Returns:
-        (n_out, P, G) float64; 0 for groups of fewer than two members.
+        (len(views), P, G) float64; 0 for groups of fewer than two members.
     """
     n, _, dim = both.shape
-    n_parts, n_groups = bounds.shape[0], bounds.shape[1] - 1
-    blocks = -(-dim // LANES)
-    out = np.zeros((n_out, n_parts, n_groups))
+    n_parts, n_groups = sizes.shape
+    per_block = LANES // 2 if signed else LANES
+    blocks = -(-dim // per_block)
+    for low, high in views:
+        if (low != high) != signed:
+            raise ValueError("views must pair two views on a signed call and repeat one otherwise")
+    member_blocks = -(-n // block_members)
+    order = np.empty((n_parts, n), dtype=np.int32)
+    starts = np.empty((n_parts, member_blocks * (n_groups + 1) + 1), dtype=np.int64)
+    out = np.zeros((len(views), n_parts, n_groups))
     packed = np.empty((blocks, n, LANES))
     part_block = max(1, min(PART_BLOCK, -(-n_parts // (4 * thread_count()))))
     with _slp():
-        for view, target, sign in terms:
-            _pack_view(both, view, packed)
-            _view_squares(packed.reshape(blocks, n * LANES), order, bounds, float(sign), out[target], part_block)
+        _block_order(np.ascontiguousarray(labels, dtype=np.int64), n_groups, block_members, order, starts)
+        for target, (low, high) in enumerate(views):
+            _pack_view(both, low, high, packed)
+            _view_squares(packed.reshape(blocks, n * LANES), order, starts, np.ascontiguousarray(sizes, dtype=np.int64),
+                          block_members, -1.0 if signed else 1.0, out[target], part_block)
     return out
 
 
@@ -175,7 +259,7 @@ def _gram_sums(table: np.ndarray, n: int, order: np.ndarray, bounds: np.ndarray,
     n_blocks = table.shape[0]
     for blk in range(n_blocks):  # one block of the table at a time, so that it stays in cache for all partitions
         x = table[blk]
-        w = blk * LANES
+        w = blk * GRAM_LANES
         for p in prange(n_parts):
             row = order[p]
             for g in range(n_groups):
@@ -188,7 +272,7 @@ def _gram_sums(table: np.ndarray, n: int, order: np.ndarray, bounds: np.ndarray,
                     i = np.int64(row[a])
                     base = np.uint64(i * n - (i * (i + 1)) // 2 - i - 1)
                     for b in range(a + _ONE, e):
-                        k = (base + np.uint64(row[b])) * _LANES_U
+                        k = (base + np.uint64(row[b])) * _GRAM_LANES_U
                         a0 += x[k]
                         a1 += x[k + np.uint64(1)]
                         a2 += x[k + np.uint64(2)]
@@ -223,9 +307,9 @@ def gram_table(grams: Iterator[tuple[np.ndarray, np.ndarray | None]], *, n: int,
     """The kernel's table of Gram entries: ``grams`` yields, per view, a Gram matrix (n, n) whose upper
     triangle holds the entries (and one to subtract, or None); returns (B, n (n-1) / 2 * 8), blocks
     of eight views, zero past the last view."""
-    table = np.zeros((-(-n_views // LANES), n * (n - 1) // 2, LANES))
+    table = np.zeros((-(-n_views // GRAM_LANES), n * (n - 1) // 2, GRAM_LANES))
     for v, (gram, minus) in enumerate(grams):
-        _put_upper(gram, gram if minus is None else minus, minus is not None, table[v // LANES], v % LANES)
+        _put_upper(gram, gram if minus is None else minus, minus is not None, table[v // GRAM_LANES], v % GRAM_LANES)
     return table.reshape(table.shape[0], -1)
 
 
@@ -233,7 +317,7 @@ def gram_sums(table: np.ndarray, n: int, order: np.ndarray, bounds: np.ndarray, 
     """Sums of Gram entries over the pairs of every group: table from :func:`gram_table` -> (V, P, G).
 
     Members within a group must be in increasing order (a stable sort by group gives it)."""
-    out = np.zeros((bounds.shape[0], bounds.shape[1] - 1, table.shape[0] * LANES))
+    out = np.zeros((bounds.shape[0], bounds.shape[1] - 1, table.shape[0] * GRAM_LANES))
     with _slp():
         _gram_sums(table, n, order, bounds, out)
     return np.ascontiguousarray(np.moveaxis(out[:, :, :n_views], 2, 0))

@@ -139,39 +139,50 @@ class CostModel:
     on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size).
     Only the ratios between the forms decide."""
 
-    vector_add: float = 1.15e-10
-    """One coordinate of one member added to its group's sum (per view and side)."""
-    vector_group: float = 1.2e-8
-    """One group of two or more members in one block of eight coordinates (per view and side)."""
+    vector_add: float = 9.0e-11
+    """One lane of one member added to its group's sum (16 lanes per block; per output view)."""
+    vector_run: float = 1.5e-8
+    """One run of a group within one block of members and one block of 16 lanes (per output view)."""
     vector_pack: float = 1.0e-9
-    """One coordinate of one member packed into blocks (per view and side, once per call)."""
+    """One lane of one member packed into blocks (per output view, once per call)."""
     vector_launch: float = 1.0e-5
-    """One block of eight coordinates of one view and side (a pass over all partitions)."""
-    gram_pair: float = 1.5e-8
+    """One block of 16 lanes of one output view (a pass over all partitions)."""
+    gram_pair: float = 1.1e-8
     """One pair of one group in one block of eight views (a random read of the table)."""
     gram_build: float = 1.0e-10
     """One multiply-add of the Gram matrices (``n^2 D / 2`` per view and side, once per table)."""
 
-    def vectors(self, *, n: int, dim: int, n_terms: int, members: int, groups: int, threads: int = 1) -> float:
-        """``n_terms`` views x sides; ``members`` in groups of two or more, over all partitions; ``groups``
-        of two or more members; the sums run on ``threads`` threads, the packing on one."""
-        blocks = -(-dim // kernels.LANES)
-        parallel = self.vector_add * members * blocks * kernels.LANES + self.vector_group * groups * blocks
-        return n_terms * (parallel / threads + self.vector_pack * n * dim + self.vector_launch * blocks)
+    def vectors(self, *, n: int, dim: int, n_views: int, signed: bool, members: int, runs: int,
+                threads: int = 1) -> float:
+        """``n_views`` output views, each one side's coordinates or (``signed``, side ``diff``) both
+        sides' packed together; ``members`` in groups over all partitions; ``runs`` of groups within
+        the blocks of members (see :func:`vector_runs`); the packing and the sums run on ``threads``
+        threads."""
+        blocks = -(-dim // (kernels.LANES // 2 if signed else kernels.LANES))
+        parallel = self.vector_add * members * blocks * kernels.LANES + self.vector_run * runs * blocks
+        return n_views * ((parallel + self.vector_pack * n * blocks * kernels.LANES) / threads
+                          + self.vector_launch * blocks)
 
     def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int, threads: int = 1) -> float:
         """``pairs`` within groups over all partitions; ``syrks`` Gram matrices per view still to
         compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums run on
         ``threads`` threads, the Gram matrices on one (the stage's BLAS)."""
-        view_blocks = -(-n_views // kernels.LANES)
+        view_blocks = -(-n_views // kernels.GRAM_LANES)
         return self.gram_pair * pairs * view_blocks / threads + self.gram_build * syrks * n * n * dim / 2 * n_views
+
+
+def vector_runs(sizes: np.ndarray, n: int) -> int:
+    """Runs the unit-vector kernel sums for groups of ``sizes`` (P, G): a group of m members spans
+    at most ``min(m, member blocks)`` blocks of :data:`~uaprobe.analysis.kernels.BLOCK_MEMBERS`."""
+    blocks = -(-n // kernels.BLOCK_MEMBERS)
+    return int(np.minimum(np.asarray(sizes, dtype=np.int64), blocks).sum())
 
 
 COST = CostModel()
 
 
 def _gram_table_bytes(n: int, n_views: int) -> int:
-    return n * (n - 1) // 2 * -(-n_views // kernels.LANES) * kernels.LANES * 8
+    return n * (n - 1) // 2 * -(-n_views // kernels.GRAM_LANES) * kernels.GRAM_LANES * 8
 
 
 def representation_for(n: int, dim: int, *, n_views: int = 32, partitions: int = 1000,
@@ -179,7 +190,8 @@ def representation_for(n: int, dim: int, *, n_views: int = 32, partitions: int =
     """The form :class:`Cosines` chooses for one call of ``partitions`` partitions into ``n_groups``
     equal groups of n members on side ``diff`` with no table held yet: the random bins' calls."""
     m = n / n_groups
-    vec = COST.vectors(n=n, dim=dim, n_terms=2 * n_views, members=partitions * n, groups=partitions * n_groups)
+    vec = COST.vectors(n=n, dim=dim, n_views=n_views, signed=True, members=partitions * n,
+                       runs=vector_runs(np.full((partitions, n_groups), n // n_groups), n))
     fits = _gram_table_bytes(n, n_views) <= GRAM_BYTES
     gram = COST.gram(n=n, dim=dim, n_views=n_views, pairs=partitions * n_groups * m * (m - 1) / 2, syrks=2)
     return "gram" if fits and gram < vec else "vectors"
@@ -238,22 +250,23 @@ class Cosines:
             self._tables[side] = kernels.gram_table(grams, n=self.n, n_views=v)
         return self._tables[side]
 
-    def _terms(self, side: str) -> list[tuple[int, int, float]]:
+    def _views(self, side: str) -> list[tuple[int, int]]:
+        """The kernel's ``(low, high)`` views of the unit rows per output view (A then B for ``diff``)."""
         v = self.n_views
         if side == "diff":
-            return [(i, i, 1.0) for i in range(v)] + [(v + i, i, -1.0) for i in range(v)]
-        return [(i + (0 if side == "a" else v), i, 1.0) for i in range(v)]
+            return [(i, v + i) for i in range(v)]
+        shift = 0 if side == "a" else v
+        return [(i + shift, i + shift) for i in range(v)]
 
     def costs(self, sizes: np.ndarray, side: str) -> dict[Representation, float]:
         """Predicted seconds of each form for groups of ``sizes`` (P, G) on ``side``; the Gram form
         is left out where its table would take the held tables past ``gram_bytes``. The choice depends
         on the kernels' thread count; the values do not (each form gives the same bytes on any count)."""
         sizes = np.asarray(sizes, dtype=np.int64)
-        counted = sizes >= 2
         threads = kernels.thread_count()
         out: dict[Representation, float] = {
-            "vectors": COST.vectors(n=self.n, dim=self.dim, n_terms=len(self._terms(side)),
-                                    members=int(sizes[counted].sum()), groups=int(counted.sum()), threads=threads)}
+            "vectors": COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=side == "diff",
+                                    members=int(sizes.sum()), runs=vector_runs(sizes, self.n), threads=threads)}
         held = sum(t.nbytes for t in self._tables.values())
         if side in self._tables or held + _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes:
             syrks = 0 if side in self._tables else (2 if side == "diff" else 1)
@@ -285,8 +298,8 @@ class Cosines:
             sums = kernels.gram_sums(self._table(side), self.n, groups.order, groups.group_bounds,
                                      n_views=self.n_views)
         else:
-            squares = kernels.vector_squares(self._both, groups.order, groups.group_bounds,
-                                             terms=self._terms(side), n_out=self.n_views)
+            squares = kernels.vector_squares(self._both, labels, sizes, views=self._views(side),
+                                             signed=side == "diff")
             own = np.moveaxis(groups.sums(self._self_sq), 2, 0)  # (2V, P, G) sums of ||u_i||^2
             v = self.n_views
             own = own[:v] - own[v:] if side == "diff" else own[:v] if side == "a" else own[v:]
