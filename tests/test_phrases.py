@@ -114,3 +114,11 @@ def test_loco_phrase_names_reversals_only_when_the_sign_flips() -> None:
 def test_significance_phrase(holm: int, expected: str) -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3, holm=holm))
     assert plain_text(fd.significance_phrase(p)) == expected
+
+
+def test_r_with_p_names_the_test_once_and_every_value_keeps_its_source() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3),
+              b=robustness(final_r=-0.4, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3))
+    text = fd.r_with_p_phrase(p, "robustness", "policies/default/final_r", "policies/default/final_spearman", "t-test")
+    assert plain_text(text) == "+0.900 (A, t-test p = 0.300) and \u22120.400 (B, p = 0.300)"
+    assert text.count('class="uav"') == 0 and text.count("{.uav") == 4

@@ -31,7 +31,7 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "last_layer_phrase", "sign_changes_phrase", "aligned_phrase", "stability_phrase", "bell_phrase",
         "sink_excluded_sign_changes", "loco_phrase", "sink_verdict", "null_phrase", "lexical_phrase",
         "significance_phrase", "parametric_layers_phrase", "published_comparison", "conclusion_phrase",
-        "panel_phrase", "peak_depth_phrase", "bins_phrase", "l_star_phrase", "slopes_phrase")},
+        "panel_phrase", "peak_depth_phrase", "bins_phrase", "l_star_phrase", "slopes_phrase", "holm_layers_phrase")},
 }
 
 

@@ -381,3 +381,13 @@ def slopes_phrase(out: Outputs) -> str:
                          f"{slope} (p {out.v(m, 'anisotropy', f'bell_curve/{side}/p', 'p')}) {word}")
         parts.append(f"{' and '.join(sides)} for {out.display(m)}")
     return "; ".join(parts)
+
+
+@prose
+def r_with_p_phrase(out: Outputs, stem: str, r_key: str, p_key: str, test: str) -> str:
+    """Per model: ``+0.077 (A, t-test p = 0.249) and +0.140 (B, p = 0.034)``."""
+    parts = []
+    for i, m in enumerate(out.models):
+        label = f"{test} p" if i == 0 else "p"
+        parts.append(f"{out.v(m, stem, r_key)} ({out.display(m)}, {label} = {out.v(m, stem, p_key, 'p')})")
+    return join_words(parts)
