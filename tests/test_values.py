@@ -114,3 +114,16 @@ def test_paper_diff_reads_a_revision_through_git_and_the_dvc_cache(tmp_path: Pat
     (tmp_path / "results" / "r.json").write_text("{not json", encoding="utf-8")
     proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "--repo", ".")
     assert proc.returncode == 2 and "results/r.json at working tree: not a valid results file" in proc.stderr
+
+
+def test_a_summary_of_a_list_differs_only_when_the_summary_does() -> None:
+    from uaprobe.publishing.paperdiff import compare
+
+    page = ('<p><a href="#prov-1" class="uav" data-file="r.json" data-key="rows" data-fmt="count">2</a> '
+            '<a href="#prov-2" class="uav" data-file="r.json" data-key="x" data-fmt="r">+0.500</a></p>')
+    old = b'{"rows": [1, 2], "x": 0.5}'
+    same_count = b'{"rows": [3, 4], "x": 0.5000000000000001}'
+    changes = compare(page, lambda _: old, lambda _: same_count)
+    assert [(c.key, c.old, c.new) for c in changes] == [("x", "+0.500", "+0.500")]  # below the shown precision
+    more_rows = b'{"rows": [1, 2, 3], "x": 0.5}'
+    assert [(c.key, c.old, c.new) for c in compare(page, lambda _: old, lambda _: more_rows)] == [("rows", "2", "3")]

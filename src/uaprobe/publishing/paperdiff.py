@@ -62,6 +62,14 @@ def _relative(old: Any, new: Any) -> float | None:
     return None
 
 
+def _differs(old: Any, new: Any, fmt: str) -> bool:
+    """A number or label differs when its stored value does (even below the precision shown); a value the
+    paper shows as a summary of a list or mapping (a count, a range of layers) differs when that summary does."""
+    if isinstance(old, list | dict) or isinstance(new, list | dict):
+        return shown_text(old, fmt) != shown_text(new, fmt)
+    return bool(old != new)
+
+
 def compare(page: str, read_old: Reader, read_new: Reader, *, old_page: str | None = None,
             labels: tuple[str, str] = ("old", "new")) -> list[Change]:
     """Every value the newer page shows whose stored value differs at the older revision, or which the
@@ -93,7 +101,7 @@ def compare(page: str, read_old: Reader, read_new: Reader, *, old_page: str | No
         has_old, old = value(0, v.file, v.key)
         if not has_old:
             changes.append(Change(v.file, v.key, v.fmt, "added", "", shown_text(new, v.fmt), None))
-        elif old != new:
+        elif _differs(old, new, v.fmt):
             changes.append(Change(v.file, v.key, v.fmt, "changed", shown_text(old, v.fmt), shown_text(new, v.fmt),
                                   _relative(old, new)))
     for v in parse_values(old_page or ""):
@@ -132,6 +140,8 @@ def summary_lines(changes: Sequence[Change], figures: Sequence[tuple[str, Any, A
              "(largest relative change first):"]
     for c in changes:
         rel = "" if c.relative is None else (" (new)" if math.isinf(c.relative) else f" ({100 * c.relative:.3g} %)")
+        if c.status == "changed" and c.old == c.new:
+            rel += " (below the precision shown)"
         lines.append(f"  {c.status:8} {c.old or '—'} → {c.new or '—'}{rel}  {c.file}: {c.key}")
     lines += [f"  figure   {png}" for png, _, _ in figures]
     return lines
