@@ -32,8 +32,7 @@ from matplotlib.figure import Figure
 from uaprobe.publishing import figures, figures_original
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
-from uaprobe.errors import UAProbeError
-from uaprobe.schema import read_results, validate
+from uaprobe.schema import load_json, read_results, validate
 from uaprobe.stage import run_stage
 
 log = logging.getLogger("uaprobe.publishing.figures")
@@ -124,10 +123,7 @@ REFERENCE = "data/published/reference-models.json"
 
 
 def _reference(root: Path) -> Mapping[str, Any]:
-    try:
-        return json.loads((root / REFERENCE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UAProbeError(f"{REFERENCE}: cannot be read ({exc}); restore it with `git checkout -- {REFERENCE}`") from None
+    return load_json(root / REFERENCE, shown=REFERENCE, fix=f"restore it with `git checkout -- {REFERENCE}`")
 
 
 def _rel(path: Path, root: Path) -> str:

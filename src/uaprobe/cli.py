@@ -146,14 +146,15 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
     read_old, read_new = reader(old_tree), reader(new_tree)
     labels = (rev, rev2 or "working tree")
-    page = read_new(paperdiff.PAGE)
-    if page is None:
+    data = read_new(paperdiff.PAGE)
+    if data is None:
         raise UAProbeError(f"{paperdiff.PAGE} at {labels[1]}: no rendered paper; run `dvc repro` there first")
-    old_page = read_old(paperdiff.PAGE)
-    changes = paperdiff.compare(page.decode("utf-8"), read_old, read_new,
-                                old_page=None if old_page is None else old_page.decode("utf-8"), labels=labels)
+    page = data.decode("utf-8")
+    old_data = read_old(paperdiff.PAGE)
+    changes = paperdiff.compare(page, read_old, read_new,
+                                old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
     figures = paperdiff.changed_figures(read_old, read_new)
-    write_file(out, paperdiff.diff_page(page.decode("utf-8"), changes, figures, labels))
+    write_file(out, paperdiff.diff_page(page, changes, figures, labels))
     print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
     print(f"wrote {out}")
     return 0

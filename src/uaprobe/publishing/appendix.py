@@ -8,7 +8,6 @@ every value the paper showed (:func:`provenance_table`).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import os
 import platform
@@ -23,7 +22,7 @@ import yaml
 from uaprobe.publishing.outputs import FIGURES_DIR, FIGURES_DIR_ENV, ManuscriptDataError, Outputs
 from uaprobe.publishing.phrases import join_words
 from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import appendix_rows
+from uaprobe.publishing.values import appendix_rows, file_md5
 
 # ------------------------------------------------------------------------------------------------
 # Figures
@@ -113,12 +112,8 @@ def provenance_table(out: Outputs) -> str:
     for e in out.figures.get("figures", []):
         label = f"@{figure_label(str(e.get('key')), e.get('model'))}"
         data = figure_data(e).removeprefix("Data: ").replace("`", "").replace("*", "&#42;").replace("_", "\\_")
-        rows.append([label, f"{e['png']} (md5 {_md5(out.root / e['png'])[:MD5_SHOWN]})".replace("_", "\\_"), data])
+        rows.append([label, f"{e['png']} (md5 {out.ledger.md5(e['png'])[:MD5_SHOWN]})".replace("_", "\\_"), data])
     return markdown_table(["#", "value", "key"], rows, align="lrl")
-
-
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -173,7 +168,7 @@ def dvc_lock_table(root: Path, prefixes: Sequence[str] = ("results/", "figures/"
             if md5.endswith(".dir") or target.is_dir():
                 state = "directory"
             elif target.is_file():
-                state = "matches" if _md5(target) == md5 else "differs"
+                state = "matches" if file_md5(target) == md5 else "differs"
             else:
                 state = "missing"
             rows.append([f"`{p}`", f"`{stage}`", f"`{md5[:MD5_SHOWN]}`", state])

@@ -8,7 +8,6 @@ format it is shown in; :meth:`Outputs.raw` the bare value, for the decisions a p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ import yaml
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.values import Ledger, Source, Value, lookup
-from uaprobe.schema import read_results
+from uaprobe.schema import load_json, read_results
 
 FIGURES_DIR = "figures"
 """The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
@@ -47,15 +46,6 @@ def find_root(start: str | Path | None = None) -> Path:
     raise ManuscriptDataError(f"no params.yaml at or above {here}; render from inside the repository")
 
 
-def read_published(root: Path, relative: str) -> Any:
-    path = root / relative
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ManuscriptDataError(f"{relative}: cannot be read ({exc}); restore it with `git checkout -- "
-                                  f"{relative}`") from None
-
-
 @dataclass
 class Outputs:
     """Everything the manuscript reads, by file (relative to the root), loaded on first use."""
@@ -70,8 +60,8 @@ class Outputs:
         if file not in self.files:
             if file == "params.yaml":
                 self.files[file] = yaml.safe_load((self.root / file).read_text(encoding="utf-8"))
-            elif file.startswith("data/"):
-                self.files[file] = read_published(self.root, file)
+            elif file.startswith("data/"):  # quoted, tracked in git
+                self.files[file] = load_json(self.root / file, shown=file, fix=f"restore it with `git checkout -- {file}`")
             else:  # checked against its schema; the values as the file holds them
                 typed = read_results(self.root, file)
                 self.files[file] = (typed.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from uaprobe.errors import UAProbeError
+from uaprobe.schema import KeyPathError, resolve
 
 MINUS = "\u2212"
 
@@ -117,14 +118,11 @@ FORMATS: Mapping[str, Callable[[Any], str]] = {
 
 def lookup(doc: Any, key: str, *, file: str) -> Any:
     """The value at ``key`` (``/``-separated keys, list indices as integers, ``-1`` the last) of ``doc``."""
-    node = doc
-    for part in key.split("/"):
-        try:
-            node = node[int(part)] if isinstance(node, list) else node[part]
-        except (KeyError, IndexError, ValueError, TypeError):
-            raise ValueSourceError(f"{file}: no key {key!r} (stops at {part!r}); rerun the stage that writes "
-                              "it (`dvc repro`)") from None
-    return node
+    try:
+        return resolve(doc, key.split("/"))
+    except KeyPathError as exc:
+        raise ValueSourceError(f"{file}: no key {key!r} (stops at {exc.part!r}); rerun the stage that writes "
+                               "it (`dvc repro`)") from None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -155,9 +153,13 @@ class Ledger:
 
     def md5(self, file: str) -> str:
         if file not in self._md5:
-            path = self.root / file
-            self._md5[file] = hashlib.md5(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+            self._md5[file] = file_md5(self.root / file)
         return self._md5[file]
+
+
+def file_md5(path: Path) -> str:
+    """The md5 of a file's bytes (the hash DVC records for it), or ``missing``."""
+    return hashlib.md5(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
 def _escape(text: str) -> str:

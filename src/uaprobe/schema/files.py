@@ -10,7 +10,7 @@ Writers call :func:`results_text`; readers call :func:`read_results` and get the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,19 +171,24 @@ def results_text(doc: Mapping[str, Any], *, kind: str, shown: str | Path) -> str
     return json_text(doc)
 
 
-def lookup(model: Any, path: str) -> Any:
-    """The value at a ``/``-separated key path (the JSON's keys; list indices as integers) of a
-    validated model: ``lookup(doc, "poolings/mean/pearson_r/3")``; a missing key is a
-    :class:`ResultsFileError` naming the file and the key."""
-    node = model
-    source = model._source if isinstance(model, Record) else "results file"
+class KeyPathError(LookupError):
+    """A key path that leaves its document at ``at`` (the path up to and including ``part``)."""
+
+    def __init__(self, at: str, part: str) -> None:
+        super().__init__(at)
+        self.at, self.part = at, part
+
+
+def resolve(node: Any, parts: Sequence[str]) -> Any:
+    """The value at ``parts`` (JSON keys; list indices as integers, ``-1`` the last) under ``node``: a
+    typed record, or the JSON a file holds. A key the file leaves out is missing, as in the file."""
     done: list[str] = []
-    for part in [p for p in path.split("/") if p != ""]:
+    for part in parts:
         done.append(part)
         try:
             if isinstance(node, Record):
                 name = _field_name(type(node), part)
-                if name is None or name not in node.model_fields_set:  # as in the file: an absent key is missing
+                if name is None or name not in node.model_fields_set:
                     raise KeyError(part)
                 node = getattr(node, name)
             elif isinstance(node, Mapping):
@@ -193,8 +198,18 @@ def lookup(model: Any, path: str) -> Any:
             else:
                 raise KeyError(part)
         except (KeyError, IndexError, ValueError):
-            at = "/".join(done)
-            fix = _fix(kind_of(source)) if source.endswith(".json") else "rerun `dvc repro`"
-            raise ResultsFileError(f"{source}: key {path!r} is missing (no {at!r}); {fix}, or fix the key path") \
-                from None
+            raise KeyPathError("/".join(done), part) from None
     return node
+
+
+def lookup(model: Any, path: str) -> Any:
+    """The value at a ``/``-separated key path (the JSON's keys; list indices as integers) of a
+    validated model: ``lookup(doc, "poolings/mean/pearson_r/3")``; a missing key is a
+    :class:`ResultsFileError` naming the file and the key."""
+    source = model._source if isinstance(model, Record) else "results file"
+    try:
+        return resolve(model, [p for p in path.split("/") if p != ""])
+    except KeyPathError as exc:
+        fix = _fix(kind_of(source)) if source.endswith(".json") else "rerun `dvc repro`"
+        raise ResultsFileError(f"{source}: key {path!r} is missing (no {exc.at!r}); {fix}, or fix the key path") \
+            from None
