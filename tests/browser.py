@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -158,6 +159,7 @@ def inspect_page(path: Path, *, screenshot: bool = False, timeout: float = 60.0)
             [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
              "--remote-debugging-address=127.0.0.1", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: every helper process can be stopped with it
         )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
@@ -181,12 +183,26 @@ def inspect_page(path: Path, *, screenshot: bool = False, timeout: float = 60.0)
             return asyncio.run(_inspect(page["webSocketDebuggerUrl"], path.resolve().as_uri(),
                                         screenshot=screenshot, timeout=timeout))
         finally:
-            proc.terminate()
+            _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop chromium and every process it started (they write into the profile until they exit, so the
+    profile can be removed only after the last one is gone)."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader, so the group empties
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+    proc.wait()
 
 
 def pdf_pages(pdf: Path, out_dir: Path, *, dpi: int = 40) -> list[Path]:
