@@ -1,17 +1,25 @@
-"""Shared fixtures: a tiny random GPT-NeoX (the Pythia code path, no BOS) saved to a local directory."""
+"""Shared fixtures: a tiny random GPT-NeoX (the Pythia code path, no BOS) saved to a local directory,
+and a project tree of analysis outputs made by the real ``analyze`` and ``compare`` stages from
+synthetic extraction files."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+from synthetic_h5 import CATEGORIES, CONTROL_CATEGORIES, PAIRS_PER_CATEGORY, SYNTHETIC_MODELS, synthetic_params, write_synthetic_h5  # noqa: E402
 from tiny_models import build_tiny_neox, small_dataset  # noqa: E402
 
 
@@ -74,3 +82,72 @@ def remount_read_only(directory: Path) -> None:
     proc = subprocess.run(["mount", "-o", "remount,ro", str(directory)], capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot remount read-only ({proc.stderr.strip()})")
+
+
+def _stage(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"conftest_stage_{name}", REPO / "stages" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_synthetic_project(root: Path, *, models: dict[str, dict[str, Any]] | None = None, seed: int = 0) -> Path:
+    """params.yaml, the published reference files and synthetic extraction files (the six categories
+    of the dataset, and two control categories) under ``root``, then ``results/``, ``metrics/`` and
+    ``plots/`` written by the ``analyze`` and ``compare`` stages themselves, run as DVC runs them (from
+    ``root``, with relative paths), and a ``dvc.lock`` whose outs are those files."""
+    models = SYNTHETIC_MODELS if models is None else models
+    params = synthetic_params(models)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    for name in ("pythia-6-9b.json", "reference-models.json"):
+        target = root / "data" / "published" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((REPO / "data" / "published" / name).read_bytes())
+    for i, (model_id, spec) in enumerate(models.items()):
+        common = dict(n_layers=spec["n_layers"], hidden=spec["hidden"], model_id=model_id, display=spec["display"],
+                      bos_added=spec["bos_added"])
+        write_synthetic_h5(root / "data" / "embeddings" / f"{model_id}.h5", pairs_per_category=PAIRS_PER_CATEGORY,
+                           seed=seed + i, kind=spec["kind"], category_names=CATEGORIES,
+                           **common)
+        write_synthetic_h5(root / "data" / "embeddings" / f"{model_id}.control.h5", pairs_per_category=(6, 4),
+                           seed=seed + 100 + i, category_names=CONTROL_CATEGORIES, **common)
+    analyze, compare = _stage("analyze"), _stage("compare")
+    with contextlib.chdir(root):
+        for model_id in models:
+            assert analyze.main(["--model", model_id, "--control", f"data/embeddings/{model_id}.control.h5"]) == 0
+        assert compare.main([]) == 0
+    _write_dvc_lock(root)
+    return root
+
+
+def _write_dvc_lock(root: Path) -> None:
+    stages: dict[str, Any] = {}
+    for path in sorted((root / "results").rglob("*.json")) + sorted((root / "metrics").rglob("*.json")):
+        rel = path.relative_to(root).as_posix()
+        stage = "compare" if "panel" in rel else f"analyze@{rel.split('/')[2] if rel.startswith('results/') else path.stem}"
+        stages.setdefault(stage, {"cmd": f"python stages/{stage.split('@')[0]}.py", "outs": []})
+        stages[stage]["outs"].append({"path": rel, "hash": "md5", "md5": hashlib.md5(path.read_bytes()).hexdigest(),
+                                      "size": path.stat().st_size})
+    (root / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}, sort_keys=False),
+                                   encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def synthetic_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two-model synthetic project (:data:`synthetic_h5.SYNTHETIC_MODELS`), built once per session.
+    Read it; a test that writes into a project takes :func:`synthetic_project` instead."""
+    return build_synthetic_project(tmp_path_factory.mktemp("synthetic-tree") / "tree")
+
+
+@pytest.fixture()
+def synthetic_project(synthetic_tree: Path, tmp_path: Path) -> Path:
+    """A private copy of :func:`synthetic_tree`."""
+    return Path(shutil.copytree(synthetic_tree, tmp_path / "project"))
+
+
+@pytest.fixture(scope="session")
+def make_synthetic_project() -> Callable[..., Path]:
+    """:func:`build_synthetic_project`, for a project of other synthetic models."""
+    return build_synthetic_project

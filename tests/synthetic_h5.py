@@ -13,12 +13,41 @@ Two kinds of content:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import h5py
 import numpy as np
+import yaml
 
 STR = h5py.string_dtype("utf-8")
+REPO = Path(__file__).resolve().parents[1]
+
+CATEGORIES = ("ground_truth_numeric", "ground_truth_nonnumeric", "tech_philosophy", "lifestyle",
+              "business", "scientific_facts")
+"""The six categories of the dataset."""
+CONTROL_CATEGORIES = ("neutral", "political")
+"""The two categories of the control pairs (data/neutral_control.json)."""
+PAIRS_PER_CATEGORY = (7, 6, 8, 6, 7, 6)
+SYNTHETIC_MODELS: dict[str, dict[str, Any]] = {
+    "tiny-a": {"display": "Tiny-A", "n_layers": 6, "params_millions": 1.5, "hidden": 16, "kind": "random",
+               "bos_added": False},
+    "tiny-b": {"display": "Tiny-B", "n_layers": 4, "params_millions": 3.0, "hidden": 12, "kind": "planted",
+               "bos_added": True},
+}
+"""The synthetic panel of the figure, schema and manuscript tests: one random, one planted model."""
+
+
+def synthetic_params(models: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The project's params.yaml with a catalog of synthetic models and small analysis settings."""
+    models = SYNTHETIC_MODELS if models is None else models
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["models"] = list(models)
+    params["catalog"] = {m: {"display": s["display"], "source": "local", "location": f"/models/{m}",
+                             "params_millions": s["params_millions"]} for m, s in models.items()}
+    params["analysis"].update(bootstrap_resamples=1000, permutations=1000)
+    params["analysis"]["bins"].update(k=[3, 4], partitions=10, ci_k=3)
+    params["analysis"]["robustness"].update(lexical_seeds=2, null_partitions=50, anisotropy_bootstrap=20)
+    return params
 
 
 def category_preferences(n_categories: int) -> np.ndarray:

@@ -12,7 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from synthetic_results import SYNTHETIC_MODELS, load_results, write_synthetic_results
+from synthetic_h5 import SYNTHETIC_MODELS
 from uaprobe.publishing import figures
 from uaprobe.schema import Record, read_results
 from uaprobe.schema.categories import Layerwise, Validation
@@ -23,14 +23,12 @@ PUBLISHED_SCIENTIFIC_FACTS = {name: (v["ua"], v["preference"]) for name, v in _R
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("results-tree")
-    write_synthetic_results(root)
-    return root
+def tree(synthetic_tree: Path) -> Path:
+    return synthetic_tree
 
 
 def _docs(root: Path, model: str = "tiny-a") -> dict[str, Record]:
-    return {n: load_results(root, model, n) for n in ("layerwise", "validation", "bins", "pairs", "anisotropy",
+    return {n: read_results(root, f"results/models/{model}/{n}.json") for n in ("layerwise", "validation", "bins", "pairs", "anisotropy",
                                                       "robustness", "sink_excluded/layerwise")}
 
 
@@ -91,7 +89,7 @@ def test_sink_figure_plots_the_results_arrays(tree: Path, model: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(DRAWERS))
 @pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
-def test_each_figure_function_draws_from_a_synthetic_results_file(tree: Path, name: str, model: str) -> None:
+def test_each_figure_function_draws_from_a_results_file_of_the_synthetic_run(tree: Path, name: str, model: str) -> None:
     fig = DRAWERS[name](_docs(tree, model))
     assert isinstance(fig, Figure)
     axes = fig.get_axes()
@@ -162,13 +160,11 @@ def test_spectrum_key_layers_follow_seed_004() -> None:
     assert figures.spectrum_key_layers(4, 4) == [0, 2, 4]
 
 
-def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path) -> None:
+def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_synthetic_project) -> None:
     sys.path.insert(0, str(REPO / "stages"))
     from figures import run  # stages/figures.py
 
-    tree = tmp_path / "one-model"
-    tree.mkdir()
-    write_synthetic_results(tree, models={"tiny-b": SYNTHETIC_MODELS["tiny-b"]})
+    tree = make_synthetic_project(tmp_path / "one-model", models={"tiny-b": SYNTHETIC_MODELS["tiny-b"]})
 
     out = tree / "figures"
     entries = run(params_path=tree / "params.yaml", root=tree, out=out)

@@ -336,14 +336,12 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     json_text(ctrl["results"])
 
 
-def test_manuscript_tables_quote_the_published_file_and_this_panels_results(tmp_path):
-    from synthetic_results import write_synthetic_results
+def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synthetic_tree):
     from uaprobe.publishing import tables_original as mo
     from uaprobe.publishing.outputs import load_outputs
     from uaprobe.publishing.values import fmt, fmt_r, plain_text
 
-    write_synthetic_results(tmp_path)
-    out = load_outputs(tmp_path)
+    out = load_outputs(synthetic_tree)
     table = plain_text(mo.published_comparison_table(out))
     pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     lines = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
@@ -357,22 +355,20 @@ def test_manuscript_tables_quote_the_published_file_and_this_panels_results(tmp_
     assert len(mo.phase_table(out).splitlines()) == 2 + len(out.models) + len(pub["phases"]["models"])
 
 
-def test_the_published_layers_are_compared_only_for_the_published_model(tmp_path):
+def test_the_published_layers_are_compared_only_for_the_published_model(synthetic_project):
     import yaml
 
-    from synthetic_results import write_synthetic_results
     from uaprobe.publishing import tables_original as mo
     from uaprobe.publishing.outputs import load_outputs
     from uaprobe.publishing.values import fmt_r, plain_text
 
-    write_synthetic_results(tmp_path)
-    out = load_outputs(tmp_path)
+    out = load_outputs(synthetic_project)
     assert mo.published_model_ids(out) == []
     assert "preset=original" in mo.published_layers_markdown(out)
-    params = yaml.safe_load((tmp_path / "params.yaml").read_text(encoding="utf-8"))
+    params = yaml.safe_load((synthetic_project / "params.yaml").read_text(encoding="utf-8"))
     params["catalog"]["tiny-a"].update(source="hub", location="EleutherAI/pythia-6.9b", revision="step143000")
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    out = load_outputs(tmp_path)
+    (synthetic_project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    out = load_outputs(synthetic_project)
     assert mo.published_model_ids(out) == ["tiny-a"]
     text = plain_text(mo.published_layers_markdown(out))
     pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))["option_b"]
@@ -383,12 +379,11 @@ def test_the_published_layers_are_compared_only_for_the_published_model(tmp_path
     assert "/ n/a" in row32  # the synthetic model has 6 layers
 
 
-def test_the_option_b_figure_draws_every_metric_and_the_phases(tmp_path):
-    from synthetic_results import load_results, write_synthetic_results
+def test_the_option_b_figure_draws_every_metric_and_the_phases(synthetic_tree):
     from uaprobe.publishing import figures_original
+    from uaprobe.schema import read_results
 
-    write_synthetic_results(tmp_path)
-    doc = load_results(tmp_path, "tiny-a", "option_b")
+    doc = read_results(synthetic_tree, "results/models/tiny-a/option_b.json")
     fig = figures_original.option_b_figure(doc)
     ax = fig.axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
-from synthetic_results import write_synthetic_results
 from uaprobe.publishing import appendix as ap
 from uaprobe.publishing import paperdiff
 from uaprobe.publishing.render import render_manuscript
@@ -23,9 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
 
 
-def make_project(root: Path) -> Path:
-    """A project tree with synthetic results, the real manuscript sources and drawn figures."""
-    write_synthetic_results(root)
+def make_project(tree: Path, root: Path) -> Path:
+    """A copy of the synthetic project ``tree`` at ``root`` with the real manuscript sources and drawn figures."""
+    shutil.copytree(tree, root)
     (root / "paper").mkdir()
     for name in PAPER_FILES:
         shutil.copyfile(REPO / "paper" / name, root / "paper" / name)
@@ -37,8 +36,8 @@ def make_project(root: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = make_project(tmp_path_factory.mktemp("project"))
+def project(tmp_path_factory: pytest.TempPathFactory, synthetic_tree: Path) -> Path:
+    root = make_project(synthetic_tree, tmp_path_factory.mktemp("project") / "tree")
     render_manuscript(root / "paper" / "paper.qmd", engine="fallback")
     return root
 

@@ -12,8 +12,7 @@ from typing import Any
 import h5py
 import pytest
 
-from synthetic_h5 import write_synthetic_h5
-from synthetic_results import SYNTHETIC_MODELS, synthetic_params, write_synthetic_results
+from synthetic_h5 import SYNTHETIC_MODELS, synthetic_params, write_synthetic_h5
 from uaprobe import cli
 from uaprobe.analysis.pipeline import analyze_model, compare_panel
 from uaprobe.schema.text import json_text
@@ -26,10 +25,8 @@ from uaprobe.extraction.store import read_embeddings
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("schema")
-    write_synthetic_results(root)
-    return root
+def tree(synthetic_tree: Path) -> Path:
+    return synthetic_tree
 
 
 def results_files(root: Path) -> list[str]:

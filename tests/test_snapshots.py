@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from synthetic_results import write_synthetic_results
 from uaprobe.publishing import phrases, tables, tables_original
 from uaprobe.publishing.outputs import Outputs, load_outputs
 from uaprobe.publishing.values import plain_text
@@ -36,10 +35,8 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    root = tmp_path_factory.mktemp("snapshot")
-    write_synthetic_results(root)
-    return load_outputs(root)
+def out(synthetic_tree: Path) -> Outputs:
+    return load_outputs(synthetic_tree)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
