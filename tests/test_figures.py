@@ -255,3 +255,34 @@ def test_bar_labels_stay_clear_of_the_error_caps(tree: Path, model: str) -> None
         for x, y in caps:
             assert not (box.x0 - 1 <= x <= box.x1 + 1 and box.y0 - 1 <= y <= box.y1 + 1), \
                 f"a bar label at {box} covers an error cap at ({x:.0f}, {y:.0f})"
+
+
+LAYER_FIGURES = ("layerwise", "bins", "pairs", "loco", "sink")
+
+
+@pytest.mark.parametrize("name", LAYER_FIGURES)
+def test_a_layer_axis_spans_the_models_layers_and_no_further(tree: Path, name: str) -> None:
+    d = _docs(tree, "tiny-a")
+    n_layers = len(d["layerwise"].layers) - 1
+    fig = DRAWERS[name](d)
+    for ax in fig.axes:
+        if ax.get_xlabel() == figures.LAYER_LABEL:
+            assert ax.get_xlim() == pytest.approx((-0.5, n_layers + 0.5)), name
+            assert all(-0.5 <= t <= n_layers + 0.5 for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1])
+
+
+def test_the_option_b_layer_axis_ends_at_the_last_layer(tree: Path) -> None:
+    from uaprobe.publishing import figures_original
+
+    doc = read_results(tree, "results/models/tiny-a/option_b.json")
+    ax = figures_original.option_b_figure(doc).axes[0]
+    assert ax.get_xlim() == pytest.approx((-0.5, doc.layers[-1] + 0.5))
+
+
+def test_the_leave_one_out_legend_covers_no_curve(tree: Path) -> None:
+    fig = figures.loco_figure(_docs(tree, "tiny-a")["layerwise"])
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.y1 <= ax.get_window_extent(renderer).y0, "the legend lies inside the plot"

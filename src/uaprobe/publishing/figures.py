@@ -128,10 +128,13 @@ def _zero_line(ax: Axes, *, axis: str = "y") -> None:
     (ax.axhline if axis == "y" else ax.axvline)(0.0, color="0.45", linewidth=0.8, linestyle="--", zorder=1)
 
 
-def _layer_axis(ax: Axes) -> None:
-    """Label an x axis of layer indices, with integer ticks only."""
+def _layer_axis(ax: Axes, layers: np.ndarray) -> None:
+    """Label an x axis of layer indices: integer ticks only, and the axis spans the model's layers
+    (half a layer either side), not a rounder number past the last."""
     ax.set_xlabel(LAYER_LABEL)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(layers):
+        ax.set_xlim(float(np.min(layers)) - 0.5, float(np.max(layers)) + 0.5)
 
 
 def _title(doc: Any) -> str:
@@ -176,7 +179,7 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             ax_curve.axvline(x, color=OKABE_ITO[1], linestyle=":", linewidth=1.3,
                              label="sign change (divergence)" if i == 0 else None)
         _zero_line(ax_curve)
-        _layer_axis(ax_curve)
+        _layer_axis(ax_curve, layers)
         ax_curve.set_ylabel(R_LABEL)
         ax_curve.set_ylim(-1.05, 1.05)
         ax_curve.set_title("Correlation by layer")
@@ -307,10 +310,10 @@ def bins_figure(bins: Bins, *, pooling: str = "mean", n_categories: int | None =
                       linestyle=LINESTYLES[i + 1], label=label)
         _zero_line(ax_r)
         ax_r.set_ylim(-1.05, 1.05)
-        _layer_axis(ax_r)
+        _layer_axis(ax_r, layers)
         ax_r.set_ylabel(R_LABEL)
         ax_r.set_title("Correlation (bands: bootstrap CI of the bins)")
-        _layer_axis(ax_w)
+        _layer_axis(ax_w, layers)
         ax_w.set_ylabel("CI width (Pearson r units)")
         ax_w.set_ylim(0, 2.05)
         ax_w.set_title("Width of the bootstrap CI of r")
@@ -382,10 +385,12 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
     pt = fig.dpi / 72.0  # pixels per point
     frame = ax.get_window_extent(renderer)
     obstacles: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
-    for collection in ax.collections:  # every scatter marker, labelled or not
+    for collection in ax.collections:  # every scatter marker, labelled or not, with a point of margin
+        sizes = collection.get_sizes()
+        radius = (float(np.sqrt(sizes.max())) / 2 + 1.5 if len(sizes) else 4.0) * pt
         for mx, my in collection.get_offset_transform().transform(collection.get_offsets()):
             if np.isfinite(mx) and np.isfinite(my):
-                obstacles.append((mx - 4 * pt, my - 4 * pt, mx + 4 * pt, my + 4 * pt))
+                obstacles.append((mx - radius, my - radius, mx + radius, my + radius))
     legend = ax.get_legend()
     if legend is not None:
         obstacles.append(tuple(legend.get_window_extent(renderer).extents))
@@ -459,7 +464,7 @@ def anisotropy_figure(anisotropy: Anisotropy) -> Figure:
             ax.set_ylabel(ylabel)
             ax.set_title(title)
         for ax in axes[1]:
-            _layer_axis(ax)
+            _layer_axis(ax, layers)
         fig.suptitle(f"{_title(anisotropy)}: anisotropy profile ({anisotropy.n_tokens} token "
                      f"states of {anisotropy.n_prompts} prompts, {anisotropy.token_selection} tokens)")
     return fig
@@ -521,7 +526,7 @@ def pairs_figure(pairs: Pairs) -> Figure:
                             color=st["color"], alpha=0.15, linewidth=0)
             ax.plot(layers, _arr(block.pearson_r), label=f"{name} pooling", **st)
         _zero_line(ax)
-        _layer_axis(ax)
+        _layer_axis(ax, layers)
         ax.set_ylabel("r(within-category centroid score, preference)\n(Pearson r, unitless)")
         ax.set_title(f"{_title(pairs)}: within-category centroid score"
                      + (f"\n(n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
@@ -536,7 +541,7 @@ def loco_figure(layerwise: Layerwise, *, pooling: str = "mean") -> Figure:
     categories = layerwise.categories
     loco = np.array([[np.nan if v is None else float(v) for v in row] for row in block.loco_r], dtype=float)
     with style():
-        fig = _new_figure(6.8, 4.0)
+        fig = _new_figure(6.8, 4.6)
         ax = fig.subplots()
         for j, category in enumerate(categories):
             ax.plot(layers, loco[:, j] if loco.ndim == 2 and loco.shape[1] > j else np.full_like(layers, np.nan),
@@ -547,10 +552,11 @@ def loco_figure(layerwise: Layerwise, *, pooling: str = "mean") -> Figure:
                 label="all categories")
         _zero_line(ax)
         ax.set_ylim(-1.05, 1.05)
-        _layer_axis(ax)
+        _layer_axis(ax, layers)
         ax.set_ylabel(R_LABEL)
         ax.set_title(f"{_title(layerwise)}: leave-one-category-out ({pooling} pooling)")
-        ax.legend(loc="best", fontsize=6.5, ncols=2)
+        # below the axes: seven curves leave no corner of the plot free
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3, fontsize=7.5, frameon=False)
     return fig
 
 
@@ -580,7 +586,7 @@ def sink_figure(robustness: Robustness) -> Figure:
         ax_ratio.plot(layers, _arr(sk.norm_ratio_median), color=OKABE_ITO[0], marker="o", label="median")
         ax_ratio.axhline(1.0, color="black", linewidth=0.8)
         ax_ratio.set_yscale("log")
-        _layer_axis(ax_ratio)
+        _layer_axis(ax_ratio, layers)
         ax_ratio.set_ylabel(r"$\|h_0\|$ / median $\|h_t\|$, $t > 0$")
         ax_ratio.set_title(f"Position 0 = {what}")
         ax_ratio.legend(loc="best")
@@ -588,7 +594,7 @@ def sink_figure(robustness: Robustness) -> Figure:
                       label="share of the mean-pooled vector")
         ax_share.plot(layers, _arr(sk.top_dim_share_median), color=OKABE_ITO[2], marker="^", linestyle="--",
                       label="share of its norm² in its top dimension")
-        _layer_axis(ax_share)
+        _layer_axis(ax_share, layers)
         ax_share.set_ylim(-0.05, 1.05)
         ax_share.set_ylabel("median over statements (fraction)")
         modes = sorted(set(sk.top_dim_mode))

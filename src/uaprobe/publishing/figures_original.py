@@ -45,7 +45,7 @@ def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
                 ax.plot(layers, _arr(metrics[name].pearson_r), label=name.replace("_", " "), markersize=3.5,
                         linewidth=1.3, **st)
         _zero_line(ax)
-        _layer_axis(ax)
+        _layer_axis(ax, layers)
         ax.set_ylabel("r(metric, preference) over pairs (Pearson r, unitless)")
         n = block.n_pairs
         ax.set_title(f"{_title(option_b)}: Option B, global centroids ({pooling} pooling"
