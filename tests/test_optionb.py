@@ -352,7 +352,12 @@ def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synt
     assert lines["phase mean, late"].split("|")[2].strip() == fmt(-0.17, 2, signed=True)
     assert len(mo.option_b_table(out).splitlines()) == 2 + 5 * len(out.models)
     assert len(mo.control_table(out).splitlines()) == 2 + 3 * len(out.models)
-    assert len(mo.phase_table(out).splitlines()) == 2 + len(out.models) + len(pub["phases"]["models"])
+    phases = "poolings/mean/metrics/centroid_asymmetry/phases"
+    differs = [m for m in out.models if out.raw(m, "sink_excluded/option_b", phases) != out.raw(m, "option_b", phases)]
+    assert differs == ["tiny-a"]  # tiny-b's position 0 is a BOS that both poolings drop
+    phase_rows = mo.phase_table(out).splitlines()
+    assert len(phase_rows) == 2 + len(out.models) + len(differs) + len(pub["phases"]["models"])
+    assert sum("sink excluded" in row for row in phase_rows) == len(differs)
 
 
 def test_the_published_layers_are_compared_only_for_the_published_model(synthetic_project):

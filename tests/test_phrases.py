@@ -30,8 +30,11 @@ def v(x: Any) -> Value:
 
 
 def robustness(*, final_r: float, sx_r: list[float], r: list[float], lexical: float, without: float | None,
-               holm: int = 0, parametric: int = 5) -> dict[str, Any]:
+               holm: int = 0, parametric: int = 5, share: list[float] | None = None,
+               sum_nll: float | None = None) -> dict[str, Any]:
     return {
+        "sink": {"mean_share_median": share if share is not None else [0.9] * len(r)},
+        "preference": {"final_r_mean_nll": final_r, "final_r_sum_nll": final_r if sum_nll is None else sum_nll},
         "policies": {
             "default": {"final_r": final_r, "r": r, "n_sign_changes": 1, "n_layers_permutation_holm": holm,
                         "size_matched_null_p": [0.5, 0.01], "final_spearman": 0.3},
@@ -79,7 +82,8 @@ def test_conclusion_follows_the_numbers() -> None:
     text = plain_text(fd.conclusion_phrase(lexical_and_reversed))
     assert "words alone, so it need not reflect the models' representations" in text
     assert "single category for A" in text
-    assert "no layer of any model is significant" in text
+    assert "no layer's category-level r of any model is significant" in text
+    assert "little power" in text
 
     model_beats_words = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.8,
                                            holm=3))
@@ -95,7 +99,10 @@ def test_conclusion_follows_the_numbers() -> None:
 
 def test_sink_verdict_counts_sign_flips_and_l_star_moves() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
-    assert plain_text(fd.sink_verdict(p)).startswith("Excluding position 0 reverses the sign of r at 1 layer of A")
+    assert plain_text(fd.sink_verdict(p)).startswith("Excluding position 0 reverses the sign of r at 1 layer of A, all of "
+                                                     "them layers at which position 0 supplies more than half")
+    minor = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7, share=[0.3, 0.9]))
+    assert plain_text(fd.sink_verdict(minor)).startswith("Excluding position 0 reverses the sign of r at 1 layer of A;")
     p.files["results/models/a/anisotropy.json"]["variants"]["sink_excluded"]["l_star"] = 0
     assert "moves from layer 1 with every token to layer 0 for A" in plain_text(fd.sink_verdict(p))
     q = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.4, 0.9], lexical=0.2, without=0.7))
@@ -106,8 +113,9 @@ def test_loco_phrase_names_reversals_only_when_the_sign_flips() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=-0.3),
               b=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3))
     text = plain_text(fd.loco_phrase(p))
-    assert "cat x for A, +0.900 to −0.300, a reversal of sign" in text
-    assert "cat x for B, +0.900 to +0.300" in text and text.count("reversal") == 1
+    assert "cat x for A, +0.900 with it and −0.300 without it (the sign of r does not survive" in text
+    assert "cat x for B, +0.900 with it and +0.300 without it;" in text + ";" and text.count("does not survive") == 1
+    assert "reversal" not in text
 
 
 @pytest.mark.parametrize("holm,expected", [(0, "no layer of any model"), (2, "2 layers of A")])
@@ -122,3 +130,60 @@ def test_r_with_p_names_the_test_once_and_every_value_keeps_its_source() -> None
     text = fd.r_with_p_phrase(p, "robustness", "policies/default/final_r", "policies/default/final_spearman", "t-test")
     assert plain_text(text) == "+0.900 (A, t-test p = 0.300) and \u22120.400 (B, p = 0.300)"
     assert text.count('class="uav"') == 0 and text.count("{.uav") == 4
+
+
+def test_smallest_holm_phrase_names_the_layer_of_the_smallest_corrected_p() -> None:
+    p = Panel({"a": {"layerwise": {"layers": [0, 1, 2], "poolings": {"mean": {"permutation_holm_p": [0.9, 0.04, None]}}}},
+               "b": {"layerwise": {"layers": [0, 1], "poolings": {"mean": {"permutation_holm_p": [None, None]}}}}})
+    text = fd.smallest_holm_phrase(p)
+    assert plain_text(text) == "0.040 at layer 1 (A) and none (B)"
+    assert "poolings/mean/permutation_holm_p/1" in text and "layers/1" in text
+
+
+def test_same_pooling_names_only_models_whose_curves_are_identical() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
+              b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
+    for m in ("a", "b"):
+        p.files[f"results/models/{m}/layerwise.json"]["extraction"] = {"bos_added": False}
+    assert plain_text(fd.same_pooling_phrase(p)) == "For A, the numbers with the sink excluded are the default ones, " \
+        "value for value: they are no separate check."
+    p.files["results/models/a/layerwise.json"]["extraction"] = {"bos_added": True}
+    assert plain_text(fd.same_pooling_phrase(p)).startswith("For A, position 0 is a BOS token")
+    q = panel(b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
+    assert fd.same_pooling_phrase(q) == ""
+
+
+def option_b(late_inversion: bool, late: float) -> dict[str, Any]:
+    phase = {"mean_r": late, "bootstrap_ci_low": late - 0.1, "bootstrap_ci_high": late + 0.1, "layers": [2]}
+    return {"poolings": {"mean": {"metrics": {"centroid_asymmetry": {"phases": {
+        "early": phase, "mid": phase, "late": phase, "late_inversion": late_inversion, "sign_change": False}}}}}}
+
+
+def test_late_inversion_sink_phrase_speaks_only_of_a_changed_verdict() -> None:
+    p = Panel({"a": {"option_b": option_b(True, -0.3), "sink_excluded/option_b": option_b(False, -0.05)},
+               "b": {"option_b": option_b(True, -0.3), "sink_excluded/option_b": option_b(True, -0.3)}})
+    text = plain_text(fd.late_inversion_sink_phrase(p))
+    assert text == ("For A the late inversion holds only while position 0 is in the pooling: with it excluded, the late "
+                    "mean is −0.05 [−0.15, +0.05], and there is no late inversion.")
+    q = Panel({"b": {"option_b": option_b(True, -0.3), "sink_excluded/option_b": option_b(True, -0.3)}})
+    assert plain_text(fd.late_inversion_sink_phrase(q)).startswith("No model's late-inversion verdict changes")
+
+
+@pytest.mark.parametrize("sum_nll,expected", [(0.27, "for A the headline r depends on how the NLL is normalised"),
+                                              (-0.5, "for A the headline r depends"),
+                                              (0.88, "close to the per-token r")])
+def test_normalisation_phrase_follows_the_difference(sum_nll: float, expected: str) -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3, sum_nll=sum_nll))
+    assert expected in plain_text(fd.normalisation_phrase(p))
+
+
+@pytest.mark.parametrize("stable,n_models,expected", [
+    (True, 2, "calls the peak depth stable; 2 models allow no claim about stability either way."),
+    (False, 3, "does not call the peak depth stable."),
+    (None, 1, "too few models")])
+def test_stability_phrase(stable: bool | None, n_models: int, expected: str) -> None:
+    p = Panel({f"m{i}": {} for i in range(n_models)})
+    p.files["results/panel.json"] = {"poolings": {"mean": {"summary": {"stable": stable}}}, "stable_depth_std": 10.0}
+    text = plain_text(fd.stability_phrase(p))
+    assert text.endswith(expected) or expected in text
+    assert "((" not in text and ") (" not in text

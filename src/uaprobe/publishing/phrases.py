@@ -120,6 +120,23 @@ def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
 
 
 @prose
+def smallest_holm_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model: the smallest Holm-corrected exact permutation p over the layers, and its layer."""
+    parts = []
+    for m in out.models:
+        key = f"poolings/{pooling}/permutation_holm_p"
+        values = out.raw(m, "layerwise", key)
+        finite = [(v, i) for i, v in enumerate(values) if v is not None]
+        if not finite:
+            parts.append(f"none ({out.display(m)})")
+            continue
+        i = min(finite)[1]
+        parts.append(f"{out.v(m, 'layerwise', f'{key}/{i}', 'p')} at layer {out.v(m, 'layerwise', f'layers/{i}', 'int')}"
+                     f" ({out.display(m)})")
+    return join_words(parts)
+
+
+@prose
 def holm_layers_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model: how many layers' exact permutation p survive Holm's correction, of how many."""
     return join_words([f"{out.v(m, 'layerwise', f'poolings/{pooling}/permutation_holm_reject', 'count_true')} of "
@@ -153,14 +170,16 @@ def aligned_phrase(out: Outputs, variant: str = "mean") -> str:
 
 @prose
 def stability_phrase(out: Outputs, pooling: str = "mean") -> str:
-    """The seed's verdict on the peak depths across the panel."""
+    """The seed's verdict on the peak depths across the panel, as a sentence."""
     stable = out.raw_at("results/panel.json", f"poolings/{pooling}/summary/stable")
-    verdict = ("which the seed's criterion calls stable" if stable else
-               "which the seed's criterion does not call stable" if stable is not None else
-               "too few models for the seed's stability criterion")
-    if stable is not None and len(out.models) < 3:
-        verdict += f" (over {len(out.models)} models: a comparison, not evidence of stability)"
-    return verdict
+    if stable is None:
+        return "The panel has too few models for the seed's stability criterion."
+    threshold = out.at("results/panel.json", "stable_depth_std", "f0")
+    verdict = (f"The seed's criterion, a standard deviation below {threshold} %, "
+               f"{'calls' if stable else 'does not call'} the peak depth stable")
+    if len(out.models) < 3:
+        verdict += f"; {len(out.models)} {plural(len(out.models), 'model')} allow no claim about stability either way"
+    return verdict + "."
 
 
 @prose
@@ -187,6 +206,61 @@ def sink_excluded_sign_changes(out: Outputs) -> str:
                        f" ({out.display(m)})" for m in out.models])
 
 
+def same_pooling_models(out: Outputs) -> list[str]:
+    """Models whose layer curve with position 0 excluded is the default policy's, value for value."""
+    return [m for m in out.models
+            if out.raw(m, "robustness", "policies/default/r") == out.raw(m, "robustness", "policies/sink_excluded/r")]
+
+
+@prose
+def same_pooling_phrase(out: Outputs) -> str:
+    """A sentence per model for which excluding position 0 changes nothing (a BOS the default policy
+    already drops, when the extraction says one was added), or nothing."""
+    sentences = []
+    for m in same_pooling_models(out):
+        why = ("position 0 is a BOS token that the default policy already drops, so "
+               if out.raw(m, "layerwise", "extraction/bos_added") else "")
+        sentences.append(f"For {out.display(m)}, {why}the numbers with the sink excluded are the default ones, value for "
+                         "value: they are no separate check.")
+    return " ".join(sentences)
+
+
+@prose
+def normalisation_phrase(out: Outputs) -> str:
+    """A sentence: the last-layer r with the summed NLL as the preference, and whether the headline r
+    depends on that choice (a change of sign, or a difference beyond :data:`MATCH_TOLERANCE`)."""
+    moved = [out.display(m) for m in out.models
+             if (a := out.raw(m, "robustness", "preference/final_r_mean_nll")) is not None
+             and (b := out.raw(m, "robustness", "preference/final_r_sum_nll")) is not None
+             and (a * b < 0 or abs(a - b) > MATCH_TOLERANCE)]
+    text = (f"With the summed NLL as the preference instead of the per-token mean, the last-layer r is "
+            f"{per_model(out, 'robustness', 'preference/final_r_sum_nll')}")
+    if moved:
+        return (text + f": for {join_words(moved)} the headline r depends on how the NLL is normalised for length, "
+                "not on the models' states alone.")
+    return text + ", close to the per-token r: the normalisation does not decide it."
+
+
+@prose
+def late_inversion_sink_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """A sentence per model whose Option B late-inversion verdict changes when position 0 is excluded."""
+    ph = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
+    sentences = []
+    for m in out.models:
+        default = out.raw(m, "option_b", f"{ph}/late_inversion")
+        excluded = out.raw(m, "sink_excluded/option_b", f"{ph}/late_inversion")
+        if default is None or excluded is None or default == excluded:
+            continue
+        late = f"{ph}/late"
+        shown = (f"{out.v(m, 'sink_excluded/option_b', f'{late}/mean_r', 's2')} "
+                 f"{interval(out.v(m, 'sink_excluded/option_b', f'{late}/bootstrap_ci_low', 's2'), out.v(m, 'sink_excluded/option_b', f'{late}/bootstrap_ci_high', 's2'))}")
+        sentences.append(
+            f"For {out.display(m)} the late inversion {'holds only while' if default else 'appears only when'} position 0 "
+            f"is {'in' if default else 'out of'} the pooling: with it excluded, the late mean is {shown}"
+            f"{', and there is no late inversion' if default else ''}.")
+    return " ".join(sentences) if sentences else "No model's late-inversion verdict changes when position 0 is excluded."
+
+
 def reversing_models(out: Outputs) -> list[str]:
     """Models whose last-layer r reverses its sign without their most influential category."""
     return [out.display(m) for m in out.models if out.raw(m, "robustness", "loco/sign_reversed")]
@@ -201,28 +275,32 @@ def loco_phrase(out: Outputs) -> str:
             parts.append(f"no category can be singled out ({out.display(m)})")
             continue
         before, after = out.v(m, "robustness", "loco/final_r_with"), out.v(m, "robustness", "loco/final_r_without")
-        reversal = before.raw is not None and after.raw is not None and before.raw * after.raw < 0
-        parts.append(f"{pretty(out.raw(m, 'robustness', 'loco/most_influential'))} for {out.display(m)}, {before} to "
-                     f"{after}{', a reversal of sign' if reversal else ''}")
+        flips = before.raw is not None and after.raw is not None and before.raw * after.raw < 0
+        parts.append(f"{pretty(out.raw(m, 'robustness', 'loco/most_influential'))} for {out.display(m)}, {before} with it "
+                     f"and {after} without it{' (the sign of r does not survive leaving out this one category)' if flips else ''}")
     return "; ".join(parts)
 
 
 @prose
 def sink_verdict(out: Outputs) -> str:
     """What excluding position 0 changes: the layers whose sign flips, and L* of the anisotropy profile."""
-    flips, moves = [], []
+    flips, moves, dominated = [], [], True
     for m in out.models:
         d = out.raw(m, "robustness", "policies/default/r")
         sx = out.raw(m, "robustness", "policies/sink_excluded/r")
-        n = sum(1 for a, b in zip(d, sx) if a is not None and b is not None and a * b < 0)
-        if n:
-            flips.append(f"{count_phrase(n, 'layer')} of {out.display(m)}")
+        share = out.raw(m, "robustness", "sink/mean_share_median")
+        flipped = [i for i, (a, b) in enumerate(zip(d, sx)) if a is not None and b is not None and a * b < 0]
+        if flipped:
+            flips.append(f"{count_phrase(len(flipped), 'layer')} of {out.display(m)}")
+            dominated = dominated and all(share[i] is not None and share[i] > 0.5 for i in flipped)
         a = out.v(m, "anisotropy", "variants/all_tokens/l_star", "int")
         b = out.v(m, "anisotropy", "variants/sink_excluded/l_star", "int")
         if a.raw is not None and b.raw is not None and a.raw != b.raw:
             moves.append(f"from layer {a} with every token to layer {b} for {out.display(m)}")
-    text = (f"Excluding position 0 reverses the sign of r at {join_words(flips)}: there, a pooling that keeps "
-            "the sink measures the sink" if flips else "Excluding position 0 reverses the sign of r at no layer")
+    text = (f"Excluding position 0 reverses the sign of r at {join_words(flips)}"
+            + (", all of them layers at which position 0 supplies more than half of the mean-pooled vector (median over "
+               "the statements)" if dominated else "") if flips else
+            "Excluding position 0 reverses the sign of r at no layer")
     text += (f"; and {L_STAR} of the anisotropy profile moves {join_words(moves)} when position 0 of every prompt "
              "is left out." if moves else f"; {L_STAR} of the anisotropy profile does not move when position 0 is left out.")
     return text
@@ -300,9 +378,10 @@ def conclusion_phrase(out: Outputs) -> str:
         parts.append("the models' category-level correlation exceeds what the statements' words alone give")
     if reversed_:
         parts.append(f"its sign rests on a single category for {join_words(reversed_)}")
-    parts.append("no layer of any model is significant under the exact permutation test with Holm's correction"
-                 if not any(significant_layers(out)) else
-                 f"the exact permutation test with Holm's correction finds {significance_phrase(out)} significant")
+    parts.append("no layer's category-level r of any model is significant under the exact permutation test with "
+                 "Holm's correction, a test with little power at this number of categories" if not any(significant_layers(out))
+                 else f"the exact permutation test of the category-level r with Holm's correction finds "
+                      f"{significance_phrase(out)} significant")
     return "; ".join(parts)
 
 

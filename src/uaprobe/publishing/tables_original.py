@@ -56,19 +56,22 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
     """Early / mid / late means of the centroid-asymmetry curve with intervals and the verdicts, for
     this panel and, marked published, the follow-up paper's models."""
     rows = []
+    ph = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
     for m in out.models:
-        file = out.model_file(m, "option_b")
-        ph = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
+        # the sink-excluded pooling gets its own row where it differs (not where a BOS is already dropped)
+        files = [(out.model_file(m, "option_b"), "this panel")]
+        if out.raw(m, "sink_excluded/option_b", ph) != out.raw(m, "option_b", ph):
+            files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, sink excluded"))
+        for file, source in files:
+            def cell(name: str, file: str = file) -> str:
+                def v(key: str, fmt: str = "s2") -> Value:
+                    return out.at(file, f"{ph}/{name}/{key}", fmt)
+                mean = v("mean_r")
+                shown = f"{mean} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))}" if mean.raw is not None else "n/a"
+                return f"{shown} (L {v('layers', 'layers')})"
 
-        def cell(name: str) -> str:
-            def v(key: str, fmt: str = "s2") -> Value:
-                return out.at(file, f"{ph}/{name}/{key}", fmt)
-            mean = v("mean_r")
-            shown = f"{mean} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))}" if mean.raw is not None else "n/a"
-            return f"{shown} (L {v('layers', 'layers')})"
-
-        rows.append([out.display(m), "this panel", cell("early"), cell("mid"), cell("late"),
-                     out.at(file, f"{ph}/late_inversion", "bool"), out.at(file, f"{ph}/sign_change", "bool")])
+            rows.append([out.display(m), source, cell("early"), cell("mid"), cell("late"),
+                         out.at(file, f"{ph}/late_inversion", "bool"), out.at(file, f"{ph}/sign_change", "bool")])
     for i, row in enumerate(out.raw_at(PUBLISHED_PYTHIA, "phases/models")):
         def p(key: str, fmt: str = "s2", i: int = i) -> Value:
             return out.at(PUBLISHED_PYTHIA, f"phases/models/{i}/{key}", fmt)
