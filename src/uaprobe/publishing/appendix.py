@@ -189,7 +189,8 @@ def package_versions_table(packages: Sequence[str] = PACKAGES) -> str:
             version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             version = "not installed"
-        rows.append([name, version])
+        rows.append([f"{name} (the Python package; its compiler reports its own version)" if name == "typst" else name,
+                     version])
     return markdown_table(["package", "version"], rows, align="ll")
 
 

@@ -190,8 +190,8 @@ def anisotropy_table(out: Outputs) -> str:
                      _slope_cell(out, m, "after"),
                      f"{v('bell_curve/is_bell_curve', 'bool')} / {v('bell_curve/is_bell_curve_significant', 'bool')}",
                      v("variants/all_tokens/l_star"), v("variants/sink_excluded/l_star")])
-    return markdown_table(["Model", "tokens", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
-                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, no pos. 0"], rows,
+    return markdown_table(["Model", "token states", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
+                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, no sink"], rows,
                           align="lrrrrrrcrr")
 
 
@@ -238,7 +238,7 @@ def robustness_table(out: Outputs) -> str:
              f"p {v(f'{d}/size_matched_null_p/-1', 'p')}; null quantiles "
              f"{interval(v(f'{d}/null_r_q025/-1', 's2'), v(f'{d}/null_r_q975/-1', 's2'))}"],
             [name, "lexical baseline, categories", v(f"{lex}/final_r/mean"),
-             f"range {interval(v(f'{lex}/final_r/min', 's2'), v(f'{lex}/final_r/max', 's2'))} over "
+             f"range {interval(v(f'{lex}/final_r/min'), v(f'{lex}/final_r/max'))} over "
              f"{v(f'{lex}/seeds', 'count')} seeds"],
             [name, "pairs (per-category centroid score)", v(f"{ln}/pair_r"),
              f"r(token difference, preference) {v(f'{ln}/pair_r_tokens_preference')}"],
