@@ -130,9 +130,10 @@ def smallest_holm_phrase(out: Outputs, pooling: str = "mean") -> str:
         if not finite:
             parts.append(f"none ({out.display(m)})")
             continue
-        i = min(finite)[1]
-        parts.append(f"{out.v(m, 'layerwise', f'{key}/{i}', 'p')} at layer {out.v(m, 'layerwise', f'layers/{i}', 'int')}"
-                     f" ({out.display(m)})")
+        smallest, i = min(finite)
+        where = ("every layer" if len(finite) > 1 and all(v == smallest for v, _ in finite) else
+                 f"layer {out.v(m, 'layerwise', f'layers/{i}', 'int')}")
+        parts.append(f"{out.v(m, 'layerwise', f'{key}/{i}', 'p')} at {where} ({out.display(m)})")
     return join_words(parts)
 
 
@@ -277,7 +278,7 @@ def loco_phrase(out: Outputs) -> str:
         before, after = out.v(m, "robustness", "loco/final_r_with"), out.v(m, "robustness", "loco/final_r_without")
         flips = before.raw is not None and after.raw is not None and before.raw * after.raw < 0
         parts.append(f"{pretty(out.raw(m, 'robustness', 'loco/most_influential'))} for {out.display(m)}, {before} with it "
-                     f"and {after} without it{' (the sign of r does not survive leaving out this one category)' if flips else ''}")
+                     f"and {after} without it{' (the sign changes)' if flips else ''}")
     return "; ".join(parts)
 
 
