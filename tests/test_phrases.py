@@ -147,7 +147,7 @@ def test_same_pooling_names_only_models_whose_curves_are_identical() -> None:
               b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
     for m in ("a", "b"):
         p.files[f"results/models/{m}/layerwise.json"]["extraction"] = {"bos_added": False}
-    assert plain_text(fd.same_pooling_phrase(p)) == "For A, the numbers with the sink excluded are the default ones, " \
+    assert plain_text(fd.same_pooling_phrase(p)) == "For A, its layer curves and pooled statistics with the sink excluded are the default ones, " \
         "value for value: they are no separate check."
     p.files["results/models/a/layerwise.json"]["extraction"] = {"bos_added": True}
     assert plain_text(fd.same_pooling_phrase(p)).startswith("For A, position 0 is a BOS token")

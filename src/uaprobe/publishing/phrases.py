@@ -221,7 +221,7 @@ def same_pooling_phrase(out: Outputs) -> str:
     for m in same_pooling_models(out):
         why = ("position 0 is a BOS token that the default policy already drops, so "
                if out.raw(m, "layerwise", "extraction/bos_added") else "")
-        sentences.append(f"For {out.display(m)}, {why}the numbers with the sink excluded are the default ones, value for "
+        sentences.append(f"For {out.display(m)}, {why}its layer curves and pooled statistics with the sink excluded are the default ones, value for "
                          "value: they are no separate check.")
     return " ".join(sentences)
 
