@@ -55,7 +55,7 @@ def _by_case(probes: list[dict]) -> dict[int, dict[str, dict]]:
 
 # A figure or a table placed after a filler of 0, 1, ..., 24 cm at the top of a fresh page: one of
 # them meets the page's end wherever the rules let a float break.
-FILLERS_CM = range(0, 25)
+FILLERS_CM = range(25)
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))
