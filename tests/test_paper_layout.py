@@ -9,10 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+import typst
 
 from uaprobe.publishing.render.fallback import TYPST_PREAMBLE
-
-typst = pytest.importorskip("typst", reason="the typst wheel compiles the PDF; without it there is no PDF to check")
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_RULES = (REPO / "paper" / "tables.typ").read_text(encoding="utf-8")
