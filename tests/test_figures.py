@@ -286,3 +286,67 @@ def test_the_leave_one_out_legend_covers_no_curve(tree: Path) -> None:
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent(renderer)
     assert legend.y1 <= ax.get_window_extent(renderer).y0, "the legend lies inside the plot"
+
+
+def test_the_sink_legends_cover_no_curve(tree: Path) -> None:
+    fig = figures.sink_figure(_docs(tree, "tiny-a")["robustness"])
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert legend.y1 <= ax.get_window_extent(renderer).y0, f"the legend of {ax.get_title()!r} lies inside the plot"
+        assert 0 <= legend.y0, "the legend is cut off at the bottom of the figure"
+
+
+def test_the_option_b_phase_names_lie_above_the_plot_and_below_the_title(tree: Path) -> None:
+    from uaprobe.publishing import figures_original
+
+    doc = read_results(tree, "results/models/tiny-a/option_b.json")
+    phases = {name for name, layers in doc.poolings["mean"].phase_layers.model_dump().items() if layers}
+    assert phases, "the synthetic run shades no phase"
+    fig = figures_original.option_b_figure(doc)
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    ax = fig.axes[0]
+    frame = ax.get_window_extent(renderer)
+    title = ax.title.get_window_extent(renderer)
+    names = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text() in phases]
+    assert sorted(t.get_text() for t in names) == sorted(phases), "each shaded phase is named once"
+    for t in names:
+        box = t.get_window_extent(renderer)
+        assert box.y0 >= frame.y1, f"phase name {t.get_text()!r} lies inside the plotting area"
+        assert box.y1 <= title.y0, f"phase name {t.get_text()!r} runs into the title"
+
+
+def _rgb_pixels(fig: Figure) -> np.ndarray:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].astype(int)
+
+
+@pytest.mark.parametrize("reference_name", sorted(PUBLISHED_SCIENTIFIC_FACTS))
+def test_a_category_on_a_published_marker_leaves_both_visible(tree: Path, reference_name: str) -> None:
+    """A category drawn at the very place of a published model: both markers' colours show there."""
+    ref_ua, ref_pref = PUBLISHED_SCIENTIFIC_FACTS[reference_name]
+    raw = _raw(tree, "validation")
+    raw["variants"]["mean"]["table"][0].update(ua=ref_ua, mean_preference=ref_pref)
+    fig = figures.validation_figure(Validation.model_validate(raw), reference=PUBLISHED_SCIENTIFIC_FACTS,
+                                    reference_category="scientific_facts")
+    ax = fig.axes[0]
+    i = list(PUBLISHED_SCIENTIFIC_FACTS).index(reference_name)
+    reference = [c for c in ax.collections if c.get_label().startswith(f"{reference_name} (published")]
+    assert len(reference) == 1
+    pixels = _rgb_pixels(fig)
+    x, y = ax.transData.transform((ref_ua, ref_pref))
+    row, col = int(round(pixels.shape[0] - y)), int(round(x))  # image rows run downwards
+    radius = int(np.ceil(np.sqrt(reference[0].get_sizes().max()) / 2 * fig.dpi / 72)) + 2
+    patch = pixels[max(row - radius, 0):row + radius + 1, max(col - radius, 0):col + radius + 1].reshape(-1, 3)
+
+    def shows(colour: str) -> bool:
+        rgb = np.array(mcolors.to_rgb(colour)) * 255
+        return bool((np.abs(patch - rgb).max(axis=1) <= 12).sum() >= 4)
+
+    assert shows(figures.OKABE_ITO[0]), "the category marker is hidden under the published one"
+    assert shows(figures.OKABE_ITO[(i + 1) % 7]), f"the {reference_name} marker is hidden under the category"

@@ -349,8 +349,9 @@ def validation_figure(
                     if not (math.isnan(x) or math.isnan(y))]
         if reference:
             for i, (name, (ref_ua, ref_pref)) in enumerate(reference.items()):
-                ax.scatter([ref_ua], [ref_pref], marker=MARKERS[(i + 2) % len(MARKERS)], s=40,
-                           color=OKABE_ITO[(i + 1) % 7], edgecolors="black", linewidths=0.5, zorder=4,
+                # hollow and above the categories: a category at the same place shows through
+                ax.scatter([ref_ua], [ref_pref], marker=MARKERS[(i + 2) % len(MARKERS)], s=64,
+                           facecolors="none", edgecolors=OKABE_ITO[(i + 1) % 7], linewidths=1.6, zorder=6,
                            label=f"{name} (published{', ' + reference_category.replace('_', ' ') if reference_category else ''})")
         _zero_line(ax, axis="y")
         _zero_line(ax, axis="x")
@@ -579,7 +580,7 @@ def sink_figure(robustness: Robustness) -> Figure:
     bos = robustness.extraction.bos_added
     what = "the BOS token" if bos else "the first word (no BOS)"
     with style():
-        fig = _new_figure(9.0, 3.4)
+        fig = _new_figure(9.0, 3.9)
         ax_ratio, ax_share = fig.subplots(1, 2)
         ax_ratio.fill_between(layers, _arr(sk.norm_ratio_q10), _arr(sk.norm_ratio_q90), color=OKABE_ITO[0],
                               alpha=0.18, linewidth=0, label="10-90 % of statements")
@@ -589,7 +590,8 @@ def sink_figure(robustness: Robustness) -> Figure:
         _layer_axis(ax_ratio, layers)
         ax_ratio.set_ylabel(r"$\|h_0\|$ / median $\|h_t\|$, $t > 0$")
         ax_ratio.set_title(f"Position 0 = {what}")
-        ax_ratio.legend(loc="best")
+        # below the axes, as in every panel of this figure: the curves span the whole height by layer
+        ax_ratio.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7.5, frameon=False)
         ax_share.plot(layers, _arr(sk.mean_share_median), color=OKABE_ITO[1], marker="s",
                       label="share of the mean-pooled vector")
         ax_share.plot(layers, _arr(sk.top_dim_share_median), color=OKABE_ITO[2], marker="^", linestyle="--",
@@ -599,7 +601,7 @@ def sink_figure(robustness: Robustness) -> Figure:
         ax_share.set_ylabel("median over statements (fraction)")
         modes = sorted(set(sk.top_dim_mode))
         ax_share.set_title("Dominance of position 0")
-        ax_share.legend(loc="best")
+        ax_share.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1, fontsize=7.5, frameon=False)
         fig.suptitle(f"{_title(robustness)}: top dimension{'s' if len(modes) > 1 else ''} "
                      f"{', '.join(map(str, modes[:4]))}{' ...' if len(modes) > 4 else ''}")
     return fig

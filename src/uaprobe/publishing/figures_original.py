@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from uaprobe.publishing.figures import _arr, _layer_axis, _new_figure, _pick, _title, _zero_line, style
@@ -31,12 +32,13 @@ def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
     with style():
         fig = _new_figure(6.8, 4.6)
         ax = fig.subplots()
+        phases: dict[float, str] = {}
         for name, layer_list in sorted(block.phase_layers.model_dump().items()):  # the file's key order
             if layer_list:
                 ax.axvspan(min(layer_list) - 0.5, max(layer_list) + 0.5, color=PHASE_SHADE.get(name, "0.95"),
                            zorder=0, linewidth=0)
-                ax.text(float(np.mean(layer_list)), 0.98, name, transform=ax.get_xaxis_transform(), ha="center",
-                        va="top", fontsize=8, color="0.3")
+                phases[float(np.mean(layer_list))] = name
+        _phase_axis(ax, phases)
         ca = _pick(metrics, "centroid_asymmetry", where=f"poolings/{pooling}/metrics", of=option_b.model)
         ax.fill_between(layers, _arr(ca.bootstrap_ci_low), _arr(ca.bootstrap_ci_high),
                         color=METRIC_STYLE["centroid_asymmetry"]["color"], alpha=0.15, linewidth=0)
@@ -54,4 +56,21 @@ def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
     return fig
 
 
-__all__ = ("METRIC_STYLE", "option_b_figure")
+PHASE_AXIS_GID = "phase-axis"
+"""``gid`` of the top axis that names the phases (tests find it by it)."""
+
+
+def _phase_axis(ax: Axes, phases: Mapping[float, str]) -> None:
+    """Name each shaded phase above the plotting area, on a secondary top axis (tick labels at the
+    phase centres, no ticks, no spine), so that no name lies over a curve; the title sits above it."""
+    if not phases:
+        return
+    top = ax.secondary_xaxis("top")
+    top.set_gid(PHASE_AXIS_GID)
+    centres = sorted(phases)
+    top.set_xticks(centres, labels=[phases[c] for c in centres], fontsize=8, color="0.3")
+    top.tick_params(axis="x", length=0, pad=2)
+    top.spines["top"].set_visible(False)
+
+
+__all__ = ("METRIC_STYLE", "PHASE_AXIS_GID", "option_b_figure")

@@ -184,9 +184,10 @@ def _copy_images(document: dict[str, Any], *, paper_dir: Path, build_dir: Path, 
 TYPST_PREAMBLE = (
     "#set document(date: none)\n"
     "#set figure(numbering: none)\n"
-    "#show figure: set block(breakable: true)\n"
+    "#show figure.where(kind: table): set block(breakable: true)\n"
 )
-"""Typst set rules: no document date (reproducible bytes), captions numbered by the renderer. The
+"""Typst set rules: no document date (reproducible bytes), captions numbered by the renderer, and a
+long table may break across pages (a figure with an image stays one block with its caption). The
 manuscript's own rules (``format.typst.include-in-header``, as under Quarto) follow them."""
 
 
