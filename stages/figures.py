@@ -29,7 +29,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from uaprobe.publishing import figures, figures_original
+from uaprobe.publishing import figures, figures_original, plotting
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.schema import load_json, read_results, validate
@@ -94,11 +94,11 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
     try:
         for model_id, docs in docs_by_model.items():
             for spec in PER_MODEL:
-                written = figures.save_figure(spec.draw(docs), build / "models" / model_id / spec.key,
+                written = plotting.save_figure(spec.draw(docs), build / "models" / model_id / spec.key,
                                               formats=FORMATS)
                 entries.append(_entry(spec.key, model_id, written, build, out, root,
                                       [f"results/models/{model_id}/{n}.json" for n in spec.sources]))
-        written = figures.save_figure(figures.scaling_figure(panel), build / "panel" / "scaling", formats=FORMATS)
+        written = plotting.save_figure(figures.scaling_figure(panel), build / "panel" / "scaling", formats=FORMATS)
         entries.append(_entry("scaling", None, written, build, out, root, ["results/panel.json"]))
         manifest = {"stage": STAGE, "formats": list(FORMATS), "figures": entries}
         validate(manifest, "manifest", shown=_rel(out / "manifest.json", root),

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from synthetic_h5 import SYNTHETIC_MODELS
-from uaprobe.publishing import figures
+from uaprobe.publishing import figures, plotting
 from uaprobe.schema import Record, read_results
 from uaprobe.schema.categories import Layerwise, Validation
 
@@ -110,7 +110,7 @@ def test_scaling_figure_draws_every_model_of_the_panel(tree: Path) -> None:
 
 def test_figures_use_the_colour_blind_safe_palette(tree: Path) -> None:
     fig = figures.layerwise_figure(_docs(tree)["layerwise"])
-    palette = {mcolors.to_hex(c) for c in figures.OKABE_ITO}
+    palette = {mcolors.to_hex(c) for c in plotting.OKABE_ITO}
     for ax in fig.get_axes():
         for line in ax.get_lines():
             colour = mcolors.to_hex(line.get_color())
@@ -130,7 +130,7 @@ def test_missing_values_are_gaps_not_errors(tree: Path) -> None:
 def test_a_missing_key_names_the_key(tree: Path) -> None:
     raw = _raw(tree, "layerwise")
     del raw["poolings"]["mean"]
-    with pytest.raises(figures.FigureDataError, match="results of tiny-a: missing key 'poolings/mean' "):
+    with pytest.raises(plotting.FigureDataError, match="results of tiny-a: missing key 'poolings/mean' "):
         figures.layerwise_figure(Layerwise.model_validate(raw))
 
 
@@ -141,8 +141,8 @@ def _raw(root: Path, name: str, model: str = "tiny-a") -> dict:
 @pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
 def test_saved_files_are_byte_identical_and_carry_no_dates(tree: Path, tmp_path: Path, fmt: str) -> None:
     d = _docs(tree)
-    first = figures.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "a" / "fig", formats=(fmt,))
-    second = figures.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "b" / "fig", formats=(fmt,))
+    first = plotting.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "a" / "fig", formats=(fmt,))
+    second = plotting.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "b" / "fig", formats=(fmt,))
     data = first[0].read_bytes()
     assert data == second[0].read_bytes()
     assert first[0].suffix == f".{fmt}"
@@ -152,7 +152,7 @@ def test_saved_files_are_byte_identical_and_carry_no_dates(tree: Path, tmp_path:
 
 def test_save_figure_rejects_an_unknown_format(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="format"):
-        figures.save_figure(Figure(), tmp_path / "x", formats=("jpg",))
+        plotting.save_figure(Figure(), tmp_path / "x", formats=("jpg",))
 
 
 def test_spectrum_key_layers_follow_seed_004() -> None:
@@ -205,7 +205,7 @@ def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend(t
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[0]
-    labels = [t for t in ax.texts if t.get_gid() == figures.POINT_LABEL_GID]
+    labels = [t for t in ax.texts if t.get_gid() == plotting.POINT_LABEL_GID]
     assert sorted(t.get_text() for t in labels) == sorted(
         r.category.replace("_", " ") for r in _clustered_validation(tree).variants["mean"].table)
     boxes = [Text.get_window_extent(t, renderer) for t in labels]  # the text, without its leader line
@@ -232,7 +232,7 @@ def test_a_label_moved_away_from_its_point_has_a_leader_line(tree: Path) -> None
         x, y = ax.transData.transform(t.xy)
         return float(np.hypot(max(box.x0 - x, 0, x - box.x1), max(box.y0 - y, 0, y - box.y1))) / pt
 
-    labels = [t for t in ax.texts if t.get_gid() == figures.POINT_LABEL_GID]
+    labels = [t for t in ax.texts if t.get_gid() == plotting.POINT_LABEL_GID]
     near = [t for t in labels if t.arrow_patch is None]
     led = [t for t in labels if t.arrow_patch is not None]
     assert led, "the clustered labels should not all fit beside their points"
@@ -266,7 +266,7 @@ def test_a_layer_axis_spans_the_models_layers_and_no_further(tree: Path, name: s
     n_layers = len(d["layerwise"].layers) - 1
     fig = DRAWERS[name](d)
     for ax in fig.axes:
-        if ax.get_xlabel() == figures.LAYER_LABEL:
+        if ax.get_xlabel() == plotting.LAYER_LABEL:
             assert ax.get_xlim() == pytest.approx((-0.5, n_layers + 0.5)), name
             assert all(-0.5 <= t <= n_layers + 0.5 for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1])
 
@@ -348,5 +348,5 @@ def test_a_category_on_a_published_marker_leaves_both_visible(tree: Path, refere
         rgb = np.array(mcolors.to_rgb(colour)) * 255
         return bool((np.abs(patch - rgb).max(axis=1) <= 12).sum() >= 4)
 
-    assert shows(figures.OKABE_ITO[0]), "the category marker is hidden under the published one"
-    assert shows(figures.OKABE_ITO[(i + 1) % 7]), f"the {reference_name} marker is hidden under the category"
+    assert shows(plotting.OKABE_ITO[0]), "the category marker is hidden under the published one"
+    assert shows(plotting.OKABE_ITO[(i + 1) % 7]), f"the {reference_name} marker is hidden under the category"

@@ -1,145 +1,28 @@
 """Figures of the paper, drawn from the results files only (see ``docs/results.md``).
 
-One function per figure: it takes the parsed results documents (``dict`` from JSON) and returns a
+One function per figure: it takes the typed results documents and returns a
 :class:`matplotlib.figure.Figure`; it reads no file, touches no global matplotlib state (no
-``pyplot``; style through :func:`style`) and is deterministic. :func:`save_figure` writes a figure
-with its metadata stripped, so that reruns give identical bytes.
-
-Palette: Okabe & Ito's colour-blind-safe set; line styles and markers double every colour, so the
-figures read in grey scale too.
+``pyplot``; style through :func:`uaprobe.publishing.plotting.style`) and is deterministic. What the
+figures share (palette, layer axis, labels, writing) is :mod:`uaprobe.publishing.plotting`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-import matplotlib
 import numpy as np
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from uaprobe.atomic import atomic_path
-from uaprobe.errors import UAProbeError
+from uaprobe.publishing.plotting import (DEPTH_LABEL, LAYER_LABEL, LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE, POOLINGS,
+                                         R_LABEL, arr, layer_axis, new_figure, pick, place_point_labels, style, model_title,
+                                         zero_line)
 from uaprobe.schema.categories import Bins, Layerwise, LayerwisePooling, Validation
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.pairs import Pairs
 from uaprobe.schema.panel import Panel
-
-OKABE_ITO: tuple[str, ...] = (
-    "#0072B2",  # blue
-    "#D55E00",  # vermillion
-    "#009E73",  # bluish green
-    "#CC79A7",  # reddish purple
-    "#E69F00",  # orange
-    "#56B4E9",  # sky blue
-    "#F0E442",  # yellow
-    "#000000",  # black
-)
-"""Okabe & Ito (2008) colour-blind-safe palette."""
-
-POOLINGS: tuple[str, ...] = ("mean", "last", "first")
-"""Pooling strategies in the order the figures show them."""
-
-POOLING_STYLE: Mapping[str, Mapping[str, Any]] = {
-    "mean": {"color": OKABE_ITO[0], "marker": "o", "linestyle": "-"},
-    "last": {"color": OKABE_ITO[1], "marker": "s", "linestyle": "--"},
-    "first": {"color": OKABE_ITO[2], "marker": "^", "linestyle": ":"},
-}
-"""Colour, marker and line style of each pooling, shared by every figure."""
-
-MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
-LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)), "-")
-
-R_LABEL = "r(UA, preference) (Pearson r, unitless)"
-LAYER_LABEL = "layer (0 = token embeddings)"
-DEPTH_LABEL = "depth (% of layers)"
-
-SVG_HASHSALT = "uaprobe"
-"""Fixed ``svg.hashsalt``: SVG element ids do not change between runs."""
-
-STRIPPED_METADATA: Mapping[str, Mapping[str, Any]] = {
-    "png": {"Software": None},
-    "svg": {"Date": None, "Creator": None},
-    "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
-}
-"""Metadata removed per format: no dates, no software versions."""
-
-_RC: Mapping[str, Any] = {
-    "font.family": "DejaVu Sans",  # shipped with matplotlib: same glyphs on every machine
-    "font.size": 9.0,
-    "axes.titlesize": 10.0,
-    "axes.labelsize": 9.0,
-    "legend.fontsize": 8.0,
-    "xtick.labelsize": 8.0,
-    "ytick.labelsize": 8.0,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.5,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "lines.linewidth": 1.5,
-    "lines.markersize": 4.0,
-    "svg.hashsalt": SVG_HASHSALT,
-    "svg.fonttype": "path",
-    "pdf.fonttype": 42,
-    "savefig.dpi": 150,
-    "figure.dpi": 100,
-    "axes.prop_cycle": matplotlib.cycler(color=list(OKABE_ITO)),
-}
-
-
-class FigureDataError(UAProbeError):
-    """A results document lacks what a figure needs."""
-
-
-@contextlib.contextmanager
-def style() -> Iterator[None]:
-    """The figures' matplotlib settings, scoped to a ``with`` block (no global change)."""
-    with matplotlib.rc_context(dict(_RC)):
-        yield
-
-
-def _new_figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, height), layout="constrained")
-
-
-def _arr(values: Any) -> np.ndarray:
-    """A float array from a JSON list in which ``null`` is a missing value (NaN)."""
-    if values is None:
-        return np.array([], dtype=float)
-    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
-
-
-def _pick(mapping: Mapping[str, Any], key: str, *, where: str, of: str) -> Any:
-    """``mapping[key]`` of a results file's per-pooling (or per-variant) mapping; a key the file
-    does not have is a :class:`FigureDataError` naming it."""
-    if key not in mapping:
-        raise FigureDataError(f"results of {of}: missing key {f'{where}/{key}'!r} (it has "
-                              f"{', '.join(sorted(mapping)) or 'none'}; see docs/results.md)")
-    return mapping[key]
-
-
-def _zero_line(ax: Axes, *, axis: str = "y") -> None:
-    (ax.axhline if axis == "y" else ax.axvline)(0.0, color="0.45", linewidth=0.8, linestyle="--", zorder=1)
-
-
-def _layer_axis(ax: Axes, layers: np.ndarray) -> None:
-    """Label an x axis of layer indices: integer ticks only, and the axis spans the model's layers
-    (half a layer either side), not a rounder number past the last."""
-    ax.set_xlabel(LAYER_LABEL)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if len(layers):
-        ax.set_xlim(float(np.min(layers)) - 0.5, float(np.max(layers)) + 0.5)
-
-
-def _title(doc: Any) -> str:
-    return str(doc.display or doc.model)
-
 
 # --------------------------------------------------------------------------------------------
 # Seed 000: layer-wise correlation and pooling strategies
@@ -153,21 +36,21 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
     permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
     of the pre-final-norm state) with bootstrap intervals.
     """
-    block: LayerwisePooling = _pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
-    layers = _arr(layerwise.layers)
-    r = _arr(block.pearson_r)
-    low, high = _arr(block.fisher_ci_low), _arr(block.fisher_ci_high)
+    block: LayerwisePooling = pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
+    layers = arr(layerwise.layers)
+    r = arr(block.pearson_r)
+    low, high = arr(block.fisher_ci_low), arr(block.fisher_ci_high)
     ci_level = float(layerwise.settings.get("ci_level", 0.95))
     policy = layerwise.policy
     with style():
-        fig = _new_figure(9.0, 3.6)
+        fig = new_figure(9.0, 3.6)
         ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.7, 1.0))
         st = POOLING_STYLE.get(pooling, POOLING_STYLE["mean"])
         ax_curve.fill_between(layers, low, high, color=st["color"], alpha=0.18, linewidth=0,
                               label=f"{ci_level:.0%} Fisher-z interval")
         ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling}, {policy}")
         if sink_excluded is not None:
-            sx = _arr(_pick(sink_excluded.poolings, pooling, where="poolings", of=sink_excluded.model).pearson_r)
+            sx = arr(pick(sink_excluded.poolings, pooling, where="poolings", of=sink_excluded.model).pearson_r)
             ax_curve.plot(layers, sx, color=OKABE_ITO[4], marker="D", markersize=3, linestyle="--",
                           label=f"r, {pooling}, sink excluded")
         holm = np.array([bool(x) for x in block.permutation_holm_reject] or [False] * len(r))
@@ -178,8 +61,8 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             x = (float(change.layer_before) + float(change.layer_after)) / 2.0
             ax_curve.axvline(x, color=OKABE_ITO[1], linestyle=":", linewidth=1.3,
                              label="sign change (divergence)" if i == 0 else None)
-        _zero_line(ax_curve)
-        _layer_axis(ax_curve, layers)
+        zero_line(ax_curve)
+        layer_axis(ax_curve, layers)
         ax_curve.set_ylabel(R_LABEL)
         ax_curve.set_ylim(-1.05, 1.05)
         ax_curve.set_title("Correlation by layer")
@@ -196,8 +79,8 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
                 continue
             pb = layerwise.poolings[name]
             for label, value, lo, hi, hatch in (
-                (name, _arr(pb.pearson_r)[final_index], _arr(pb.bootstrap_ci_low)[final_index],
-                 _arr(pb.bootstrap_ci_high)[final_index], ""),
+                (name, arr(pb.pearson_r)[final_index], arr(pb.bootstrap_ci_low)[final_index],
+                 arr(pb.bootstrap_ci_high)[final_index], ""),
                 (f"{name}\npre-norm", _nan(pb.prenorm.pearson_r), _nan(pb.prenorm.bootstrap_ci_low),
                  _nan(pb.prenorm.bootstrap_ci_high), "//"),
             ):
@@ -223,12 +106,12 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
                              textcoords="offset points", ha="center", fontsize=7)
         ax_bars.errorbar(x, heights, yerr=np.nan_to_num(err), fmt="none", ecolor=OKABE_ITO[7],
                          color=OKABE_ITO[7], elinewidth=0.8, capsize=2)
-        _zero_line(ax_bars)
+        zero_line(ax_bars)
         ax_bars.set_xticks(x, names, fontsize=7)
         ax_bars.set_ylim(-1.2, 1.2)
         ax_bars.set_ylabel(R_LABEL)
         ax_bars.set_title(f"Pooling strategy, final layer ({int(layers[final_index]) if layers.size else '?'})")
-        fig.suptitle(_title(layerwise))
+        fig.suptitle(model_title(layerwise))
     return fig
 
 
@@ -244,18 +127,18 @@ def _nan(value: Any) -> float:
 def scaling_figure(panel: Panel, *, pooling: str = "mean") -> Figure:
     """Seed 001: the layer curves of every model of the panel, in absolute layers and in
     normalised depth, with each model's positive peak marked."""
-    models = _pick(panel.poolings, pooling, where="poolings", of="the panel").models
+    models = pick(panel.poolings, pooling, where="poolings", of="the panel").models
     order = [m for m in panel.models if m in models]
     with style():
-        fig = _new_figure(9.0, 3.8)
+        fig = new_figure(9.0, 3.8)
         ax_abs, ax_rel = fig.subplots(1, 2, sharey=True)
         for i, model_id in enumerate(order):
             entry = models[model_id]
-            r = _arr(entry.r)
+            r = arr(entry.r)
             kwargs = {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
                       "linestyle": LINESTYLES[i % len(LINESTYLES)], "label": entry.display}
-            ax_abs.plot(_arr(entry.layers), r, **kwargs)
-            ax_rel.plot(_arr(entry.depth_pct), r, **kwargs)
+            ax_abs.plot(arr(entry.layers), r, **kwargs)
+            ax_rel.plot(arr(entry.depth_pct), r, **kwargs)
             peak = entry.peak_positive
             if peak.r is not None:
                 ax_abs.plot([peak.layer], [peak.r], marker="*", markersize=11, color=kwargs["color"],
@@ -264,7 +147,7 @@ def scaling_figure(panel: Panel, *, pooling: str = "mean") -> Figure:
                             markeredgecolor="black", linestyle="none")
         for ax, xlabel, title in ((ax_abs, LAYER_LABEL, "Absolute depth"),
                                   (ax_rel, DEPTH_LABEL, "Normalised depth")):
-            _zero_line(ax)
+            zero_line(ax)
             ax.set_xlabel(xlabel)
             if ax is ax_abs:
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -285,40 +168,40 @@ def scaling_figure(panel: Panel, *, pooling: str = "mean") -> Figure:
 def bins_figure(bins: Bins, *, pooling: str = "mean", n_categories: int | None = None) -> Figure:
     """Seed 002: per layer, r and the width of its bootstrap CI with the categories against the
     ``ci_k`` random bins (both binning schemes). ``n_categories`` only labels the legend."""
-    schemes = _pick(bins.poolings, pooling, where="poolings", of=bins.model).schemes
-    layers = _arr(bins.layers)
+    schemes = pick(bins.poolings, pooling, where="poolings", of=bins.model).schemes
+    layers = arr(bins.layers)
     ci_k = bins.ci_k
     with style():
-        fig = _new_figure(9.0, 3.6)
+        fig = new_figure(9.0, 3.6)
         ax_r, ax_w = fig.subplots(1, 2, sharex=True)
         first = next(iter(schemes.values()))
         comparison = first.comparison
         cat_label = f"n = {n_categories} categories" if n_categories else "categories"
-        ax_r.plot(layers, _arr(comparison.categories_r), color=OKABE_ITO[7], marker="o",
+        ax_r.plot(layers, arr(comparison.categories_r), color=OKABE_ITO[7], marker="o",
                   label=cat_label)
-        ax_w.plot(layers, _arr(comparison.categories_ci_width), color=OKABE_ITO[7], marker="o",
+        ax_w.plot(layers, arr(comparison.categories_ci_width), color=OKABE_ITO[7], marker="o",
                   label=cat_label)
         for i, (scheme, data) in enumerate(schemes.items()):
             color = OKABE_ITO[(i + 1) % 7]
             part = data.ci_partition
             label = f"k = {ci_k} bins ({scheme})"
-            ax_r.plot(layers, _arr(part.r), color=color, marker=MARKERS[i + 1],
+            ax_r.plot(layers, arr(part.r), color=color, marker=MARKERS[i + 1],
                       linestyle=LINESTYLES[i + 1], label=label)
-            ax_r.fill_between(layers, _arr(part.bootstrap_ci_low), _arr(part.bootstrap_ci_high),
+            ax_r.fill_between(layers, arr(part.bootstrap_ci_low), arr(part.bootstrap_ci_high),
                               color=color, alpha=0.12, linewidth=0)
-            ax_w.plot(layers, _arr(data.comparison.bins_ci_width), color=color, marker=MARKERS[i + 1],
+            ax_w.plot(layers, arr(data.comparison.bins_ci_width), color=color, marker=MARKERS[i + 1],
                       linestyle=LINESTYLES[i + 1], label=label)
-        _zero_line(ax_r)
+        zero_line(ax_r)
         ax_r.set_ylim(-1.05, 1.05)
-        _layer_axis(ax_r, layers)
+        layer_axis(ax_r, layers)
         ax_r.set_ylabel(R_LABEL)
         ax_r.set_title("Correlation (bands: bootstrap CI of the bins)")
-        _layer_axis(ax_w, layers)
+        layer_axis(ax_w, layers)
         ax_w.set_ylabel("CI width (Pearson r units)")
         ax_w.set_ylim(0, 2.05)
         ax_w.set_title("Width of the bootstrap CI of r")
         ax_w.legend(loc="best")
-        fig.suptitle(f"{_title(bins)}: categories vs random bins ({pooling} pooling)")
+        fig.suptitle(f"{model_title(bins)}: categories vs random bins ({pooling} pooling)")
     return fig
 
 
@@ -337,14 +220,14 @@ def validation_figure(
 ) -> Figure:
     """Seed 003: UA against the mean output preference by category at the final layer, with the
     published reference models (one category) marked for comparison."""
-    table = _pick(validation.variants, variant, where="variants", of=validation.model).table
+    table = pick(validation.variants, variant, where="variants", of=validation.model).table
     with style():
-        fig = _new_figure(6.4, 4.6)
+        fig = new_figure(6.4, 4.6)
         ax = fig.subplots()
-        ua = _arr([row.ua for row in table])
-        pref = _arr([row.mean_preference for row in table])
+        ua = arr([row.ua for row in table])
+        pref = arr([row.mean_preference for row in table])
         ax.scatter(ua, pref, s=46, color=OKABE_ITO[0], edgecolors="black", linewidths=0.8, zorder=5,
-                   label=f"{_title(validation)} (categories)")
+                   label=f"{model_title(validation)} (categories)")
         labelled = [(row.category.replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
                     if not (math.isnan(x) or math.isnan(y))]
         if reference:
@@ -353,83 +236,15 @@ def validation_figure(
                 ax.scatter([ref_ua], [ref_pref], marker=MARKERS[(i + 2) % len(MARKERS)], s=64,
                            facecolors="none", edgecolors=OKABE_ITO[(i + 1) % 7], linewidths=1.6, zorder=6,
                            label=f"{name} (published{', ' + reference_category.replace('_', ' ') if reference_category else ''})")
-        _zero_line(ax, axis="y")
-        _zero_line(ax, axis="x")
+        zero_line(ax, axis="y")
+        zero_line(ax, axis="x")
         ax.set_xlabel("UA = U(A) \u2212 U(B) (difference of mean cosine similarities, unitless)")
         ax.set_ylabel(f"mean preference NLL(B) \u2212 NLL(A) ({preference_unit})")
         layer = validation.layer
-        ax.set_title(f"{_title(validation)}: UA vs output preference, layer {layer} ({variant} pooling)")
+        ax.set_title(f"{model_title(validation)}: UA vs output preference, layer {layer} ({variant} pooling)")
         ax.legend(loc="best", fontsize=7)
         place_point_labels(ax, labelled, fontsize=7)
     return fig
-
-
-POINT_LABEL_GID = "point-label"
-"""``gid`` of the labels :func:`place_point_labels` draws (tests find them by it)."""
-
-
-def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, fontsize: float = 7,
-                       offset: float = 4.0, step: float = 7.0, rings: int = 10) -> None:
-    """Label points (text, x, y in data coordinates) so that no label overlaps another label, a
-    plotted marker or the legend.
-
-    Each label tries positions around its point, nearest first (up-right, down-right, up-left,
-    down-left, above, below, right, left, at ``offset`` points and then ``step`` points further
-    out per ring), and takes the first that is free and inside the axes; a label away from its
-    point is joined to it by a leader line. Sizes are measured on the laid-out figure, so the
-    labels stay apart in the saved image. Deterministic: the same points give the same places."""
-    if not labels:
-        return
-    fig = ax.get_figure()
-    fig.draw_without_rendering()  # the final layout and limits, before measuring
-    renderer = fig._get_renderer()
-    pt = fig.dpi / 72.0  # pixels per point
-    frame = ax.get_window_extent(renderer)
-    obstacles: list[tuple[float, float, float, float]] = []  # x0, y0, x1, y1 in pixels
-    for collection in ax.collections:  # every scatter marker, labelled or not, with a point of margin
-        sizes = collection.get_sizes()
-        radius = (float(np.sqrt(sizes.max())) / 2 + 1.5 if len(sizes) else 4.0) * pt
-        for mx, my in collection.get_offset_transform().transform(collection.get_offsets()):
-            if np.isfinite(mx) and np.isfinite(my):
-                obstacles.append((mx - radius, my - radius, mx + radius, my + radius))
-    legend = ax.get_legend()
-    if legend is not None:
-        obstacles.append(tuple(legend.get_window_extent(renderer).extents))
-
-    def free(b: tuple[float, float, float, float]) -> bool:
-        inside = frame.x0 <= b[0] and b[2] <= frame.x1 and frame.y0 <= b[1] and b[3] <= frame.y1
-        return inside and not any(b[0] < o[2] and o[0] < b[2] and b[1] < o[3] and o[1] < b[3] for o in obstacles)
-
-    directions = ((1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0))
-    for text, x, y in labels:
-        px, py = ax.transData.transform((x, y))
-        probe = ax.text(0, 0, text, fontsize=fontsize)
-        extent = probe.get_window_extent(renderer)
-        probe.remove()
-        w, h = extent.width, extent.height
-        choice = None
-        for ring in range(rings):
-            d = (offset + ring * step) * pt
-            for cx, cy in directions:
-                x0 = px + cx * d - (w if cx < 0 else w / 2 if cx == 0 else 0)
-                y0 = py + cy * d - (h if cy < 0 else h / 2 if cy == 0 else 0)
-                if free((x0, y0, x0 + w, y0 + h)):
-                    choice = (x0, y0, ring)
-                    break
-            if choice is not None:
-                break
-        if choice is None:  # nowhere free: the nearest place, up and to the right
-            choice = (px + offset * pt, py + offset * pt, 0)
-        x0, y0, ring = choice
-        obstacles.append((x0, y0, x0 + w, y0 + h))
-        # the leader line runs from the point to the nearest corner or edge midpoint of the label
-        rx = 0.0 if x0 >= px else 1.0 if x0 + w <= px else 0.5
-        ry = 0.0 if y0 >= py else 1.0 if y0 + h <= py else 0.5
-        ax.annotate(text, (x, y), xytext=((x0 - px) / pt, (y0 - py) / pt), textcoords="offset points",
-                    fontsize=fontsize, ha="left", va="bottom", gid=POINT_LABEL_GID, annotation_clip=False,
-                    in_layout=False,
-                    arrowprops=dict(arrowstyle="-", color="0.35", linewidth=0.6, shrinkA=0, shrinkB=4,
-                                    relpos=(rx, ry)) if ring > 0 else None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,7 +255,7 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
 def anisotropy_figure(anisotropy: Anisotropy) -> Figure:
     """Seed 004: the anisotropy profile (λ1/Σλ, effective rank, mean cosine to the mean state,
     eigenvalue variance) per layer, with L* = argmax λ1/Σλ marked."""
-    layers = _arr(anisotropy.layers)
+    layers = arr(anisotropy.layers)
     l_star = anisotropy.l_star
     panels = (
         ("lambda1_ratio", r"$\lambda_1/\Sigma\lambda$ (share of variance, unitless)", "Variance in the first component", False),
@@ -449,10 +264,10 @@ def anisotropy_figure(anisotropy: Anisotropy) -> Figure:
         ("eigenvalue_variance", r"Var($\lambda$) (squared activation variance, log scale)", "Eigenvalue variance", True),
     )
     with style():
-        fig = _new_figure(9.0, 6.4)
+        fig = new_figure(9.0, 6.4)
         axes = fig.subplots(2, 2, sharex=True)
         for ax, (key, ylabel, title, log), color, marker in zip(axes.flat, panels, OKABE_ITO, MARKERS):
-            values = _arr(getattr(anisotropy, key))
+            values = arr(getattr(anisotropy, key))
             ax.plot(layers, values, color=color, marker=marker)
             if log:
                 positive = values[np.isfinite(values) & (values > 0)]
@@ -465,8 +280,8 @@ def anisotropy_figure(anisotropy: Anisotropy) -> Figure:
             ax.set_ylabel(ylabel)
             ax.set_title(title)
         for ax in axes[1]:
-            _layer_axis(ax, layers)
-        fig.suptitle(f"{_title(anisotropy)}: anisotropy profile ({anisotropy.n_tokens} token "
+            layer_axis(ax, layers)
+        fig.suptitle(f"{model_title(anisotropy)}: anisotropy profile ({anisotropy.n_tokens} token "
                      f"states of {anisotropy.n_prompts} prompts, {anisotropy.token_selection} tokens)")
     return fig
 
@@ -481,14 +296,14 @@ def spectrum_key_layers(n_layers: int, l_star: int | None) -> list[int]:
 def spectrum_figure(anisotropy: Anisotropy) -> Figure:
     """Seed 004: the leading covariance eigenvalues at key layers, as shares of the total variance."""
     spectrum = anisotropy.spectrum
-    top1 = _arr(anisotropy.var_top1)
+    top1 = arr(anisotropy.var_top1)
     l_star = anisotropy.l_star
     key_layers = spectrum_key_layers(anisotropy.n_layers, l_star)
     with style():
-        fig = _new_figure(6.4, 4.2)
+        fig = new_figure(6.4, 4.2)
         ax = fig.subplots()
         for i, layer in enumerate(key_layers):
-            eig = _arr(spectrum[layer])
+            eig = arr(spectrum[layer])
             if eig.size == 0 or not np.isfinite(eig[0]) or eig[0] <= 0:
                 continue
             # lambda_1 / sum(lambda) is var_top1: rescale so each value is a share of the total.
@@ -498,7 +313,7 @@ def spectrum_figure(anisotropy: Anisotropy) -> Figure:
                         linestyle=LINESTYLES[i % len(LINESTYLES)], label=f"layer {layer}{star}")
         ax.set_xlabel("eigenvalue rank (1 = largest)")
         ax.set_ylabel(r"$\lambda_i/\Sigma\lambda$ (share of total variance, log scale)")
-        ax.set_title(f"{_title(anisotropy)}: covariance spectrum at key layers "
+        ax.set_title(f"{model_title(anisotropy)}: covariance spectrum at key layers "
                      f"(top {anisotropy.spectrum_top})")
         ax.legend(loc="best")
     return fig
@@ -512,24 +327,24 @@ def spectrum_figure(anisotropy: Anisotropy) -> Figure:
 def pairs_figure(pairs: Pairs) -> Figure:
     """r of the within-category centroid score vs the preference over all pairs, per layer, with its
     bootstrap CI, for every pooling (``pairs.json``; not the original's global-centroid Option B)."""
-    layers = _arr(pairs.layers)
+    layers = arr(pairs.layers)
     poolings = pairs.poolings
     n_pairs = len(pairs.preference) or None
     with style():
-        fig = _new_figure(6.8, 3.8)
+        fig = new_figure(6.8, 3.8)
         ax = fig.subplots()
         for name in POOLINGS:
             if name not in poolings:
                 continue
             block = poolings[name]
             st = POOLING_STYLE[name]
-            ax.fill_between(layers, _arr(block.bootstrap_ci_low), _arr(block.bootstrap_ci_high),
+            ax.fill_between(layers, arr(block.bootstrap_ci_low), arr(block.bootstrap_ci_high),
                             color=st["color"], alpha=0.15, linewidth=0)
-            ax.plot(layers, _arr(block.pearson_r), label=f"{name} pooling", **st)
-        _zero_line(ax)
-        _layer_axis(ax, layers)
+            ax.plot(layers, arr(block.pearson_r), label=f"{name} pooling", **st)
+        zero_line(ax)
+        layer_axis(ax, layers)
         ax.set_ylabel("r(within-category centroid score, preference)\n(Pearson r, unitless)")
-        ax.set_title(f"{_title(pairs)}: within-category centroid score"
+        ax.set_title(f"{model_title(pairs)}: within-category centroid score"
                      + (f"\n(n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
         ax.legend(loc="best")
     return fig
@@ -537,33 +352,28 @@ def pairs_figure(pairs: Pairs) -> Figure:
 
 def loco_figure(layerwise: Layerwise, *, pooling: str = "mean") -> Figure:
     """Leave-one-category-out: r per layer with all categories and with each one left out."""
-    block = _pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
-    layers = _arr(layerwise.layers)
+    block = pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
+    layers = arr(layerwise.layers)
     categories = layerwise.categories
     loco = np.array([[np.nan if v is None else float(v) for v in row] for row in block.loco_r], dtype=float)
     with style():
-        fig = _new_figure(6.8, 4.6)
+        fig = new_figure(6.8, 4.6)
         ax = fig.subplots()
         for j, category in enumerate(categories):
             ax.plot(layers, loco[:, j] if loco.ndim == 2 and loco.shape[1] > j else np.full_like(layers, np.nan),
                     color=OKABE_ITO[j % 7], linestyle=LINESTYLES[(j + 1) % len(LINESTYLES)],
                     marker=MARKERS[(j + 1) % len(MARKERS)], markersize=3, linewidth=1.0,
                     label=f"without {category.replace('_', ' ')}")
-        ax.plot(layers, _arr(block.pearson_r), color=OKABE_ITO[7], linewidth=2.2, marker="o",
+        ax.plot(layers, arr(block.pearson_r), color=OKABE_ITO[7], linewidth=2.2, marker="o",
                 label="all categories")
-        _zero_line(ax)
+        zero_line(ax)
         ax.set_ylim(-1.05, 1.05)
-        _layer_axis(ax, layers)
+        layer_axis(ax, layers)
         ax.set_ylabel(R_LABEL)
-        ax.set_title(f"{_title(layerwise)}: leave-one-category-out ({pooling} pooling)")
+        ax.set_title(f"{model_title(layerwise)}: leave-one-category-out ({pooling} pooling)")
         # below the axes: seven curves leave no corner of the plot free
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=3, fontsize=7.5, frameon=False)
     return fig
-
-
-# --------------------------------------------------------------------------------------------
-# Writing
-# --------------------------------------------------------------------------------------------
 
 
 # --------------------------------------------------------------------------------------------
@@ -576,69 +386,46 @@ def sink_figure(robustness: Robustness) -> Figure:
     tokens (median and 10-90 % band over the statements, log scale), its share of the mean over all
     positions, and the share of its squared norm in its largest dimension."""
     sk = robustness.sink
-    layers = _arr(sk.layers)
+    layers = arr(sk.layers)
     bos = robustness.extraction.bos_added
     what = "the BOS token" if bos else "the first word (no BOS)"
     with style():
-        fig = _new_figure(9.0, 3.9)
+        fig = new_figure(9.0, 3.9)
         ax_ratio, ax_share = fig.subplots(1, 2)
-        ax_ratio.fill_between(layers, _arr(sk.norm_ratio_q10), _arr(sk.norm_ratio_q90), color=OKABE_ITO[0],
+        ax_ratio.fill_between(layers, arr(sk.norm_ratio_q10), arr(sk.norm_ratio_q90), color=OKABE_ITO[0],
                               alpha=0.18, linewidth=0, label="10-90 % of statements")
-        ax_ratio.plot(layers, _arr(sk.norm_ratio_median), color=OKABE_ITO[0], marker="o", label="median")
+        ax_ratio.plot(layers, arr(sk.norm_ratio_median), color=OKABE_ITO[0], marker="o", label="median")
         ax_ratio.axhline(1.0, color="black", linewidth=0.8)
         ax_ratio.set_yscale("log")
-        _layer_axis(ax_ratio, layers)
+        layer_axis(ax_ratio, layers)
         ax_ratio.set_ylabel(r"$\|h_0\|$ / median $\|h_t\|$, $t > 0$")
         ax_ratio.set_title(f"Position 0 = {what}")
         # below the axes, as in every panel of this figure: the curves span the whole height by layer
         ax_ratio.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7.5, frameon=False)
-        ax_share.plot(layers, _arr(sk.mean_share_median), color=OKABE_ITO[1], marker="s",
+        ax_share.plot(layers, arr(sk.mean_share_median), color=OKABE_ITO[1], marker="s",
                       label="share of the mean-pooled vector")
-        ax_share.plot(layers, _arr(sk.top_dim_share_median), color=OKABE_ITO[2], marker="^", linestyle="--",
+        ax_share.plot(layers, arr(sk.top_dim_share_median), color=OKABE_ITO[2], marker="^", linestyle="--",
                       label="share of its norm² in its top dimension")
-        _layer_axis(ax_share, layers)
+        layer_axis(ax_share, layers)
         ax_share.set_ylim(-0.05, 1.05)
         ax_share.set_ylabel("median over statements (fraction)")
         modes = sorted(set(sk.top_dim_mode))
         ax_share.set_title("Dominance of position 0")
         ax_share.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1, fontsize=7.5, frameon=False)
-        fig.suptitle(f"{_title(robustness)}: top dimension{'s' if len(modes) > 1 else ''} "
+        fig.suptitle(f"{model_title(robustness)}: top dimension{'s' if len(modes) > 1 else ''} "
                      f"{', '.join(map(str, modes[:4]))}{' ...' if len(modes) > 4 else ''}")
     return fig
 
 
-def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
-    """Write ``fig`` as ``path`` with each suffix in ``formats``; metadata (dates, software) stripped.
-
-    ``path`` may carry a suffix; it is replaced. Returns the written paths. Writes are atomic.
-    """
-    base = Path(path)
-    base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
-    written: list[Path] = []
-    with style():
-        for fmt in formats:
-            if fmt not in STRIPPED_METADATA:
-                raise UAProbeError(f"save_figure: format {fmt!r} not supported; use png, svg or pdf")
-            target = base.with_name(f"{base.name}.{fmt}")
-            with atomic_path(target) as tmp:
-                fig.savefig(tmp, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
-            written.append(target)
-    return written
-
-
 __all__ = [
-    "OKABE_ITO",
-    "POOLINGS",
-    "FigureDataError",
     "anisotropy_figure",
     "bins_figure",
     "layerwise_figure",
     "loco_figure",
     "pairs_figure",
-    "save_figure",
     "scaling_figure",
+    "sink_figure",
     "spectrum_figure",
     "spectrum_key_layers",
-    "style",
     "validation_figure",
 ]

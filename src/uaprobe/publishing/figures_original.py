@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from uaprobe.publishing.figures import _arr, _layer_axis, _new_figure, _pick, _title, _zero_line, style
+from uaprobe.publishing.plotting import arr, layer_axis, new_figure, pick, style, model_title, zero_line
 from uaprobe.schema.pairs import OptionB
 
 METRIC_STYLE: Mapping[str, Mapping[str, Any]] = {
@@ -26,11 +26,11 @@ PHASE_SHADE = {"early": "0.93", "mid": "0.97", "late": "0.88"}
 def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
     """r of each Option B metric with the preference over all pairs, per layer (one pooling); the
     centroid asymmetry with its bootstrap band; the follow-up paper's phases shaded."""
-    block = _pick(option_b.poolings, pooling, where="poolings", of=option_b.model)
-    layers = _arr(option_b.layers)
+    block = pick(option_b.poolings, pooling, where="poolings", of=option_b.model)
+    layers = arr(option_b.layers)
     metrics = block.metrics
     with style():
-        fig = _new_figure(6.8, 4.6)
+        fig = new_figure(6.8, 4.6)
         ax = fig.subplots()
         phases: dict[float, str] = {}
         for name, layer_list in sorted(block.phase_layers.model_dump().items()):  # the file's key order
@@ -39,18 +39,18 @@ def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
                            zorder=0, linewidth=0)
                 phases[float(np.mean(layer_list))] = name
         _phase_axis(ax, phases)
-        ca = _pick(metrics, "centroid_asymmetry", where=f"poolings/{pooling}/metrics", of=option_b.model)
-        ax.fill_between(layers, _arr(ca.bootstrap_ci_low), _arr(ca.bootstrap_ci_high),
+        ca = pick(metrics, "centroid_asymmetry", where=f"poolings/{pooling}/metrics", of=option_b.model)
+        ax.fill_between(layers, arr(ca.bootstrap_ci_low), arr(ca.bootstrap_ci_high),
                         color=METRIC_STYLE["centroid_asymmetry"]["color"], alpha=0.15, linewidth=0)
         for name, st in METRIC_STYLE.items():
             if name in metrics:
-                ax.plot(layers, _arr(metrics[name].pearson_r), label=name.replace("_", " "), markersize=3.5,
+                ax.plot(layers, arr(metrics[name].pearson_r), label=name.replace("_", " "), markersize=3.5,
                         linewidth=1.3, **st)
-        _zero_line(ax)
-        _layer_axis(ax, layers)
+        zero_line(ax)
+        layer_axis(ax, layers)
         ax.set_ylabel("r(metric, preference) over pairs (Pearson r, unitless)")
         n = block.n_pairs
-        ax.set_title(f"{_title(option_b)}: Option B, global centroids ({pooling} pooling"
+        ax.set_title(f"{model_title(option_b)}: Option B, global centroids ({pooling} pooling"
                      + (f", n = {n} pairs" if n else "") + ")")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False)
     return fig
