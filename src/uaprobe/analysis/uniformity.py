@@ -136,12 +136,14 @@ GRAM_BYTES = 1 << 28
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per unit of work of the two exact forms, one thread, fitted to timings of both forms
-    on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size).
-    Only the ratios between the forms decide."""
+    on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size):
+    the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
+    460, 920 and 4600 pairs, about 6 G additions per CPU second. Only the ratios between the forms
+    decide."""
 
-    vector_add: float = 9.0e-11
+    vector_add: float = 1.5e-10
     """One lane of one member added to its group's sum (16 lanes per block; per output view)."""
-    vector_run: float = 1.5e-8
+    vector_run: float = 2.5e-8
     """One run of a group within one block of members and one block of 16 lanes (per output view)."""
     vector_pack: float = 1.0e-9
     """One lane of one member packed into blocks (per output view, once per call)."""
