@@ -17,13 +17,13 @@ in :mod:`uaprobe.analysis.kernels`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterator, Literal
 
 import numpy as np
 from scipy import sparse
-from scipy.linalg import blas
 
 from uaprobe.analysis import kernels
+from uaprobe.analysis.workers import ordered_map, worker_count
 
 NORM_EPS = 1e-10
 """Added to each row's norm before dividing (the seeds)."""
@@ -167,10 +167,11 @@ class CostModel:
 
     def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int, threads: int = 1) -> float:
         """``pairs`` within groups over all partitions; ``syrks`` Gram matrices per view still to
-        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums run on
-        ``threads`` threads, the Gram matrices on one (the stage's BLAS)."""
+        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums and the
+        Gram matrices (one single-threaded BLAS call per view on each worker) run on ``threads``
+        threads."""
         view_blocks = -(-n_views // kernels.GRAM_LANES)
-        return self.gram_pair * pairs * view_blocks / threads + self.gram_build * syrks * n * n * dim / 2 * n_views
+        return (self.gram_pair * pairs * view_blocks + self.gram_build * syrks * n * n * dim / 2 * n_views) / threads
 
 
 def vector_runs(sizes: np.ndarray, n: int) -> int:
@@ -240,16 +241,25 @@ class Cosines:
 
     def _table(self, side: str) -> np.ndarray:
         """The strict upper triangle of the side's Gram matrix (``G_A - G_B`` for ``diff``) in
-        every view, as :func:`~uaprobe.analysis.kernels.gram_table` lays it out; built once."""
+        every view, as :func:`~uaprobe.analysis.kernels.gram_table` lays it out; built once. The
+        Gram matrices of a few views at a time are computed on the worker threads (one BLAS call
+        each, :func:`~uaprobe.analysis.workers.ordered_map`), then copied in view order."""
         if side not in self._tables:
             v = self.n_views
 
             def gram(view: int) -> np.ndarray:
-                return blas.dsyrk(1.0, self._both[:, view].T, trans=1)  # U U^T, upper triangle
+                u = self._both[:, view]
+                return u @ u.T  # numpy's product of an array with its transpose: one dsyrk, GIL released
 
-            grams = ((gram(i), gram(v + i)) if side == "diff" else (gram(i if side == "a" else v + i), None)
-                     for i in range(v))
-            self._tables[side] = kernels.gram_table(grams, n=self.n, n_views=v)
+            def of_view(i: int) -> tuple[np.ndarray, np.ndarray | None]:
+                return (gram(i), gram(v + i)) if side == "diff" else (gram(i if side == "a" else v + i), None)
+
+            def grams() -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+                width = 2 * worker_count()  # views whose Gram matrices are held at once
+                for first in range(0, v, width):
+                    yield from ordered_map(of_view, range(first, min(v, first + width)))
+
+            self._tables[side] = kernels.gram_table(grams(), n=self.n, n_views=v)
         return self._tables[side]
 
     def _views(self, side: str) -> list[tuple[int, int]]:
