@@ -270,12 +270,13 @@ class Cosines:
         shift = 0 if side == "a" else v
         return [(i + shift, i + shift) for i in range(v)]
 
-    def costs(self, sizes: np.ndarray, side: str) -> dict[Representation, float]:
-        """Predicted seconds of each form for groups of ``sizes`` (P, G) on ``side``; the Gram form
-        is left out where its table would take the held tables past ``gram_bytes``. The choice depends
-        on the kernels' thread count; the values do not (each form gives the same bytes on any count)."""
+    def costs(self, sizes: np.ndarray, side: str, *, threads: int = 1) -> dict[Representation, float]:
+        """Predicted seconds of each form on ``threads`` threads for groups of ``sizes`` (P, G) on
+        ``side``; the Gram form is left out where its table would take the held tables past
+        ``gram_bytes``. :meth:`uniformity` chooses on one thread whatever the kernels' thread count,
+        so that the form, and with it the last bits of the values, never depends on the machine's
+        cores (each form gives the same bytes on any count)."""
         sizes = np.asarray(sizes, dtype=np.int64)
-        threads = kernels.thread_count()
         out: dict[Representation, float] = {
             "vectors": COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=side == "diff",
                                     members=int(sizes.sum()), runs=vector_runs(sizes, self.n), threads=threads)}
