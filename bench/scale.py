@@ -10,7 +10,8 @@ and the statements per second of the extraction (goal: memory grows < 1.2x, thro
 20 %).
 
 Then the ``analyze`` computation (:func:`~uaprobe.analysis.pipeline.analyze_model`, single-threaded
-BLAS as in the DVC stage, the compiled kernels on numba's threads) is timed on the first 1, 2, 4
+BLAS as in the DVC stage, the compiled kernels and the worker pool of :mod:`uaprobe.analysis.workers`
+on numba's threads) is timed on the first 1, 2, 4
 and 20 copies of that extraction. For each size it prints the time per pair, the ratio to the
 previous size (goal: no doubling of the pairs costs more than 2.5x the time), and the ratio to the
 additions bound: ``n D`` additions per partition, view and side of the random bins, at the peak of
@@ -199,8 +200,10 @@ def check_cost_model(emb: Embeddings, params) -> str:
     stacked = np.concatenate(list(labels.values()))
     n_groups = max(labels)
     cos = pooling_cosines(pooled=emb.pooled["mean"], prenorm=emb.prenorm["mean"], table=table)
-    predicted = cos.costs(Groups.of(stacked, n_groups).sizes, "diff")
-    chosen = min(predicted, key=predicted.__getitem__)
+    sizes = Groups.of(stacked, n_groups).sizes
+    predicted = cos.costs(sizes, "diff", threads=kernels.thread_count())  # seconds on the kernels' threads
+    one = cos.costs(sizes, "diff")  # the choice is made on one thread, whatever the thread count
+    chosen = min(one, key=one.__getitem__)
     measured = {}
     for form in predicted:
         cos.representation = form

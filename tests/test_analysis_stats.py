@@ -298,3 +298,22 @@ def test_group_stats_and_leave_one_out(rng):
         shifts = np.abs(loo.r[i] - gs.pearson.r[i])
         assert loo.driver[i] == int(np.argmax(shifts))
         assert loo.max_shift[i] == pytest.approx(shifts.max())
+
+
+def test_bootstrap_pearson_gives_the_same_bytes_on_any_number_of_workers(rng, monkeypatch):
+    # its three products run as units on the worker threads, each placed by its index
+    from uaprobe.analysis import workers
+    x = rng.normal(size=(7, 40))
+    y = rng.normal(size=40)
+    counts = stats.resample_counts(stats.bootstrap_indices(rng, n=40, resamples=500), n=40)
+    digests = set()
+    for count in (1, 2, 3):
+        monkeypatch.setattr(workers, "worker_count", lambda count=count: count)
+        digests.add(stats.bootstrap_pearson(x, y, counts).tobytes())
+    assert len(digests) == 1
+    r = stats.bootstrap_pearson(x, y, counts)
+    w = counts[3]
+    mx = (w * x[2]).sum() / 40
+    my = (w * y).sum() / 40
+    direct = (w * (x[2] - mx) * (y - my)).sum() / np.sqrt((w * (x[2] - mx) ** 2).sum() * (w * (y - my) ** 2).sum())
+    assert r[2, 3] == pytest.approx(direct, abs=1e-12)

@@ -396,3 +396,17 @@ def test_the_option_b_figure_draws_every_metric_and_the_phases(synthetic_tree):
     np.testing.assert_allclose(lines["margin asymmetry"].get_ydata(), [np.nan if v is None else v for v in r])
     top = next(child for child in ax.get_children() if child.get_gid() == figures_original.PHASE_AXIS_GID)
     assert [label.get_text() for label in top.get_xticklabels()] == ["early", "mid", "late"]
+
+
+def test_pair_metrics_give_the_same_bytes_on_any_number_of_workers():
+    # views run as independent units on a thread pool; each result is placed by its view
+    a, b = states(n=60, views=7, dim=9, seed=5)
+    a[3] = a[11]  # ties in the kNN distances
+    one = optionb.pair_metrics(a, b, workers=1)
+    for workers in (2, 3):
+        got = optionb.pair_metrics(a, b, workers=workers)
+        for name in optionb.ALL_METRICS:
+            assert got[name].tobytes() == one[name].tobytes(), (workers, name)
+    for v in range(a.shape[1]):
+        ref = metrics_loop(a, b, v, 10)
+        np.testing.assert_allclose(one["knn_density_asymmetry"][v], ref["knn_density_asymmetry"], rtol=1e-10)

@@ -5,7 +5,9 @@ loops compiled with numba).
   multiple-comparison and curve statistics shared by all families.
 - :mod:`~uaprobe.analysis.uniformity`: uniformity (mean pairwise cosine) of groups, the one resampling
   kernel (:class:`~uaprobe.analysis.uniformity.Cosines`), which picks Gram entries or sums of unit
-  vectors per call by cost; :mod:`~uaprobe.analysis.kernels`: its compiled loops.
+  vectors per call by cost; :mod:`~uaprobe.analysis.kernels`: its compiled loops;
+  :mod:`~uaprobe.analysis.workers`: independent units of work (Option B's layers, Gram matrices,
+  bootstrap products) on the kernels' threads, the same bytes on any number.
 - :mod:`~uaprobe.analysis.pairs_data`: statements -> pairs, preferences, the cosines of each pooling.
 - :mod:`~uaprobe.analysis.layerwise` (seed 000), :mod:`~uaprobe.analysis.validation` (seed 003),
   :mod:`~uaprobe.analysis.bins` (seed 002), :mod:`~uaprobe.analysis.pairlevel`,

@@ -82,7 +82,9 @@ def _add_runs(x: np.ndarray, row: np.ndarray, starts: np.ndarray, base: int, n_g
               acc: np.ndarray) -> None:  # pragma: no cover - compiled
     """``acc[16 g:16 g + 16] +=`` the sum of the 16-lane rows of x (flat (n * 16,)) over the members
     ``row[starts[base + g]:starts[base + g + 1]]`` (one member block's part of group g), for every
-    group g; the sum of a run is held in registers, member after member in the run's order."""
+    group g. The sum of a run is held in registers as two partial sums, the members at even and at
+    odd positions of the run (two chains of additions in flight: twice the loads and adds per
+    cycle of one chain), added together at the end of the run."""
     for g in range(n_groups):
         s = np.uint64(starts[base + g])
         e = np.uint64(starts[base + g + 1])
@@ -104,8 +106,60 @@ def _add_runs(x: np.ndarray, row: np.ndarray, starts: np.ndarray, base: int, n_g
         a13 = 0.0
         a14 = 0.0
         a15 = 0.0
-        for t in range(s, e):
+        b0 = 0.0
+        b1 = 0.0
+        b2 = 0.0
+        b3 = 0.0
+        b4 = 0.0
+        b5 = 0.0
+        b6 = 0.0
+        b7 = 0.0
+        b8 = 0.0
+        b9 = 0.0
+        b10 = 0.0
+        b11 = 0.0
+        b12 = 0.0
+        b13 = 0.0
+        b14 = 0.0
+        b15 = 0.0
+        pairs_end = s + ((e - s) // np.uint64(2)) * np.uint64(2)
+        for t in range(s, pairs_end, np.uint64(2)):
             j = np.uint64(row[t]) * _LANES_U
+            m = np.uint64(row[t + _ONE]) * _LANES_U
+            a0 += x[j + np.uint64(0)]
+            a1 += x[j + np.uint64(1)]
+            a2 += x[j + np.uint64(2)]
+            a3 += x[j + np.uint64(3)]
+            a4 += x[j + np.uint64(4)]
+            a5 += x[j + np.uint64(5)]
+            a6 += x[j + np.uint64(6)]
+            a7 += x[j + np.uint64(7)]
+            a8 += x[j + np.uint64(8)]
+            a9 += x[j + np.uint64(9)]
+            a10 += x[j + np.uint64(10)]
+            a11 += x[j + np.uint64(11)]
+            a12 += x[j + np.uint64(12)]
+            a13 += x[j + np.uint64(13)]
+            a14 += x[j + np.uint64(14)]
+            a15 += x[j + np.uint64(15)]
+            b0 += x[m + np.uint64(0)]
+            b1 += x[m + np.uint64(1)]
+            b2 += x[m + np.uint64(2)]
+            b3 += x[m + np.uint64(3)]
+            b4 += x[m + np.uint64(4)]
+            b5 += x[m + np.uint64(5)]
+            b6 += x[m + np.uint64(6)]
+            b7 += x[m + np.uint64(7)]
+            b8 += x[m + np.uint64(8)]
+            b9 += x[m + np.uint64(9)]
+            b10 += x[m + np.uint64(10)]
+            b11 += x[m + np.uint64(11)]
+            b12 += x[m + np.uint64(12)]
+            b13 += x[m + np.uint64(13)]
+            b14 += x[m + np.uint64(14)]
+            b15 += x[m + np.uint64(15)]
+        if pairs_end < e:
+            j = np.uint64(row[pairs_end]) * _LANES_U
             a0 += x[j + np.uint64(0)]
             a1 += x[j + np.uint64(1)]
             a2 += x[j + np.uint64(2)]
@@ -123,22 +177,22 @@ def _add_runs(x: np.ndarray, row: np.ndarray, starts: np.ndarray, base: int, n_g
             a14 += x[j + np.uint64(14)]
             a15 += x[j + np.uint64(15)]
         k = g * LANES  # 16 consecutive stores: the adds above are vectorised from them
-        acc[k + 0] += a0
-        acc[k + 1] += a1
-        acc[k + 2] += a2
-        acc[k + 3] += a3
-        acc[k + 4] += a4
-        acc[k + 5] += a5
-        acc[k + 6] += a6
-        acc[k + 7] += a7
-        acc[k + 8] += a8
-        acc[k + 9] += a9
-        acc[k + 10] += a10
-        acc[k + 11] += a11
-        acc[k + 12] += a12
-        acc[k + 13] += a13
-        acc[k + 14] += a14
-        acc[k + 15] += a15
+        acc[k + 0] += a0 + b0
+        acc[k + 1] += a1 + b1
+        acc[k + 2] += a2 + b2
+        acc[k + 3] += a3 + b3
+        acc[k + 4] += a4 + b4
+        acc[k + 5] += a5 + b5
+        acc[k + 6] += a6 + b6
+        acc[k + 7] += a7 + b7
+        acc[k + 8] += a8 + b8
+        acc[k + 9] += a9 + b9
+        acc[k + 10] += a10 + b10
+        acc[k + 11] += a11 + b11
+        acc[k + 12] += a12 + b12
+        acc[k + 13] += a13 + b13
+        acc[k + 14] += a14 + b14
+        acc[k + 15] += a15 + b15
 
 
 @njit(parallel=True, cache=True, boundscheck=False)

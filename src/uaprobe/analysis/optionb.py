@@ -38,6 +38,7 @@ from numba import njit
 from uaprobe.analysis import controls, phases, stats
 from uaprobe.analysis.groupstats import Resampling, group_stats
 from uaprobe.analysis.report import NanReasons, Reasons
+from uaprobe.analysis.workers import ordered_map
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
 
@@ -82,7 +83,7 @@ def zscore(v: np.ndarray) -> np.ndarray:
     return (v - v.mean(axis=-1, keepdims=True)) / (v.std(axis=-1, keepdims=True) + EPS)
 
 
-@njit(cache=True, boundscheck=False)
+@njit(cache=True, boundscheck=False, nogil=True)
 def _offer_block(dots: np.ndarray, first_row: int, first_col: int, nearest: np.ndarray,
                  farthest: np.ndarray) -> None:  # pragma: no cover - compiled
     """Offer the cosine distances ``clip(1 - dots, 0, 2)`` of the block of rows ``first_row..`` by
@@ -146,34 +147,42 @@ def _check(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K) -> dict[str, np.ndarray]:
+def _view_metrics(xa: np.ndarray, xb: np.ndarray, k: int) -> dict[str, np.ndarray]:
+    """The eight metrics of one view: xa, xb (n, D) -> name -> (n,)."""
+    xa = xa.astype(float)
+    xb = xb.astype(float)
+    n = xa.shape[0]
+    out: dict[str, np.ndarray] = {}
+    ca, cb = xa.mean(axis=0), xb.mean(axis=0)
+    out["centroid_asymmetry"] = cosine(xa, ca) - cosine(xb, cb)
+    out["cross_centroid"] = cosine(xa, cb) - cosine(xb, ca)
+    out["within_pair_sim"] = cosine(xa, xb)
+    out["knn_density_asymmetry"] = zscore(knn_density(xa, k=k)) - zscore(knn_density(xb, k=k))
+    mid = (ca + cb) / 2.0
+    out["margin_asymmetry"] = np.linalg.norm(xa - mid, axis=1) - np.linalg.norm(xb - mid, axis=1)
+    # leave-one-out: pair i's own statements out of the centroids it meets
+    ca_loo = (xa.sum(axis=0) - xa) / (n - 1)
+    cb_loo = (xb.sum(axis=0) - xb) / (n - 1)
+    out["centroid_asymmetry_loo"] = cosine(xa, ca_loo) - cosine(xb, cb_loo)
+    out["cross_centroid_loo"] = cosine(xa, cb_loo) - cosine(xb, ca_loo)
+    mid_loo = (ca_loo + cb_loo) / 2.0
+    out["margin_asymmetry_loo"] = np.linalg.norm(xa - mid_loo, axis=1) - np.linalg.norm(xb - mid_loo, axis=1)
+    return out
+
+
+def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K, workers: int | None = None) -> dict[str, np.ndarray]:
     """The five metrics and the three leave-one-out variants: a, b (n, V, D) -> name -> (V, n).
 
     ``k`` is capped at ``n - 1`` as in the notebook. The leave-one-out centroids of pair i are
-    ``(sum_j x_j - x_i) / (n - 1)``.
+    ``(sum_j x_j - x_i) / (n - 1)``. The views run on ``workers`` threads
+    (:func:`~uaprobe.analysis.workers.ordered_map`; the same bytes on any number).
     """
     a, b = _check(a, b)
     n, n_views, _ = a.shape
     k_used = min(k, n - 1)
-    out = {name: np.empty((n_views, n)) for name in ALL_METRICS}
-    for v in range(n_views):
-        xa = a[:, v, :].astype(float)
-        xb = b[:, v, :].astype(float)
-        ca, cb = xa.mean(axis=0), xb.mean(axis=0)
-        out["centroid_asymmetry"][v] = cosine(xa, ca) - cosine(xb, cb)
-        out["cross_centroid"][v] = cosine(xa, cb) - cosine(xb, ca)
-        out["within_pair_sim"][v] = cosine(xa, xb)
-        out["knn_density_asymmetry"][v] = zscore(knn_density(xa, k=k_used)) - zscore(knn_density(xb, k=k_used))
-        mid = (ca + cb) / 2.0
-        out["margin_asymmetry"][v] = np.linalg.norm(xa - mid, axis=1) - np.linalg.norm(xb - mid, axis=1)
-        # leave-one-out: pair i's own statements out of the centroids it meets
-        ca_loo = (xa.sum(axis=0) - xa) / (n - 1)
-        cb_loo = (xb.sum(axis=0) - xb) / (n - 1)
-        out["centroid_asymmetry_loo"][v] = cosine(xa, ca_loo) - cosine(xb, cb_loo)
-        out["cross_centroid_loo"][v] = cosine(xa, cb_loo) - cosine(xb, ca_loo)
-        mid_loo = (ca_loo + cb_loo) / 2.0
-        out["margin_asymmetry_loo"][v] = np.linalg.norm(xa - mid_loo, axis=1) - np.linalg.norm(xb - mid_loo, axis=1)
-    return out
+    per_view = ordered_map(lambda v: _view_metrics(a[:, v, :], b[:, v, :], k_used), range(n_views), workers=workers)
+    return {name: np.stack([view[name] for view in per_view]) if per_view else np.empty((0, n))
+            for name in ALL_METRICS}
 
 
 def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,

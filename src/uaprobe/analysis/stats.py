@@ -19,6 +19,8 @@ import numpy as np
 from scipy import special
 from scipy import stats as scipy_stats
 
+from uaprobe.analysis.workers import ordered_map
+
 FloatArray = np.ndarray
 """An ``np.ndarray`` of float64."""
 ReasonArray = np.ndarray
@@ -206,9 +208,8 @@ def bootstrap_pearson(x: np.ndarray, y: np.ndarray, counts: FloatArray) -> Float
         return np.full((x.shape[0], counts.shape[0]), np.nan)
     xc = x - x.mean(axis=-1, keepdims=True)
     yc = y - y.mean()
-    sx = counts @ xc.T  # (B, M)
-    sxx = counts @ (xc * xc).T
-    sxy = counts @ (xc * yc).T
+    # the three (B, n) x (n, M) products run as independent units on the worker threads
+    sx, sxx, sxy = ordered_map(lambda right: counts @ right, (xc.T, (xc * xc).T, (xc * yc).T))  # (B, M) each
     sy = (counts @ yc)[:, None]
     syy = (counts @ (yc * yc))[:, None]
     vx = sxx - sx * sx / n

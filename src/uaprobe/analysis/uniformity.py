@@ -17,13 +17,13 @@ in :mod:`uaprobe.analysis.kernels`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterator, Literal
 
 import numpy as np
 from scipy import sparse
-from scipy.linalg import blas
 
 from uaprobe.analysis import kernels
+from uaprobe.analysis.workers import ordered_map, worker_count
 
 NORM_EPS = 1e-10
 """Added to each row's norm before dividing (the seeds)."""
@@ -136,12 +136,14 @@ GRAM_BYTES = 1 << 28
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per unit of work of the two exact forms, one thread, fitted to timings of both forms
-    on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size).
-    Only the ratios between the forms decide."""
+    on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size):
+    the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
+    460, 920 and 4600 pairs, about 6 G additions per CPU second. Only the ratios between the forms
+    decide."""
 
-    vector_add: float = 9.0e-11
+    vector_add: float = 1.5e-10
     """One lane of one member added to its group's sum (16 lanes per block; per output view)."""
-    vector_run: float = 1.5e-8
+    vector_run: float = 2.5e-8
     """One run of a group within one block of members and one block of 16 lanes (per output view)."""
     vector_pack: float = 1.0e-9
     """One lane of one member packed into blocks (per output view, once per call)."""
@@ -165,10 +167,11 @@ class CostModel:
 
     def gram(self, *, n: int, dim: int, n_views: int, pairs: float, syrks: int, threads: int = 1) -> float:
         """``pairs`` within groups over all partitions; ``syrks`` Gram matrices per view still to
-        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums run on
-        ``threads`` threads, the Gram matrices on one (the stage's BLAS)."""
+        compute (2 for a ``diff`` table, 1 for one side, 0 once the table is held); the sums and the
+        Gram matrices (one single-threaded BLAS call per view on each worker) run on ``threads``
+        threads."""
         view_blocks = -(-n_views // kernels.GRAM_LANES)
-        return self.gram_pair * pairs * view_blocks / threads + self.gram_build * syrks * n * n * dim / 2 * n_views
+        return (self.gram_pair * pairs * view_blocks + self.gram_build * syrks * n * n * dim / 2 * n_views) / threads
 
 
 def vector_runs(sizes: np.ndarray, n: int) -> int:
@@ -238,16 +241,25 @@ class Cosines:
 
     def _table(self, side: str) -> np.ndarray:
         """The strict upper triangle of the side's Gram matrix (``G_A - G_B`` for ``diff``) in
-        every view, as :func:`~uaprobe.analysis.kernels.gram_table` lays it out; built once."""
+        every view, as :func:`~uaprobe.analysis.kernels.gram_table` lays it out; built once. The
+        Gram matrices of a few views at a time are computed on the worker threads (one BLAS call
+        each, :func:`~uaprobe.analysis.workers.ordered_map`), then copied in view order."""
         if side not in self._tables:
             v = self.n_views
 
             def gram(view: int) -> np.ndarray:
-                return blas.dsyrk(1.0, self._both[:, view].T, trans=1)  # U U^T, upper triangle
+                u = self._both[:, view]
+                return u @ u.T  # numpy's product of an array with its transpose: one dsyrk, GIL released
 
-            grams = ((gram(i), gram(v + i)) if side == "diff" else (gram(i if side == "a" else v + i), None)
-                     for i in range(v))
-            self._tables[side] = kernels.gram_table(grams, n=self.n, n_views=v)
+            def of_view(i: int) -> tuple[np.ndarray, np.ndarray | None]:
+                return (gram(i), gram(v + i)) if side == "diff" else (gram(i if side == "a" else v + i), None)
+
+            def grams() -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+                width = 2 * worker_count()  # views whose Gram matrices are held at once
+                for first in range(0, v, width):
+                    yield from ordered_map(of_view, range(first, min(v, first + width)))
+
+            self._tables[side] = kernels.gram_table(grams(), n=self.n, n_views=v)
         return self._tables[side]
 
     def _views(self, side: str) -> list[tuple[int, int]]:
@@ -258,12 +270,13 @@ class Cosines:
         shift = 0 if side == "a" else v
         return [(i + shift, i + shift) for i in range(v)]
 
-    def costs(self, sizes: np.ndarray, side: str) -> dict[Representation, float]:
-        """Predicted seconds of each form for groups of ``sizes`` (P, G) on ``side``; the Gram form
-        is left out where its table would take the held tables past ``gram_bytes``. The choice depends
-        on the kernels' thread count; the values do not (each form gives the same bytes on any count)."""
+    def costs(self, sizes: np.ndarray, side: str, *, threads: int = 1) -> dict[Representation, float]:
+        """Predicted seconds of each form on ``threads`` threads for groups of ``sizes`` (P, G) on
+        ``side``; the Gram form is left out where its table would take the held tables past
+        ``gram_bytes``. :meth:`uniformity` chooses on one thread whatever the kernels' thread count,
+        so that the form, and with it the last bits of the values, never depends on the machine's
+        cores (each form gives the same bytes on any count)."""
         sizes = np.asarray(sizes, dtype=np.int64)
-        threads = kernels.thread_count()
         out: dict[Representation, float] = {
             "vectors": COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=side == "diff",
                                     members=int(sizes.sum()), runs=vector_runs(sizes, self.n), threads=threads)}
