@@ -148,7 +148,7 @@ def test_the_paper_stage_command_line(project: Path, tmp_path: Path) -> None:
 
 def test_l_star_is_shown_as_text_not_read_as_emphasis(project: Path) -> None:
     html = rendered(project)[0].read_text(encoding="utf-8")
-    for text in ("(0, L*/2, L*, (L* + L)/2, L)", "L* is", "L*, all", "dashed: L*."):
+    for text in ("(0, L*/2, L*, (L* + L)/2, L;", "L* is", "L*, all", "dashed: L*."):
         assert text in html, text
     body = html.split('id="refs"')[0]
     stray = [e for e in re.findall(r"<em>(.*?)</em>", body, flags=re.S) if re.search(r"^[\s/,)+=]|[\s/,(+=]$", e)]

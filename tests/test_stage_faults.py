@@ -436,7 +436,7 @@ def test_figures_refuses_a_results_file_without_what_it_draws(project: Path, rel
     doc = json.loads(path.read_text())
     del doc[key]
     path.write_text(json.dumps(doc))
-    monkeypatch.setattr(STAGES["figures"].figures, "save_figure", never("drawing"))
+    monkeypatch.setattr(STAGES["figures"].plotting, "save_figure", never("drawing"))
     run_refused("figures", [], root=project, names=[relative, f"'{key}'"], caplog=caplog, capsys=capsys)
 
 
@@ -452,7 +452,7 @@ def test_figures_checks_a_read_only_directory_first(project: Path, monkeypatch: 
                                                     caplog: pytest.LogCaptureFixture,
                                                     capsys: pytest.CaptureFixture) -> None:
     read_only_probe(monkeypatch, project)
-    monkeypatch.setattr(STAGES["figures"].figures, "save_figure", never("drawing"))
+    monkeypatch.setattr(STAGES["figures"].plotting, "save_figure", never("drawing"))
     run_refused("figures", [], root=project, names=["figures", "not writable", "--out"], caplog=caplog,
                 capsys=capsys)
 
