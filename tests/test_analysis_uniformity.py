@@ -122,6 +122,35 @@ def test_vector_squares_refuse_views_that_do_not_match_the_side(rng):
         kernels.vector_squares(u, np.zeros((1, 5), dtype=int), groups.sizes, views=[(0, 1)], signed=False)
 
 
+# ------------------------------------------------------------------------- Gram form
+
+
+@pytest.mark.parametrize("tile", [1, 4, 7, None])
+def test_gram_sums_match_the_direct_sums_over_the_pairs_on_any_tiling(rng, tile):
+    # 23 members in tiles of 4 or 7 (a last tile short), 11 views (a second block of eight, padded);
+    # None: the default, one tile
+    n, views, d, k = 23, 11, 5, 4
+    u = unit_rows(rng.standard_normal((n, views, d)) + 0.3)
+    grams = [u[:, v] @ u[:, v].T for v in range(views)]
+    table = kernels.gram_table(iter([(g, None) for g in grams]), n=n, n_views=views)
+    labels = _awkward_labels(rng, n, k, parts=6)
+    got = kernels.gram_sums(table, n, labels, n_groups=k, n_views=views, tile=tile)
+    assert got.shape == (views, 6, k)
+    for p in range(6):
+        for grp in range(k):
+            members = np.flatnonzero(labels[p] == grp)
+            for v in range(views):
+                want = sum(grams[v][i, j] for i in members for j in members if i < j)
+                assert got[v, p, grp] == pytest.approx(want, abs=1e-12)
+
+
+def test_the_gram_kernel_is_one_tile_up_to_its_limit_and_tiled_beyond():
+    assert kernels.gram_tile(230) == 230
+    assert kernels.gram_tile(kernels.GRAM_ONE_TILE) == kernels.GRAM_ONE_TILE
+    assert kernels.gram_tile(kernels.GRAM_ONE_TILE + 1) == kernels.GRAM_TILE
+    assert kernels.GRAM_TILE ** 2 * kernels.GRAM_LANES * 8 <= 4 << 20  # a tile of one block of views in 4 MiB
+
+
 def test_groups_are_contiguous_runs_and_sum_like_a_loop(rng):
     labels = _awkward_labels(rng, 17, 4, parts=5)
     groups = Groups.of(labels, 4)
@@ -255,6 +284,9 @@ for threads in (1, 2, 3):
                                          views=[(v, 5 + v) for v in range(5)], signed=True,
                                          block_members=block_members)
         digest.update(squares.tobytes())
+    table = Cosines(a, b)._table("diff")
+    for tile in (5, 90):  # several tiles of the Gram table, one tile
+        digest.update(kernels.gram_sums(table, 90, labels, n_groups=7, n_views=5, tile=tile).tobytes())
     print(threads, digest.hexdigest())
 """
 

@@ -138,8 +138,10 @@ class CostModel:
     """Seconds per unit of work of the two exact forms, one thread, fitted to timings of both forms
     on a 2-core AMD EPYC (``bench/scale.py`` prints the choice against both timings at every size):
     the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
-    460, 920 and 4600 pairs, about 6 G additions per CPU second. Only the ratios between the forms
-    decide."""
+    460, 920 and 4600 pairs, about 6 G additions per CPU second; the Gram terms to the CPU seconds
+    of the table and of the tiled sums of the same calls at 460 and 920 pairs. Only the ratios
+    between the forms decide.
+    """
 
     vector_add: float = 1.5e-10
     """One lane of one member added to its group's sum (16 lanes per block; per output view)."""
@@ -149,9 +151,9 @@ class CostModel:
     """One lane of one member packed into blocks (per output view, once per call)."""
     vector_launch: float = 1.0e-5
     """One block of 16 lanes of one output view (a pass over all partitions)."""
-    gram_pair: float = 1.1e-8
-    """One pair of one group in one block of eight views (a random read of the table)."""
-    gram_build: float = 1.0e-10
+    gram_pair: float = 6.0e-9
+    """One pair of one group in one block of eight views (a random read of a tile of the table, in cache)."""
+    gram_build: float = 8.0e-11
     """One multiply-add of the Gram matrices (``n^2 D / 2`` per view and side, once per table)."""
 
     def vectors(self, *, n: int, dim: int, n_views: int, signed: bool, members: int, runs: int,
@@ -308,8 +310,7 @@ class Cosines:
         form: Representation = self.representation or min(costs, key=costs.__getitem__)
         self.last_form = form
         if form == "gram":
-            sums = kernels.gram_sums(self._table(side), self.n, groups.order, groups.group_bounds,
-                                     n_views=self.n_views)
+            sums = kernels.gram_sums(self._table(side), self.n, labels, n_groups=n_groups, n_views=self.n_views)
         else:
             squares = kernels.vector_squares(self._both, labels, sizes, views=self._views(side),
                                              signed=side == "diff")
