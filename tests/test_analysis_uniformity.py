@@ -246,6 +246,11 @@ def test_the_gram_tables_stay_under_their_cap(rng, one_thread):
     ref, _ = Cosines(x, x + 0.1, representation="gram").uniformity(many, n_groups=4, side="b")
     assert np.allclose(values, ref, atol=1e-12, equal_nan=True)
     assert Cosines(x, x, gram_bytes=0).costs(Groups.of(many, 4).sizes, "a").keys() == {"vectors"}
+    # by default the tables may take as many bytes as the unit vectors (memory linear in n): a
+    # table of 40 members (780 pairs x 8 lanes) fits beside 40 x 2 x 200 coordinates, not beside 40 x 2 x 2
+    assert table_bytes <= Cosines(x, x).gram_bytes == 40 * 2 * views * d * 8
+    assert "gram" in Cosines(x, x).costs(Groups.of(many, 4).sizes, "a")
+    assert "gram" not in Cosines(x[..., :2], x[..., :2]).costs(Groups.of(many, 4).sizes, "a")
 
 
 def test_bins_of_several_k_in_one_call_equal_one_call_per_k(rng):

@@ -10,7 +10,7 @@ vectors (``|g| D`` additions).
 of statements (categories, random bins, size-matched nulls) calls :meth:`Cosines.uniformity` with a
 (P, n) label array. Each call takes the cheaper exact form under :class:`CostModel`, from n, D, V,
 the side and the group sizes: the Gram entries of each group (from a cached table, quadratic in n
-and capped at :data:`GRAM_BYTES`) or the sums of unit vectors (linear in n). The compiled loops are
+and never larger than the unit vectors themselves) or the sums of unit vectors (linear in n). The compiled loops are
 in :mod:`uaprobe.analysis.kernels`.
 """
 
@@ -129,8 +129,6 @@ def group_means(values: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
 
 Representation = Literal["gram", "vectors"]
 """How :class:`Cosines` evaluates a call: Gram entries or sums of unit vectors."""
-GRAM_BYTES = 1 << 28
-"""Memory cap (bytes) of the Gram tables one :class:`Cosines` may hold (all sides together)."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +195,7 @@ def representation_for(n: int, dim: int, *, n_views: int = 32, partitions: int =
     m = n / n_groups
     vec = COST.vectors(n=n, dim=dim, n_views=n_views, signed=True, members=partitions * n,
                        runs=vector_runs(np.full((partitions, n_groups), n // n_groups), n))
-    fits = _gram_table_bytes(n, n_views) <= GRAM_BYTES
+    fits = _gram_table_bytes(n, n_views) <= n * 2 * n_views * dim * 8  # the unit vectors' bytes
     gram = COST.gram(n=n, dim=dim, n_views=n_views, pairs=partitions * n_groups * m * (m - 1) / 2, syrks=2)
     return "gram" if fits and gram < vec else "vectors"
 
@@ -216,24 +214,25 @@ class Cosines:
     cheaper exact form by :class:`CostModel`: sums of unit vectors (``n D`` additions per partition,
     view and side, linear in the members) or sums of the Gram entries within each group (about
     ``n^2 / (2 G)`` per partition and view, from a table of the strict upper triangles built once
-    per side on first use and kept: at most :data:`GRAM_BYTES` in all, so memory stays linear in
-    n plus that cap).
+    per side on first use and kept, tile by tile in cache: see
+    :func:`~uaprobe.analysis.kernels.gram_sums`). The tables held never take more bytes than the
+    unit vectors (``n 2V D`` float64), so memory stays linear in n: at most twice the unit vectors.
 
     Args:
         a, b: (n, V, D) embeddings of the two sides (row i of ``a`` and of ``b`` form pair i).
         representation: force ``gram`` or ``vectors`` for every call (default: the cost model);
             both give the same values up to rounding.
-        gram_bytes: the cap on the Gram tables.
+        gram_bytes: the cap on the Gram tables (default: the unit vectors' bytes).
     """
 
     def __init__(self, a: np.ndarray, b: np.ndarray, *, representation: Representation | None = None,
-                 gram_bytes: int = GRAM_BYTES) -> None:
+                 gram_bytes: int | None = None) -> None:
         if a.shape != b.shape or a.ndim != 3:
             raise ValueError(f"a and b must both be (n, V, D), got {a.shape} and {b.shape}")
         self.n, self.n_views, self.dim = a.shape
         self.representation: Representation | None = representation
-        self.gram_bytes = gram_bytes
         self._both = np.ascontiguousarray(unit_rows(np.concatenate([a, b], axis=1)))  # (n, 2V, D)
+        self.gram_bytes = self._both.nbytes if gram_bytes is None else gram_bytes
         self.units = {"a": self._both[:, :self.n_views], "b": self._both[:, self.n_views:]}
         """side -> (n, V, D) float64 unit rows (views of one array)."""
         self._self_sq = np.einsum("nvd,nvd->nv", self._both, self._both)  # (n, 2V) ||u_i||^2
