@@ -236,21 +236,49 @@ def test_the_gram_tables_stay_under_their_cap(rng, one_thread):
     n, views, d = 40, 3, 200
     x = rng.standard_normal((n, views, d))
     table_bytes = n * (n - 1) // 2 * 8 * 8  # views padded to a block of 8
-    cos = Cosines(x, x + 0.1, gram_bytes=table_bytes)
+    cos = Cosines(x, x + 0.1, gram_bytes=2 * table_bytes)
     many = rng.integers(0, 4, size=(200, n))
-    cos.uniformity(many, n_groups=4, side="a")
-    assert cos.last_form == "gram"
-    assert "gram" not in cos.costs(Groups.of(many, 4).sizes, "b")  # a second table would pass the cap
-    values, _ = cos.uniformity(many, n_groups=4, side="b")
-    assert cos.last_form == "vectors" and set(cos._tables) == {"a"}
-    ref, _ = Cosines(x, x + 0.1, representation="gram").uniformity(many, n_groups=4, side="b")
+    for side in ("a", "b"):  # the pair of tables fits
+        cos.uniformity(many, n_groups=4, side=side)
+        assert cos.last_form == "gram"
+    assert "gram" not in cos.costs(Groups.of(many, 4).sizes, "diff")  # a third table would pass the cap
+    values, _ = cos.uniformity(many, n_groups=4, side="diff")
+    assert cos.last_form == "vectors" and set(cos._tables) == {"a", "b"}
+    ref, _ = Cosines(x, x + 0.1, representation="gram").uniformity(many, n_groups=4, side="diff")
     assert np.allclose(values, ref, atol=1e-12, equal_nan=True)
     assert Cosines(x, x, gram_bytes=0).costs(Groups.of(many, 4).sizes, "a").keys() == {"vectors"}
-    # by default the tables may take as many bytes as the unit vectors (memory linear in n): a
-    # table of 40 members (780 pairs x 8 lanes) fits beside 40 x 2 x 200 coordinates, not beside 40 x 2 x 2
-    assert table_bytes <= Cosines(x, x).gram_bytes == 40 * 2 * views * d * 8
+    # by default the tables may take as many bytes as the unit vectors (memory linear in n): two
+    # tables of 40 members (780 pairs x 8 lanes) fit beside 40 x 2 x 200 coordinates, not beside 40 x 2 x 2
+    assert 2 * table_bytes <= Cosines(x, x).gram_bytes == 40 * 2 * views * d * 8
     assert "gram" in Cosines(x, x).costs(Groups.of(many, 4).sizes, "a")
     assert "gram" not in Cosines(x[..., :2], x[..., :2]).costs(Groups.of(many, 4).sizes, "a")
+
+
+def test_sides_a_and_b_of_one_labelling_take_one_form(rng, one_thread):
+    """Where one table fits the cap but not two, U_A and U_B both take the unit vectors: were U_A
+    from the Gram entries and U_B from the vectors, a layer where A and B are the same vector would
+    get a UA of rounding noise instead of exactly 0 in every category (a constant, r undefined)."""
+    n, views, d = 24, 3, 12
+    x = rng.standard_normal((n, views, d))
+    x[:, 1] = x[0, 1]  # view 1: one vector for every statement
+    labels = np.repeat(np.arange(4), (6, 5, 7, 6))[None]
+    table_bytes = n * (n - 1) // 2 * 8 * 8
+    for cap in (table_bytes, 2 * table_bytes):
+        cos = Cosines(x, x.copy(), gram_bytes=cap)
+        u_a, _ = cos.uniformity(labels, n_groups=4, side="a")
+        form_a = cos.last_form
+        u_b, _ = cos.uniformity(labels, n_groups=4, side="b")
+        assert form_a == cos.last_form
+        ua = u_a[1, 0] - u_b[1, 0]
+        assert np.all(ua == 0.0)
+    many = rng.integers(0, 4, size=(300, n))
+    for cap, form in ((table_bytes, "vectors"), (2 * table_bytes, "gram")):
+        cos = Cosines(x, x.copy(), gram_bytes=cap)
+        forms = []
+        for side in ("a", "b"):
+            cos.uniformity(many, n_groups=4, side=side)
+            forms.append(cos.last_form)
+        assert forms == [form, form]
 
 
 def test_bins_of_several_k_in_one_call_equal_one_call_per_k(rng):

@@ -273,19 +273,26 @@ class Cosines:
 
     def costs(self, sizes: np.ndarray, side: str, *, threads: int = 1) -> dict[Representation, float]:
         """Predicted seconds of each form on ``threads`` threads for groups of ``sizes`` (P, G) on
-        ``side``; the Gram form is left out where its table would take the held tables past
-        ``gram_bytes``. :meth:`uniformity` chooses on one thread whatever the kernels' thread count,
-        so that the form, and with it the last bits of the values, never depends on the machine's
-        cores (each form gives the same bytes on any count)."""
+        ``side``. Sides ``a`` and ``b`` are one pair: a call on either is costed as the same groups on
+        both, and the Gram form is offered only where the tables of both fit beside those held, so
+        that ``U_A`` and ``U_B`` of one labelling always take one form and their difference carries no
+        rounding of two forms (a constant ``UA`` stays exactly constant). The Gram form is left out
+        where the tables still to build would take the held tables past ``gram_bytes``.
+        :meth:`uniformity` chooses on one thread whatever the kernels' thread count, so that the
+        form, and with it the last bits of the values, never depends on the machine's cores (each
+        form gives the same bytes on any count)."""
         sizes = np.asarray(sizes, dtype=np.int64)
-        out: dict[Representation, float] = {
-            "vectors": COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=side == "diff",
-                                    members=int(sizes.sum()), runs=vector_runs(sizes, self.n), threads=threads)}
+        sides = ("a", "b") if side in ("a", "b") else (side,)
+        members, runs, pairs = int(sizes.sum()), vector_runs(sizes, self.n), float(_pair_counts(sizes).sum())
+        out: dict[Representation, float] = {"vectors": sum(
+            COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=s == "diff", members=members,
+                         runs=runs, threads=threads) for s in sides)}
+        missing = [s for s in sides if s not in self._tables]
         held = sum(t.nbytes for t in self._tables.values())
-        if side in self._tables or held + _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes:
-            syrks = 0 if side in self._tables else (2 if side == "diff" else 1)
-            out["gram"] = COST.gram(n=self.n, dim=self.dim, n_views=self.n_views,
-                                    pairs=float(_pair_counts(sizes).sum()), syrks=syrks, threads=threads)
+        if held + len(missing) * _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes:
+            out["gram"] = sum(
+                COST.gram(n=self.n, dim=self.dim, n_views=self.n_views, pairs=pairs, threads=threads,
+                          syrks=0 if s in self._tables else (2 if s == "diff" else 1)) for s in sides)
         return out
 
     def uniformity(self, labels: np.ndarray, *, n_groups: int, side: str) -> tuple[np.ndarray, np.ndarray]:
