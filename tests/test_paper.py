@@ -191,16 +191,27 @@ def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
 
 
 def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path) -> None:
-    """Committing the outputs (dvc.lock, metrics) after the render must not change what the paper says."""
+    """Committing the outputs (dvc.lock, metrics) after the render must not change what the paper says;
+    the sources are the paper stage's dependencies in dvc.yaml, and a dependency some stage writes is
+    not one of them even where an old commit held it."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=tmp_path,
                               capture_output=True, text=True, check=True).stdout.strip()
 
     git("init", "-q")
+    assert ap.git_commit(tmp_path)["commit"].startswith("unavailable (dvc.yaml declares no paper stage")
+    (tmp_path / "dvc.yaml").write_text("stages:\n  paper:\n    deps: [params.yaml, results/models]\n",
+                                       encoding="utf-8")
     (tmp_path / "params.yaml").write_text("models: []\n", encoding="utf-8")
-    git("add", "params.yaml")
+    git("add", "params.yaml", "dvc.yaml")
     git("commit", "-qm", "sources")
     sources = git("rev-parse", "HEAD")
+    (tmp_path / "results" / "models").mkdir(parents=True)
+    (tmp_path / "results" / "models" / "x.json").write_text("{}\n", encoding="utf-8")
+    git("add", "results")
+    git("commit", "-qm", "an output once committed")
+    git("rm", "-rq", "--cached", "results")
+    git("commit", "-qm", "the output untracked")
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\n", encoding="utf-8")
     git("add", "dvc.lock")
     git("commit", "-qm", "outputs")
@@ -208,6 +219,36 @@ def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path)
     assert ap.git_commit(tmp_path) == {"commit": sources, "state": "clean"}
     (tmp_path / "params.yaml").write_text("models: [x]\n", encoding="utf-8")
     assert ap.git_commit(tmp_path) == {"commit": sources, "state": "modified sources"}
+
+
+def test_every_source_of_every_stage_is_a_dependency_of_the_paper() -> None:
+    """The paper names the last commit that changed one of its dependencies; were a source of another
+    stage not among them, a commit of that source alone would leave the committed paper naming an
+    older commit than a fresh clone's render (``.ci/run`` compares the bytes)."""
+    import yaml
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    bodies = {name: stage.get("do", stage) for name, stage in stages.items()}
+
+    def paths(body: dict, *keys: str) -> list[str]:
+        out = []
+        for key in keys:
+            for entry in body.get(key) or []:
+                out.extend(entry if isinstance(entry, dict) else [entry])
+        return [str(p) for p in out]
+
+    written = [p.split("${")[0] for body in bodies.values() for p in paths(body, "outs", "metrics", "plots")]
+    paper = ap.source_paths(REPO)
+    assert paper == tuple(bodies["paper"]["deps"])
+    for name, body in bodies.items():
+        for dep in paths(body, "deps"):
+            if dep.startswith(tuple(written)):
+                continue
+            assert (REPO / dep).exists(), f"dvc.yaml stage {name}: dependency {dep} does not exist"
+            assert any(dep == p or dep.startswith(p.rstrip("/") + "/") for p in paper), \
+                f"dvc.yaml stage {name} depends on {dep}, which the paper stage does not"
+    for source in ("src", "stages", "params.yaml", "requirements.lock", "paper/paper.qmd"):
+        assert source in paper
 
 
 def _doc(root: Path, file: str) -> object:

@@ -119,14 +119,32 @@ def provenance_table(out: Outputs) -> str:
 # ------------------------------------------------------------------------------------------------
 # Reproducibility
 
-SOURCE_PATHS: tuple[str, ...] = ("src", "stages", "params.yaml", "dvc.yaml", "data", "paper/paper.qmd",
-                                  "paper/_quarto.yml", "paper/references.bib", "paper/paper.css", "paper/tables.typ",
-                                  "requirements.lock")
-"""The tracked sources every output is made from (``dvc.lock``, ``metrics/`` and ``plots/`` are outputs)."""
+PAPER_STAGE = "paper"
+"""The ``dvc.yaml`` stage that renders the manuscript."""
+
+
+def source_paths(root: Path) -> tuple[str, ...]:
+    """The paper stage's dependencies in ``dvc.yaml``; empty where it declares none.
+
+    The commit the paper names is the last one that changed a tracked file among these, and any
+    change to one of them renders the paper again, so a committed paper never names a stale commit.
+    ``dvc.yaml`` itself cannot be a DVC dependency and is not among them: a stage whose command
+    changes reruns, and the paper with it wherever its outputs change.
+    """
+    try:
+        doc = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return ()
+    stages = doc.get("stages") if isinstance(doc, Mapping) else None
+    stage = stages.get(PAPER_STAGE) if isinstance(stages, Mapping) else None
+    deps = stage.get("deps") if isinstance(stage, Mapping) else None
+    return tuple(str(d) for d in deps if isinstance(d, str)) if isinstance(deps, list) else ()
 
 
 def git_commit(root: Path) -> dict[str, str]:
-    """The last commit that changed the tracked sources, and whether the checkout's sources differ from it.
+    """The last commit that changed a tracked file among the paper stage's dependencies
+    (:func:`source_paths`: the sources, parameters, data and manuscript), and whether the checkout's
+    copies of them differ from it.
 
     Not ``HEAD``: the commit that records the outputs (``dvc.lock``) comes after the render, so a paper
     naming ``HEAD`` could never be reproduced byte for byte from its own commit.
@@ -138,10 +156,19 @@ def git_commit(root: Path) -> dict[str, str]:
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None
 
-    commit = git("log", "-1", "--format=%H", "--", *SOURCE_PATHS)
-    if not commit:
+    deps = source_paths(root)
+    if not deps:
+        return {"commit": f"unavailable (dvc.yaml declares no {PAPER_STAGE} stage dependencies)", "state": "unknown"}
+    tracked = git("ls-files", "--", *deps)
+    if tracked is None:
         return {"commit": "unavailable (not a git checkout)", "state": "unknown"}
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PATHS)
+    files = tracked.splitlines()
+    # a dependency that some stage writes (results/, figures) is not a source, even where an old commit held it
+    sources = [d for d in deps if any(f == d or f.startswith(d.rstrip("/") + "/") for f in files)]
+    commit = git("log", "-1", "--format=%H", "--", *sources) if sources else None
+    if not commit:
+        return {"commit": "unavailable (no commit holds the paper stage's sources)", "state": "unknown"}
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *sources)
     state = "clean" if changed == "" else "modified sources" if changed else "unknown"
     return {"commit": commit, "state": state}
 
