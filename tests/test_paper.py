@@ -200,8 +200,8 @@ def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path)
 
     git("init", "-q")
     assert ap.git_commit(tmp_path)["commit"].startswith("unavailable (dvc.yaml declares no paper stage")
-    (tmp_path / "dvc.yaml").write_text("stages:\n  paper:\n    deps: [params.yaml, results/models]\n",
-                                       encoding="utf-8")
+    (tmp_path / "dvc.yaml").write_text("stages:\n  analyze:\n    outs: [results/models]\n"
+                                       "  paper:\n    deps: [params.yaml, results/models]\n", encoding="utf-8")
     (tmp_path / "params.yaml").write_text("models: []\n", encoding="utf-8")
     git("add", "params.yaml", "dvc.yaml")
     git("commit", "-qm", "sources")
@@ -212,6 +212,9 @@ def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path)
     git("commit", "-qm", "an output once committed")
     git("rm", "-rq", "--cached", "results")
     git("commit", "-qm", "the output untracked")
+    (tmp_path / "results" / "models" / ".gitignore").write_text("/x.json\n", encoding="utf-8")
+    git("add", "results/models/.gitignore")
+    git("commit", "-qm", "DVC's .gitignore in the output directory, tracked")
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\n", encoding="utf-8")
     git("add", "dvc.lock")
     git("commit", "-qm", "outputs")
@@ -225,55 +228,36 @@ def test_every_source_of_every_stage_is_a_dependency_of_the_paper() -> None:
     """The paper names the last commit that changed one of its dependencies; were a source of another
     stage not among them, a commit of that source alone would leave the committed paper naming an
     older commit than a fresh clone's render (``.ci/run`` compares the bytes)."""
-    import yaml
-
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-    bodies = {name: stage.get("do", stage) for name, stage in stages.items()}
-
-    def paths(body: dict, *keys: str) -> list[str]:
-        out = []
-        for key in keys:
-            for entry in body.get(key) or []:
-                out.extend(entry if isinstance(entry, dict) else [entry])
-        return [str(p) for p in out]
-
-    written = [p.split("${")[0] for body in bodies.values() for p in paths(body, "outs", "metrics", "plots")]
+    sources = ap.stage_sources(REPO)
     paper = ap.source_paths(REPO)
-    assert paper == tuple(bodies["paper"]["deps"])
-    for name, body in bodies.items():
-        for dep in paths(body, "deps"):
-            if dep.startswith(tuple(written)):
-                continue
+    assert paper == sources["paper"]
+    for name, deps in sources.items():
+        for dep in deps:
             assert (REPO / dep).exists(), f"dvc.yaml stage {name}: dependency {dep} does not exist"
             assert any(dep == p or dep.startswith(p.rstrip("/") + "/") for p in paper), \
                 f"dvc.yaml stage {name} depends on {dep}, which the paper stage does not"
     for source in ("src", "stages", "params.yaml", "requirements.lock", "paper/paper.qmd"):
         assert source in paper
+    assert "stages/extract.py" in sources["extract"]
+    for written in ("figures", "results/models", "results/panel.json"):  # outputs of other stages
+        assert written not in paper
 
 
 def test_a_directory_dependency_hashes_only_tracked_files() -> None:
     """DVC hashes every file of a directory dependency that ``.dvcignore`` does not name; an untracked
     file there (the editable install's ``src/uaprobe.egg-info``, Python's caches) would give this
     checkout's dvc.lock other hashes than a fresh clone's."""
-    import yaml
     from dvc.repo import Repo
 
     proc = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip("not a git checkout: nothing tells tracked from untracked files")
     tracked = set(proc.stdout.splitlines())
-    bodies = [stage.get("do", stage) for stage in yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"].values()]
-    written = tuple(str(next(iter(o)) if isinstance(o, dict) else o).split("${")[0]
-                    for body in bodies for key in ("outs", "metrics", "plots") for o in body.get(key) or [])
-    def overlaps(dep: str, out: str) -> bool:  # the dependency is, holds or lies in a stage's output
-        dep, out = dep.rstrip("/"), out.rstrip("/")
-        return dep == out or dep.startswith(out + "/") or out.startswith(dep + "/")
-
-    deps = {str(d) for body in bodies for d in body.get("deps", []) if not any(overlaps(str(d), w) for w in written)}
+    deps = {d for stage in ap.stage_sources(REPO).values() for d in stage}
     repo = Repo(str(REPO))
     try:
         ignore, fs = repo.dvcignore, repo.fs
-        for dep in sorted(d for d in deps if (REPO / d).is_dir() and any(t.startswith(d + "/") for t in tracked)):
+        for dep in sorted(d for d in deps if (REPO / d).is_dir()):
             for path in sorted((REPO / dep).rglob("*")):
                 if path.is_file() and not ignore.is_ignored(fs, str(path)):
                     rel = path.relative_to(REPO).as_posix()

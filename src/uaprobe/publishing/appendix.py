@@ -123,28 +123,51 @@ PAPER_STAGE = "paper"
 """The ``dvc.yaml`` stage that renders the manuscript."""
 
 
-def source_paths(root: Path) -> tuple[str, ...]:
-    """The paper stage's dependencies in ``dvc.yaml``; empty where it declares none.
+def _overlaps(path: str, out: str) -> bool:
+    """Whether ``path`` is, holds or lies in the output ``out``."""
+    path, out = path.rstrip("/"), out.rstrip("/")
+    return path == out or path.startswith(out + "/") or out.startswith(path + "/")
 
-    The commit the paper names is the last one that changed a tracked file among these, and any
-    change to one of them renders the paper again, so a committed paper never names a stale commit.
-    ``dvc.yaml`` itself cannot be a DVC dependency and is not among them: a stage whose command
-    changes reruns, and the paper with it wherever its outputs change.
-    """
+
+def stage_sources(root: Path) -> dict[str, tuple[str, ...]]:
+    """Each ``dvc.yaml`` stage's dependencies that no stage writes (a templated output such as
+    ``data/embeddings/${item}.h5`` counts up to its first ``${``); empty where ``dvc.yaml`` is missing
+    or unreadable."""
     try:
         doc = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return ()
+        return {}
     stages = doc.get("stages") if isinstance(doc, Mapping) else None
-    stage = stages.get(PAPER_STAGE) if isinstance(stages, Mapping) else None
-    deps = stage.get("deps") if isinstance(stage, Mapping) else None
-    return tuple(str(d) for d in deps if isinstance(d, str)) if isinstance(deps, list) else ()
+    if not isinstance(stages, Mapping):
+        return {}
+    bodies = {str(name): stage.get("do", stage) for name, stage in stages.items() if isinstance(stage, Mapping)}
+
+    def paths(body: object, key: str) -> list[str]:  # a list entry is a path or {path: options}
+        entries = body.get(key) if isinstance(body, Mapping) else None
+        if not isinstance(entries, list):
+            return []
+        return [str(p) for e in entries for p in (e if isinstance(e, Mapping) else [e])]
+
+    written = [p.split("${")[0] for body in bodies.values() for key in ("outs", "metrics", "plots")
+               for p in paths(body, key)]
+    return {name: tuple(d for d in paths(body, "deps") if not any(_overlaps(d, w) for w in written))
+            for name, body in bodies.items()}
+
+
+def source_paths(root: Path) -> tuple[str, ...]:
+    """The paper stage's sources: its dependencies in ``dvc.yaml`` that no stage writes.
+
+    The commit the paper names is the last one that changed one of these, and any change to one of
+    them renders the paper again, so a committed paper never names a stale commit. ``dvc.yaml`` itself
+    cannot be a DVC dependency and is not among them: a stage whose command changes reruns, and the
+    paper with it wherever its outputs change.
+    """
+    return stage_sources(root).get(PAPER_STAGE, ())
 
 
 def git_commit(root: Path) -> dict[str, str]:
-    """The last commit that changed a tracked file among the paper stage's dependencies
-    (:func:`source_paths`: the sources, parameters, data and manuscript), and whether the checkout's
-    copies of them differ from it.
+    """The last commit that changed one of the paper stage's sources (:func:`source_paths`: the code,
+    parameters, data and manuscript), and whether the checkout's copies of them differ from it.
 
     Not ``HEAD``: the commit that records the outputs (``dvc.lock``) comes after the render, so a paper
     naming ``HEAD`` could never be reproduced byte for byte from its own commit.
@@ -156,16 +179,12 @@ def git_commit(root: Path) -> dict[str, str]:
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None
 
-    deps = source_paths(root)
-    if not deps:
+    sources = source_paths(root)
+    if not sources:
         return {"commit": f"unavailable (dvc.yaml declares no {PAPER_STAGE} stage dependencies)", "state": "unknown"}
-    tracked = git("ls-files", "--", *deps)
-    if tracked is None:
+    commit = git("log", "-1", "--format=%H", "--", *sources)
+    if commit is None:
         return {"commit": "unavailable (not a git checkout)", "state": "unknown"}
-    files = tracked.splitlines()
-    # a dependency that some stage writes (results/, figures) is not a source, even where an old commit held it
-    sources = [d for d in deps if any(f == d or f.startswith(d.rstrip("/") + "/") for f in files)]
-    commit = git("log", "-1", "--format=%H", "--", *sources) if sources else None
     if not commit:
         return {"commit": "unavailable (no commit holds the paper stage's sources)", "state": "unknown"}
     changed = git("status", "--porcelain", "--untracked-files=no", "--", *sources)
