@@ -1,53 +1,74 @@
-"""Pinned CPU code paths: the same bytes from the same inputs on any x86-64 machine with AVX2.
+"""Pinned CPU code paths: the same bytes from the same inputs on every x86-64 machine with AVX2,
+Intel or AMD, at any thread count.
 
 The numeric libraries choose their CPU kernels at run time from what the processor offers: torch's
 ATen kernels (elementwise ops, reductions, softmax, norms), oneDNN, MKL (torch's BLAS: every
-``Linear``), OpenBLAS (numpy's and scipy's BLAS and LAPACK) and numpy's own SIMD loops. The same
-program then rounds differently on an AVX-512 machine than on an AVX2 one, and every output hash
-changes. :func:`pin` sets, *before* numpy, scipy or torch are imported, the environment each library
-reads at start-up, so that all of them take their AVX2 path (every x86-64 processor since 2013-2015
-has it) whatever the machine offers beyond it. It is the one place that knows these settings: every
-stage and the ``uaprobe`` command call it first.
-
-What each library honours (checked with the versions of ``requirements.lock``; ``record`` reports
-what is in effect after import, so a library that ignores its pin shows up in the provenance):
+``Linear``), OpenBLAS (numpy's and scipy's BLAS and LAPACK), numpy's own SIMD loops and numba. The
+same program then rounds differently on another machine, and every output hash changes. :func:`pin`
+sets, *before* numpy, scipy or torch are imported, what each library reads at start-up, so that all of
+them take one code path whatever the machine. It is the one place that knows these settings: every
+stage, the test suite and the ``uaprobe`` command call it first; ``uaprobe fingerprint`` checks them.
 
 ========================== ======================= ==================================================
-variable                   library                 effect
+setting                    library                 effect
 ========================== ======================= ==================================================
 ATEN_CPU_CAPABILITY=avx2   torch (ATen)            ``torch.backends.cpu.get_cpu_capability()`` is AVX2
 ONEDNN_MAX_CPU_ISA=AVX2    oneDNN (torch mkldnn)   JIT kernels at most AVX2 (``DNNL_`` is the old name)
 MKL_ENABLE_INSTRUCTIONS    MKL (torch's BLAS)      dispatch ceiling AVX2 (every ``Linear`` is an SGEMM)
+MKL dispatch library       MKL                     MKL's Intel code path on every vendor (below)
+MKL_CBWR=AVX2,STRICT       MKL                     conditional numerical reproducibility, strict:
+                                                   the same bytes at any thread count
 OPENBLAS_CORETYPE=Haswell  OpenBLAS (numpy, scipy) Haswell kernels (AVX2 + FMA) in DYNAMIC_ARCH builds
 NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (numpy 2.4's names)
 NUMBA_CPU_NAME=haswell     numba (analysis kernels) LLVM compiles the resampling kernels for Haswell
-                                                   (AVX2 + FMA), not the host: same machine code,
-                                                   same summation order, on every x86-64 machine
+                                                   (AVX2 + FMA), not the host
 ========================== ======================= ==================================================
 
-MKL's conditional numerical reproducibility (``MKL_CBWR``) is deliberately not set: on an AMD
-processor MKL reports ``CNR:AUTO`` for every branch but ``COMPATIBLE`` (it has no Intel branch to
-take there), leaves the bytes unchanged, and cost 1.2 to 1.6x the extraction time in side-by-side
-runs (``AVX2``, with and without ``STRICT``); ``COMPATIBLE`` changes the bytes and costs about 2x.
-A ``MKL_CBWR`` in the caller's environment is removed (:data:`UNSET`). An Intel processor's MKL
-AVX2 path has not been compared with an AMD one's here: where CI on such a machine finds other
-bytes, ``MKL_CBWR=AVX2`` is the pin to add.
+**MKL and the CPU vendor.** MKL asks two of its own functions (``mkl_serv_intel_cpu_true``,
+``mkl_serv_intel_cpu``) whether the processor is Intel's. On an AMD processor it then takes other
+SGEMM kernels for row counts below about 56 and honours no ``MKL_CBWR`` branch but ``COMPATIBLE``;
+on an Intel one its kernels for a given shape also change with the thread count. Measured with
+torch 2.13 (MKL 2024.2), float32 ``Linear`` products at both default models' widths, row counts 1 to
+832, and attention-sized batched products (620 operations), on 1, 2 and 3 threads, on a 2-core AMD
+EPYC (Zen 3), with MKL made to take its Intel path by the dispatch library below (it reproduced the
+48 hashes that a 2-core Intel Xeon with AVX-512 computed with every setting of
+``shared/numerics/gemm_hash.py``, and the Intel Xeon's whole SmolLM2 extraction file, byte for
+byte):
+
+==================================== ===================================================
+setting                              operations with more than one result (of 620)
+==================================== ===================================================
+AVX2 pins alone (vendor's own path)  476 to 522 AMD vs Intel path; AMD alone: 1 vs 2 threads
+                                     differ at 5 to 11 rows
+``MKL_CBWR=AVX2``                    AMD ignores it; Intel path: 94 differ across threads
+``MKL_CBWR=AVX2,STRICT``             AMD ignores it (the whole extraction file differs)
+``MKL_CBWR=COMPATIBLE``              245 (AMD vs Intel path and across threads)
+Intel path + ``MKL_CBWR=AVX2,STRICT`` 0
+==================================== ===================================================
+
+The last row is the pin: :data:`MKL_DISPATCH_SOURCE`, a library of two one-line C functions
+answering "Intel" (built at install time as ``uaprobe._mkl_dispatch``), is loaded with
+``RTLD_GLOBAL`` before torch, so MKL's own calls resolve to it on every machine (on an Intel processor it
+changes nothing), and ``MKL_CBWR=AVX2,STRICT`` holds the thread count out of the bytes. Its cost is
+measured by ``bench/extract.py`` (``numerics: portable pins ... vs today's pins ...``). Where the
+library could not be built (no C compiler at install), :func:`record` says so and
+``uaprobe fingerprint`` names the operations whose bytes then differ.
 
 The pins override the calling environment (a shell with ``MKL_CBWR=COMPATIBLE`` or
 ``ATEN_CPU_CAPABILITY=default`` must not change the bytes). On a processor without AVX2 or FMA, or
 one that is not x86-64, nothing is pinned (the AVX2 kernels would not run): its outputs differ in the
 last digits, the provenance says so, and ``uaprobe verify --against`` compares them with a tolerance.
 
-Thread counts: the analyses pin the BLAS to one thread (:data:`ANALYSIS_THREADS`). The extraction
-leaves torch's thread count to the machine: its results do not depend on it (MKL's SGEMMs of these
-shapes split the outputs across threads, and so do ATen's elementwise kernels and its reductions
-along a dimension, not the summations), which the test suite checks with one and three threads.
+Thread counts: the analyses pin the BLAS to one thread (:data:`ANALYSIS_THREADS`); their compiled
+kernels sum every output element on one thread in a fixed order. The extraction leaves torch's
+thread count to the machine: MKL's strict mode and ATen's kernels (which split outputs, not
+summations, across threads) make its bytes independent of it (tested on 1, 2 and 3 threads).
 
 :func:`record` is what determines the numbers (pins, ISA in use, pinned thread counts, library
 versions): it goes into the HDF5 attributes, the results files and the paper, which are hashed by
-DVC, so it holds nothing that differs between two AVX2 machines. :func:`machine_record` holds what
-does (the CPU model, its core count, the threads actually used): it goes only into a machine-local
-log that neither git nor DVC tracks (:func:`machine_log_path`).
+DVC, so it holds nothing that differs between two pinned machines. :func:`machine_record` holds what
+does (the CPU model and vendor, its core count, the threads actually used): it goes only into a
+machine-local log that neither git nor DVC tracks (:func:`machine_log_path`).
 """
 
 from __future__ import annotations
@@ -69,14 +90,18 @@ ISA_PINS: Mapping[str, str] = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "DNNL_MAX_CPU_ISA": "AVX2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "MKL_CBWR": "AVX2,STRICT",
     "OPENBLAS_CORETYPE": "Haswell",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
     "NUMBA_CPU_NAME": "haswell",
 }
 """Environment that holds every CPU-dispatching library to its AVX2 kernels (see the module doc)."""
 
-UNSET: tuple[str, ...] = ("MKL_CBWR",)
-"""Variables :func:`pin` removes from the environment: they change the bytes, and are not pinned."""
+MKL_DISPATCH_SOURCE = Path(__file__).with_name("_mkl_dispatch.c")
+"""The C source of the MKL dispatch library (see the module doc); built as ``uaprobe._mkl_dispatch``."""
+
+_dispatch_loaded: list[str] = []
+"""The path of the MKL dispatch library this process loaded, if it did."""
 
 THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """The thread-count variables of OpenBLAS, OpenMP (torch, MKL) and MKL."""
@@ -128,6 +153,20 @@ def cpu_model(cpuinfo: str | None = None) -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def cpu_vendor(cpuinfo: str | None = None) -> str:
+    """The processor's vendor string (``GenuineIntel``, ``AuthenticAMD``; machine-local)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "unknown"
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id":
+            return value.strip()
+    return "unknown"
+
+
 def pinnable(machine: str | None = None, flags: frozenset[str] | None = None) -> tuple[bool, str]:
     """Whether the AVX2 pins can apply here, and why not if they cannot."""
     machine = (machine if machine is not None else platform.machine()).lower()
@@ -163,13 +202,43 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         raise PinnedTooLate(f"{', '.join(early)} imported before uaprobe.numerics.pin(): call pin() first, "
                             "before any numeric import")
     wanted = pins_for(flags=cpu_flags() if flags is None else flags)
-    if wanted:
-        for var in UNSET:
-            environ.pop(var, None)
+    if wanted and environ is os.environ and modules is sys.modules:
+        load_mkl_dispatch()
     if analysis:
         wanted.update({var: str(ANALYSIS_THREADS) for var in THREAD_VARIABLES})
     environ.update(wanted)
     return wanted
+
+
+def mkl_dispatch_library() -> Path | None:
+    """The built MKL dispatch library of this installation, None where it was not built."""
+    built = sorted(MKL_DISPATCH_SOURCE.parent.glob("_mkl_dispatch*.so"))
+    return built[0] if built else None
+
+
+def load_mkl_dispatch() -> bool:
+    """Load the MKL dispatch library into the process's global symbol scope (before torch loads MKL);
+    False where it was not built or cannot be loaded."""
+    if _dispatch_loaded:
+        return True
+    library = mkl_dispatch_library()
+    if library is None:
+        return False
+    try:
+        ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+    except OSError:
+        return False
+    _dispatch_loaded.append(str(library))
+    return True
+
+
+def mkl_dispatch_state() -> str:
+    """``intel path`` where this process loaded the MKL dispatch library, else why not."""
+    if _dispatch_loaded:
+        return "intel path"
+    if mkl_dispatch_library() is None:
+        return "vendor path: uaprobe._mkl_dispatch not built (no C compiler at install); install one and rerun `make setup`"
+    return "vendor path: the dispatch library was not loaded before torch (call uaprobe.numerics.pin() first)"
 
 
 def _openblas_cores() -> list[dict[str, str]]:
@@ -227,6 +296,7 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
     out: dict[str, Any] = {
         "isa": ISA if len(pins) == len(ISA_PINS) else "unpinned",
         "pins": pins,
+        "mkl_dispatch": mkl_dispatch_state().split(":")[0],
         "threads": threads,
         "machine": platform.machine().lower(),
     }
@@ -271,6 +341,7 @@ def machine_record() -> dict[str, Any]:
     ok, why = pinnable(flags=flags)
     out: dict[str, Any] = {
         "cpu_model": cpu_model(),
+        "cpu_vendor": cpu_vendor(),
         "logical_cpus": os.cpu_count(),
         "avx512f": None if flags is None else "avx512f" in flags,
         "pinned": ok,
