@@ -18,6 +18,15 @@ from typing import Any
 import pytest
 import yaml
 
+from uaprobe import numerics
+
+# The stages' pins, before numpy, scipy or torch load in this process (nothing above, pytest and its
+# plugins included, imports one of them): the tests then compute on the CPU code paths the stages
+# compute on, whatever the machine offers beyond AVX2 (test_numerics checks it). The analysis
+# stages' pins, one BLAS thread included: the analyses run in this process, and the extraction's
+# bytes do not depend on the thread count.
+numerics.pin(analysis=True)
+
 REPO = Path(__file__).resolve().parents[1]
 from synthetic_h5 import CATEGORIES, CONTROL_CATEGORIES, PAIRS_PER_CATEGORY, SYNTHETIC_MODELS, synthetic_params, write_synthetic_h5  # noqa: E402
 from tiny_models import build_tiny_neox, small_dataset  # noqa: E402

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -166,16 +169,48 @@ def test_exact_permutation_p_equals_scipy_permutation_test(rng, n):
     assert np.array_equal(got, _scipy_exact_permutation_p(x, y))
 
 
-def test_exact_permutation_p_equals_scipy_with_tied_values(rng):
-    """Integer data: many orders give the same |r| exactly; both count them as hits."""
+def _exact_covariance_sum(x: Sequence[float], y: Sequence[float]) -> Fraction:
+    """``sum((x - mean(x)) * y)``, n times the covariance of ``x`` and ``y``, with the floats taken as the
+    exact rationals they hold: no rounding, so 0 means r is exactly 0."""
+    xs = [Fraction(float(v)) for v in x]
+    mean_x = sum(xs, Fraction(0)) / len(xs)
+    return sum(((v - mean_x) * Fraction(float(w)) for v, w in zip(xs, y, strict=True)), Fraction(0))
+
+
+def _exact_permutation_p(x: np.ndarray, y: np.ndarray) -> Fraction:
+    """The exact two-sided permutation p of Pearson r of ``x`` (n,) and ``y`` (n,), in rational arithmetic:
+    the share of all n! orders of ``y`` whose |r| is at least the observed |r|. Every order has the same
+    sums of squares, so ``|r_perm| >= |r|`` is ``|S_perm| >= |S|`` (:func:`_exact_covariance_sum`): a tie
+    is an equality of rationals, not a matter of rounding."""
+    observed = abs(_exact_covariance_sum(x, y))
+    orders = list(itertools.permutations(range(len(y))))
+    hits = sum(abs(_exact_covariance_sum(x, [y[i] for i in order])) >= observed for order in orders)
+    return Fraction(hits, len(orders))
+
+
+def test_exact_permutation_p_with_tied_values_equals_an_exact_enumeration(rng):
+    """Integer data: many orders give the same |r| exactly, and some rows have r exactly 0 (rows 0 and 1
+    of the seeded draw, and one built so). The reference decides ties in exact arithmetic; scipy is
+    compared only where r is away from 0, since its tie rule is relative to the observed statistic:
+    at r = 0 the observed |r| is rounding noise (2.4e-17 on AVX-512 machines, 0 on others), and its p
+    for those rows (0.85, 0.93 there) is the noise's, not the data's."""
     x = rng.integers(0, 3, size=(4, 6)).astype(float)
     x[:, 0], x[:, 1] = 0.0, 2.0  # no constant row
     y = np.array([1.0, 2.0, 2.0, 3.0, 5.0, 5.0])
+    x = np.vstack([x, [0.0, 2.0, 2.0, 0.0, 1.0, 1.0]])  # sum((x - mean x) * y) = 0: r is exactly 0
     orders, mode = stats.permutation_orders(rng, n=6, permutations=720)
-    got = stats.permutation_p(x, y, r=stats.pearson(x, y).r, orders=orders, mode=mode)
+    r = stats.pearson(x, y).r
+    got = stats.permutation_p(x, y, r=r, orders=orders, mode=mode)
     assert mode == "exact"
-    assert np.array_equal(got, _scipy_exact_permutation_p(x, y))
+    exact = [_exact_permutation_p(row, y) for row in x]
+    assert got.tolist() == [float(p) for p in exact]
+    zero = np.array([_exact_covariance_sum(row, y) == 0 for row in x])
+    assert zero.tolist() == [True, True, False, False, True]
+    assert (got[zero] == 1.0).all()  # every order's |r| is at least 0
     assert (got > 1 / 720).all()  # ties did count
+    away = np.abs(r) > 1e-6
+    assert away.tolist() == (~zero).tolist()
+    assert np.array_equal(got[away], _scipy_exact_permutation_p(x[away], y))
 
 
 def test_random_permutation_p_matches_scipy_pearsonr_over_the_orders(rng):

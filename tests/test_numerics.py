@@ -153,6 +153,23 @@ def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None
     assert unpinned["record"]["torch"]["cpu_capability"] == "DEFAULT"
 
 
+@needs_avx2
+def test_the_test_process_runs_under_the_stages_pins() -> None:
+    """conftest.py pins before any numeric import, as the analysis stages do: the environment holds
+    the pins, numpy dispatches to no AVX-512 target, and the record says AVX2 with one BLAS thread."""
+    import numpy as np
+
+    assert {k: os.environ.get(k) for k in numerics.ISA_PINS} == dict(numerics.ISA_PINS)
+    assert all(os.environ.get(v) == str(numerics.ANALYSIS_THREADS) for v in numerics.THREAD_VARIABLES)
+    assert not any(v in os.environ for v in numerics.UNSET)
+    core = np._core._multiarray_umath
+    enabled = [t for t in core.__cpu_dispatch__ if core.__cpu_features__.get(t)]
+    assert not set(enabled) & set(numerics.ISA_PINS["NPY_DISABLE_CPU_FEATURES"].split()), enabled
+    rec = numerics.record(analysis=True)
+    assert rec["isa"] == numerics.ISA and set(rec["threads"].values()) == {str(numerics.ANALYSIS_THREADS)}
+    assert {b["core"] for b in rec.get("openblas", [])} <= {"Haswell"}
+
+
 def test_every_stage_pins_before_any_numeric_import() -> None:
     for stage in sorted((REPO / "stages").glob("*.py")):
         lines = stage.read_text(encoding="utf-8").splitlines()

@@ -4,6 +4,7 @@ the HTML checked in headless Chromium, the PDF through pdftoppm, numbers traced 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
 from uaprobe.publishing import appendix as ap
@@ -22,12 +24,27 @@ REPO = Path(__file__).resolve().parents[1]
 PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
 
 
+SOURCE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+
+
 def make_project(tree: Path, root: Path) -> Path:
-    """A copy of the synthetic project ``tree`` at ``root`` with the real manuscript sources and drawn figures."""
+    """A copy of the synthetic project ``tree`` at ``root`` with the real manuscript, ``dvc.yaml`` and the
+    paper stage's other sources (code, dataset files), and drawn figures: every input of the paper."""
     shutil.copytree(tree, root)
     (root / "paper").mkdir()
     for name in PAPER_FILES:
         shutil.copyfile(REPO / "paper" / name, root / "paper" / name)
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copyfile(REPO / name, root / name)
+    for dep in ap.stage_dependencies(REPO):
+        source, target = REPO / dep, root / dep
+        if target.exists() or dep.startswith(("figures", "results/")):  # the tree's own, or drawn below
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=SOURCE_IGNORE)
+        else:
+            shutil.copyfile(source, target)
     sys.path.insert(0, str(REPO / "stages"))
     from figures import run  # stages/figures.py
 
@@ -120,9 +137,24 @@ def test_a_changed_metric_changes_the_rendered_number(project: Path, tmp_path: P
         assert text in after, text
 
 
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=root,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_rerendering_the_paper_gives_the_same_bytes(project: Path, tmp_path: Path) -> None:
+    """Again from the same inputs, here once committed to git with a dirty working tree and an untracked
+    file (the first render had no git at all): the same bytes."""
     html, pdf = rendered(project)
-    again = render_manuscript(project / "paper" / "paper.qmd", engine="fallback", output_dir=tmp_path)
+    root = tmp_path / "committed"
+    shutil.copytree(project, root, ignore=shutil.ignore_patterns("_output"))
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "the inputs")
+    (root / "NOTES.md").write_text("not an input\n", encoding="utf-8")
+    (root / "dvc.lock").write_text((root / "dvc.lock").read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    assert _git(root, "status", "--porcelain")
+    again = render_manuscript(root / "paper" / "paper.qmd", engine="fallback", output_dir=tmp_path / "out")
     assert again.html.read_bytes() == html.read_bytes()
     assert again.pdf.read_bytes() == pdf.read_bytes()
 
@@ -132,6 +164,13 @@ def test_the_paper_states_its_provenance(project: Path) -> None:
     assert len(re.findall(r"Data:\s+<code>(results|data)/", text)) == len(expected_figures(project))
     assert "10.5281/zenodo.18110161" in text and "10.5281/zenodo.18142454" in text
     assert "matches" in text, "the dvc.lock table should confirm the hashes of the files read"
+    inputs = ap.input_hashes(project)
+    assert {h.path for h in inputs} == set(ap.stage_dependencies(REPO)) and "missing" not in {h.md5 for h in inputs}
+    assert f"<code>{ap.inputs_digest(inputs)}</code>" in text
+    for h in inputs:
+        assert f"<code>{h.path}</code>" in text and f"<code>{h.md5}</code>" in text, h
+    section = text[text.index('id="sec-reproducibility"'):text.index('id="sec-provenance"')]
+    assert "tracked sources" not in section and not re.search(r"commit <code>", section)
     assert "CPU code paths of the numbers" in text and "logs/&lt;stage&gt;.machine.json" in text
 
 
@@ -190,47 +229,122 @@ def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
     assert not overprinted, f"(page, word, word) set over each other: {overprinted[:10]}"
 
 
-def test_the_paper_names_the_last_commit_of_its_sources_not_head(tmp_path: Path) -> None:
-    """Committing the outputs (dvc.lock, metrics) after the render must not change what the paper says;
-    the sources are the paper stage's dependencies in dvc.yaml, and a dependency some stage writes is
-    not one of them even where an old commit held it."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=tmp_path,
-                              capture_output=True, text=True, check=True).stdout.strip()
+def _inputs_text(root: Path) -> str:
+    """What the reproducibility appendix prints about the paper's inputs."""
+    inputs = ap.input_hashes(root)
+    return ap.inputs_paragraph(inputs) + "\n\n" + ap.inputs_table(inputs)
 
-    git("init", "-q")
-    assert ap.git_commit(tmp_path)["commit"].startswith("unavailable (dvc.yaml declares no paper stage")
-    (tmp_path / "dvc.yaml").write_text("stages:\n  analyze:\n    outs: [results/models]\n"
-                                       "  paper:\n    deps: [params.yaml, results/models]\n", encoding="utf-8")
-    (tmp_path / "params.yaml").write_text("models: []\n", encoding="utf-8")
-    git("add", "params.yaml", "dvc.yaml")
-    git("commit", "-qm", "sources")
-    sources = git("rev-parse", "HEAD")
-    (tmp_path / "results" / "models").mkdir(parents=True)
-    (tmp_path / "results" / "models" / "x.json").write_text("{}\n", encoding="utf-8")
-    git("add", "results")
-    git("commit", "-qm", "an output once committed")
-    git("rm", "-rq", "--cached", "results")
-    git("commit", "-qm", "the output untracked")
-    (tmp_path / "results" / "models" / ".gitignore").write_text("/x.json\n", encoding="utf-8")
-    git("add", "results/models/.gitignore")
-    git("commit", "-qm", "DVC's .gitignore in the output directory, tracked")
-    (tmp_path / "dvc.lock").write_text("schema: '2.0'\n", encoding="utf-8")
-    git("add", "dvc.lock")
-    git("commit", "-qm", "outputs")
-    assert git("rev-parse", "HEAD") != sources
-    assert ap.git_commit(tmp_path) == {"commit": sources, "state": "clean"}
-    (tmp_path / "params.yaml").write_text("models: [x]\n", encoding="utf-8")
-    assert ap.git_commit(tmp_path) == {"commit": sources, "state": "modified sources"}
+
+def _small_project(root: Path) -> Path:
+    """A project whose paper stage depends on a file, a directory (with a cache .dvcignore leaves out) and
+    an output of another stage; its command writes the appendix's inputs text, as the render does."""
+    (root / "src" / "pkg" / "__pycache__").mkdir(parents=True)
+    (root / "src" / "pkg" / "mod.py").write_text("X = 1\n", encoding="utf-8")
+    (root / "src" / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"machine-local")
+    (root / "params.yaml").write_text("analysis:\n  preference: mean\n", encoding="utf-8")
+    (root / ".dvcignore").write_text("__pycache__/\n", encoding="utf-8")
+    write = ("from pathlib import Path; from uaprobe.publishing import appendix as ap; "
+             "h = ap.input_hashes(Path('.')); "
+             "Path('paper.md').write_text(ap.inputs_paragraph(h) + chr(10) + ap.inputs_table(h))")
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "analyze": {"cmd": f"{sys.executable} -c \"open('results.json', 'w').write('{{}}')\"",
+                    "deps": ["params.yaml"], "outs": ["results.json"]},
+        "paper": {"cmd": f"{sys.executable} -c \"{write}\"",
+                  "deps": ["src", "params.yaml", "results.json"], "outs": ["paper.md"]},
+    }}, sort_keys=False), encoding="utf-8")
+    return root
+
+
+def test_the_appendix_names_the_inputs_by_the_hashes_dvc_lock_records(tmp_path: Path) -> None:
+    """``dvc repro`` runs the stage, whose command computes the hashes (its own lock entry does not exist
+    yet), then writes dvc.lock: the paper's hashes are dvc.lock's, path for path, in dvc.lock's order."""
+    root = _small_project(tmp_path / "p")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(REPO / "src")}
+    dvc = str(Path(sys.executable).parent / "dvc")
+    for args in (["init", "--no-scm", "-q"], ["repro", "-q"]):
+        proc = subprocess.run([dvc, *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8"))["stages"]["paper"]["deps"]
+    inputs = ap.input_hashes(root)
+    assert [(h.path, h.md5, h.size) for h in inputs] == [(d["path"], d["md5"], d["size"]) for d in lock]
+    assert [h.nfiles for h in inputs] == [d.get("nfiles") for d in lock] == [None, None, 1]  # the cache left out
+    assert inputs[2].md5.endswith(".dir")
+    written = (root / "paper.md").read_text(encoding="utf-8")
+    assert written == _inputs_text(root).replace("\n\n", "\n", 1)
+    assert f"`{ap.inputs_digest(inputs)}`" in written
+    proc = subprocess.run([dvc, "status", "paper"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert "up to date" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_the_inputs_text_ignores_git_state_and_changes_with_any_input(tmp_path: Path) -> None:
+    """The same inputs give the same text outside git, committed, under later commits and with a dirty
+    tree; a change to a dependency (a file, a file in a directory) changes it, in that dependency's row."""
+    root = _small_project(tmp_path / "p")
+    (root / "results.json").write_text("{}\n", encoding="utf-8")
+    plain = _inputs_text(root)
+    assert "`src`" in plain and "`params.yaml`" in plain and "`results.json`" in plain
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "inputs")
+    assert _inputs_text(root) == plain
+    (root / "dvc.lock").write_text("schema: '2.0'\n", encoding="utf-8")
+    _git(root, "add", "dvc.lock")
+    _git(root, "commit", "-qm", "outputs")
+    head = _git(root, "rev-parse", "HEAD")
+    (root / "README.md").write_text("not an input\n", encoding="utf-8")  # untracked
+    (root / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n", encoding="utf-8")  # modified, not an input
+    (root / "src" / "pkg" / "__pycache__" / "other.pyc").write_bytes(b"ignored by .dvcignore")
+    assert _git(root, "status", "--porcelain")
+    assert _inputs_text(root) == plain and head[:7] not in plain
+
+    def rows(text: str) -> set[str]:
+        return {line for line in text.splitlines() if line.startswith("| `")}
+
+    (root / "params.yaml").write_text("analysis:\n  preference: sum\n", encoding="utf-8")
+    changed = _inputs_text(root)
+    assert changed != plain and {r.split(" | ")[0] for r in rows(changed) ^ rows(plain)} == {"| `params.yaml`"}
+    (root / "src" / "pkg" / "mod.py").write_text("X = 2\n", encoding="utf-8")
+    again = _inputs_text(root)
+    assert {r.split(" | ")[0] for r in rows(again) ^ rows(changed)} == {"| `src`"}
+    assert len({ap.inputs_digest(ap.input_hashes(root)), *re.findall(r"is `([0-9a-f]{32})`", plain + changed)}) == 3
+
+
+def test_without_a_paper_stage_the_inputs_are_unknown(tmp_path: Path) -> None:
+    assert ap.input_hashes(tmp_path) == ()
+    assert "declares no dependencies" in ap.inputs_paragraph(())
+    (tmp_path / "dvc.yaml").write_text("stages:\n  paper:\n    deps: [absent.txt]\n", encoding="utf-8")
+    (inputs,) = ap.input_hashes(tmp_path)
+    assert inputs == ap.InputHash("absent.txt", "missing", None, None)
+    assert "Missing at the time of rendering: `absent.txt`" in ap.inputs_paragraph((inputs,))
+
+
+def _overlaps(path: str, out: str) -> bool:
+    """Whether ``path`` is, holds or lies in the output ``out``."""
+    path, out = path.rstrip("/"), out.rstrip("/")
+    return path == out or path.startswith(out + "/") or out.startswith(path + "/")
+
+
+def stage_sources(root: Path) -> dict[str, tuple[str, ...]]:
+    """Each ``dvc.yaml`` stage's dependencies that no stage writes (a templated output such as
+    ``data/embeddings/${item}.h5`` counts up to its first ``${``)."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    bodies = {str(name): stage.get("do", stage) for name, stage in stages.items()}
+
+    def paths(body: dict, key: str) -> list[str]:  # a list entry is a path or {path: options}
+        return [str(p) for e in body.get(key, []) for p in (e if isinstance(e, dict) else [e])]
+
+    written = [p.split("${")[0] for body in bodies.values() for key in ("outs", "metrics", "plots")
+               for p in paths(body, key)]
+    return {name: tuple(d for d in paths(body, "deps") if not any(_overlaps(d, w) for w in written))
+            for name, body in bodies.items()}
 
 
 def test_every_source_of_every_stage_is_a_dependency_of_the_paper() -> None:
-    """The paper names the last commit that changed one of its dependencies; were a source of another
-    stage not among them, a commit of that source alone would leave the committed paper naming an
-    older commit than a fresh clone's render (``.ci/run`` compares the bytes)."""
-    sources = ap.stage_sources(REPO)
-    paper = ap.source_paths(REPO)
-    assert paper == sources["paper"]
+    """The paper names its inputs by hash; with every source of every stage among them, those hashes
+    identify the code, parameters and data of the whole pipeline, not only of the render."""
+    sources = stage_sources(REPO)
+    paper = sources["paper"]
+    assert set(paper) <= set(ap.stage_dependencies(REPO))
     for name, deps in sources.items():
         for dep in deps:
             assert (REPO / dep).exists(), f"dvc.yaml stage {name}: dependency {dep} does not exist"
@@ -239,8 +353,8 @@ def test_every_source_of_every_stage_is_a_dependency_of_the_paper() -> None:
     for source in ("src", "stages", "params.yaml", "requirements.lock", "paper/paper.qmd"):
         assert source in paper
     assert "stages/extract.py" in sources["extract"]
-    for written in ("figures", "results/models", "results/panel.json"):  # outputs of other stages
-        assert written not in paper
+    for written in ("figures", "results/models", "results/panel.json"):  # outputs of other stages, read by it
+        assert written not in paper and written in ap.stage_dependencies(REPO)
 
 
 def test_a_directory_dependency_hashes_only_tracked_files() -> None:
@@ -253,7 +367,7 @@ def test_a_directory_dependency_hashes_only_tracked_files() -> None:
     if proc.returncode != 0:
         pytest.skip("not a git checkout: nothing tells tracked from untracked files")
     tracked = set(proc.stdout.splitlines())
-    deps = {d for stage in ap.stage_sources(REPO).values() for d in stage}
+    deps = {d for stage in stage_sources(REPO).values() for d in stage}
     repo = Repo(str(REPO))
     try:
         ignore, fs = repo.dvcignore, repo.fs
@@ -291,7 +405,7 @@ def test_every_number_names_a_file_and_key_that_hold_it(project: Path) -> None:
 
 def test_every_table_cell_with_a_number_carries_a_value(project: Path) -> None:
     page = rendered(project)[0].read_text(encoding="utf-8")
-    exempt = ("tbl-dvc-lock", "tbl-packages", "tbl-numerics", "tbl-provenance", "tbl-panel")
+    exempt = ("tbl-inputs", "tbl-dvc-lock", "tbl-packages", "tbl-numerics", "tbl-provenance", "tbl-panel")
     bare, checked = [], 0
     for table in re.finditer(r'<table id="(tbl-[\w-]+)".*?</table>', page, flags=re.S):
         if table.group(1).startswith(exempt):

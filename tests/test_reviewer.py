@@ -85,6 +85,32 @@ def test_reviewer_pulls_the_same_paper(author: Path, workspace: Path) -> None:
     assert output_digests(reviewer) == output_digests(author)
 
 
+def test_the_committed_paper_renders_again_at_its_own_commit(author: Path, workspace: Path) -> None:
+    """The README's flow: change a parameter, `dvc repro`, commit. `dvc repro -f -s paper` at that commit,
+    and at a later one, gives the committed paper's bytes; the hashes it names are dvc.lock's."""
+    project = _clone(author, workspace / "author-rerender")
+    dvc("pull", cwd=project)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["analysis"]["preference"] = "sum" if params["analysis"]["preference"] != "sum" else "mean"
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert "Running stage 'paper'" in dvc("repro", cwd=project).stdout
+    git("add", "-A", cwd=project)
+    git("commit", "-q", "-m", "analysis.preference changed", cwd=project)
+    committed = output_digests(project)
+    html = (project / "paper/_output/paper.html").read_text(encoding="utf-8")
+    lock = yaml.safe_load((project / "dvc.lock").read_text(encoding="utf-8"))["stages"]["paper"]["deps"]
+    for dep in lock:
+        assert f"<code>{dep['md5']}</code>" in html, dep
+    for later in (False, True):
+        if later:
+            (project / "NOTES.md").write_text("a later commit\n", encoding="utf-8")
+            git("add", "NOTES.md", cwd=project)
+            git("commit", "-q", "-m", "notes", cwd=project)
+        dvc("repro", "-f", "-s", "paper", cwd=project)
+        assert output_digests(project) == committed, f"later commit: {later}"
+        assert git("status", "--porcelain", cwd=project).stdout == "", f"later commit: {later}"
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass

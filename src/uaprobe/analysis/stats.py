@@ -282,9 +282,11 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
     """Two-sided permutation p-value of Pearson r: x (M, n), y (n,), observed r (M,).
 
     ``exact``: share of the orders with ``|r_perm| >= |r|``; ``random``: ``(1 + hits) / (1 + P)``.
-    NaN where r is NaN. The exact p equals ``scipy.stats.permutation_test`` of ``|r|`` with
-    ``permutation_type="pairings"`` and ``alternative="greater"`` (tested); this is one matrix product
-    for all rows, about 150 times faster than scipy's vectorised call, and the random orders are
+    NaN where r is NaN. Ties count within :data:`TIE_TOLERANCE`, so r = 0 gives p = 1. The exact p
+    equals an enumeration of all orders in rational arithmetic, and ``scipy.stats.permutation_test`` of
+    ``|r|`` with ``permutation_type="pairings"`` and ``alternative="greater"`` wherever r is not 0
+    (tested; scipy's tie rule is relative to the observed statistic, so at r = 0 its p follows the
+    rounding noise of r). This is one matrix product for all rows, about 150 times faster than scipy's vectorised call, and the random orders are
     the analysis's own, drawn once and shared by every row.
     """
     x = np.atleast_2d(np.asarray(x, dtype=float))

@@ -1,19 +1,21 @@
 """The manuscript's figures and its appendices: where every number comes from, and how to reproduce it.
 
 Figures are markdown images of the figures stage's PNGs, captioned with the results arrays they
-plot (:data:`FIGURE_DATA`). The reproducibility appendix names the commit of the sources, the
-hashes ``dvc.lock`` records, the software and the CPU code paths; the provenance appendix lists
+plot (:data:`FIGURE_DATA`). The reproducibility appendix names the paper's inputs by the hashes DVC
+computes for them (no git state: the same inputs render the same paper at any commit), the hashes
+``dvc.lock`` records for the outputs it reads, the software and the CPU code paths; the provenance appendix lists
 every value the paper showed (:func:`provenance_table`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -123,73 +125,104 @@ PAPER_STAGE = "paper"
 """The ``dvc.yaml`` stage that renders the manuscript."""
 
 
-def _overlaps(path: str, out: str) -> bool:
-    """Whether ``path`` is, holds or lies in the output ``out``."""
-    path, out = path.rstrip("/"), out.rstrip("/")
-    return path == out or path.startswith(out + "/") or out.startswith(path + "/")
-
-
-def stage_sources(root: Path) -> dict[str, tuple[str, ...]]:
-    """Each ``dvc.yaml`` stage's dependencies that no stage writes (a templated output such as
-    ``data/embeddings/${item}.h5`` counts up to its first ``${``); empty where ``dvc.yaml`` is missing
-    or unreadable."""
+def stage_dependencies(root: Path, stage: str = PAPER_STAGE) -> tuple[str, ...]:
+    """The dependencies ``dvc.yaml`` declares for ``stage``, as written there; empty where ``dvc.yaml``
+    is missing or unreadable or has no such stage."""
     try:
         doc = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return {}
+        return ()
     stages = doc.get("stages") if isinstance(doc, Mapping) else None
-    if not isinstance(stages, Mapping):
-        return {}
-    bodies = {str(name): stage.get("do", stage) for name, stage in stages.items() if isinstance(stage, Mapping)}
-
-    def paths(body: object, key: str) -> list[str]:  # a list entry is a path or {path: options}
-        entries = body.get(key) if isinstance(body, Mapping) else None
-        if not isinstance(entries, list):
-            return []
-        return [str(p) for e in entries for p in (e if isinstance(e, Mapping) else [e])]
-
-    written = [p.split("${")[0] for body in bodies.values() for key in ("outs", "metrics", "plots")
-               for p in paths(body, key)]
-    return {name: tuple(d for d in paths(body, "deps") if not any(_overlaps(d, w) for w in written))
-            for name, body in bodies.items()}
+    body = stages.get(stage) if isinstance(stages, Mapping) else None
+    deps = body.get("deps") if isinstance(body, Mapping) else None
+    if not isinstance(deps, list):
+        return ()
+    return tuple(str(p) for d in deps for p in (d if isinstance(d, Mapping) else [d]))
 
 
-def source_paths(root: Path) -> tuple[str, ...]:
-    """The paper stage's sources: its dependencies in ``dvc.yaml`` that no stage writes.
+@dataclass(frozen=True)
+class InputHash:
+    """One dependency of a stage, hashed as DVC hashes it."""
 
-    The commit the paper names is the last one that changed one of these, and any change to one of
-    them renders the paper again, so a committed paper never names a stale commit. ``dvc.yaml`` itself
-    cannot be a DVC dependency and is not among them: a stage whose command changes reruns, and the
-    paper with it wherever its outputs change.
-    """
-    return stage_sources(root).get(PAPER_STAGE, ())
+    path: str
+    """The path ``dvc.yaml`` names (relative to the project root)."""
+    md5: str
+    """DVC's md5: of a file's bytes; of a directory's listing (each file's relative path and md5, the
+    files ``.dvcignore`` names left out), with ``.dir`` appended; ``missing`` where there is nothing."""
+    size: int | None
+    """Bytes (a directory's: of its files); None where missing."""
+    nfiles: int | None
+    """Files of a directory; None for a file."""
+
+    @property
+    def line(self) -> str:
+        """``<md5>  <path>``: the line of :func:`inputs_digest`."""
+        return f"{self.md5}  {self.path}"
 
 
-def git_commit(root: Path) -> dict[str, str]:
-    """The last commit that changed one of the paper stage's sources (:func:`source_paths`: the code,
-    parameters, data and manuscript), and whether the checkout's copies of them differ from it.
+def input_hashes(root: Path, stage: str = PAPER_STAGE) -> tuple[InputHash, ...]:
+    """Every dependency of ``stage`` in ``dvc.yaml`` with the hash DVC computes for it (dvc-data's
+    ``build``, the project's ``.dvcignore`` applied), sorted by path: once the stage has run,
+    ``dvc.lock`` lists the same paths, in the same order, with the same md5 under
+    ``stages.<stage>.deps``. Computed from the files on disk, since DVC writes the stage's lock entry
+    only after its command (this render) has run."""
+    from dvc.fs import LocalFileSystem
+    from dvc.ignore import DvcIgnoreFilter
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs import MemoryFileSystem
 
-    Not ``HEAD``: the commit that records the outputs (``dvc.lock``) comes after the render, so a paper
-    naming ``HEAD`` could never be reproduced byte for byte from its own commit.
-    """
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
+    root = Path(root).resolve()
+    fs = LocalFileSystem()
+    ignore = DvcIgnoreFilter(fs, str(root))
+    staging = HashFileDB(MemoryFileSystem(), "/uaprobe-input-hashes", hash_name="md5")  # never written: dry run
+    hashes = []
+    for dep in sorted(set(stage_dependencies(root, stage))):
+        path = root / dep
+        if not path.exists():
+            hashes.append(InputHash(dep, "missing", None, None))
+            continue
+        _, meta, obj = build(staging, str(path), fs, "md5", dry_run=True, ignore=ignore)
+        hashes.append(InputHash(dep, str(obj.hash_info.value), meta.size, meta.nfiles if meta.isdir else None))
+    return tuple(hashes)
 
-    sources = source_paths(root)
-    if not sources:
-        return {"commit": f"unavailable (dvc.yaml declares no {PAPER_STAGE} stage dependencies)", "state": "unknown"}
-    commit = git("log", "-1", "--format=%H", "--", *sources)
-    if commit is None:
-        return {"commit": "unavailable (not a git checkout)", "state": "unknown"}
-    if not commit:
-        return {"commit": "unavailable (no commit holds the paper stage's sources)", "state": "unknown"}
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", *sources)
-    state = "clean" if changed == "" else "modified sources" if changed else "unknown"
-    return {"commit": commit, "state": state}
+
+def inputs_digest(hashes: Sequence[InputHash]) -> str:
+    """The md5 of the lines ``<md5>  <path>`` (two spaces, a newline after each) of ``hashes`` in their
+    order (:func:`input_hashes`: by path, as ``dvc.lock`` lists them): one name for all of them."""
+    return hashlib.md5("".join(h.line + "\n" for h in hashes).encode("utf-8")).hexdigest()
+
+
+def inputs_paragraph(hashes: Sequence[InputHash], stage: str = PAPER_STAGE) -> str:
+    """What this rendering was made from, by hash only: no commit or working-tree state enters it, so the
+    same inputs render the same text at any commit."""
+    if not hashes:
+        return (f"The inputs of this rendering are unknown: `dvc.yaml` declares no dependencies of a `{stage}` "
+                "stage here.")
+    missing = [h.path for h in hashes if h.md5 == "missing"]
+    lines = [
+        f"This paper is a function of its inputs alone: the {len(hashes)} dependencies of the `{stage}` stage "
+        "in `dvc.yaml` (the code and manuscript of every stage, the parameters, the data and the outputs of "
+        "the stages before it), which @tbl-inputs lists with the md5 DVC computes for each (of a file's "
+        "bytes; of a directory's list of files and their md5, ending `.dir`). Their digest, the md5 of "
+        f"the table's lines `<md5>  <path>` in its order, is `{inputs_digest(hashes)}`.",
+        f"`dvc.lock` records the same hashes under `stages: {stage}: deps` when the stage has run, and "
+        f"`dvc status {stage}` reports a changed dependency wherever a checkout's files no longer have "
+        "them. No commit and no state of a working tree enters the paper: rendered again from the same "
+        "inputs with the same software (@tbl-packages), at any commit, it is the same.",
+    ]
+    if missing:
+        lines.append(f"Missing at the time of rendering: {', '.join(f'`{m}`' for m in missing)}.")
+    return "\n".join(lines)
+
+
+def inputs_table(hashes: Sequence[InputHash]) -> str:
+    """The dependencies of :func:`input_hashes` with their md5, files and bytes."""
+    rows = [[f"`{h.path}`", f"`{h.md5}`", "" if h.nfiles is None else str(h.nfiles),
+             "" if h.size is None else str(h.size)] for h in hashes]
+    if not rows:
+        rows.append(["no dependencies declared in dvc.yaml", "", "", ""])
+    return markdown_table(["dependency", "md5 (DVC)", "files", "bytes"], rows, align="llrr")
 
 
 MD5_SHOWN = 12
