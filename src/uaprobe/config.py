@@ -376,6 +376,13 @@ def params_from_mapping(mapping: Any) -> Params:
     return apply_preset(_build(Params, mapping, ""))
 
 
+def analysis_from_mapping(mapping: Any) -> AnalysisParams:
+    """Build the ``analysis`` section alone (as dvc.lock records it for a stage) from a parsed mapping."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"analysis: got {type(mapping).__name__}, expected a mapping")
+    return _build(AnalysisParams, mapping, "analysis")
+
+
 def apply_preset(params: Params) -> Params:
     """``params`` with the settings of its ``preset`` (:data:`PRESETS`) in place."""
     if params.preset == "none":
