@@ -172,8 +172,11 @@ def run(args: argparse.Namespace) -> int:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         from uaprobe import verify
+        from uaprobe.analysis.pipeline import settings
+        from uaprobe.config import analysis_from_mapping
 
-        return verify.run(args.repo, cache=args.cache, remote=args.remote, extra=extraction_mismatches)
+        return verify.run(args.repo, cache=args.cache, remote=args.remote, extra=extraction_mismatches,
+                          settings=lambda recorded: settings(analysis_from_mapping(recorded)))
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     if args.command == "schema-doc":

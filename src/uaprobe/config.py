@@ -376,6 +376,16 @@ def params_from_mapping(mapping: Any) -> Params:
     return apply_preset(_build(Params, mapping, ""))
 
 
+def lookup(doc: Any, dotted: str) -> Any:
+    """The value of the dotted key ``a.b.c`` in a YAML document (DVC's parameter keys); KeyError if absent."""
+    if isinstance(doc, Mapping) and dotted in doc:
+        return doc[dotted]
+    head, _, rest = dotted.partition(".")
+    if not rest or not isinstance(doc, Mapping) or head not in doc:
+        raise KeyError(dotted)
+    return lookup(doc[head], rest)
+
+
 def analysis_from_mapping(mapping: Any) -> AnalysisParams:
     """Build the ``analysis`` section alone (as dvc.lock records it for a stage) from a parsed mapping."""
     if not isinstance(mapping, Mapping):

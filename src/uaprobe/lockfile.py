@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from uaprobe.config import lookup
 from uaprobe.errors import UAProbeError
 
 LOCK = "dvc.lock"
@@ -114,16 +115,6 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     return parse_lock(root, data)
 
 
-def lookup(doc: Any, dotted: str) -> Any:
-    """The value of the dotted key ``a.b.c`` in a YAML document (DVC's parameter keys); KeyError if absent."""
-    if isinstance(doc, Mapping) and dotted in doc:
-        return doc[dotted]
-    head, _, rest = dotted.partition(".")
-    if not rest or not isinstance(doc, Mapping) or head not in doc:
-        raise KeyError(dotted)
-    return lookup(doc[head], rest)
-
-
 def changed_params(root: Path, stage: LockedStage) -> list[str]:
     """The recorded parameters of ``stage`` whose value in the checkout's params files differs."""
     out = []
@@ -201,5 +192,5 @@ def check_recompute(root: Path, stage_name: str) -> None:
         f"{stage_name}`")
 
 
-__all__ = ["LOCK", "RECOMPUTE", "check_recompute", "LockDamaged", "LockedStage", "Output", "changed_deps", "changed_params", "damaged", "lookup",
+__all__ = ["LOCK", "RECOMPUTE", "check_recompute", "LockDamaged", "LockedStage", "Output", "changed_deps", "changed_params", "damaged",
            "parse_lock", "read_lock"]

@@ -120,7 +120,7 @@ class ParamsWatch:
             self.values = None  # the stage's own reading of params.yaml says what is wrong with it
 
     def _read(self) -> dict[str, Any]:
-        from uaprobe.lockfile import lookup
+        from uaprobe.config import lookup
 
         try:
             doc = yaml.safe_load(self.path.read_text(encoding="utf-8"))

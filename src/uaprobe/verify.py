@@ -264,19 +264,20 @@ def remote_fix(name: str) -> Callable[[Output, str, str, str], Problem]:
     return fix
 
 
-def settings_mismatches(root: Path, stages: Mapping[str, LockedStage]) -> list[Problem]:
+Settings = Callable[[Mapping[str, Any]], Any]
+"""The ``settings`` a results file records for the ``analysis`` parameters as dvc.lock records them."""
+
+
+def settings_mismatches(root: Path, stages: Mapping[str, LockedStage], settings: Settings) -> list[Problem]:
     """Results files whose recorded ``settings`` differ from the ``analysis`` parameters dvc.lock records for
     the stage that wrote them."""
-    from uaprobe.analysis.pipeline import settings
-    from uaprobe.config import analysis_from_mapping
-
     problems = []
     for stage in stages.values():
         recorded = stage.params.get("params.yaml", {}).get("analysis")
         if not isinstance(recorded, Mapping):
             continue
         try:
-            expected = settings(analysis_from_mapping(recorded))
+            expected = settings(recorded)
         except UAProbeError:
             continue  # an older lock's parameters: DVC's own status reports the stage as changed
         for out in stage.outs:
@@ -366,7 +367,7 @@ def _lock_holder(root: Path) -> str:
 
 
 def run(root: Path, *, cache: bool = False, remote: str | None = None,
-        extra: Callable[[Path], list[str]] = lambda _root: []) -> int:
+        extra: Callable[[Path], list[str]] = lambda _root: [], settings: Settings | None = None) -> int:
     """``uaprobe verify``: DVC's status, then every byte; print every problem with its repair. 0 if none, else 1."""
     from dvc.exceptions import DvcException
     from dvc.lock import LockError
@@ -378,15 +379,17 @@ def run(root: Path, *, cache: bool = False, remote: str | None = None,
     stages = read_lock(root)  # a damaged dvc.lock stops here, named as such
     try:
         with Repo(os.fspath(root)) as repo:
-            status = repo.status()
+            # every byte first: DVC's status deletes a cache object it finds damaged, before we could name it
             problems = byte_problems(root, repo, stages, cache=cache, remote=remote)
+            status = repo.status()
     except LockError:
         raise UAProbeError(f"{root}: " + LOCK_HELD.format(pid=_lock_holder(root))) from None
     except DvcException as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UAProbeError(f"{root}: DVC cannot read the pipeline ({first}); check dvc.yaml (`dvc status` there "
                            "says more), or restore both files from git: `git checkout dvc.yaml dvc.lock`") from None
-    problems += settings_mismatches(root, stages)
+    if settings is not None:
+        problems += settings_mismatches(root, stages, settings)
     others = extra(root)
     for stage, changes in sorted(status.items()):
         print(f"{stage}: {json.dumps(changes, sort_keys=True)}")
