@@ -386,6 +386,14 @@ def lookup(doc: Any, dotted: str) -> Any:
     return lookup(doc[head], rest)
 
 
+def differing(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Every leaf where two parsed YAML/JSON values differ: (dotted key under ``prefix``, value in a, value in b)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in differing(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))]
+    return [] if a == b else [(prefix, a, b)]
+
+
 def analysis_from_mapping(mapping: Any) -> AnalysisParams:
     """Build the ``analysis`` section alone (as dvc.lock records it for a stage) from a parsed mapping."""
     if not isinstance(mapping, Mapping):

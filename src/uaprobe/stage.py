@@ -140,10 +140,11 @@ class ParamsWatch:
         if self.values is None:
             return
         now = self._read()
-        changed = [key for key in self.keys if now[key] != self.values[key]]
+        from uaprobe.config import differing
+
+        changed = [leaf for key in self.keys for leaf in differing(self.values[key], now[key], key)]
         if changed:
-            shown = "; ".join(f"{key}: {_short(self.values[key])} at the start, {_short(now[key])} now"
-                              for key in changed)
+            shown = "; ".join(f"{key}: {_short(old)} at the start, {_short(new)} now" for key, old, new in changed)
             raise UAProbeError(
                 f"{self.path}: changed while stage {self.stage} ran ({shown}). Its outputs were computed with the "
                 "values at the start and are not written, so that dvc.lock cannot record other values: leave "

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from uaprobe.config import differing
 from uaprobe.errors import UAProbeError
 from uaprobe.lockfile import LockedStage, Output
 
@@ -289,20 +290,13 @@ def settings_mismatches(root: Path, stages: Mapping[str, LockedStage], settings:
                 except (OSError, ValueError):
                     continue  # the hash check reports it
                 if isinstance(doc, dict) and "settings" in doc and doc["settings"] != expected:
-                    keys = _differing(doc["settings"], expected)
+                    keys = differing(doc["settings"], expected)
                     problems.append(Problem(
                         path.relative_to(root).as_posix(),
                         f"computed with {', '.join(f'analysis.{k}={v!r}' for k, v, _ in keys)}, but dvc.lock records "
                         f"{', '.join(f'analysis.{k}={w!r}' for k, _, w in keys)} for stage {stage.name}",
                         f"rerun it: `dvc repro -f -s {stage.name}` (then the stages after it: `dvc repro`)"))
     return problems
-
-
-def _differing(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [d for k in sorted(set(a) | set(b), key=str)
-                for d in _differing(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))]
-    return [] if a == b else [(prefix, a, b)]
 
 
 # --- the command ---------------------------------------------------------------------------------------
