@@ -200,3 +200,57 @@ def test_a_held_lock_says_wait(project: Path) -> None:
 def test_an_unknown_remote_is_one_message(project: Path) -> None:
     bad = verify("--remote", "nowhere", cwd=project)
     assert bad.returncode == 2 and "--remote nowhere" in bad.stderr and "dvc remote list" in bad.stderr
+
+
+def test_results_computed_with_other_settings_than_dvc_lock_records(synthetic_project: Path) -> None:
+    """The race DVC cannot see: the results record the seed they were computed with, dvc.lock another one."""
+    from uaprobe.analysis.pipeline import settings
+    from uaprobe.config import analysis_from_mapping
+    from uaprobe.lockfile import read_lock
+    from uaprobe.verify import settings_mismatches
+
+    root = synthetic_project
+    analysis = yaml.safe_load((root / "params.yaml").read_text())["analysis"]
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    model = next(name.split("@")[1] for name in lock["stages"] if name.startswith("analyze@"))
+    stage = lock["stages"][f"analyze@{model}"]
+    stage["outs"] = [{"path": f"results/models/{model}", "hash": "md5", "md5": "0" * 32 + ".dir"}]
+    stage["params"] = {"params.yaml": {"analysis": analysis}}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    expected = lambda recorded: settings(analysis_from_mapping(recorded))  # noqa: E731 - as the command passes it
+    assert settings_mismatches(root, read_lock(root), expected) == []
+    stage["params"]["params.yaml"]["analysis"] = {**analysis, "seed": analysis["seed"] + 4201}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    problems = settings_mismatches(root, read_lock(root), expected)
+    assert problems and all(p.path.startswith(f"results/models/{model}/") for p in problems)
+    assert f"analysis.seed={analysis['seed']}" in problems[0].what
+    assert f"analysis.seed={analysis['seed'] + 4201}" in problems[0].what
+    assert problems[0].repair.startswith(f"rerun it: `dvc repro -f -s analyze@{model}`")
+
+
+def test_the_extraction_refuses_to_recompute_what_a_failed_pull_left_out(project: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dvc repro --pull` with the remote unreachable would run the stage: it stops with the remote and the fix,
+    unless the parameters or inputs changed (a real recomputation) or UAPROBE_RECOMPUTE=1 asks for one."""
+    from uaprobe.errors import UAProbeError
+    from uaprobe.lockfile import RECOMPUTE, check_recompute
+
+    monkeypatch.delenv(RECOMPUTE, raising=False)
+    (project / "params.yaml").write_text("make: {seed: 1}\n")
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    lock["stages"]["make"]["params"] = {"params.yaml": {"make": {"seed": 1}}}
+    (project / "dvc.lock").write_text(yaml.safe_dump(lock))
+    check_recompute(project, "make")  # everything is in the cache: nothing to refuse
+    shutil.rmtree(project / ".dvc" / "cache")
+    with pytest.raises(UAProbeError) as refused:
+        check_recompute(project, "make")
+    message = str(refused.value)
+    assert "'store'" in message and "`dvc pull`" in message and f"{RECOMPUTE}=1 dvc repro make" in message
+    monkeypatch.setenv(RECOMPUTE, "1")
+    check_recompute(project, "make")
+    monkeypatch.delenv(RECOMPUTE)
+    (project / "params.yaml").write_text("make: {seed: 2}\n")  # a changed parameter: a real recomputation
+    check_recompute(project, "make")
+    (project / "params.yaml").write_text("make: {seed: 1}\n")
+    (project / "make.py").write_text(MAKE + "\n# changed\n")  # a changed input: the same
+    check_recompute(project, "make")
