@@ -254,3 +254,52 @@ def test_the_extraction_refuses_to_recompute_what_a_failed_pull_left_out(project
     (project / "params.yaml").write_text("make: {seed: 1}\n")
     (project / "make.py").write_text(MAKE + "\n# changed\n")  # a changed input: the same
     check_recompute(project, "make")
+
+
+FRESH_STAGE = """stages:
+  numbers:
+    cmd: python make_numbers.py
+    deps: [make_numbers.py]
+    params: [scale]
+    outs: [results/models, paper/_output/paper.html]
+    metrics: [{metrics/m.json: {cache: false}}]
+"""
+FRESH_MAKE = """import json, os, yaml
+scale = yaml.safe_load(open("params.yaml"))["scale"]
+os.makedirs("results/models/m", exist_ok=True); os.makedirs("metrics", exist_ok=True)
+os.makedirs("paper/_output", exist_ok=True)
+json.dump({"r": 0.5 * scale}, open("results/models/m/layerwise.json", "w"))
+json.dump({"r": 0.25 * scale}, open("metrics/m.json", "w"))
+open("paper/_output/paper.html", "w").write("<html>paper</html>")
+"""
+
+
+def test_against_and_paper_diff_on_a_fresh_clone_without_cache(tmp_path: Path) -> None:
+    """What git holds is compared; the DVC outputs the empty cache cannot give are named with the fetch command,
+    not an error (issue: both stopped with an error)."""
+    author = tmp_path / "author"
+    author.mkdir()
+    (author / "dvc.yaml").write_text(FRESH_STAGE)
+    (author / "make_numbers.py").write_text(FRESH_MAKE)
+    (author / "params.yaml").write_text("scale: 1\n")
+    sh("git", "init", "-q", "-b", "main", cwd=author)
+    dvc("init", "-q", cwd=author)
+    dvc("repro", "-q", cwd=author)
+    sh("git", "add", "-A", cwd=author)
+    sh("git", "commit", "-q", "-m", "scale 1", cwd=author)
+    (author / "params.yaml").write_text("scale: 2\n")
+    dvc("repro", "-q", cwd=author)
+    sh("git", "add", "-A", cwd=author)
+    sh("git", "commit", "-q", "-m", "scale 2", cwd=author)
+    clone = tmp_path / "clone"
+    sh("git", "clone", "-q", str(author), str(clone), cwd=tmp_path)  # no cache, no remote
+    against = sh(sys.executable, "-m", "uaprobe.cli", "verify", "--against", "HEAD~1", cwd=clone, check=False)
+    assert against.returncode == 1, against.stdout + against.stderr  # metrics/m.json differs: compared from git
+    assert "FAIL  metrics/m.json" in against.stdout and "Traceback" not in against.stderr
+    assert "n/a   results/models" in against.stdout and "`dvc pull`" in against.stdout, against.stdout
+    same = sh(sys.executable, "-m", "uaprobe.cli", "verify", "--against", "HEAD", cwd=clone, check=False)
+    assert same.returncode == 0 and "1 of 1 files within tolerance" in same.stdout, same.stdout
+    assert "not compared" in same.stdout
+    diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD~1", cwd=clone, check=False)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    assert "not compared: paper/_output/paper.html at working tree" in diff.stdout and "`dvc pull`" in diff.stdout

@@ -97,26 +97,47 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
 
     check_repo(repo)
 
+    unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
+
     def reader(tree: Any) -> paperdiff.Reader:
-        if isinstance(tree, numdiff.Checkout):
-            return lambda path: tree.read_bytes(path) if (tree.root / path).is_file() else None
-        return lambda path: tree.read_bytes(path) if tree.fs.exists(f"/{path}") else None
+        def read(path: str) -> bytes | None:
+            try:
+                if isinstance(tree, numdiff.Checkout):
+                    if (tree.root / path).is_file():
+                        return tree.read_bytes(path)
+                    if any(numdiff.under(path, p) for p in tree.unavailable(roots=None)):
+                        raise numdiff.Unavailable(path, tree.label, tree.fetch)
+                    return None
+                try:
+                    exists = tree.fs.exists(f"/{path}")
+                except Exception:  # noqa: BLE001 - inside a DVC directory whose listing is not in the cache
+                    raise numdiff.Unavailable(path, tree.label, tree.fetch) from None
+                return tree.read_bytes(path) if exists else None
+            except numdiff.Unavailable as exc:
+                unavailable[f"{path} at {tree.label}"] = exc.fetch
+                return None
+        return read
 
     old_tree = numdiff.Revision(repo, rev)
     new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
     read_old, read_new = reader(old_tree), reader(new_tree)
     labels = (rev, rev2 or "working tree")
     data = read_new(paperdiff.PAGE)
-    if data is None:
+    if data is None and not unavailable:
         raise UAProbeError(f"{paperdiff.PAGE} at {labels[1]}: no rendered paper; run `dvc repro` there first")
-    page = data.decode("utf-8")
-    old_data = read_old(paperdiff.PAGE)
-    changes = paperdiff.compare(page, read_old, read_new,
-                                old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
-    figures = paperdiff.changed_figures(read_old, read_new)
-    write_file(out, paperdiff.diff_page(page, changes, figures, labels))
-    print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
-    print(f"wrote {out}")
+    if data is not None:
+        page = data.decode("utf-8")
+        old_data = read_old(paperdiff.PAGE)
+        changes = paperdiff.compare(page, read_old, read_new,
+                                    old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
+        # a value whose file the older side cannot read is not new: it was not compared
+        changes = [c for c in changes if f"{c.file} at {labels[0]}" not in unavailable]
+        figures = paperdiff.changed_figures(read_old, read_new)
+        write_file(out, paperdiff.diff_page(page, changes, figures, labels))
+        print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
+        print(f"wrote {out}")
+    for where, fetch in sorted(unavailable.items()):
+        print(f"not compared: {where} is a DVC output not in the cache; fetch it with {fetch}")
     return 0
 
 
