@@ -246,19 +246,29 @@ def workspace_problems(root: Path, outs: list[Output], cache: Any, *, has_remote
     return problems
 
 
-def cache_fix(has_remote: bool) -> Callable[[Output, str, str, str], Problem]:
+def _with_listing(odb: Any, out: Output, shown: str, location: str) -> str:
+    """The objects to delete: the damaged one, and for a file of a directory output also the directory's listing
+    (DVC fetches and pushes nothing of a directory whose listing is already there)."""
+    if shown == out.path:
+        return f"'{location}'"
+    return f"'{location}' '{odb.oid_to_path(out.md5)}'"
+
+
+def cache_fix(has_remote: bool, odb: Any) -> Callable[[Output, str, str, str], Problem]:
     def fix(out: Output, shown: str, location: str, what: str) -> Problem:
         fetch = f"`dvc fetch {out.path}`" if has_remote else "`dvc fetch` (after adding a remote)"
-        gone = "" if what.startswith("missing") else f"remove it (`rm -f '{location}'`), then "
+        gone = "" if what.startswith("missing") else f"remove it (`rm -f {_with_listing(odb, out, shown, location)}`), then "
         return Problem(shown, f"cache object {location}: {what}",
                        f"{gone}{fetch} and `dvc checkout --relink {out.path}`, or recompute: "
                        f"`dvc repro -f -s {out.stage}`")
     return fix
 
 
-def remote_fix(name: str) -> Callable[[Output, str, str, str], Problem]:
+def remote_fix(name: str, odb: Any) -> Callable[[Output, str, str, str], Problem]:
     def fix(out: Output, shown: str, location: str, what: str) -> Problem:
-        gone = "" if what.startswith("missing") else f"delete it from the remote ({location}), then "
+        gone = f"delete {_with_listing(odb, out, shown, location)} from the remote, then "
+        if what.startswith("missing") and shown == out.path:
+            gone = ""
         return Problem(shown, f"object on remote {name!r} {location}: {what}",
                        f"{gone}from a checkout whose cache passes `uaprobe verify --cache`: `dvc push -r {name} "
                        f"{out.path}`")
@@ -322,10 +332,12 @@ def byte_problems(root: Path, repo: Any, stages: Mapping[str, LockedStage], *, c
             mine = [out for out in outs if out.hash_name == name]
             problems += workspace_problems(root, mine, odb(name), has_remote=has_remote, progress=bar.update, jobs=jobs)
             if cache:
-                problems += check_store(odb(name), mine, cache_fix(has_remote), progress=bar.update, jobs=jobs)
+                problems += check_store(odb(name), mine, cache_fix(has_remote, odb(name)), progress=bar.update,
+                                        jobs=jobs)
             if remote:
-                problems += check_store(_remote_odb(repo, remote, name), mine, remote_fix(remote),
-                                        progress=bar.update, jobs=jobs)
+                remote_odb = _remote_odb(repo, remote, name)
+                problems += check_store(remote_odb, mine, remote_fix(remote, remote_odb), progress=bar.update,
+                                        jobs=jobs)
     return problems
 
 
