@@ -369,6 +369,8 @@ def _lock_holder(root: Path) -> str:
         pid = (root / ".dvc" / "tmp" / "lock").read_text(encoding="utf-8").strip()
     except OSError:
         return ""
+    fields = pid.split("|")  # flufl.lock's claim: <lock file>|<host>|<pid>|<random>
+    pid = fields[2] if len(fields) > 2 else pid
     return f" (process {pid})" if pid.isdigit() else ""
 
 
