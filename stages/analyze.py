@@ -25,7 +25,7 @@ from uaprobe.analysis.uniformity import representation_for
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
 from uaprobe.schema import results_text
-from uaprobe.stage import run_stage
+from uaprobe.stage import ParamsWatch, run_stage
 from uaprobe.extraction.store import read_embeddings
 
 log = logging.getLogger("uaprobe.stages.analyze")
@@ -47,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    watch = ParamsWatch("analyze", args.params, item=args.model)
     params = load_params(args.params)
     spec = params.model(args.model)
     h5 = args.embeddings or Path("data/embeddings") / f"{args.model}.h5"
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     files[metrics_path] = results_text(out.metrics, kind="metrics", shown=metrics_path)
     # one directory per kind of series, so that `dvc plots` can name each kind's columns once for the panel
     files.update({args.plots / stem / f"{args.model}.csv": csv_text(cols) for stem, cols in sorted(out.plots.items())})
+    watch.check()  # params.yaml as at the start, or nothing is written
     write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
     log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"analyze@{args.model}"), args.params.parent,
                                                  analysis=True))

@@ -22,7 +22,7 @@ from uaprobe.schema.text import csv_text
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
 from uaprobe.schema import Record, read_results, results_text
-from uaprobe.stage import run_stage
+from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.stages.compare")
 
@@ -44,6 +44,7 @@ def _load(path: Path) -> Record:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    watch = ParamsWatch("compare", args.params)
     params = load_params(args.params)
     ids = list(params.models)
     layerwise = {m: _load(args.results / m / "layerwise.json") for m in ids}
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     files = {args.out_results: results_text(panel, kind="panel", shown=args.out_results),
              args.out_metrics: results_text(out.metrics, kind="panel_metrics", shown=args.out_metrics)}
     files.update({args.out_plots / f"{m}.csv": csv_text(cols) for m, cols in out.plots.items()})
+    watch.check()  # params.yaml as at the start, or nothing is written
     write_files(files)  # all or nothing: a full disk leaves every earlier output as it was
     log.info("machine: %s", numerics.log_machine(numerics.stage_name("compare"), args.params.parent, analysis=True))
     log.info("panel of %d model(s): results in %s, metrics in %s, plots in %s", len(ids), args.out_results,

@@ -44,7 +44,8 @@ from uaprobe.extraction.distributed import ShardWriter, current_rank, read_shard
 from uaprobe.extraction.dataset import Dataset, load_control, load_dataset, load_prompts, sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.models import load_model, pick_device
-from uaprobe.stage import run_stage
+from uaprobe.lockfile import check_recompute
+from uaprobe.stage import ParamsWatch, run_stage
 from uaprobe.extraction.store import ExtractionWriter, check_output_path
 
 log = logging.getLogger("uaprobe.extraction.extract")
@@ -57,6 +58,7 @@ def control_path_for(out: Path) -> Path:
 
 def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: Path, out: Path,
         resume: bool = True, progress: bool = True, control_path: Path | None = None) -> Path:
+    watch = ParamsWatch("extract", params_path, item=model_id)
     params = load_params(params_path)
     spec = dataclasses.replace(params.model(model_id), dtype=params.dtype_of(model_id))
     dataset = load_dataset(dataset_path)
@@ -64,6 +66,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     prompts = load_prompts(prompts_path)
     device = pick_device(params.extract.device)
     check_output_path(out)
+    # a failed `dvc pull` is not a reason to recompute what dvc.lock records
+    check_recompute(params_path.parent, f"extract@{model_id}")
     if control is not None:
         check_output_path(control_path_for(out))
     rank = current_rank()
@@ -161,6 +165,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
 
                 extract.iterate_batches(model, tokenizer, texts, todo, drop=params.pooling.drop,
                                         model_name=model_id, on_batch=on_batch)
+        watch.check()  # params.yaml as at the start, or the partial file is discarded
         path = writer.finish()
     except KeyboardInterrupt:
         # Interrupted: keep the partial file, closed cleanly, for the next run to resume.
@@ -184,7 +189,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
                                  aniso=(aniso, aniso_index, aniso_special), drop=params.pooling.drop, limit=limit,
                                  batch_size=params.extract.batch_size,
                                  max_batch_tokens=params.extract.max_batch_tokens, model_id=model_id,
-                                 resume=resume)
+                                 resume=resume, watch=watch)
         log.info("wrote %s (%d control statements)", cpath, len(control.texts))
     log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}"), params_path.parent))
     return path
@@ -192,7 +197,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
 
 def _extract_control(model, tokenizer, *, control: Dataset, control_path: Path, out: Path, attrs: dict,
                      prompts: list[str], aniso: tuple[np.ndarray, np.ndarray, np.ndarray], drop: str, limit: int,
-                     batch_size: int, max_batch_tokens: int, model_id: str, resume: bool) -> Path:
+                     batch_size: int, max_batch_tokens: int, model_id: str, resume: bool,
+                     watch: ParamsWatch | None = None) -> Path:
     """The control pairs through the already loaded model, into a file of the extraction layout
     (the same anisotropy states and provenance, with the control file's sha256 as the dataset's)."""
     texts = control.texts
@@ -213,6 +219,8 @@ def _extract_control(model, tokenizer, *, control: Dataset, control_path: Path, 
     try:
         todo = [rows for rows in batches if not writer.done[rows].all()]
         extract.iterate_batches(model, tokenizer, texts, todo, drop=drop, model_name=model_id, on_batch=writer.write)
+        if watch is not None:
+            watch.check()
         return writer.finish()
     except KeyboardInterrupt:
         writer.close()

@@ -33,7 +33,7 @@ from uaprobe.publishing import figures, figures_original, plotting
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.schema import load_json, read_results, validate
-from uaprobe.stage import run_stage
+from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.publishing.figures")
 
@@ -74,6 +74,7 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
 
 
 def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
+    watch = ParamsWatch("figures", params_path)
     params = load_params(params_path)
     out = out.resolve()
     names = sorted({name for spec in PER_MODEL for name in spec.sources})
@@ -105,6 +106,7 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
                  fix="the figures stage built a manifest its schema refuses (uaprobe.schema); report it")
         write_file(build / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         build.chmod(0o755)
+        watch.check()  # params.yaml as at the start, or the earlier figures stay
         replace_directory(build, out)
     except OutputError as exc:  # name the output, not the build directory it was being drawn in
         shutil.rmtree(build, ignore_errors=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.outputs import find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
-from uaprobe.stage import run_stage
+from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.paper")
 
@@ -41,10 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # jupyter_client's shutdown notices
     if not args.qmd.is_file():
         raise UAProbeError(f"{args.qmd}: manuscript not found; check --qmd")
+    root = find_root(args.qmd.parent)
+    watch = ParamsWatch("paper", root / "params.yaml")
     # every tracked output the manuscript reads, checked before the kernel starts
-    load_outputs(find_root(args.qmd.parent))
+    load_outputs(root)
     started = time.perf_counter()
     result = render_manuscript(args.qmd, output_dir=args.out, engine=args.engine, timeout=args.timeout)
+    watch.check()  # the paper shows params.yaml as it was at the start, or the stage fails
     log.info("rendered %s with %s in %.1f s", args.qmd, result.engine, time.perf_counter() - started)
     log.info("wrote %s (%d bytes)", result.html, result.html.stat().st_size)
     log.info("wrote %s (%d bytes)", result.pdf, result.pdf.stat().st_size)

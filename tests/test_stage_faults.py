@@ -612,3 +612,82 @@ def test_verify_lists_an_unreadable_extraction_file_as_a_mismatch(tmp_path: Path
     out = capsys.readouterr()
     assert f"{repo / 'data' / 'embeddings' / 'm.h5'}: not a readable HDF5 file" in out.out
     assert "Traceback" not in out.err
+
+
+# ---------------------------------------------------------------------------------------------
+# SIGTERM in every stage; params.yaml changed while a stage runs
+# ---------------------------------------------------------------------------------------------
+
+DRIVER = """import os, runpy, signal, sys, importlib
+module, attr, n, stage = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+from uaprobe import numerics
+numerics.pin(analysis=stage.endswith(("analyze.py", "compare.py")))  # as the stage would, before numpy
+numerics.pin = lambda **kwargs: {}
+target = importlib.import_module(module)
+original, calls = getattr(target, attr), [0]
+def patched(*args, **kwargs):
+    calls[0] += 1
+    result = original(*args, **kwargs) if calls[0] < n else None
+    if calls[0] == n:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return result
+setattr(target, attr, patched)
+sys.argv = [stage, *sys.argv[5:]]
+runpy.run_path(stage, run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(("stage", "module", "attr", "n", "args"), [
+    ("analyze", "uaprobe.atomic", "_write_temporary", 3, ["--model", "m1", "--control", "data/embeddings/m1.control.h5"]),
+    ("compare", "uaprobe.atomic", "_write_temporary", 2, []),
+    ("figures", "uaprobe.publishing.plotting", "save_figure", 2, []),
+    ("paper", "uaprobe.publishing.render.fallback", "execute_manuscript", 1, ["--engine", "fallback"]),
+])
+def test_sigterm_in_every_stage_leaves_nothing_behind(project: Path, tmp_path: Path, stage: str, module: str,
+                                                     attr: str, n: int, args: list[str]) -> None:
+    """SIGTERM (kill, a scheduler, a container stop) mid-write: exit 143, one message, every temporary file and
+    build directory removed, every earlier output as it was."""
+    before = listing(project)
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(driver), module, attr, str(n), str(REPO / "stages" / f"{stage}.py"),
+                           *args], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 128 + 15, proc.stderr[-3000:]
+    assert "stopped by SIGTERM" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert listing(project) == before, sorted(set(listing(project)) ^ set(before))
+    assert not [p for p in project.iterdir() if p.name.startswith(".")], list(project.iterdir())
+
+
+def test_params_changed_while_analyze_runs_writes_nothing(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """The race of a params.yaml edited and put back during a run: the stage computed with the edited seed, so it
+    must not hand DVC outputs that dvc.lock would record with the restored one."""
+    before = listing(project)
+    params = project / "params.yaml"
+    original = params.read_text()
+    doc = yaml.safe_load(original)
+    doc["analysis"]["seed"] = 4243
+    params.write_text(yaml.safe_dump(doc))
+    analyze = STAGES["analyze"]
+    real = analyze.analyze_model
+
+    def put_back(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        params.write_text(original)
+        return out
+
+    monkeypatch.setattr(analyze, "analyze_model", put_back)
+    message = run_refused("analyze", ["--model", "m1"], root=project, names=["params.yaml", "analysis",
+                          "4243", "dvc repro"], caplog=caplog, capsys=capsys, before=before)
+    assert "changed while stage analyze ran" in message
+
+
+def test_each_stage_watches_the_params_dvc_yaml_declares() -> None:
+    from uaprobe.stage import STAGE_PARAMS
+
+    declared = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for name, body in declared.items():
+        body = body.get("do", body)
+        assert tuple(k.replace("${item}", "{item}") for k in body["params"]) == STAGE_PARAMS[name], name

@@ -1,6 +1,9 @@
 """The ``uaprobe`` command: check a checkout's outputs against its ``dvc.lock``, show provenance.
 
-    uaprobe verify [--repo DIR]        every output matches dvc.lock, every extraction matches its inputs
+    uaprobe verify [--repo DIR]        every byte of every output matches dvc.lock (re-hashed, not trusted),
+                                       every extraction matches its inputs, every results file its params
+    uaprobe verify --cache             ... and every cache object dvc.lock names
+    uaprobe verify --remote NAME       ... and every object on the DVC remote NAME
     uaprobe verify --against REV|DIR   every number of the metrics/results/plots files within a tolerance
     uaprobe provenance FILE.h5         what an extraction file was made from
     uaprobe paper-diff REV [REV2]      every number of the paper compared between two revisions
@@ -10,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -21,37 +23,9 @@ from uaprobe.atomic import os_reason
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
+from uaprobe.verify import check_repo
 
 log = logging.getLogger("uaprobe")
-
-
-def check_repo(repo: Path) -> Path:
-    """``repo`` is a directory holding a DVC project (``.dvc/`` and ``dvc.yaml``)."""
-    if not repo.exists():
-        raise UAProbeError(f"{repo}: not found; pass --repo the root of a uaprobe checkout")
-    if not repo.is_dir():
-        raise UAProbeError(f"{repo}: not a directory; pass --repo the root of a uaprobe checkout")
-    if not (repo / ".dvc").is_dir():
-        raise UAProbeError(f"{repo}: not a DVC repository (no .dvc directory); pass --repo the root of a uaprobe "
-                           "checkout (the directory holding dvc.yaml)")
-    if not (repo / "dvc.yaml").is_file():
-        raise UAProbeError(f"{repo}: no dvc.yaml; pass --repo the root of a uaprobe checkout")
-    return repo
-
-
-def lock_mismatches(repo: Path) -> dict[str, Any]:
-    """DVC's own comparison of the workspace with ``dvc.lock`` (outputs, deps, params): {} when all match."""
-    from dvc.exceptions import DvcException
-    from dvc.repo import Repo
-
-    check_repo(repo)
-    try:
-        with Repo(str(repo)) as dvc_repo:
-            return dvc_repo.status()
-    except DvcException as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UAProbeError(f"{repo}: DVC cannot read the pipeline ({first}); check dvc.yaml and dvc.lock, or run "
-                           "`dvc status` there for details") from None
 
 
 def _sha256_or_reason(path: Path) -> str:
@@ -89,20 +63,6 @@ def extraction_mismatches(repo: Path) -> list[str]:
     return problems
 
 
-def verify(repo: Path) -> int:
-    status = lock_mismatches(repo)
-    problems = extraction_mismatches(repo)
-    for stage, changes in sorted(status.items()):
-        print(f"{stage}: {json.dumps(changes, sort_keys=True)}")
-    for problem in problems:
-        print(problem)
-    if status or problems:
-        print("outputs do NOT match dvc.lock and their inputs: `dvc pull` (reviewer) or `dvc repro` (author)")
-        return 1
-    print("every output matches dvc.lock; every extraction file matches the dataset and prompts it records")
-    return 0
-
-
 def provenance(path: Path) -> int:
     import h5py
 
@@ -137,26 +97,47 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
 
     check_repo(repo)
 
+    unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
+
     def reader(tree: Any) -> paperdiff.Reader:
-        if isinstance(tree, numdiff.Checkout):
-            return lambda path: tree.read_bytes(path) if (tree.root / path).is_file() else None
-        return lambda path: tree.read_bytes(path) if tree.fs.exists(f"/{path}") else None
+        def read(path: str) -> bytes | None:
+            try:
+                if isinstance(tree, numdiff.Checkout):
+                    if (tree.root / path).is_file():
+                        return tree.read_bytes(path)
+                    if any(numdiff.under(path, p) for p in tree.unavailable(roots=None)):
+                        raise numdiff.Unavailable(path, tree.label, tree.fetch)
+                    return None
+                try:
+                    exists = tree.fs.exists(f"/{path}")
+                except Exception:  # noqa: BLE001 - inside a DVC directory whose listing is not in the cache
+                    raise numdiff.Unavailable(path, tree.label, tree.fetch) from None
+                return tree.read_bytes(path) if exists else None
+            except numdiff.Unavailable as exc:
+                unavailable[f"{path} at {tree.label}"] = exc.fetch
+                return None
+        return read
 
     old_tree = numdiff.Revision(repo, rev)
     new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
     read_old, read_new = reader(old_tree), reader(new_tree)
     labels = (rev, rev2 or "working tree")
     data = read_new(paperdiff.PAGE)
-    if data is None:
+    if data is None and not unavailable:
         raise UAProbeError(f"{paperdiff.PAGE} at {labels[1]}: no rendered paper; run `dvc repro` there first")
-    page = data.decode("utf-8")
-    old_data = read_old(paperdiff.PAGE)
-    changes = paperdiff.compare(page, read_old, read_new,
-                                old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
-    figures = paperdiff.changed_figures(read_old, read_new)
-    write_file(out, paperdiff.diff_page(page, changes, figures, labels))
-    print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
-    print(f"wrote {out}")
+    if data is not None:
+        page = data.decode("utf-8")
+        old_data = read_old(paperdiff.PAGE)
+        changes = paperdiff.compare(page, read_old, read_new,
+                                    old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
+        # a value whose file the older side cannot read is not new: it was not compared
+        changes = [c for c in changes if f"{c.file} at {labels[0]}" not in unavailable]
+        figures = paperdiff.changed_figures(read_old, read_new)
+        write_file(out, paperdiff.diff_page(page, changes, figures, labels))
+        print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
+        print(f"wrote {out}")
+    for where, fetch in sorted(unavailable.items()):
+        print(f"not compared: {where} is a DVC output not in the cache; fetch it with {fetch}")
     return 0
 
 
@@ -165,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p_verify = sub.add_parser("verify", help="check outputs against dvc.lock and the extraction inputs")
     p_verify.add_argument("--repo", type=Path, default=Path("."))
+    p_verify.add_argument("--cache", action="store_true", help="also re-hash every cache object dvc.lock names")
+    p_verify.add_argument("--remote", metavar="NAME", help="also re-hash every object dvc.lock names on this DVC "
+                          "remote (`dvc remote list`)")
     p_verify.add_argument("--against", metavar="REV|DIR", help="compare every number of the metrics, results and "
                           "plots files with a git revision or another checkout, within --atol/--rtol")
     p_verify.add_argument("--atol", type=float, default=numdiff.DEFAULT_ATOL,
@@ -208,7 +192,12 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "verify" and args.against:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
-        return verify(args.repo)
+        from uaprobe import verify
+        from uaprobe.analysis.pipeline import settings
+        from uaprobe.config import analysis_from_mapping
+
+        return verify.run(args.repo, cache=args.cache, remote=args.remote, extra=extraction_mismatches,
+                          settings=lambda recorded: settings(analysis_from_mapping(recorded)))
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     if args.command == "schema-doc":

@@ -376,6 +376,31 @@ def params_from_mapping(mapping: Any) -> Params:
     return apply_preset(_build(Params, mapping, ""))
 
 
+def lookup(doc: Any, dotted: str) -> Any:
+    """The value of the dotted key ``a.b.c`` in a YAML document (DVC's parameter keys); KeyError if absent."""
+    if isinstance(doc, Mapping) and dotted in doc:
+        return doc[dotted]
+    head, _, rest = dotted.partition(".")
+    if not rest or not isinstance(doc, Mapping) or head not in doc:
+        raise KeyError(dotted)
+    return lookup(doc[head], rest)
+
+
+def differing(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Every leaf where two parsed YAML/JSON values differ: (dotted key under ``prefix``, value in a, value in b)."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return [d for k in sorted(set(a) | set(b), key=str)
+                for d in differing(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else str(k))]
+    return [] if a == b else [(prefix, a, b)]
+
+
+def analysis_from_mapping(mapping: Any) -> AnalysisParams:
+    """Build the ``analysis`` section alone (as dvc.lock records it for a stage) from a parsed mapping."""
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"analysis: got {type(mapping).__name__}, expected a mapping")
+    return _build(AnalysisParams, mapping, "analysis")
+
+
 def apply_preset(params: Params) -> Params:
     """``params`` with the settings of its ``preset`` (:data:`PRESETS`) in place."""
     if params.preset == "none":

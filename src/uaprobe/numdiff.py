@@ -12,6 +12,10 @@ reports per file the largest absolute and relative difference and whether every 
 (defaults :data:`DEFAULT_ATOL`, :data:`DEFAULT_RTOL`). A number present on one side only, a
 ``null`` facing a number, or a file missing on one side fails. Strings (names, provenance) are not
 compared: they say how a number was made, not what it is.
+
+A DVC output that neither the cache nor the remote can give (a fresh clone before ``dvc pull``, a
+revision whose objects were never fetched) is not compared: it is listed with the command that fetches
+it, and what git holds (metrics/, plots/) is still compared.
 """
 
 from __future__ import annotations
@@ -41,6 +45,14 @@ Number = float | None
 """A leaf: a finite or non-finite float, or None for JSON ``null`` / an empty CSV cell."""
 
 
+class Unavailable(UAProbeError):
+    """A DVC output whose bytes this side cannot read: in neither the cache nor a reachable remote."""
+
+    def __init__(self, path: str, label: str, fetch: str) -> None:
+        self.path, self.fetch = path, fetch
+        super().__init__(f"{path} at {label}: not in the DVC cache or a reachable remote; fetch it with {fetch}")
+
+
 class Tree(Protocol):
     """One side of the comparison: the files of a checkout or of a revision."""
 
@@ -60,6 +72,22 @@ class Checkout:
 
     def __post_init__(self) -> None:
         self.label = self.label or str(self.root)
+
+    def unavailable(self, roots: tuple[str, ...] | None = ROOTS) -> list[str]:
+        """The DVC outputs dvc.lock records under ``roots`` (None: anywhere) that this checkout lacks (before
+        ``dvc pull``)."""
+        from uaprobe.lockfile import read_lock
+
+        try:
+            stages = read_lock(self.root)
+        except UAProbeError:
+            return []
+        return sorted({out.path for stage in stages.values() for out in stage.outs
+                       if (roots is None or out.path.split("/")[0] in roots) and not (self.root / out.path).exists()})
+
+    @property
+    def fetch(self) -> str:
+        return "`dvc pull`"
 
     def files(self) -> list[str]:
         out = []
@@ -85,6 +113,7 @@ class Revision:
         from dvc.api import DVCFileSystem
 
         self.label = rev
+        self.missing: list[str] = []
         commit = resolve_revision(repo, rev)
         if commit is None:
             raise UAProbeError(f"{repo}: cannot open revision {rev!r} (not a commit, branch, tag or DVC experiment of "
@@ -96,20 +125,36 @@ class Revision:
                                f"{exc}); compare two checkouts instead (`--against DIR`)") from None
 
     def files(self) -> list[str]:
-        out = []
+        out: list[str] = []
         for top in ROOTS:
-            try:
-                if self.fs.exists(f"/{top}"):
-                    out += [p.lstrip("/") for p in self.fs.find(f"/{top}") if p.endswith(SUFFIXES)]
-            except Exception as exc:  # a DVC directory output whose listing is in neither cache nor remote
-                raise UAProbeError(self._missing(f"{top}/", exc)) from None
+            if self.fs.exists(f"/{top}"):
+                out += self._walk(f"/{top}")
         return sorted(out)
 
-    def _missing(self, path: str, exc: BaseException) -> str:
-        reason = str(exc).splitlines()[0] if str(exc) else ""
-        return (f"{path} at {self.label}: cannot be read ({type(exc).__name__}: {reason}); "
-                f"it is a DVC output missing from the cache and the remote: `git checkout {self.label} && dvc pull`, "
-                "or compare two checkouts (`--against DIR`)")
+    def _walk(self, directory: str) -> list[str]:
+        """The compared files under ``directory``; a DVC directory output that cannot be listed goes to
+        :attr:`missing`."""
+        try:
+            entries = self.fs.ls(directory, detail=True)
+        except Exception:  # noqa: BLE001 - dvc raises its own types for a listing in neither cache nor remote
+            self.missing.append(directory.lstrip("/"))
+            return []
+        out = []
+        for entry in entries:
+            name = "/" + str(entry["name"]).lstrip("/")
+            if entry["type"] == "directory":
+                out += self._walk(name)
+            elif name.endswith(SUFFIXES):
+                out.append(name.lstrip("/"))
+        return out
+
+    def unavailable(self) -> list[str]:
+        return sorted(self.missing)
+
+    @property
+    def fetch(self) -> str:
+        return (f"`dvc fetch --all-commits` (or `git checkout {self.label} && dvc pull && git checkout -`), or "
+                "compare two checkouts (`--against DIR`)")
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
@@ -117,8 +162,8 @@ class Revision:
     def read_bytes(self, path: str) -> bytes:
         try:
             return self.fs.read_bytes(f"/{path}")
-        except Exception as exc:
-            raise UAProbeError(self._missing(path, exc)) from None
+        except Exception:  # noqa: BLE001 - a DVC output in neither cache nor remote
+            raise Unavailable(path, self.label, self.fetch) from None
 
 
 def resolve_revision(repo: Path, rev: str) -> str | None:
@@ -194,6 +239,8 @@ class FileDiff:
     max_rel_key: str = ""
     failures: list[str] = field(default_factory=list)
     """Every failing key, with both values (or what is missing)."""
+    not_compared: str = ""
+    """Why the file could not be compared (a DVC output this side cannot read) and the command that fetches it."""
 
     @property
     def passed(self) -> bool:
@@ -246,24 +293,48 @@ def compare_trees(ours: Tree, theirs: Tree, *, atol: float = DEFAULT_ATOL,
                   rtol: float = DEFAULT_RTOL) -> list[FileDiff]:
     """Every metrics/results/plots file of both sides, compared; a file on one side only fails."""
     mine, other = set(ours.files()), set(theirs.files())
-    if not mine and not other:
+    gone = {tree.label: (_unavailable(tree), getattr(tree, "fetch", "`dvc pull`")) for tree in (ours, theirs)}
+    if not mine and not other and not any(prefixes for prefixes, _ in gone.values()):
         raise UAProbeError(f"no metrics, results or plots files at {ours.label} or {theirs.label}: run `dvc repro` "
                            "or `dvc pull` first")
     out = []
-    for path in sorted(mine | other):
+    listed = mine | other
+    empty = {p for prefixes, _ in gone.values() for p in prefixes if not any(under(f, p) for f in listed)}
+    for path in sorted(listed | empty):
+        lacking = [label for label, (prefixes, _) in gone.items() if any(under(path, p) for p in prefixes)]
+        if lacking:
+            out.append(FileDiff(path, not_compared=f"not in the DVC cache at {lacking[0]}: {gone[lacking[0]][1]}"))
+            continue
         if path not in other or path not in mine:
             missing = theirs.label if path not in other else ours.label
             out.append(FileDiff(path, failures=[f"file missing at {missing}"]))
             continue
-        out.append(compare_numbers(path, numbers(path, ours.read_text(path)), numbers(path, theirs.read_text(path)),
+        try:
+            texts = ours.read_text(path), theirs.read_text(path)
+        except Unavailable as exc:
+            out.append(FileDiff(path, not_compared=f"not in the DVC cache: {exc.fetch}"))
+            continue
+        out.append(compare_numbers(path, numbers(path, texts[0]), numbers(path, texts[1]),
                                    atol=atol, rtol=rtol, labels=(ours.label, theirs.label)))
     return out
+
+
+def _unavailable(tree: Tree) -> list[str]:
+    unavailable = getattr(tree, "unavailable", None)
+    return list(unavailable()) if unavailable is not None else []
+
+
+def under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
 def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs: str, max_failures: int = 5) -> str:
     """The per-file table and, under each failing file, its first failing keys."""
     lines = [f"numbers of {ours} against {theirs}: pass if |a - b| <= {atol:g} + {rtol:g} * max(|a|, |b|)"]
     for d in diffs:
+        if d.not_compared:
+            lines.append(f"n/a   {d.path}: {d.not_compared}")
+            continue
         status = "pass" if d.passed else "FAIL"
         lines.append(f"{status}  {d.path}: {d.compared} numbers, max abs diff {d.max_abs:.3g}"
                      f"{f' ({d.max_abs_key})' if d.max_abs_key else ''}, max rel diff {d.max_rel:.3g}"
@@ -273,8 +344,11 @@ def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs
         if len(d.failures) > max_failures:
             lines.append(f"      {d.path}: ... {len(d.failures) - max_failures} more")
     failed = [d for d in diffs if not d.passed]
-    lines.append(f"{len(diffs) - len(failed)} of {len(diffs)} files within tolerance"
-                 + ("" if not failed else f"; {len(failed)} not: {', '.join(d.path for d in failed)}"))
+    skipped = [d for d in diffs if d.not_compared]
+    compared = len(diffs) - len(skipped)
+    lines.append(f"{compared - len(failed)} of {compared} files within tolerance"
+                 + ("" if not failed else f"; {len(failed)} not: {', '.join(d.path for d in failed)}")
+                 + ("" if not skipped else f"; {len(skipped)} not compared (DVC outputs not fetched, see `n/a` above)"))
     return "\n".join(lines)
 
 

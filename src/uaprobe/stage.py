@@ -5,17 +5,29 @@ full or read-only disk) or an operating-system error on a named file -- is logge
 and the process exits with code 2, without a traceback. Anything else is a bug: one line names the
 stage and its arguments (what a user needs to report it), then the traceback follows, exit code 1.
 
-Each stage's ``__main__`` block is ``run_stage("<name>", main)``.
+Each stage's ``__main__`` block is ``run_stage("<name>", main)``. It makes SIGTERM (``kill``, a job
+scheduler, a container stop) stop the stage as Ctrl-C does: every ``finally``/``except`` runs, so the
+temporary files and build directories of the atomic writes are removed, and the exit code is 143.
+
+:class:`ParamsWatch` holds the parameters a stage depends on (as ``dvc.yaml`` declares them,
+:data:`STAGE_PARAMS`) from its start; :meth:`ParamsWatch.check`, called before the outputs are put in
+place, fails if ``params.yaml`` changed meanwhile -- DVC reads the parameters *after* the command and
+would otherwise record values the outputs were not computed with.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
 
 from uaprobe.atomic import os_reason
 from uaprobe.errors import UAProbeError
@@ -52,9 +64,11 @@ def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: 
     log = log or logging.getLogger(f"uaprobe.{name}")
     try:
         code = main(args)
-    except KeyboardInterrupt:
-        log.error("%s: interrupted; outputs written so far are complete files, rerun to finish", name)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+        log.error("%s: stopped by %s; outputs written so far are complete files, no temporary file is left, "
+                  "rerun to finish", name, signal.Signals(signum).name)
+        return 128 + int(signum)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - every failure ends here, foreseeable or not
@@ -69,10 +83,77 @@ def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: 
     return int(code or 0)
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signum)
+
+
 def run_stage(name: str, main: Callable[[list[str] | None], int | None]) -> NoReturn:
-    """The ``__main__`` of a stage: configure logging, run :func:`stage_main`, exit with its code."""
+    """The ``__main__`` of a stage: configure logging, make SIGTERM stop it like Ctrl-C, run
+    :func:`stage_main`, exit with its code."""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
+        signal.signal(signal.SIGTERM, _terminate)
     sys.exit(stage_main(name, main))
 
 
-__all__ = ["EXIT_BUG", "EXIT_ERROR", "EXIT_INTERRUPTED", "foreseeable_message", "run_stage", "stage_main"]
+STAGE_PARAMS: dict[str, tuple[str, ...]] = {
+    "extract": ("catalog.{item}", "extract", "pooling", "preset"),
+    "analyze": ("analysis", "catalog.{item}"),
+    "compare": ("models", "catalog", "analysis"),
+    "figures": ("models",),
+    "paper": ("models", "catalog", "extract", "pooling", "preset", "analysis"),
+}
+"""The parameters of each stage, as dvc.yaml declares them (``{item}``: the model of a foreach stage)."""
+
+_ABSENT = object()
+
+
+class ParamsWatch:
+    """The values of a stage's parameters at its start, to compare with the file at its end."""
+
+    def __init__(self, stage: str, path: str | Path = "params.yaml", item: str | None = None) -> None:
+        self.stage, self.path = stage, Path(path)
+        self.keys = [key.format(item=item) for key in STAGE_PARAMS[stage]]
+        try:
+            self.values: dict[str, Any] | None = self._read()
+        except UAProbeError:
+            self.values = None  # the stage's own reading of params.yaml says what is wrong with it
+
+    def _read(self) -> dict[str, Any]:
+        from uaprobe.config import lookup
+
+        try:
+            doc = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise UAProbeError(f"{self.path}: cannot be read again at the end of stage {self.stage} ({exc}); the "
+                               "outputs are not written: restore params.yaml and run `dvc repro` again") from None
+
+        def value(key: str) -> Any:
+            try:
+                return lookup(doc, key)
+            except KeyError:
+                return _ABSENT
+        return {key: value(key) for key in self.keys}
+
+    def check(self) -> None:
+        """Raise :class:`UAProbeError` if a watched parameter changed since the start."""
+        if self.values is None:
+            return
+        now = self._read()
+        from uaprobe.config import differing
+
+        changed = [leaf for key in self.keys for leaf in differing(self.values[key], now[key], key)]
+        if changed:
+            shown = "; ".join(f"{key}: {_short(old)} at the start, {_short(new)} now" for key, old, new in changed)
+            raise UAProbeError(
+                f"{self.path}: changed while stage {self.stage} ran ({shown}). Its outputs were computed with the "
+                "values at the start and are not written, so that dvc.lock cannot record other values: leave "
+                "params.yaml as it should be and run `dvc repro` again")
+
+
+def _short(value: Any) -> str:
+    text = "(absent)" if value is _ABSENT else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+__all__ = ["EXIT_BUG", "EXIT_ERROR", "EXIT_INTERRUPTED", "STAGE_PARAMS", "ParamsWatch", "foreseeable_message", "run_stage", "stage_main"]

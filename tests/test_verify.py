@@ -1,0 +1,306 @@
+"""`uaprobe verify` re-reads every byte: a flipped byte that DVC's size/mtime state lets through, a damaged
+cache object that `dvc checkout` copies, a damaged remote object that `dvc pull` copies -- each named with the
+file and the command that repairs it, and the repair shown to work. Also a damaged or held dvc.lock.
+
+The project is a small DVC project of its own (one file output, one directory output, a local-directory
+remote), built once; each test works on a copy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline_project import BIN, env
+
+STAGE = """stages:
+  make:
+    cmd: python make.py
+    deps: [make.py]
+    outs: [f.bin, d]
+"""
+MAKE = """import os, random
+rng = random.Random(0)
+os.makedirs("d/sub", exist_ok=True)
+open("f.bin", "wb").write(bytes(rng.randrange(256) for _ in range(200_000)))
+open("d/a.json", "w").write('{"x": 1}')
+open("d/sub/b.txt", "w").write("hello")
+"""
+
+
+def sh(*cmd: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(cmd), cwd=cwd, env=env(), capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def dvc(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return sh(str(BIN / "dvc"), *args, cwd=cwd, check=check)
+
+
+def verify(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return sh(sys.executable, "-m", "uaprobe.cli", "verify", *args, cwd=cwd, check=False)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("verify")
+    root = base / "project"
+    root.mkdir()
+    (root / "dvc.yaml").write_text(STAGE)
+    (root / "make.py").write_text(MAKE)
+    sh("git", "init", "-q", "-b", "main", cwd=root)
+    dvc("init", "-q", cwd=root)
+    dvc("remote", "add", "-d", "store", "../remote", cwd=root)
+    dvc("repro", "-q", cwd=root)
+    dvc("push", "-q", cwd=root)
+    sh("git", "add", "-A", cwd=root)
+    sh("git", "commit", "-q", "-m", "outputs", cwd=root)
+    return base
+
+
+@pytest.fixture()
+def project(built: Path, tmp_path: Path) -> Path:
+    shutil.copytree(built, tmp_path / "w", symlinks=True)
+    root = tmp_path / "w" / "project"
+    assert "up to date" in dvc("status", cwd=root).stdout  # DVC's state learns the copies' inodes and mtimes
+    return root
+
+
+def recorded(root: Path, path: str) -> str:
+    outs = yaml.safe_load((root / "dvc.lock").read_text())["stages"]["make"]["outs"]
+    return next(o["md5"] for o in outs if o["path"] == path)
+
+
+def flip_keeping_mtime(path: Path, at: int = 5) -> None:
+    """One byte changed, size and modification time as before: what DVC's state cannot see."""
+    st = path.stat()
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def cache_object(root: Path, md5: str) -> Path:
+    return root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+
+
+def test_a_clean_project_passes(project: Path) -> None:
+    ok = verify("--cache", "--remote", "store", cwd=project)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "every byte re-read" in ok.stdout and ok.stderr == ""  # no progress bar off a terminal
+
+
+@pytest.mark.parametrize("target", ["f.bin", "d/sub/b.txt"])
+def test_a_flipped_byte_with_its_mtime_kept_is_named_and_repaired(project: Path, target: str) -> None:
+    flip_keeping_mtime(project / target, at=1)
+    assert "up to date" in dvc("status", cwd=project).stdout  # DVC trusts size and mtime
+    bad = verify(cwd=project)
+    assert bad.returncode == 1, bad.stdout
+    out = target.split("/")[0]
+    assert f"{target}" in bad.stdout and f"`dvc checkout --relink {out}`" in bad.stdout, bad.stdout
+    dvc("checkout", "--relink", out, cwd=project)
+    ok = verify(cwd=project)
+    assert ok.returncode == 0, ok.stdout
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_damaged_cache_object_passes_checkout_but_not_verify(project: Path, damage: str) -> None:
+    obj = cache_object(project, recorded(project, "f.bin"))
+    if damage == "flip":
+        flip_keeping_mtime(obj)
+    else:
+        obj.chmod(0o644)
+        obj.write_bytes(obj.read_bytes()[:1000])
+    (project / "f.bin").unlink()
+    assert dvc("checkout", cwd=project).returncode == 0  # DVC copies its cache unchecked
+    bad = verify("--cache", cwd=project)
+    assert bad.returncode == 1
+    assert f"f.bin: cache object {obj}" in bad.stdout and "damaged" in bad.stdout, bad.stdout
+    assert f"rm -f '{obj}'" in bad.stdout and "`dvc fetch f.bin`" in bad.stdout and \
+        "`dvc checkout --relink f.bin`" in bad.stdout
+    assert "f.bin: its bytes hash to" in bad.stdout and "the cache copy is damaged too" in bad.stdout
+    obj.unlink(missing_ok=True)  # DVC's own status (run by verify after the byte checks) may have removed it
+    dvc("fetch", "f.bin", cwd=project)
+    dvc("checkout", "--relink", "f.bin", cwd=project)
+    ok = verify("--cache", cwd=project)
+    assert ok.returncode == 0, ok.stdout
+
+
+def test_a_damaged_remote_object_is_named_and_verify_true_stops_the_pull(project: Path) -> None:
+    import hashlib
+
+    oid = hashlib.md5(b'{"x": 1}').hexdigest()
+    remote_obj = project.parent / "remote" / "files" / "md5" / oid[:2] / oid[2:]
+    remote_obj.chmod(0o644)
+    remote_obj.write_bytes(b'{"x": 2}')  # one digit
+    bad = verify("--remote", "store", cwd=project)
+    assert bad.returncode == 1
+    assert f"d/a.json: object on remote 'store' {remote_obj}: damaged" in bad.stdout, bad.stdout
+    assert "`dvc push -r store d`" in bad.stdout
+    # the reviewer's path: a clone pulls the damaged copy; `dvc pull` says nothing, verify does
+    clone = project.parent / "clone"
+    sh("git", "clone", "-q", str(project), str(clone), cwd=project.parent)
+    assert dvc("pull", cwd=clone).returncode == 0
+    assert "up to date" in dvc("status", cwd=clone).stdout
+    pulled = verify(cwd=clone)
+    assert pulled.returncode == 1 and "other bytes: d/a.json" in pulled.stdout, pulled.stdout
+    # with `verify = true` on the remote (as this project's .dvc/config sets it) the pull itself fails
+    fresh = project.parent / "fresh"
+    sh("git", "clone", "-q", str(project), str(fresh), cwd=project.parent)
+    dvc("remote", "modify", "--local", "store", "verify", "true", cwd=fresh)
+    assert dvc("pull", cwd=fresh, check=False).returncode != 0
+    # the repair: delete the damaged object and the directory's listing, push the good bytes again
+    listing_obj = project.parent / "remote" / "files" / "md5" / recorded(project, "d")[:2] / recorded(project, "d")[2:]
+    assert f"delete '{remote_obj}' '{listing_obj}' from the remote" in bad.stdout, bad.stdout
+    remote_obj.unlink(missing_ok=True)
+    listing_obj.unlink()
+    dvc("push", "-r", "store", "d", cwd=project)
+    assert verify("--remote", "store", cwd=project).returncode == 0
+
+
+def test_a_wrong_md5_in_dvc_lock_says_what_checkout_would_do(project: Path) -> None:
+    lock = project / "dvc.lock"
+    lock.write_text(lock.read_text().replace(recorded(project, "f.bin"), "deadbeef" * 4))
+    bad = verify(cwd=project)
+    assert bad.returncode == 1
+    assert "f.bin:" in bad.stdout and "`dvc checkout` would delete this file" in bad.stdout, bad.stdout
+    assert "`git checkout dvc.lock`" in bad.stdout
+
+
+@pytest.mark.parametrize("cut", ["mid-line", "at-a-line"])
+def test_a_truncated_dvc_lock_is_named_as_damaged(project: Path, cut: str) -> None:
+    lock = project / "dvc.lock"
+    data = lock.read_bytes()
+    half = len(data) // 2
+    lock.write_bytes(data[:half] if cut == "mid-line" else data[:data.rindex(b"\n", 0, half) + 1])
+    bad = verify(cwd=project)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "dvc.lock: damaged" in bad.stderr and "`git checkout dvc.lock`" in bad.stderr
+    assert "Traceback" not in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_a_held_lock_says_wait(project: Path) -> None:
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo, repo.lock:
+        held = verify(cwd=project)
+    assert held.returncode == 2
+    assert "another DVC process holds this repository's lock" in held.stderr and "Wait for it" in held.stderr
+    assert "check dvc.yaml" not in held.stderr
+
+
+def test_an_unknown_remote_is_one_message(project: Path) -> None:
+    bad = verify("--remote", "nowhere", cwd=project)
+    assert bad.returncode == 2 and "--remote nowhere" in bad.stderr and "dvc remote list" in bad.stderr
+
+
+def test_results_computed_with_other_settings_than_dvc_lock_records(synthetic_project: Path) -> None:
+    """The race DVC cannot see: the results record the seed they were computed with, dvc.lock another one."""
+    from uaprobe.analysis.pipeline import settings
+    from uaprobe.config import analysis_from_mapping
+    from uaprobe.lockfile import read_lock
+    from uaprobe.verify import settings_mismatches
+
+    root = synthetic_project
+    analysis = yaml.safe_load((root / "params.yaml").read_text())["analysis"]
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    model = next(name.split("@")[1] for name in lock["stages"] if name.startswith("analyze@"))
+    stage = lock["stages"][f"analyze@{model}"]
+    stage["outs"] = [{"path": f"results/models/{model}", "hash": "md5", "md5": "0" * 32 + ".dir"}]
+    stage["params"] = {"params.yaml": {"analysis": analysis}}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    expected = lambda recorded: settings(analysis_from_mapping(recorded))  # noqa: E731 - as the command passes it
+    assert settings_mismatches(root, read_lock(root), expected) == []
+    stage["params"]["params.yaml"]["analysis"] = {**analysis, "seed": analysis["seed"] + 4201}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    problems = settings_mismatches(root, read_lock(root), expected)
+    assert problems and all(p.path.startswith(f"results/models/{model}/") for p in problems)
+    assert f"analysis.seed={analysis['seed']}" in problems[0].what
+    assert f"analysis.seed={analysis['seed'] + 4201}" in problems[0].what
+    assert problems[0].repair.startswith(f"rerun it: `dvc repro -f -s analyze@{model}`")
+
+
+def test_the_extraction_refuses_to_recompute_what_a_failed_pull_left_out(project: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dvc repro --pull` with the remote unreachable would run the stage: it stops with the remote and the fix,
+    unless the parameters or inputs changed (a real recomputation) or UAPROBE_RECOMPUTE=1 asks for one."""
+    from uaprobe.errors import UAProbeError
+    from uaprobe.lockfile import RECOMPUTE, check_recompute
+
+    monkeypatch.delenv(RECOMPUTE, raising=False)
+    (project / "params.yaml").write_text("make: {seed: 1}\n")
+    lock = yaml.safe_load((project / "dvc.lock").read_text())
+    lock["stages"]["make"]["params"] = {"params.yaml": {"make": {"seed": 1}}}
+    (project / "dvc.lock").write_text(yaml.safe_dump(lock))
+    check_recompute(project, "make")  # everything is in the cache: nothing to refuse
+    shutil.rmtree(project / ".dvc" / "cache")
+    with pytest.raises(UAProbeError) as refused:
+        check_recompute(project, "make")
+    message = str(refused.value)
+    assert "'store'" in message and "`dvc pull`" in message and f"{RECOMPUTE}=1 dvc repro make" in message
+    monkeypatch.setenv(RECOMPUTE, "1")
+    check_recompute(project, "make")
+    monkeypatch.delenv(RECOMPUTE)
+    (project / "params.yaml").write_text("make: {seed: 2}\n")  # a changed parameter: a real recomputation
+    check_recompute(project, "make")
+    (project / "params.yaml").write_text("make: {seed: 1}\n")
+    (project / "make.py").write_text(MAKE + "\n# changed\n")  # a changed input: the same
+    check_recompute(project, "make")
+
+
+FRESH_STAGE = """stages:
+  numbers:
+    cmd: python make_numbers.py
+    deps: [make_numbers.py]
+    params: [scale]
+    outs: [results/models, paper/_output/paper.html]
+    metrics: [{metrics/m.json: {cache: false}}]
+"""
+FRESH_MAKE = """import json, os, yaml
+scale = yaml.safe_load(open("params.yaml"))["scale"]
+os.makedirs("results/models/m", exist_ok=True); os.makedirs("metrics", exist_ok=True)
+os.makedirs("paper/_output", exist_ok=True)
+json.dump({"r": 0.5 * scale}, open("results/models/m/layerwise.json", "w"))
+json.dump({"r": 0.25 * scale}, open("metrics/m.json", "w"))
+open("paper/_output/paper.html", "w").write("<html>paper</html>")
+"""
+
+
+def test_against_and_paper_diff_on_a_fresh_clone_without_cache(tmp_path: Path) -> None:
+    """What git holds is compared; the DVC outputs the empty cache cannot give are named with the fetch command,
+    not an error (issue: both stopped with an error)."""
+    author = tmp_path / "author"
+    author.mkdir()
+    (author / "dvc.yaml").write_text(FRESH_STAGE)
+    (author / "make_numbers.py").write_text(FRESH_MAKE)
+    (author / "params.yaml").write_text("scale: 1\n")
+    sh("git", "init", "-q", "-b", "main", cwd=author)
+    dvc("init", "-q", cwd=author)
+    dvc("repro", "-q", cwd=author)
+    sh("git", "add", "-A", cwd=author)
+    sh("git", "commit", "-q", "-m", "scale 1", cwd=author)
+    (author / "params.yaml").write_text("scale: 2\n")
+    dvc("repro", "-q", cwd=author)
+    sh("git", "add", "-A", cwd=author)
+    sh("git", "commit", "-q", "-m", "scale 2", cwd=author)
+    clone = tmp_path / "clone"
+    sh("git", "clone", "-q", str(author), str(clone), cwd=tmp_path)  # no cache, no remote
+    against = sh(sys.executable, "-m", "uaprobe.cli", "verify", "--against", "HEAD~1", cwd=clone, check=False)
+    assert against.returncode == 1, against.stdout + against.stderr  # metrics/m.json differs: compared from git
+    assert "FAIL  metrics/m.json" in against.stdout and "Traceback" not in against.stderr
+    assert "n/a   results/models" in against.stdout and "`dvc pull`" in against.stdout, against.stdout
+    same = sh(sys.executable, "-m", "uaprobe.cli", "verify", "--against", "HEAD", cwd=clone, check=False)
+    assert same.returncode == 0 and "1 of 1 files within tolerance" in same.stdout, same.stdout
+    assert "not compared" in same.stdout
+    diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD~1", cwd=clone, check=False)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
+    assert "not compared: paper/_output/paper.html at working tree" in diff.stdout and "`dvc pull`" in diff.stdout
