@@ -241,20 +241,36 @@ def test_the_extraction_refuses_to_recompute_what_a_failed_pull_left_out(project
     lock = yaml.safe_load((project / "dvc.lock").read_text())
     lock["stages"]["make"]["params"] = {"params.yaml": {"make": {"seed": 1}}}
     (project / "dvc.lock").write_text(yaml.safe_dump(lock))
-    check_recompute(project, "make")  # everything is in the cache: nothing to refuse
+    check_recompute(project, "make", pulling=True)  # everything is in the cache: nothing to refuse
     shutil.rmtree(project / ".dvc" / "cache")
     with pytest.raises(UAProbeError) as refused:
-        check_recompute(project, "make")
+        check_recompute(project, "make", pulling=True)
     message = str(refused.value)
-    assert "'store'" in message and "`dvc pull`" in message and f"{RECOMPUTE}=1 dvc repro make" in message
+    assert "'store'" in message and "`dvc pull`" in message and "`dvc repro make` (without --pull)" in message
+    check_recompute(project, "make", pulling=False)  # a plain `dvc repro`: the author recomputes
     monkeypatch.setenv(RECOMPUTE, "1")
-    check_recompute(project, "make")
+    check_recompute(project, "make", pulling=True)
     monkeypatch.delenv(RECOMPUTE)
     (project / "params.yaml").write_text("make: {seed: 2}\n")  # a changed parameter: a real recomputation
-    check_recompute(project, "make")
+    check_recompute(project, "make", pulling=True)
     (project / "params.yaml").write_text("make: {seed: 1}\n")
     (project / "make.py").write_text(MAKE + "\n# changed\n")  # a changed input: the same
-    check_recompute(project, "make")
+    check_recompute(project, "make", pulling=True)
+
+
+def test_a_pulling_invocation_is_read_from_the_parent_processes(tmp_path: Path) -> None:
+    """`dvc repro --pull` two processes up (dvc, then the stage's shell) is found; a plain repro is not."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; sys.path[:0] = [sys.argv[1]]; from uaprobe.lockfile import pulling_invocation; "
+             "print(pulling_invocation())")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    for args, expected in ((["repro", "--pull"], "True"), (["repro"], "False"), (["exp", "run", "--pull"], "True")):
+        # a parent whose argv holds the words, running a shell, running the probe (as dvc runs stages/run.sh)
+        script = f"import subprocess, sys; subprocess.run(['sh', '-c', 'exec \"$0\" -c \"$1\" \"$2\"', sys.executable, {probe!r}, {src!r}])"
+        out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected, (args, out.stdout, out.stderr)
 
 
 FRESH_STAGE = """stages:

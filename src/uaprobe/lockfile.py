@@ -165,16 +165,40 @@ def _cache_dir(root: Path) -> tuple[Path, str | None, str]:
     return (Path(cache) if cache else root / ".dvc" / "cache"), name, url
 
 
-def check_recompute(root: Path, stage_name: str) -> None:
-    """Refuse to recompute outputs that only a failed ``dvc pull`` left out.
+def pulling_invocation(pid: int | None = None, *, levels: int = 6) -> bool:
+    """Whether this process was started by a ``dvc repro --pull`` (or ``dvc exp run --pull``): the
+    command line of a parent process, read from ``/proc`` (False where there is none)."""
+    pid = os.getppid() if pid is None else pid
+    for _ in range(levels):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+        words = {a.decode("utf-8", "replace") for a in argv}
+        if "--pull" in words and ({"repro", "run"} & words):
+            return True
+        parent = next((line.split()[1] for line in status.splitlines() if line.startswith("PPid:")), "0")
+        pid = int(parent)
+        if pid <= 1:
+            return False
+    return False
 
-    ``dvc repro --pull`` (and ``dvc repro`` on a fresh clone) runs a stage whose recorded outputs it
-    could not pull; for the extraction that means minutes to hours of recomputation the reviewer did
-    not ask for. When ``dvc.lock`` records this stage with exactly the parameters and dependencies in
-    the checkout, a remote is configured and the local cache lacks a recorded output, the stage stops
-    with the remote and the fix. ``UAPROBE_RECOMPUTE=1`` recomputes anyway.
+
+def check_recompute(root: Path, stage_name: str, *, pulling: bool | None = None) -> None:
+    """Refuse to recompute outputs that only a failed pull left out.
+
+    ``dvc repro --pull`` runs a stage whose recorded outputs it could not pull (the remote is
+    unreachable, or lacks them); for the extraction that means minutes to hours of recomputation the
+    reviewer did not ask for. When the stage runs under such a command (``pulling``; None: read from
+    the parent processes, :func:`pulling_invocation`), ``dvc.lock`` records it with exactly the
+    parameters and dependencies in the checkout, a remote is configured and the local cache lacks a
+    recorded output, the stage stops with the remote and the fix. A plain ``dvc repro`` (the
+    author's) recomputes; so does ``UAPROBE_RECOMPUTE=1``.
     """
     if os.environ.get(RECOMPUTE) == "1" or not (root / ".dvc").is_dir() or not (root / LOCK).is_file():
+        return
+    if not (pulling_invocation() if pulling is None else pulling):
         return
     stage = read_lock(root).get(stage_name)
     if stage is None or not stage.outs:
@@ -188,9 +212,9 @@ def check_recompute(root: Path, stage_name: str) -> None:
         f"{missing[0].path}: dvc.lock records it (md5 {missing[0].md5}) as stage {stage_name}'s output from exactly "
         f"the parameters and inputs here, but the cache ({cache}) lacks it: `dvc pull` did not get it from the remote "
         f"{remote!r} ({url}). Check that the remote is reachable (`dvc remote list`, `dvc fetch {stage_name}`) and "
-        f"run `dvc pull` (or `dvc repro --pull`) again. To recompute it instead: `{RECOMPUTE}=1 dvc repro "
-        f"{stage_name}`")
+        f"run `dvc pull` (or `dvc repro --pull`) again. To recompute it instead: `dvc repro {stage_name}` "
+        f"(without --pull) or `{RECOMPUTE}=1 dvc repro --pull`")
 
 
-__all__ = ["LOCK", "RECOMPUTE", "check_recompute", "LockDamaged", "LockedStage", "Output", "changed_deps", "changed_params", "damaged",
+__all__ = ["LOCK", "RECOMPUTE", "check_recompute", "pulling_invocation", "LockDamaged", "LockedStage", "Output", "changed_deps", "changed_params", "damaged",
            "parse_lock", "read_lock"]
