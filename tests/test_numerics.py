@@ -45,7 +45,7 @@ def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> No
     env = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
            "OMP_NUM_THREADS": "8", "HOME": "/x"}
     set_ = numerics.pin(analysis=True, environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
-    assert "MKL_CBWR" not in env, "the caller's MKL_CBWR changes the bytes: removed"
+    assert env["MKL_CBWR"] == "AVX2,STRICT", "the caller's MKL_CBWR changes the bytes: overridden"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
     assert all(env[v] == "1" for v in numerics.THREAD_VARIABLES) and env["HOME"] == "/x"
     assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}}
@@ -144,13 +144,31 @@ def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None
     assert _workload("pinned", 3) == base
     assert _workload("pinned", 2, **hostile) == base
     rec = base["record"]
-    assert rec["isa"] == "AVX2" and rec["torch"]["cpu_capability"] == "AVX2"
+    assert rec["isa"] == "AVX2" and rec["torch"]["cpu_capability"] == "AVX2" and rec["mkl_dispatch"] == "intel path"
     assert {b["core"] for b in rec["openblas"]} == {"Haswell"}
     assert rec["numpy"]["simd"]["dispatch_enabled"] == ["X86_V3"]
     # the same settings without the pins change the bytes: the pins are what holds them
     unpinned = _workload("unpinned", 2, **hostile)
     assert unpinned["digest"] != base["digest"] and unpinned["record"]["isa"] == "unpinned"
     assert unpinned["record"]["torch"]["cpu_capability"] == "DEFAULT"
+    assert unpinned["record"]["mkl_dispatch"] == "vendor path"
+
+
+def test_the_mkl_dispatch_library_is_built_and_answers_intel() -> None:
+    """The library is part of the install (setup.py), exports exactly MKL's two vendor checks, and
+    both answer 1; torch's MKL resolves them to it in a pinned process (the record says so)."""
+    import ctypes
+
+    library = numerics.mkl_dispatch_library()
+    assert library is not None, "uaprobe._mkl_dispatch was not built: run `make setup` with a C compiler"
+    lib = ctypes.CDLL(str(library))
+    assert lib.mkl_serv_intel_cpu_true() == 1 and lib.mkl_serv_intel_cpu() == 1
+    probe = ("from uaprobe import numerics; numerics.pin(); import ctypes, torch; "
+             "f = ctypes.CDLL(None).mkl_serv_intel_cpu_true; print(f(), numerics.record()['mkl_dispatch'])")
+    env = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "intel", "path"]
 
 
 @needs_avx2
@@ -161,7 +179,7 @@ def test_the_test_process_runs_under_the_stages_pins() -> None:
 
     assert {k: os.environ.get(k) for k in numerics.ISA_PINS} == dict(numerics.ISA_PINS)
     assert all(os.environ.get(v) == str(numerics.ANALYSIS_THREADS) for v in numerics.THREAD_VARIABLES)
-    assert not any(v in os.environ for v in numerics.UNSET)
+    assert numerics.mkl_dispatch_state() == "intel path"
     core = np._core._multiarray_umath
     enabled = [t for t in core.__cpu_dispatch__ if core.__cpu_features__.get(t)]
     assert not set(enabled) & set(numerics.ISA_PINS["NPY_DISABLE_CPU_FEATURES"].split()), enabled

@@ -6,6 +6,7 @@
     uaprobe verify --remote NAME       ... and every object on the DVC remote NAME
     uaprobe verify --against REV|DIR   every number of the metrics/results/plots files within a tolerance
     uaprobe provenance FILE.h5         what an extraction file was made from
+    uaprobe fingerprint                whether this machine computes the bytes the repository records
     uaprobe paper-diff REV [REV2]      every number of the paper compared between two revisions
                                        (REV2: the working tree), written to paper/_output/diff.html
 """
@@ -155,6 +156,9 @@ def parser() -> argparse.ArgumentParser:
                           help=f"absolute tolerance (default {numdiff.DEFAULT_ATOL:g})")
     p_verify.add_argument("--rtol", type=float, default=numdiff.DEFAULT_RTOL,
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
+    p_fp = sub.add_parser("fingerprint", help="check, in seconds, that this machine computes the recorded bytes")
+    p_fp.add_argument("--update", action="store_true", help="record this machine's digests instead (after a "
+                      "deliberate change of the numeric libraries)")
     p_prov = sub.add_parser("provenance", help="print an extraction file's provenance attributes")
     p_prov.add_argument("file", type=Path)
     p_diff = sub.add_parser("paper-diff", help="mark every number of the paper that differs between two revisions")
@@ -200,6 +204,10 @@ def run(args: argparse.Namespace) -> int:
                           settings=lambda recorded: settings(analysis_from_mapping(recorded)))
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
+    if args.command == "fingerprint":
+        from uaprobe.fingerprint import fingerprint
+
+        return fingerprint(update=args.update)
     if args.command == "schema-doc":
         return schema_doc(args.doc, check=args.check)
     return provenance(args.file)
