@@ -20,6 +20,11 @@ Then (d) the cost of the pinned CPU code paths (:mod:`uaprobe.numerics`): (b) in
 pinned and unpinned (the pins are environment variables read when the libraries are imported),
 alternating over two rounds, each side's best kept; it prints pinned/unpinned (goal <= 1.1).
 ``--pins-only`` runs (d) alone.
+
+And (e), ``--portable``: the same for the portable pins (MKL's Intel code path under
+``MKL_CBWR=AVX2,STRICT``, the same bytes on Intel and AMD) against the previous revision's pins (AVX2
+only, each vendor's own MKL path), for SmolLM2 and Gemma, alternating over two rounds; it prints
+``numerics: portable pins T s vs today's pins T0 s = R x`` with both models' best times summed.
 """
 
 from __future__ import annotations
@@ -37,8 +42,13 @@ from pathlib import Path
 from uaprobe import numerics
 
 # The benchmark runs pinned, as the stages do; `--unpinned` (used by phase (d)) leaves the
-# numeric libraries to pick their own CPU code paths.
-if __name__ == "__main__" and "--unpinned" not in sys.argv:
+# numeric libraries to pick their own CPU code paths; `--previous-pins` (phase (e)) sets the pins of
+# the previous revision: the AVX2 pins without MKL's Intel code path and MKL_CBWR.
+PREVIOUS_PINS = {k: v for k, v in numerics.ISA_PINS.items() if k != "MKL_CBWR"}
+if __name__ == "__main__" and "--previous-pins" in sys.argv:
+    os.environ.pop("MKL_CBWR", None)
+    os.environ.update(PREVIOUS_PINS)
+elif __name__ == "__main__" and "--unpinned" not in sys.argv:
     numerics.pin()
 
 import numpy as np  # noqa: E402
@@ -156,6 +166,32 @@ def pinned_vs_unpinned(args: argparse.Namespace) -> float:
     return ratio
 
 
+def portable_vs_previous(args: argparse.Namespace, models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")) -> float:
+    """(e): our extraction of each model in fresh processes under the portable and the previous pins."""
+    env = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    best: dict[str, float] = {"portable": 0.0, "previous": 0.0}
+    for model in models:
+        base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", model, "--limit", str(args.limit),
+                "--batch-size", str(args.batch_size), "--max-batch-tokens", str(args.max_batch_tokens)]
+        runs: dict[str, list[float]] = {"portable": [], "previous": []}
+        for round_, order in ((1, ("portable", "previous")), (2, ("previous", "portable"))):
+            for mode in order:
+                proc = subprocess.run(base + (["--previous-pins"] if mode == "previous" else []), env=env,
+                                      capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    raise SystemExit(f"(e) {model} {mode} child failed:\n{proc.stderr[-3000:]}")
+                child = json.loads(proc.stdout.strip().splitlines()[-1])
+                runs[mode].append(child["seconds"])
+                print(f"  (e) {model}, {mode:<8} pins (MKL {child['mkl']}) [round {round_}]"
+                      f"{'':<8}{child['seconds']:8.2f} s", flush=True)
+        for mode in best:
+            best[mode] += min(runs[mode])
+    ratio = best["portable"] / best["previous"]
+    print(f"numerics: portable pins {best['portable']:.1f} s vs today's pins {best['previous']:.1f} s = {ratio:.2f} x"
+          "  (goal <= 1.10)")
+    return ratio
+
+
 def child(args: argparse.Namespace, model, tokenizer, texts: list[str], batches: list[np.ndarray], drop: str) -> int:
     """One (d) measurement in this process: a warm-up batch, then our extraction once."""
     bare_forward(model, tokenizer, texts, batches[:1])
@@ -164,7 +200,8 @@ def child(args: argparse.Namespace, model, tokenizer, texts: list[str], batches:
         ours(model, tokenizer, texts, batches, Path(tmp) / "bench.h5", drop)
         seconds = time.perf_counter() - start
     rec = numerics.record()
-    print(json.dumps({"seconds": seconds, "isa": rec["isa"], "capability": rec["torch"]["cpu_capability"]}))
+    print(json.dumps({"seconds": seconds, "isa": rec["isa"], "capability": rec["torch"]["cpu_capability"],
+                      "mkl": rec["mkl_dispatch"]}))
     return 0
 
 
@@ -176,8 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-batch-tokens", type=int, default=0,
                         help="default: extract.max_batch_tokens of params.yaml")
     parser.add_argument("--pins-only", action="store_true", help="only (d): pinned vs unpinned")
+    parser.add_argument("--portable", action="store_true", help="only (e): portable vs the previous pins")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--unpinned", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--previous-pins", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     params = load_params(REPO / "params.yaml")
     texts = load_dataset(REPO / "data" / "dataset.json").texts
@@ -185,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         texts = texts[: args.limit]
     batch_size = args.batch_size = args.batch_size or params.extract.batch_size
     max_batch_tokens = args.max_batch_tokens = args.max_batch_tokens or params.extract.max_batch_tokens
+    if args.portable and not args.child:
+        portable_vs_previous(args)
+        return 0
     if args.pins_only and not args.child:
         print(f"{args.model}: {len(texts)} statements, {torch.get_num_threads()} threads")
         pinned_vs_unpinned(args)
@@ -214,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"b/c = {b / c:.2f}  (goal <= 1.25)")
     print(f"statements/s: seeds {len(texts) / a:.1f}, ours {len(texts) / b:.1f}, bare {len(texts) / c:.1f}")
     pinned_vs_unpinned(args)
+    portable_vs_previous(args)
     return 0
 
 
