@@ -147,7 +147,7 @@ def timed(label: str, fn) -> tuple[float, float]:
 
 def pinned_vs_unpinned(args: argparse.Namespace) -> float:
     """(d): our extraction in fresh processes, pinned and unpinned, alternating; returns the ratio."""
-    env = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    env = numerics.unpinned_environ()
     base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", args.model, "--limit", str(args.limit),
             "--batch-size", str(args.batch_size), "--max-batch-tokens", str(args.max_batch_tokens)]
     runs: dict[str, list[float]] = {"pinned": [], "unpinned": []}
@@ -168,7 +168,7 @@ def pinned_vs_unpinned(args: argparse.Namespace) -> float:
 
 def portable_vs_previous(args: argparse.Namespace, models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")) -> float:
     """(e): our extraction of each model in fresh processes under the portable and the previous pins."""
-    env = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    env = numerics.unpinned_environ()
     best: dict[str, float] = {"portable": 0.0, "previous": 0.0}
     for model in models:
         base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", model, "--limit", str(args.limit),

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
 def layer(module: str) -> str:
     """``uaprobe.extraction.store`` -> ``extraction``; the top-level helpers are the infrastructure."""
     parts = module.split(".")
-    if parts[:2] == ["uaprobe", "cli"]:
+    if parts[:2] in (["uaprobe", "cli"], ["uaprobe", "fingerprint"]):  # commands: they run every layer's code
         return "command"
     if len(parts) > 1 and parts[1] in ("extraction", "analysis", "publishing"):
         return parts[1]

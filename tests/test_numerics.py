@@ -48,7 +48,14 @@ def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> No
     assert env["MKL_CBWR"] == "AVX2,STRICT", "the caller's MKL_CBWR changes the bytes: overridden"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
     assert all(env[v] == "1" for v in numerics.THREAD_VARIABLES) and env["HOME"] == "/x"
-    assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}}
+    library = numerics.mkl_dispatch_library()
+    preload = {"LD_PRELOAD": str(library)} if library else {}
+    assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}, **preload}
+    # child processes load the MKL dispatch library at their start; a caller's own preloads are kept
+    env = {"LD_PRELOAD": "/x/libother.so"}
+    numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    assert env["LD_PRELOAD"].split() == ([str(library)] if library else []) + ["/x/libother.so"]
+    assert numerics.unpinned_environ({**env, "HOME": "/x"}) == {"LD_PRELOAD": "/x/libother.so", "HOME": "/x"}
     # the extraction leaves the thread count alone
     env = {"OMP_NUM_THREADS": "8"}
     numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
@@ -128,7 +135,7 @@ WORKLOAD = textwrap.dedent("""\
 
 
 def _workload(mode: str, threads: int, **env: str) -> dict:
-    full = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    full = numerics.unpinned_environ()
     full.update(env)
     proc = subprocess.run([sys.executable, "-c", WORKLOAD, mode, str(threads)], capture_output=True, text=True,
                           env=full, timeout=300)
@@ -165,7 +172,7 @@ def test_the_mkl_dispatch_library_is_built_and_answers_intel() -> None:
     assert lib.mkl_serv_intel_cpu_true() == 1 and lib.mkl_serv_intel_cpu() == 1
     probe = ("from uaprobe import numerics; numerics.pin(); import ctypes, torch; "
              "f = ctypes.CDLL(None).mkl_serv_intel_cpu_true; print(f(), numerics.record()['mkl_dispatch'])")
-    env = {k: v for k, v in os.environ.items() if k not in numerics.ISA_PINS}
+    env = numerics.unpinned_environ()
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "intel", "path"]

@@ -331,9 +331,10 @@ def under(path: str, prefix: str) -> bool:
 def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs: str, max_failures: int = 5) -> str:
     """The per-file table and, under each failing file, its first failing keys."""
     lines = [f"numbers of {ours} against {theirs}: pass if |a - b| <= {atol:g} + {rtol:g} * max(|a|, |b|)"]
+    reasons: dict[str, list[str]] = {}
     for d in diffs:
         if d.not_compared:
-            lines.append(f"n/a   {d.path}: {d.not_compared}")
+            reasons.setdefault(d.not_compared, []).append(d.path)
             continue
         status = "pass" if d.passed else "FAIL"
         lines.append(f"{status}  {d.path}: {d.compared} numbers, max abs diff {d.max_abs:.3g}"
@@ -343,6 +344,9 @@ def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs
             lines.append(f"      {d.path}: {failure}")
         if len(d.failures) > max_failures:
             lines.append(f"      {d.path}: ... {len(d.failures) - max_failures} more")
+    for reason, paths in reasons.items():  # one line per reason: the fetch command once, not once per file
+        shown = ", ".join(paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
+        lines.append(f"n/a   {len(paths)} file{'s' if len(paths) > 1 else ''} {reason} ({shown})")
     failed = [d for d in diffs if not d.passed]
     skipped = [d for d in diffs if d.not_compared]
     compared = len(diffs) - len(skipped)

@@ -48,8 +48,8 @@ Intel path + ``MKL_CBWR=AVX2,STRICT`` 0
 
 The last row is the pin: :data:`MKL_DISPATCH_SOURCE`, a library of two one-line C functions
 answering "Intel" (built at install time as ``uaprobe._mkl_dispatch``), is loaded with
-``RTLD_GLOBAL`` before torch, so MKL's own calls resolve to it on every machine (on an Intel processor it
-changes nothing), and ``MKL_CBWR=AVX2,STRICT`` holds the thread count out of the bytes. Its cost is
+``RTLD_GLOBAL`` before torch, and named in ``LD_PRELOAD`` for every child process, so MKL's own calls
+resolve to it on every machine (on an Intel processor it changes nothing), and ``MKL_CBWR=AVX2,STRICT`` holds the thread count out of the bytes. Its cost is
 measured by ``bench/extract.py`` (``numerics: portable pins ... vs today's pins ...``). Where the
 library could not be built (no C compiler at install), :func:`record` says so and
 ``uaprobe fingerprint`` names the operations whose bytes then differ.
@@ -202,12 +202,28 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         raise PinnedTooLate(f"{', '.join(early)} imported before uaprobe.numerics.pin(): call pin() first, "
                             "before any numeric import")
     wanted = pins_for(flags=cpu_flags() if flags is None else flags)
-    if wanted and environ is os.environ and modules is sys.modules:
-        load_mkl_dispatch()
+    library = mkl_dispatch_library() if wanted else None
+    if library is not None:
+        # this process: loaded now, before torch; every child process: by the dynamic loader at its start
+        if environ is os.environ and modules is sys.modules:
+            load_mkl_dispatch()
+        preload = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != str(library)]
+        wanted["LD_PRELOAD"] = " ".join([str(library), *preload])
     if analysis:
         wanted.update({var: str(ANALYSIS_THREADS) for var in THREAD_VARIABLES})
     environ.update(wanted)
     return wanted
+
+
+def unpinned_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``environ`` (default: this process's) without any pin :func:`pin` sets, the MKL dispatch
+    library's ``LD_PRELOAD`` entry included: for a child process that is to choose its own code paths."""
+    environ = os.environ if environ is None else environ
+    out = {k: v for k, v in environ.items() if k not in ISA_PINS}
+    preload = [p for p in out.pop("LD_PRELOAD", "").replace(":", " ").split() if "_mkl_dispatch" not in Path(p).name]
+    if preload:
+        out["LD_PRELOAD"] = " ".join(preload)
+    return out
 
 
 def mkl_dispatch_library() -> Path | None:
@@ -233,12 +249,21 @@ def load_mkl_dispatch() -> bool:
 
 
 def mkl_dispatch_state() -> str:
-    """``intel path`` where this process loaded the MKL dispatch library, else why not."""
-    if _dispatch_loaded:
+    """``intel path`` where this process loaded the MKL dispatch library (itself, or the dynamic loader
+    through ``LD_PRELOAD``, as :func:`pin` sets it for child processes), else why not."""
+    if _dispatch_loaded or _mapped("_mkl_dispatch"):
         return "intel path"
     if mkl_dispatch_library() is None:
         return "vendor path: uaprobe._mkl_dispatch not built (no C compiler at install); install one and rerun `make setup`"
     return "vendor path: the dispatch library was not loaded before torch (call uaprobe.numerics.pin() first)"
+
+
+def _mapped(name: str) -> bool:
+    """Whether a library whose file name holds ``name`` is mapped into this process (Linux)."""
+    try:
+        return any(name in line for line in Path("/proc/self/maps").read_text(errors="replace").splitlines())
+    except OSError:
+        return False
 
 
 def _openblas_cores() -> list[dict[str, str]]:
