@@ -128,7 +128,7 @@ def ours(model, tokenizer, texts: list[str], batches: list[np.ndarray], out: Pat
         sides=np.arange(len(texts)) % 2 if sides is None else sides, n_layers=n_layers, hidden_size=d,
         prompts=[f"p{i}" for i in range(int(index.max()) + 1)], aniso_states=states, aniso_prompt_index=index,
         aniso_special=special, tokens=extract.statement_tokens(tokenizer, texts),
-        attrs={"model_id": "bench", "n_layers": n_layers, "pooling_drop": drop}, resume=False)
+        attrs={"model_id": "bench", "n_layers": n_layers, "hidden_size": d, "pooling_drop": drop}, resume=False)
     try:
         extract.iterate_batches(model, tokenizer, texts, batches, drop=drop, on_batch=writer.write)
         writer.finish()
