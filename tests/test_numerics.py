@@ -230,3 +230,12 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
             "| any (results do not depend on it) |") in table
     assert "| analyze Model M | AVX2 | not used | Haswell | not used | 1 |" in table
     assert "| compare | not recorded |" in table
+
+
+def test_a_dispatch_library_path_with_spaces_is_not_preloaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LD_PRELOAD splits on spaces and colons: such a path would be two missing libraries (and a loader
+    warning in every child), so it is left out and each child's own pin() loads the library."""
+    monkeypatch.setattr(numerics, "mkl_dispatch_library", lambda: Path("/a checkout/_mkl_dispatch.so"))
+    env = {"LD_PRELOAD": "/x/libother.so"}
+    numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    assert env["LD_PRELOAD"] == "/x/libother.so" and env["MKL_CBWR"] == "AVX2,STRICT"

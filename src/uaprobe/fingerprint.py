@@ -218,6 +218,8 @@ def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, 
         lines.append(f"{part:<11} {op:<{width}}  " + "  ".join(c.ljust(7) for c in cells))
     bad = [r for r in rows if r[3] != "equal"]
     lines.append("")
+    if bad and settings.get("mkl_dispatch") != "intel path":
+        lines.append(f"MKL takes this processor vendor's own code path: {numerics.mkl_dispatch_state()}")
     if bad:
         lines.append(f"{len(bad)} of {len(rows)} differ from {DIGESTS.name}: this machine computes other bytes than "
                      "the ones the repository records, so `dvc repro` here will not reproduce dvc.lock. "

@@ -208,7 +208,8 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         if environ is os.environ and modules is sys.modules:
             load_mkl_dispatch()
         preload = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != str(library)]
-        wanted["LD_PRELOAD"] = " ".join([str(library), *preload])
+        if not any(c.isspace() or c == ":" for c in str(library)):  # LD_PRELOAD has no quoting: such a path
+            wanted["LD_PRELOAD"] = " ".join([str(library), *preload])  # is left to the children's own pin()
     if analysis:
         wanted.update({var: str(ANALYSIS_THREADS) for var in THREAD_VARIABLES})
     environ.update(wanted)
