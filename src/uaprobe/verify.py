@@ -350,6 +350,10 @@ def _remote_odb(repo: Any, name: str, hash_name: str) -> Any:
 
     try:
         odb = repo.cloud.get_remote_odb(name, "uaprobe verify --remote", hash_name=hash_name)
+        if odb.fs.protocol in ("local", "file") and not odb.fs.exists(odb.path):
+            raise UAProbeError(f"--remote {name}: its directory {odb.path} does not exist: create it and fill it "
+                               f"with `dvc push -r {name}`, or point the remote elsewhere (`dvc remote modify --local "
+                               f"{name} url DIR`)")
         odb.fs.exists(odb.path)
     except DvcException as exc:
         raise UAProbeError(f"--remote {name}: {str(exc).strip().splitlines()[0]}; name one of `dvc remote list`") \
@@ -407,8 +411,15 @@ def run(root: Path, *, cache: bool = False, remote: str | None = None,
         print(line)
     checked = "the workspace" + (", the cache" if cache else "") + (f", remote {remote!r}" if remote else "")
     if status or problems or others:
-        print(f"outputs do NOT match dvc.lock ({len(problems)} file(s) with other bytes or settings in {checked}); "
-              "the repair is under each file. Nothing else listed? `dvc pull` (reviewer) or `dvc repro` (author)")
+        parts = []
+        if problems:
+            parts.append(f"{len(problems)} file(s) with other bytes or settings in {checked}: the repair is under each")
+        if others:
+            parts.append(f"{len(others)} extraction problem(s) listed above")
+        if status:
+            parts.append(f"stage(s) {', '.join(sorted(status))} changed since dvc.lock was written (listed above): "
+                         "`dvc repro` (author) or `git checkout` the changed sources and `dvc pull` (reviewer)")
+        print("outputs do NOT match dvc.lock: " + "; ".join(parts))
         return 1
     print(f"every output matches dvc.lock, every byte re-read ({checked}); every extraction file matches the "
           "dataset and prompts it records")
