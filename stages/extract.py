@@ -80,6 +80,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         log.info("rank %d of %d on %s", rank.rank, rank.world, device)
     torch.manual_seed(0)
+    if device.type == "cpu":  # the bytes depend on how ATen splits a tensor among threads (uaprobe.numerics)
+        torch.set_num_threads(numerics.EXTRACTION_THREADS)
 
     log.info("loading %s from %s on %s", model_id, spec.source, device)
     started = time.perf_counter()

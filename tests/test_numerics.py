@@ -56,10 +56,10 @@ def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> No
     numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
     assert env["LD_PRELOAD"].split() == ([str(library)] if library else []) + ["/x/libother.so"]
     assert numerics.unpinned_environ({**env, "HOME": "/x"}) == {"LD_PRELOAD": "/x/libother.so", "HOME": "/x"}
-    # the extraction leaves the thread count alone
+    # the extraction holds torch to its own count, whatever the caller's or the machine's
     env = {"OMP_NUM_THREADS": "8"}
     numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
-    assert env["OMP_NUM_THREADS"] == "8"
+    assert all(env[v] == str(numerics.EXTRACTION_THREADS) for v in numerics.THREAD_VARIABLES)
 
 
 def test_pin_after_a_numeric_import_raises_or_changes_nothing() -> None:
@@ -76,7 +76,7 @@ def test_record_reports_pins_and_holds_nothing_machine_specific() -> None:
     assert rec["threads"]["OMP_NUM_THREADS"] == "1" and rec["threads"]["MKL_NUM_THREADS"] == "unset"
     partial = numerics.record(environ={"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "default"})
     assert partial["isa"] == "unpinned" and partial["pins"] == {"OPENBLAS_CORETYPE": "Haswell"}
-    assert isinstance(partial["threads"], str)
+    assert partial["threads"] == {v: "unset" for v in numerics.THREAD_VARIABLES}  # what the extraction ran on
     text = numerics.record_json(environ=pinned)
     assert json.loads(text)["pins"] == rec["pins"]
     machine = numerics.machine_record()
@@ -109,7 +109,7 @@ WORKLOAD = textwrap.dedent("""\
         numerics.pin()
     import numpy as np, scipy.linalg, torch
     from uaprobe.extraction import extract
-    torch.set_num_threads(int(sys.argv[2]))
+    assert torch.get_num_threads() == int(sys.argv[2])
     g = np.random.default_rng(0)
     B, T, D, V = 48, 24, 512, 4096
     x = torch.from_numpy(g.standard_normal((B, T, D), dtype=np.float32))
@@ -137,6 +137,9 @@ WORKLOAD = textwrap.dedent("""\
 def _workload(mode: str, threads: int, **env: str) -> dict:
     full = numerics.unpinned_environ()
     full.update(env)
+    full.update({v: str(threads) for v in numerics.THREAD_VARIABLES})  # the caller asks for `threads`
+    if mode == "pinned":  # the pin holds the extraction's own count
+        threads = numerics.EXTRACTION_THREADS
     proc = subprocess.run([sys.executable, "-c", WORKLOAD, mode, str(threads)], capture_output=True, text=True,
                           env=full, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

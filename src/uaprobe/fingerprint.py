@@ -4,11 +4,12 @@ Every kind of numeric operation the pipeline's outputs depend on runs on fixed i
 pins of :mod:`uaprobe.numerics`, and the md5 of each result is compared with the digests committed
 in ``fingerprint.json`` beside this module:
 
-- the extraction's (torch, in a process pinned as ``extract`` is): float32 ``Linear`` products at
-  both default models' widths from 1 to 832 rows (MKL takes other kernels for small row counts), a
-  row-major product, attention's batched products and fused attention, the elementwise and
-  reduction kernels of a decoder block, the NLL's log-softmax, and the first two layers of the real
-  SmolLM2 on a fixed batch; each on 1, 2 and 3 threads;
+- the extraction's (torch, in a process pinned as ``extract`` is, on its pinned thread count):
+  float32 ``Linear`` products at both default models' widths from 1 to 832 rows (MKL takes other
+  kernels for small row counts), a row-major product, attention's batched products and fused
+  attention, the elementwise and reduction kernels of a decoder block (one at a size whose share
+  per thread is not a whole number of vectors), the NLL's log-softmax, and the first two layers of
+  the real SmolLM2 on a fixed batch;
 - the analyses' (numpy, scipy, numba, in a process pinned as ``analyze`` is): float64 products and
   reductions, a symmetric eigendecomposition, the compiled uniformity kernels in both exact forms and
   the bootstrap correlations; the compiled ones on 1, 2 and 3 threads.
@@ -37,9 +38,10 @@ DIGESTS = Path(__file__).with_name("fingerprint.json")
 """The committed digests and the machines they were checked on."""
 
 PARTS = ("extraction", "analysis")
-THREADS = (1, 2, 3)
-"""Thread counts every operation runs at (more than this machine's cores is allowed: the bytes must
-not depend on it either)."""
+THREADS = {"extraction": (numerics.EXTRACTION_THREADS,), "analysis": (1, 2, 3)}
+"""Thread counts each part's operations run at: the extraction's pinned count; the analyses' compiled
+kernels on 1, 2 and 3 threads (more than this machine's cores is allowed: their bytes must not depend
+on it)."""
 
 LINEAR_WIDTHS = ((576, 1536), (1536, 576), (576, 192), (640, 2048), (2048, 640), (640, 256))
 """(in, out) of SmolLM2-135M's and Gemma-3-270M's projections."""
@@ -79,6 +81,8 @@ def _extraction_ops() -> Iterator[tuple[str, Callable[[], Any]]]:
         tag = f"{batch}x{heads}x{seq}x{dim}"
         yield f"attention scores {tag}", lambda q=q, kk=kk: torch.softmax(q @ kk.transpose(-1, -2), -1) @ kk
         yield f"fused attention {tag}", lambda q=q, kk=kk, v=v: F.scaled_dot_product_attention(q, kk, v, is_causal=True)
+    g = randn(64, 7, 2048)  # a size whose share per thread is not a whole number of vectors on 3 threads
+    yield "gelu (tanh) 64x7x2048", lambda: F.gelu(g, approximate="tanh")
     h = randn(64, 12, 576)
     yield "rms norm", lambda: h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
     yield "silu, gelu (tanh), exp", lambda: torch.stack([F.silu(h), F.gelu(h, approximate="tanh"), torch.exp(h / 8)])
@@ -148,7 +152,7 @@ def compute(part: str, *, with_model: bool = True) -> dict[str, dict[str, str]]:
     ops = list(_extraction_ops()) + (list(_model_op()) if with_model else []) if part == "extraction" \
         else list(_analysis_ops())
     out: dict[str, dict[str, str]] = {name: {} for name, _ in ops}
-    for threads in THREADS:
+    for threads in THREADS[part]:
         _set_threads(part, threads)
         for name, op in ops:
             out[name][str(threads)] = digest(op())
@@ -158,7 +162,7 @@ def compute(part: str, *, with_model: bool = True) -> dict[str, dict[str, str]]:
 def run_part(part: str, *, with_model: bool = True) -> dict[str, Any]:
     """One part's digests from a child process pinned as that part's stages are."""
     env = dict(os.environ)
-    env["NUMBA_NUM_THREADS"] = str(max(THREADS))
+    env["NUMBA_NUM_THREADS"] = str(max(THREADS["analysis"]))
     args = [sys.executable, "-m", "uaprobe.fingerprint", part] + ([] if with_model else ["--no-model"])
     done = subprocess.run(args, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -209,13 +213,14 @@ def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, 
              f"avx512f {'yes' if machine.get('avx512f') else 'no'}, {machine.get('logical_cpus')} logical CPUs)",
              f"settings: isa {settings.get('isa')}, MKL {settings.get('mkl_dispatch')}, pins "
              + " ".join(f"{k}={v}" for k, v in sorted(settings.get("pins", {}).items())),
-             "", f"{'part':<11} {'operation':<{width}}  " + "  ".join(f"{t} thr.".ljust(7) for t in THREADS)]
+             "", f"{'part':<11} {'operation':<{width}}  threads: result"]
     table: dict[tuple[str, str], dict[str, str]] = {}
     for part, op, threads, verdict in rows:
         table.setdefault((part, op), {})[threads] = verdict
     for (part, op), verdicts in table.items():
-        cells = [verdicts.get(str(t), "-") for t in THREADS] if "-" not in verdicts else [verdicts["-"]]
-        lines.append(f"{part:<11} {op:<{width}}  " + "  ".join(c.ljust(7) for c in cells))
+        cells = [f"{t}: {verdicts.get(str(t), 'missing')}" for t in THREADS[part]] if "-" not in verdicts \
+            else [verdicts["-"]]
+        lines.append(f"{part:<11} {op:<{width}}  " + "  ".join(c.ljust(10) for c in cells))
     bad = [r for r in rows if r[3] != "equal"]
     lines.append("")
     if bad and settings.get("mkl_dispatch") != "intel path":

@@ -60,9 +60,13 @@ one that is not x86-64, nothing is pinned (the AVX2 kernels would not run): its 
 last digits, the provenance says so, and ``uaprobe verify --against`` compares them with a tolerance.
 
 Thread counts: the analyses pin the BLAS to one thread (:data:`ANALYSIS_THREADS`); their compiled
-kernels sum every output element on one thread in a fixed order. The extraction leaves torch's
-thread count to the machine: MKL's strict mode and ATen's kernels (which split outputs, not
-summations, across threads) make its bytes independent of it (tested on 1, 2 and 3 threads).
+kernels sum every output element on one thread in a fixed order (the bytes are the same on 1, 2 and 3
+numba threads, tested). The extraction runs torch on a pinned :data:`EXTRACTION_THREADS` threads,
+whatever the machine's cores: MKL's strict mode makes its products independent of the thread count,
+but ATen's vectorised elementwise kernels are not. They split a tensor among the threads, and where
+a thread's share is not a whole number of AVX2 vectors its last elements take the scalar code, which
+rounds differently: Gemma's GELU over a batch of 64 x 7 x 2048 differs in the last bit at the
+boundaries of three threads' shares, not of two, and so did 18 of 460 statements of the extraction.
 
 :func:`record` is what determines the numbers (pins, ISA in use, pinned thread counts, library
 versions): it goes into the HDF5 attributes, the results files and the paper, which are hashed by
@@ -105,6 +109,10 @@ _dispatch_loaded: list[str] = []
 
 THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """The thread-count variables of OpenBLAS, OpenMP (torch, MKL) and MKL."""
+
+EXTRACTION_THREADS = 2
+"""torch's threads in the extraction (OpenMP and MKL), on every machine: its elementwise kernels' results
+depend on how a tensor is split among threads (see the module doc)."""
 
 ANALYSIS_THREADS = 1
 """BLAS threads of the analysis stages: many small BLAS/LAPACK calls, which extra threads do not
@@ -186,7 +194,8 @@ def pins_for(machine: str | None = None, flags: frozenset[str] | None = None) ->
 
 def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[str, str] | None = None,
         modules: Mapping[str, Any] | None = None, flags: frozenset[str] | None = None) -> dict[str, str]:
-    """Pin every numeric library's CPU code path (and, with ``analysis``, the BLAS to one thread).
+    """Pin every numeric library's CPU code path and thread count: torch's to :data:`EXTRACTION_THREADS`,
+    or with ``analysis`` the BLAS to :data:`ANALYSIS_THREADS`.
 
     Call it before numpy, scipy or torch is imported: if one already is, the pin would silently not
     apply to it, so with ``strict`` it raises :class:`PinnedTooLate` and without it changes nothing
@@ -210,17 +219,17 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         preload = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != str(library)]
         if not any(c.isspace() or c == ":" for c in str(library)):  # LD_PRELOAD has no quoting: such a path
             wanted["LD_PRELOAD"] = " ".join([str(library), *preload])  # is left to the children's own pin()
-    if analysis:
-        wanted.update({var: str(ANALYSIS_THREADS) for var in THREAD_VARIABLES})
+    wanted.update({var: str(ANALYSIS_THREADS if analysis else EXTRACTION_THREADS) for var in THREAD_VARIABLES})
     environ.update(wanted)
     return wanted
 
 
 def unpinned_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``environ`` (default: this process's) without any pin :func:`pin` sets, the MKL dispatch
-    library's ``LD_PRELOAD`` entry included: for a child process that is to choose its own code paths."""
+    """A copy of ``environ`` (default: this process's) without any pin :func:`pin` sets, the thread counts
+    and the MKL dispatch library's ``LD_PRELOAD`` entry included: for a child process that is to choose
+    its own code paths."""
     environ = os.environ if environ is None else environ
-    out = {k: v for k, v in environ.items() if k not in ISA_PINS}
+    out = {k: v for k, v in environ.items() if k not in ISA_PINS and k not in THREAD_VARIABLES}
     preload = [p for p in out.pop("LD_PRELOAD", "").replace(":", " ").split() if "_mkl_dispatch" not in Path(p).name]
     if preload:
         out["LD_PRELOAD"] = " ".join(preload)
@@ -317,8 +326,7 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
     x86-64 machine with AVX2, so it may go into hashed outputs."""
     environ = os.environ if environ is None else environ
     pins = {k: environ[k] for k in sorted(ISA_PINS) if environ.get(k) == ISA_PINS[k]}
-    threads: dict[str, str] | str = ({k: environ.get(k, "unset") for k in THREAD_VARIABLES} if analysis
-                                     else "not pinned: the results do not depend on the thread count")
+    threads = {k: environ.get(k, "unset") for k in THREAD_VARIABLES}
     out: dict[str, Any] = {
         "isa": ISA if len(pins) == len(ISA_PINS) else "unpinned",
         "pins": pins,
