@@ -283,9 +283,10 @@ def robustness_table(out: Outputs) -> str:
         d, sx, lex, ln = "policies/default", "policies/sink_excluded", "lexical_baseline", "length"
         n_pairs = out.v(m, "layerwise", "n_pairs", "sum")
         same = m in same_pooling_models(out)
-        same_note = "the same numbers: position 0 is " + ("the BOS, which no pooled state includes"
-                                                          if out.raw(m, "layerwise", "extraction/bos_added") else
-                                                          "out of every pooled state under the default policy too")
+        # no digit in the note: a table cell with a number must carry a sourced value
+        same_note = ("the same numbers: the sink is the BOS, which no pooled state includes"
+                     if out.raw(m, "layerwise", "extraction/bos_added") else
+                     "the same numbers: the default policy already leaves the sink out of every pooled state")
         rows += [
             [name, f"categories, `{out.raw(m, 'robustness', d + '/policy')}` policy (headline)", v(f"{d}/final_r"),
              f"exact perm. p {v(f'{d}/final_permutation_p', 'p')}; Spearman {v(f'{d}/final_spearman')}"],
