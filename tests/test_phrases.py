@@ -283,3 +283,14 @@ def test_stability_phrase(stable: bool | None, n_models: int, expected: str) -> 
     text = plain_text(fd.stability_phrase(p))
     assert text.endswith(expected) or expected in text
     assert "((" not in text and ") (" not in text
+
+
+def test_loco_cell_gives_the_range_or_n_a() -> None:
+    from uaprobe.publishing.tables import loco_cell
+
+    lw = layerwise([0.5, 0.9])
+    lw["poolings"]["mean"]["loco_r"] = [[0.1, -0.2], [None, None]]
+    p = Panel({"a": {"layerwise": lw}})
+    assert plain_text(loco_cell(p, "a", 0)) == "[\u22120.20, +0.10]"
+    assert 'data-key="poolings/mean/loco_r/0/1" data-fmt="s2"' in loco_cell(p, "a", 0)
+    assert loco_cell(p, "a", 1) == "n/a"
