@@ -47,8 +47,21 @@ def robustness(*, final_r: float, sx_r: list[float], r: list[float], lexical: fl
     }
 
 
+def layerwise(r: list[float], *, reject: dict[str, list[bool]] | None = None, holm_p: dict[str, list[float]] | None = None,
+              bos: bool = False) -> dict[str, Any]:
+    """A ``layerwise.json`` with one curve ``r`` for every pooling; ``reject``/``holm_p``: per pooling, the
+    Holm decisions and corrected p of the exact permutation test (none rejected by default)."""
+    reject, holm_p = reject or {}, holm_p or {}
+    return {"n_layers": len(r) - 1, "layers": list(range(len(r))), "extraction": {"bos_added": bos},
+            "poolings": {p: {"pearson_r": list(r), "permutation_holm_reject": reject.get(p, [False] * len(r)),
+                             "permutation_holm_p": holm_p.get(p, [1.0] * len(r))} for p in ("mean", "first", "last")}}
+
+
 def panel(**models: dict[str, Any]) -> Panel:
-    return Panel({m: {"robustness": rob, "layerwise": {"n_layers": 1},
+    """Models with ``robustness.json`` as given, and layer-wise results under both policies built from its
+    curves (the default policy's ``r``, the sink-excluded ``r``)."""
+    return Panel({m: {"robustness": rob, "layerwise": layerwise(rob["policies"]["default"]["r"]),
+                      "sink_excluded/layerwise": layerwise(rob["policies"]["sink_excluded"]["r"]),
                       "anisotropy": {"variants": {"all_tokens": {"l_star": 1}, "sink_excluded": {"l_star": 1}}}}
                   for m, rob in models.items()})
 
@@ -83,14 +96,18 @@ def test_conclusion_follows_the_numbers() -> None:
     assert "words alone, so it need not reflect the models' representations" in text
     assert "single category for A" in text
     assert "no layer's category-level r of any model is significant" in text
+    assert "in any of the 6 specifications the results hold" in text
     assert "little power" in text
 
-    model_beats_words = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.8,
-                                           holm=3))
+    model_beats_words = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.8))
+    model_beats_words.files["results/models/a/sink_excluded/layerwise.json"]["poolings"]["first"].update(
+        permutation_holm_reject=[False, True], permutation_holm_p=[1.0, 0.04])
     text = plain_text(fd.conclusion_phrase(model_beats_words))
     assert "exceeds what the statements' words alone give" in text
     assert "single category" not in text
-    assert "finds 3 layers of A significant" in text
+    assert ("finds significant layer 1 of A with first-token pooling and position 0 excluded (Holm p = 0.040), "
+            "and no layer in the other 5 of the 6 specifications") in text
+    assert "no layer's" not in text
 
     mixed = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.9, without=0.8),
                   b=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.1, without=0.8))
@@ -130,6 +147,9 @@ def test_r_with_p_names_the_test_once_and_every_value_keeps_its_source() -> None
     text = fd.r_with_p_phrase(p, "robustness", "policies/default/final_r", "policies/default/final_spearman", "t-test")
     assert plain_text(text) == "+0.900 (A, t-test p = 0.300) and \u22120.400 (B, p = 0.300)"
     assert text.count('class="uav"') == 0 and text.count("{.uav") == 4
+    with_n = fd.r_with_p_phrase(p, "robustness", "policies/default/final_r", "policies/default/final_spearman",
+                                "t-test", Value(230, "int", Source("l.json", "n"), p.ledger))
+    assert plain_text(with_n) == "+0.900 (A, t-test over 230 pairs, p = 0.300) and \u22120.400 (B, p = 0.300)"
 
 
 def test_smallest_holm_phrase_names_the_layer_of_the_smallest_corrected_p() -> None:
@@ -142,17 +162,91 @@ def test_smallest_holm_phrase_names_the_layer_of_the_smallest_corrected_p() -> N
     assert plain_text(fd.smallest_holm_phrase(p)) == "1.000 at every layer (A) and none (B)"
 
 
-def test_same_pooling_names_only_models_whose_curves_are_identical() -> None:
+def test_same_pooling_models_asks_every_pooling() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
               b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
-    for m in ("a", "b"):
-        p.files[f"results/models/{m}/layerwise.json"]["extraction"] = {"bos_added": False}
-    assert plain_text(fd.same_pooling_phrase(p)) == "For A, its layer curves and pooled statistics with the sink excluded are the default ones, " \
-        "value for value: they are no separate check."
+    assert fd.same_pooling_models(p) == ["a"]
+    p.files["results/models/a/sink_excluded/layerwise.json"]["poolings"]["first"]["pearson_r"] = [0.1, 0.9]
+    assert fd.same_pooling_models(p) == []
+
+
+def test_sink_exclusion_phrase_says_when_the_policies_give_the_same_numbers() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
+              b=robustness(final_r=0.9, sx_r=[0.4, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.3))
     p.files["results/models/a/layerwise.json"]["extraction"] = {"bos_added": True}
-    assert plain_text(fd.same_pooling_phrase(p)).startswith("For A, position 0 is a BOS token")
-    q = panel(b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
-    assert fd.same_pooling_phrase(q) == ""
+    assert plain_text(fd.sink_exclusion_phrase(p)) == (
+        "Excluding position 0 from the pooling leaves no sign change in the layer curve of B (1 under the default "
+        "policy); for A it gives the same numbers: position 0 is the BOS, which no pooled state includes, so there "
+        "the exclusion is no check.")
+    assert "and a last-layer r of +0.800 (+0.900 under the default policy);" in plain_text(
+        fd.sink_exclusion_phrase(p, final_r=True))
+    p.files["results/models/a/layerwise.json"]["extraction"] = {"bos_added": False}
+    only_same = Panel({"a": p.results["a"]})
+    assert plain_text(fd.sink_exclusion_phrase(only_same)) == (
+        "Excluding position 0 from the pooling changes no number: for A it gives the same numbers: the default "
+        "policy already leaves position 0 out of every pooled state, so there the exclusion is no check.")
+    only_changed = Panel({"b": p.results["b"]})
+    assert "same numbers" not in plain_text(fd.sink_exclusion_phrase(only_changed))
+    assert plain_text(fd.published_comparison(with_published(p))).endswith(
+        "(sink excluded: +0.800 (B); the same numbers for A)")
+
+
+def with_published(p: Panel) -> Panel:
+    p.files["data/published/pythia-6-9b.json"] = {"category_level": {"r": [-0.87]}}
+    return p
+
+
+@pytest.mark.parametrize("rejects,expected", [
+    ({}, "no layer of any model, in any of the 6 specifications the results hold (1 model; mean, first-token and "
+         "last-token pooling; the default position-0 policy and position 0 excluded)"),
+    ({("sink_excluded", "first"): ([False, True, True], [1.0, 0.04, 0.04])},
+     "layers 1 and 2 of A with first-token pooling and position 0 excluded (Holm p = 0.040 at both), and no layer in "
+     "the other 5 of the 6 specifications"),
+    ({("default", "mean"): ([True, False, True], [0.01, 1.0, 0.03]), ("default", "last"): ([True, False, False],
+                                                                                             [0.02, 1.0, 1.0])},
+     "layers 0 and 2 of A with mean pooling under the default policy (Holm p = 0.010 at layer 0 and 0.030 at layer 2)"
+     " and layer 0 of A with last-token pooling under the default policy (Holm p = 0.020), and no layer in the other "
+     "4 of the 6 specifications"),
+    ({("default", "mean"): ([True, False, False], [0.02, 1.0, 1.0]), ("default", "last"): ([True, False, False],
+                                                                                              [0.02, 1.0, 1.0]),
+      ("sink_excluded", "first"): ([True, False, False], [0.02, 1.0, 1.0])},
+     "layer 0 of A with mean and last-token pooling under the default policy and with first-token pooling and "
+     "position 0 excluded (Holm p = 0.020), and no layer in the other 3 of the 6 specifications"),
+    ({(policy, pooling): ([False, False, True], [1.0, 1.0, 0.01]) for policy in ("default", "sink_excluded")
+      for pooling in ("mean", "first", "last")},
+     "layer 2 of A with every pooling under both position-0 policies (Holm p = 0.010), a layer in every one of the 6 "
+     "specifications"),
+])
+def test_specification_significance_names_every_surviving_specification(
+        rejects: dict[tuple[str, str], tuple[list[bool], list[float]]], expected: str) -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8, 0.9], r=[0.5, 0.7, 0.9], lexical=0.2, without=0.3))
+    for (policy, pooling), (reject, holm) in rejects.items():
+        stem = "layerwise" if policy == "default" else "sink_excluded/layerwise"
+        p.files[f"results/models/a/{stem}.json"]["poolings"][pooling].update(permutation_holm_reject=reject,
+                                                                             permutation_holm_p=holm)
+    assert plain_text(fd.specification_significance_phrase(p)).startswith(expected)
+
+
+def test_specifications_scope_counts_the_distinct_ones() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
+              b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
+    assert plain_text(fd.specifications_scope(p)).endswith(
+        "; 9 of them distinct, as the two policies agree wherever no pooled state includes position 0)")
+    q = Panel({"b": p.results["b"]})
+    assert plain_text(fd.specifications_scope(q)).endswith("position 0 excluded)")
+
+
+def test_last_layer_phrase_gives_the_leave_one_category_out_range_not_a_fisher_interval() -> None:
+    lw = layerwise([0.5, 0.9])
+    lw["settings"] = {"alpha": 0.05}
+    lw["poolings"]["mean"].update(permutation_p=[0.5, 0.01], loco_r=[[0.1, 0.2], [0.95, -0.3, None, 0.8]])
+    p = Panel({"a": {"layerwise": lw}})
+    text = fd.last_layer_phrase(p)
+    assert plain_text(text) == ("+0.900 for A (exact permutation p = 0.010, significant at α = 0.05; with one category "
+                                "left out, r ranges from −0.300 to +0.950)")
+    assert "poolings/mean/loco_r/1/1" in text and "poolings/mean/loco_r/1/0" in text and "Fisher" not in text
+    lw["poolings"]["mean"]["loco_r"][1] = [None, None]
+    assert plain_text(fd.last_layer_phrase(p)).endswith("with one category left out, r is undefined)")
 
 
 def option_b(late_inversion: bool, late: float) -> dict[str, Any]:
@@ -189,3 +283,14 @@ def test_stability_phrase(stable: bool | None, n_models: int, expected: str) -> 
     text = plain_text(fd.stability_phrase(p))
     assert text.endswith(expected) or expected in text
     assert "((" not in text and ") (" not in text
+
+
+def test_loco_cell_gives_the_range_or_n_a() -> None:
+    from uaprobe.publishing.tables import loco_cell
+
+    lw = layerwise([0.5, 0.9])
+    lw["poolings"]["mean"]["loco_r"] = [[0.1, -0.2], [None, None]]
+    p = Panel({"a": {"layerwise": lw}})
+    assert plain_text(loco_cell(p, "a", 0)) == "[\u22120.20, +0.10]"
+    assert 'data-key="poolings/mean/loco_r/0/1" data-fmt="s2"' in loco_cell(p, "a", 0)
+    assert loco_cell(p, "a", 1) == "n/a"

@@ -28,9 +28,9 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "option_b_table", "phase_table", "control_table", "published_comparison_table", "published_layers_markdown")},
     **{name: getattr(phrases, name) for name in (
         "last_layer_phrase", "sign_changes_phrase", "aligned_phrase", "stability_phrase", "bell_phrase",
-        "sink_excluded_sign_changes", "loco_phrase", "sink_verdict", "null_phrase", "lexical_phrase",
+        "sink_exclusion_phrase", "loco_phrase", "sink_verdict", "null_phrase", "lexical_phrase",
         "significance_phrase", "parametric_layers_phrase", "published_comparison", "conclusion_phrase",
-        "smallest_holm_phrase", "same_pooling_phrase", "late_inversion_sink_phrase", "normalisation_phrase",
+        "smallest_holm_phrase", "specification_significance_phrase", "late_inversion_sink_phrase", "normalisation_phrase",
         "panel_phrase", "peak_depth_phrase", "bins_phrase", "l_star_phrase", "slopes_phrase", "holm_layers_phrase")},
 }
 

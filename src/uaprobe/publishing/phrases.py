@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
-from uaprobe.publishing.tables import L_STAR, interval
+from uaprobe.publishing.tables import (
+    L_STAR,
+    POLICY_FILES,
+    POOLING_WORDS,
+    interval,
+    loco_range,
+    poolings,
+    same_numbers,
+    same_pooling_models,
+)
 from uaprobe.publishing.values import Value, pretty, prose
 
 MATCH_TOLERANCE = 0.05
@@ -41,13 +50,14 @@ def count_phrase(n: Any, noun: str, plural_form: str | None = None) -> str:
 
 
 @prose
-def per_model(out: Outputs, stem: str, key: str, fmt: str = "r") -> str:
-    """``x (Model A) and y (Model B)``: one value of every model of the panel; ``x for both models`` (or
-    ``for every model``) when every model shows the same text."""
-    values = [out.v(m, stem, key, fmt) for m in out.models]
-    if len(values) > 1 and len({v.text for v in values}) == 1:
+def per_model(out: Outputs, stem: str, key: str, fmt: str = "r", models: Sequence[str] | None = None) -> str:
+    """``x (Model A) and y (Model B)``: one value of every model of the panel (or of ``models``); ``x for
+    both models`` (or ``for every model``) when every model of the whole panel shows the same text."""
+    chosen = list(out.models if models is None else models)
+    values = [out.v(m, stem, key, fmt) for m in chosen]
+    if len(values) > 1 and len(chosen) == len(out.models) and len({v.text for v in values}) == 1:
         return f"{values[0]} for {'both models' if len(values) == 2 else 'every model'}"
-    return join_words([f"{v} ({out.display(m)})" for v, m in zip(values, out.models)])
+    return join_words([f"{v} ({out.display(m)})" for v, m in zip(values, chosen)])
 
 
 @prose
@@ -106,16 +116,19 @@ def significance_word(p: Value, alpha: float) -> str:
 @prose
 def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model: the last-layer r with its exact permutation p (the test of record) and its verdict, and
-    the Fisher-z interval beside it."""
+    the range of r with one category left out (at six categories a Fisher-z interval would look precise
+    and is not: its normal approximation needs many more points)."""
     parts = []
     for m in out.models:
         last = out.raw(m, "layerwise", "n_layers")
         b = f"poolings/{pooling}"
         p = out.v(m, "layerwise", f"{b}/permutation_p/{last}", "p")
         alpha = float(out.raw(m, "layerwise", "settings/alpha"))
+        loco = loco_range(out, m, last, pooling)
         parts.append(f"{out.v(m, 'layerwise', f'{b}/pearson_r/{last}')} for {out.display(m)} (exact permutation p = "
-                     f"{p}, {significance_word(p, alpha)}; Fisher-z interval "
-                     f"{interval(out.v(m, 'layerwise', f'{b}/fisher_ci_low/{last}', 's2'), out.v(m, 'layerwise', f'{b}/fisher_ci_high/{last}', 's2'))})")
+                     f"{p}, {significance_word(p, alpha)}; "
+                     + (f"with one category left out, r ranges from {loco[0]} to {loco[1]})" if loco else
+                        "with one category left out, r is undefined)"))
     return "; ".join(parts)
 
 
@@ -201,29 +214,35 @@ def bell_phrase(out: Outputs) -> str:
 
 
 @prose
-def sink_excluded_sign_changes(out: Outputs) -> str:
-    """Per model: sign changes of the layer curve with the sink excluded."""
-    return join_words([f"{count_phrase(out.v(m, 'robustness', 'policies/sink_excluded/n_sign_changes', 'int'), 'sign change')}"
-                       f" ({out.display(m)})" for m in out.models])
-
-
-def same_pooling_models(out: Outputs) -> list[str]:
-    """Models whose layer curve with position 0 excluded is the default policy's, value for value."""
-    return [m for m in out.models
-            if out.raw(m, "robustness", "policies/default/r") == out.raw(m, "robustness", "policies/sink_excluded/r")]
+def same_numbers_reason(out: Outputs, m: str) -> str:
+    """Why excluding position 0 changes nothing for a model, from what its extraction recorded."""
+    if out.raw(m, "layerwise", "extraction/bos_added"):
+        return "position 0 is the BOS, which no pooled state includes"
+    return "the default policy already leaves position 0 out of every pooled state"
 
 
 @prose
-def same_pooling_phrase(out: Outputs) -> str:
-    """A sentence per model for which excluding position 0 changes nothing (a BOS the default policy
-    already drops, when the extraction says one was added), or nothing."""
-    sentences = []
-    for m in same_pooling_models(out):
-        why = ("position 0 is a BOS token that the default policy already drops, so "
-               if out.raw(m, "layerwise", "extraction/bos_added") else "")
-        sentences.append(f"For {out.display(m)}, {why}its layer curves and pooled statistics with the sink excluded are the default ones, value for "
-                         "value: they are no separate check.")
-    return " ".join(sentences)
+def sink_exclusion_phrase(out: Outputs, *, final_r: bool = False) -> str:
+    """A sentence: what excluding position 0 from the pooling does to each model's layer curve (mean
+    pooling): its sign changes (and, with ``final_r``, its last-layer r) beside the default policy's; for a
+    model whose two policies give the same numbers, that they do and why, so that no agreement reads as
+    a robustness check."""
+    changed, same = [], []
+    for m in out.models:
+        if m in same_pooling_models(out):
+            same.append(f"for {out.display(m)} it gives the same numbers: {same_numbers_reason(out, m)}, so there "
+                        "the exclusion is no check")
+            continue
+        d, sx = "policies/default", "policies/sink_excluded"
+        text = (f"{count_phrase(out.v(m, 'robustness', f'{sx}/n_sign_changes', 'int'), 'sign change')} in the layer "
+                f"curve of {out.display(m)} ({out.v(m, 'robustness', f'{d}/n_sign_changes', 'int')} under the default policy)")
+        if final_r:
+            text += (f" and a last-layer r of {out.v(m, 'robustness', f'{sx}/final_r')} "
+                     f"({out.v(m, 'robustness', f'{d}/final_r')} under the default policy)")
+        changed.append(text)
+    if changed:
+        return f"Excluding position 0 from the pooling leaves {join_words(changed)}" + "".join(f"; {c}" for c in same) + "."
+    return "Excluding position 0 from the pooling changes no number: " + "; ".join(same) + "."
 
 
 @prose
@@ -335,7 +354,7 @@ def lexical_phrase(out: Outputs) -> str:
 
 
 def significant_layers(out: Outputs, policy: str = "default") -> list[int]:
-    """Per model: layers whose exact permutation p survives Holm's correction."""
+    """Per model: layers whose exact permutation p survives Holm's correction (mean pooling, one policy)."""
     return [int(out.raw(m, "robustness", f"policies/{policy}/n_layers_permutation_holm")) for m in out.models]
 
 
@@ -348,6 +367,79 @@ def significance_phrase(out: Outputs, policy: str = "default") -> str:
                        f" of {out.display(m)}" for m in out.models])
 
 
+def specifications(out: Outputs) -> list[tuple[str, str, str]]:
+    """Every (model, policy, pooling) whose layer-wise exact permutation tests the results hold."""
+    return [(m, policy, p) for m in out.models for policy in POLICY_FILES for p in poolings(out, m)]
+
+
+def surviving_layers(out: Outputs, m: str, policy: str, pooling: str) -> list[int]:
+    """Indices of the layers whose exact permutation p survives Holm's correction across the layers of
+    this specification (``poolings/<pooling>/permutation_holm_reject``)."""
+    reject = out.raw(m, POLICY_FILES[policy], f"poolings/{pooling}/permutation_holm_reject")
+    return [i for i, x in enumerate(reject) if x]
+
+
+@prose
+def specifications_scope(out: Outputs) -> str:
+    """``the 12 specifications the results hold (2 models; mean, first-token and last-token pooling; the
+    default position-0 policy and position 0 excluded; 8 of them distinct, …)``."""
+    specs = specifications(out)
+    distinct = sum(1 for m, policy, p in specs if policy == "default" or not same_numbers(out, m, p))
+    pools = [POOLING_WORDS.get(p, p) for p in dict.fromkeys(p for _, _, p in specs)]
+    text = (f"the {len(specs)} {plural(len(specs), 'specification')} the results hold ({len(out.models)} "
+            f"{plural(len(out.models), 'model')}; {join_words(pools)} pooling; the default position-0 policy and "
+            "position 0 excluded")
+    if distinct < len(specs):
+        text += f"; {distinct} of them distinct, as the two policies agree wherever no pooled state includes position 0"
+    return text + ")"
+
+
+POLICY_WORDS = {"default": "under the default policy", "sink_excluded": "and position 0 excluded"}
+
+
+def specification_words(out: Outputs, m: str, specs: Sequence[tuple[str, str]]) -> str:
+    """``with first-token pooling and position 0 excluded``, ``with mean and last-token pooling under the
+    default policy``, or ``with every pooling under both position-0 policies``, for (policy, pooling) pairs."""
+    if len(specs) == len(poolings(out, m)) * len(POLICY_FILES):
+        return "with every pooling under both position-0 policies"
+    by_policy: dict[str, list[str]] = {}
+    for policy, p in specs:
+        by_policy.setdefault(policy, []).append(POOLING_WORDS.get(p, p))
+    return join_words([f"with {join_words(pools)} pooling {POLICY_WORDS[policy]}" for policy, pools in by_policy.items()])
+
+
+@prose
+def specification_significance_phrase(out: Outputs) -> str:
+    """Which specifications hold a layer whose category-level r survives the exact permutation test with
+    Holm's correction across its layers, with the layers and their corrected p, or that none does.
+    Specifications of one model with the same layers and corrected p are named together."""
+    groups: dict[tuple[str, tuple[int, ...], tuple[str, ...]], dict[str, Any]] = {}
+    for m, policy, p in specifications(out):
+        layers = surviving_layers(out, m, policy, p)
+        if not layers:
+            continue
+        stem = POLICY_FILES[policy]
+        holm = [out.v(m, stem, f"poolings/{p}/permutation_holm_p/{i}", "p") for i in layers]
+        group = groups.setdefault((m, tuple(layers), tuple(h.text for h in holm)), {
+            "holm": holm, "layers": [out.v(m, stem, f"layers/{i}", "int") for i in layers], "specs": []})
+        group["specs"].append((policy, p))
+    if not groups:
+        return f"no layer of any model, in any of {specifications_scope(out)}"
+    found = []
+    for (m, layers, texts), g in groups.items():
+        holm, shown = g["holm"], g["layers"]
+        ps = (f"Holm p = {holm[0]}" + (f" at {'both' if len(layers) == 2 else 'each'}" if len(layers) > 1 else "")
+              if len(set(texts)) == 1 else
+              "Holm p = " + join_words([f"{h} at layer {layer}" for h, layer in zip(holm, shown)]))
+        found.append(f"{plural(len(layers), 'layer')} {join_words(shown)} of {out.display(m)} "
+                     f"{specification_words(out, m, g['specs'])} ({ps})")
+    others = len(specifications(out)) - sum(len(g["specs"]) for g in groups.values())
+    rest = (f"and no layer in the other {others} of {specifications_scope(out)}" if others else
+            f"a layer in every one of {specifications_scope(out)}")
+    return (f"{join_words(found)}, {rest}, with Holm's correction across the layers of one specification, not across "
+            "the specifications")
+
+
 @prose
 def parametric_layers_phrase(out: Outputs) -> str:
     """Per model: layers that the parametric t-test with Holm's correction would have called significant."""
@@ -358,9 +450,12 @@ def parametric_layers_phrase(out: Outputs) -> str:
 @prose
 def published_comparison(out: Outputs) -> str:
     """The original study's Pythia-6.9B final-layer r beside this panel's, under both policies."""
+    differ = [m for m in out.models if m not in same_pooling_models(out)]
+    same = [out.display(m) for m in out.models if m not in differ]
+    excluded = "; ".join(([per_model(out, 'robustness', 'policies/sink_excluded/final_r', models=differ)] if differ else [])
+                         + ([f"the same numbers for {join_words(same)}"] if same else []))
     return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1')} for Pythia-6.9B, against "
-            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (sink excluded: "
-            f"{per_model(out, 'robustness', 'policies/sink_excluded/final_r')})")
+            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (sink excluded: {excluded})")
 
 
 @prose
@@ -379,10 +474,13 @@ def conclusion_phrase(out: Outputs) -> str:
         parts.append("the models' category-level correlation exceeds what the statements' words alone give")
     if reversed_:
         parts.append(f"its sign rests on a single category for {join_words(reversed_)}")
-    parts.append("no layer's category-level r of any model is significant under the exact permutation test with "
-                 "Holm's correction, a test with little power at this number of categories" if not any(significant_layers(out))
-                 else f"the exact permutation test of the category-level r with Holm's correction finds "
-                      f"{significance_phrase(out)} significant")
+    if not any(surviving_layers(out, *spec) for spec in specifications(out)):
+        parts.append("no layer's category-level r of any model is significant under the exact permutation test with "
+                     f"Holm's correction, in any of {specifications_scope(out)}, a test with little power at this "
+                     "number of categories")
+    else:
+        parts.append("the exact permutation test of the category-level r with Holm's correction finds significant "
+                     f"{specification_significance_phrase(out)}")
     return "; ".join(parts)
 
 
@@ -464,10 +562,17 @@ def slopes_phrase(out: Outputs) -> str:
 
 
 @prose
-def r_with_p_phrase(out: Outputs, stem: str, r_key: str, p_key: str, test: str) -> str:
-    """Per model: ``+0.077 (A, t-test p = 0.249) and +0.140 (B, p = 0.034)``."""
+def r_with_p_phrase(out: Outputs, stem: str, r_key: str, p_key: str, test: str, n: Value | None = None,
+                    unit: str = "pairs") -> str:
+    """Per model: ``+0.077 (A, t-test p = 0.249) and +0.140 (B, p = 0.034)``; with ``n`` the test names how
+    many points it ran over: ``(A, t-test over 230 pairs, p = 0.249)``."""
     parts = []
     for i, m in enumerate(out.models):
-        label = f"{test} p" if i == 0 else "p"
+        if i:
+            label = "p"
+        elif n is None:
+            label = f"{test} p"
+        else:
+            label = f"{test} over {n} {unit}, p"
         parts.append(f"{out.v(m, stem, r_key)} ({out.display(m)}, {label} = {out.v(m, stem, p_key, 'p')})")
     return join_words(parts)

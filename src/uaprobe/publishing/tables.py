@@ -53,6 +53,46 @@ def interval(low: Value, high: Value) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# What the results hold: the position-0 policies, the poolings, the leave-one-category-out range
+
+
+POLICY_FILES = {"default": "layerwise", "sink_excluded": "sink_excluded/layerwise"}
+"""The layer-wise results of each position-0 policy (the policy of the rendering, and position 0 excluded)."""
+
+POOLING_WORDS = {"mean": "mean", "first": "first-token", "last": "last-token"}
+
+
+def poolings(out: Outputs, m: str) -> list[str]:
+    """The poolings whose layer-wise results ``layerwise.json`` holds, mean, first and last first."""
+    present = list(out.raw(m, "layerwise", "poolings"))
+    return [p for p in POOLING_WORDS if p in present] + sorted(p for p in present if p not in POOLING_WORDS)
+
+
+def same_numbers(out: Outputs, m: str, pooling: str) -> bool:
+    """Whether excluding position 0 gives, for this pooling, the default policy's layer curve value for value."""
+    return (out.raw(m, POLICY_FILES["default"], f"poolings/{pooling}/pearson_r")
+            == out.raw(m, POLICY_FILES["sink_excluded"], f"poolings/{pooling}/pearson_r"))
+
+
+def same_pooling_models(out: Outputs) -> list[str]:
+    """Models for which excluding position 0 changes no number: every pooling's layer curve with position 0
+    excluded is the default policy's, value for value (as for a BOS that no pooled state includes)."""
+    return [m for m in out.models if all(same_numbers(out, m, p) for p in poolings(out, m))]
+
+
+def loco_range(out: Outputs, m: str, layer: int, pooling: str = "mean", stem: str = "layerwise") -> tuple[Value, Value] | None:
+    """The smallest and the largest r at ``layer`` with one category left out (``poolings/<pooling>/loco_r``
+    holds one row per layer, one value per category left out), or None when none is defined."""
+    key = f"poolings/{pooling}/loco_r/{layer}"
+    row = out.raw(m, stem, key)
+    finite = [(x, i) for i, x in enumerate(row or []) if x is not None]
+    if not finite:
+        return None
+    (_, lo), (_, hi) = min(finite), max(finite)
+    return out.v(m, stem, f"{key}/{lo}"), out.v(m, stem, f"{key}/{hi}")
+
+
+# ------------------------------------------------------------------------------------------------
 # Methods
 
 
@@ -74,23 +114,39 @@ def model_panel_table(out: Outputs) -> str:
 # Seeds 000-004
 
 
+def loco_cell(out: Outputs, m: str, layer: int, pooling: str = "mean") -> str:
+    """``[−0.24, +0.99]``: the smallest and largest r at ``layer`` with one category left out, or ``n/a``."""
+    found = loco_range(out, m, layer, pooling)
+    if found is None:
+        return "n/a"
+    return interval(*(Value(v.raw, "s2", v.source, v.ledger) for v in found))
+
+
+SAME = "same"
+"""A cell for a number that excluding position 0 leaves as it is (a BOS that no pooled state includes)."""
+
+
 def layer_table(out: Outputs, pooling: str = "mean") -> str:
-    """Seed 000: r at the seeds' layers with the Fisher-z interval, Spearman, the exact permutation p
-    and its corrections, the t-test's p (secondary) and the sink-excluded r."""
+    """Seed 000: r at the seeds' layers with the range of r with one category left out (no Fisher-z
+    interval: at six categories it would look precise and is not), Spearman, the exact permutation p and
+    its corrections, the t-test's p (secondary) and the sink-excluded r (``same`` where excluding position 0
+    changes no number of the model)."""
     rows = []
     for m in out.models:
         b = f"poolings/{pooling}"
+        same = same_numbers(out, m, pooling)
 
         def v(key: str, fmt: str = "r", stem: str = "layerwise") -> Value:
             return out.v(m, stem, key, fmt)
 
         for i, layer in enumerate(out.raw(m, "layerwise", "seed_layers")):
             rows.append([out.display(m), v(f"seed_layers/{i}", "int"), v(f"{b}/pearson_r/{layer}"),
-                         interval(v(f"{b}/fisher_ci_low/{layer}", "s2"), v(f"{b}/fisher_ci_high/{layer}", "s2")),
+                         loco_cell(out, m, layer, pooling),
                          v(f"{b}/spearman_rho/{layer}"), v(f"{b}/permutation_p/{layer}", "p"),
                          v(f"{b}/permutation_holm_p/{layer}", "p"), v(f"{b}/permutation_bh_p/{layer}", "p"),
-                         v(f"{b}/pearson_p/{layer}", "p"), v(f"{b}/pearson_r/{layer}", "r", "sink_excluded/layerwise")])
-    header = ["Model", "layer", "r", "Fisher-z CI", "Spearman", "perm. p", "Holm", "BH", "t-test p", "r, no sink"]
+                         v(f"{b}/pearson_p/{layer}", "p"),
+                         SAME if same else v(f"{b}/pearson_r/{layer}", "r", "sink_excluded/layerwise")])
+    header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "t-test p", "r, no sink"]
     return markdown_table(header, rows)
 
 
@@ -211,8 +267,9 @@ def sink_table(out: Outputs) -> str:
         rows.append([out.display(m), f"{'BOS' if bos.raw else 'first word'} (BOS added: {bos})",
                      v("max_norm_ratio", "f1"), v("max_norm_ratio_layer", "int"), v(f"mean_share_median/{peak}", "f2"),
                      v(f"top_dim_mode/{peak}", "int"), v(f"top_dim_share_median/{peak}", "f2")])
-    return markdown_table(["Model", "position 0", "max. median norm ratio", "at layer", "share of the mean",
-                           "top dimension", "its share of the norm²"], rows, align="llrrrrr")
+    return markdown_table(["Model", "position 0", "norm ratio, median (max over layers)", "at layer",
+                           "share of the mean (median)", "top dimension (mode)", "its share of the norm² (median)"],
+                          rows, align="llrrrrr")
 
 
 def robustness_table(out: Outputs) -> str:
@@ -224,14 +281,22 @@ def robustness_table(out: Outputs) -> str:
         name = out.display(m)
         without = pretty(out.raw(m, "robustness", "loco/most_influential"))
         d, sx, lex, ln = "policies/default", "policies/sink_excluded", "lexical_baseline", "length"
+        n_pairs = out.v(m, "layerwise", "n_pairs", "sum")
+        same = m in same_pooling_models(out)
+        # no digit in the note: a table cell with a number must carry a sourced value
+        same_note = ("the same numbers: the sink is the BOS, which no pooled state includes"
+                     if out.raw(m, "layerwise", "extraction/bos_added") else
+                     "the same numbers: the default policy already leaves the sink out of every pooled state")
         rows += [
             [name, f"categories, `{out.raw(m, 'robustness', d + '/policy')}` policy (headline)", v(f"{d}/final_r"),
              f"exact perm. p {v(f'{d}/final_permutation_p', 'p')}; Spearman {v(f'{d}/final_spearman')}"],
             [name, "categories, sink excluded", v(f"{sx}/final_r"),
+             same_note if same else
              f"exact perm. p {v(f'{sx}/final_permutation_p', 'p')}; {v(f'{sx}/n_sign_changes', 'int')} sign changes"],
             [name, f"categories, without {without}", v("loco/final_r_without"),
              "most influential category, found from the data"],
-            [name, f"categories, sink excluded, without {without}", v("loco/sink_excluded_final_r_without"), ""],
+            [name, f"categories, sink excluded, without {without}", v("loco/sink_excluded_final_r_without"),
+             same_note if same else ""],
             [name, "categories, summed NLL", v("preference/final_r_sum_nll"),
              f"headline uses the {out.raw(m, 'robustness', 'preference/selected')} NLL"],
             [name, "size-matched null", v(f"{d}/final_r"),
@@ -243,9 +308,9 @@ def robustness_table(out: Outputs) -> str:
             [name, "pairs (per-category centroid score)", v(f"{ln}/pair_r"),
              f"r(token difference, preference) {v(f'{ln}/pair_r_tokens_preference')}"],
             [name, "pairs, token difference partialled out", v(f"{ln}/pair_r_partial"),
-             f"p {v(f'{ln}/pair_r_partial_p', 'p')} (t-test)"],
+             f"p {v(f'{ln}/pair_r_partial_p', 'p')} (t-test over {n_pairs} pairs)"],
             [name, "pairs, token difference and category partialled out", v(f"{ln}/pair_r_partial_category_fe"),
-             f"p {v(f'{ln}/pair_r_partial_category_fe_p', 'p')} (t-test)"],
+             f"p {v(f'{ln}/pair_r_partial_category_fe_p', 'p')} (t-test over {n_pairs} pairs)"],
             [name, "pairs, lexical baseline", v(f"{lex}/pair_r/mean"),
              f"range {interval(v(f'{lex}/pair_r/min', 's2'), v(f'{lex}/pair_r/max', 's2'))}"],
         ]
@@ -261,7 +326,7 @@ def inference_table(out: Outputs) -> str:
         n = out.v(m, "layerwise", "layers", "count")
         rows.append([out.display(m), f"{v('policies/default/n_layers_permutation_holm')} / {n}",
                      f"{v('policies/default/n_layers_permutation_bh')} / {n}",
-                     f"{v('policies/sink_excluded/n_layers_permutation_holm')} / {n}",
+                     SAME if m in same_pooling_models(out) else f"{v('policies/sink_excluded/n_layers_permutation_holm')} / {n}",
                      f"{v('inference/n_layers_parametric_holm')} / {n}",
                      f"{v('inference/bootstrap_degenerate')} of {v('inference/bootstrap_resamples')}"])
     return markdown_table(["Model", "perm. Holm", "perm. BH", "perm. Holm, no sink", "t-test Holm",
