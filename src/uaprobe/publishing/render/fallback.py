@@ -270,7 +270,15 @@ def compile_typst(source: Path, *, root: Path, where: str) -> bytes:
     except ImportError:
         raise RenderError("the typst wheel is not installed (pip install typst)") from None
     try:
-        return bytes(typst.compile(str(source), root=str(root), ignore_system_fonts=True, timestamp=0))
+        try:
+            return bytes(typst.compile(str(source), root=str(root), ignore_system_fonts=True, timestamp=0))
+        except Exception as exc:
+            if "parent group" not in str(exc):
+                raise
+            # Typst's PDF tagging fails on some page breaks around floating figures ("internal error: parent
+            # group"), a known bug of the PDF export: the same document without the accessibility tags
+            return bytes(typst.compile(str(source), root=str(root), ignore_system_fonts=True, timestamp=0,
+                                       pdf_tags=False))
     except Exception as exc:  # typst raises its own error types for compile errors
         if "label `<prov-" in str(exc):
             raise RenderError(f"{where}: the manuscript shows sourced values but no appendix of their sources; end it "
