@@ -133,8 +133,8 @@ class PinnedTooLate(RuntimeError):
     """A numeric library was imported before :func:`pin`: its CPU code path is not pinned."""
 
 
-def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
-    """The flags of the first processor in ``/proc/cpuinfo`` (or of the text given); None where unknown."""
+def _cpuinfo_value(keys: tuple[str, ...], cpuinfo: str | None) -> str | None:
+    """The first value of one of ``keys`` in ``/proc/cpuinfo`` (or the text given); None where absent."""
     if cpuinfo is None:
         try:
             cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
@@ -142,37 +142,25 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
             return None
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
+        if key.strip() in keys:
+            return value.strip()
     return None
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str] | None:
+    """The flags of the first processor in ``/proc/cpuinfo`` (or of the text given); None where unknown."""
+    flags = _cpuinfo_value(("flags", "Features"), cpuinfo)
+    return None if flags is None else frozenset(flags.split())
 
 
 def cpu_model(cpuinfo: str | None = None) -> str:
     """The processor's model string (machine-local: never written to a hashed output)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            cpuinfo = ""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-            return value.strip()
-    return platform.processor() or platform.machine() or "unknown"
+    return _cpuinfo_value(("model name",), cpuinfo) or platform.processor() or platform.machine() or "unknown"
 
 
 def cpu_vendor(cpuinfo: str | None = None) -> str:
     """The processor's vendor string (``GenuineIntel``, ``AuthenticAMD``; machine-local)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return "unknown"
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "vendor_id":
-            return value.strip()
-    return "unknown"
+    return _cpuinfo_value(("vendor_id",), cpuinfo) or "unknown"
 
 
 def pinnable(machine: str | None = None, flags: frozenset[str] | None = None) -> tuple[bool, str]:
