@@ -30,6 +30,7 @@ only, each vendor's own MKL path), for SmolLM2 and Gemma, alternating over two r
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import json
 import os
 import subprocess
@@ -145,22 +146,31 @@ def timed(label: str, fn) -> tuple[float, float]:
     return seconds, mem.above_baseline_mb
 
 
-def pinned_vs_unpinned(args: argparse.Namespace) -> float:
-    """(d): our extraction in fresh processes, pinned and unpinned, alternating; returns the ratio."""
+def alternate(args: argparse.Namespace, phase: str, model: str, modes: dict[str, list[str]],
+              describe: Callable[[dict], str]) -> dict[str, list[float]]:
+    """Our extraction of ``model`` in fresh processes, one per mode (its extra flags), alternating over two
+    rounds so that load from other processes does not land on one side only; each mode's seconds."""
     env = numerics.unpinned_environ()
-    base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", args.model, "--limit", str(args.limit),
+    base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", model, "--limit", str(args.limit),
             "--batch-size", str(args.batch_size), "--max-batch-tokens", str(args.max_batch_tokens)]
-    runs: dict[str, list[float]] = {"pinned": [], "unpinned": []}
-    for round_, order in ((1, ("pinned", "unpinned")), (2, ("unpinned", "pinned"))):
+    first, second = modes
+    runs: dict[str, list[float]] = {mode: [] for mode in modes}
+    for round_, order in ((1, (first, second)), (2, (second, first))):
         for mode in order:
-            proc = subprocess.run(base + (["--unpinned"] if mode == "unpinned" else []), env=env, capture_output=True,
-                                  text=True, check=False)
+            proc = subprocess.run(base + modes[mode], env=env, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
-                raise SystemExit(f"(d) {mode} child failed:\n{proc.stderr[-3000:]}")
+                raise SystemExit(f"({phase}) {model} {mode} child failed:\n{proc.stderr[-3000:]}")
             child = json.loads(proc.stdout.strip().splitlines()[-1])
             runs[mode].append(child["seconds"])
-            print(f"  (d) ours, {mode:<8} (ISA {child['isa']:<8}, torch {child['capability']}) [round {round_}]"
-                  f"{'':<13}{child['seconds']:8.2f} s", flush=True)
+            print(f"  ({phase}) {describe({**child, 'mode': mode})} [round {round_}]{'':<8}{child['seconds']:8.2f} s",
+                  flush=True)
+    return runs
+
+
+def pinned_vs_unpinned(args: argparse.Namespace) -> float:
+    """(d): our extraction in fresh processes, pinned and unpinned, alternating; returns the ratio."""
+    runs = alternate(args, "d", args.model, {"pinned": [], "unpinned": ["--unpinned"]},
+                     lambda c: f"ours, {c['mode']:<8} (ISA {c['isa']:<8}, torch {c['capability']})")
     ratio = min(runs["pinned"]) / min(runs["unpinned"])
     print(f"pinned/unpinned = {ratio:.3f}  (goal <= 1.1)")
     return ratio
@@ -168,22 +178,10 @@ def pinned_vs_unpinned(args: argparse.Namespace) -> float:
 
 def portable_vs_previous(args: argparse.Namespace, models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")) -> float:
     """(e): our extraction of each model in fresh processes under the portable and the previous pins."""
-    env = numerics.unpinned_environ()
     best: dict[str, float] = {"portable": 0.0, "previous": 0.0}
     for model in models:
-        base = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", model, "--limit", str(args.limit),
-                "--batch-size", str(args.batch_size), "--max-batch-tokens", str(args.max_batch_tokens)]
-        runs: dict[str, list[float]] = {"portable": [], "previous": []}
-        for round_, order in ((1, ("portable", "previous")), (2, ("previous", "portable"))):
-            for mode in order:
-                proc = subprocess.run(base + (["--previous-pins"] if mode == "previous" else []), env=env,
-                                      capture_output=True, text=True, check=False)
-                if proc.returncode != 0:
-                    raise SystemExit(f"(e) {model} {mode} child failed:\n{proc.stderr[-3000:]}")
-                child = json.loads(proc.stdout.strip().splitlines()[-1])
-                runs[mode].append(child["seconds"])
-                print(f"  (e) {model}, {mode:<8} pins (MKL {child['mkl']}) [round {round_}]"
-                      f"{'':<8}{child['seconds']:8.2f} s", flush=True)
+        runs = alternate(args, "e", model, {"portable": [], "previous": ["--previous-pins"]},
+                         lambda c, model=model: f"{model}, {c['mode']:<8} pins (MKL {c['mkl']})")
         for mode in best:
             best[mode] += min(runs[mode])
     ratio = best["portable"] / best["previous"]
