@@ -206,7 +206,7 @@ def check_cost_model(emb: Embeddings, params) -> str:
     chosen = min(one, key=one.__getitem__)
     measured = {}
     for form in predicted:
-        cos.representation = form
+        cos.form = form
         start = time.perf_counter()
         cos.uniformity(stacked, n_groups=n_groups, side="diff")  # a Gram table is built in the timed call
         measured[form] = time.perf_counter() - start

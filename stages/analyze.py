@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
 from uaprobe.schema.text import csv_text
-from uaprobe.analysis.uniformity import representation_for
+from uaprobe.analysis.uniformity import cosine_form_for
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
 from uaprobe.schema import results_text
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     n_pairs, hidden = len(emb.text) // 2, emb.pooled["mean"].shape[-1]
     log.info("%s: %d pairs, %d layers, hidden size %d: cosines as %s", args.model, n_pairs, emb.n_layers + 1, hidden,
-             "Gram matrices" if representation_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
+             "Gram matrices" if cosine_form_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
     with tqdm(total=analysis_steps(params.analysis), desc=f"analyze {args.model}", unit="step") as bar:
         out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
                             on_step=bar.update)

@@ -105,15 +105,15 @@ def test_bootstrap_ci_of_the_mean_agrees_with_the_seed_in_distribution():
 # ------------------------------------------------------------------------------------ seed 000
 
 
-REPRESENTATIONS = ("gram", "vectors")
+COSINE_FORMS = ("gram", "vectors")
 
 
-def cosines(a: np.ndarray, b: np.ndarray, representation: str | None = None) -> Cosines:
+def cosines(a: np.ndarray, b: np.ndarray, form: str | None = None) -> Cosines:
     """Cosines of per-layer arrays (L, n, D) of the two sides."""
-    return Cosines(np.swapaxes(a, 0, 1), np.swapaxes(b, 0, 1), representation=representation)
+    return Cosines(np.swapaxes(a, 0, 1), np.swapaxes(b, 0, 1), form=form)
 
 
-def _table_and_cosines(rng, pairs=(5, 4, 6, 5), layers=4, d=10, representation=None):
+def _table_and_cosines(rng, pairs=(5, 4, 6, 5), layers=4, d=10, form=None):
     n_rows = 2 * sum(pairs)
     cat = np.repeat([f"c{i}" for i in range(len(pairs))], [2 * p for p in pairs])
     pair = np.repeat(np.arange(sum(pairs)), 2)
@@ -124,13 +124,13 @@ def _table_and_cosines(rng, pairs=(5, 4, 6, 5), layers=4, d=10, representation=N
     pooled = rng.standard_normal((n_rows, layers + 1, d)) + 0.5
     prenorm = rng.standard_normal((n_rows, d))
     return table, pooled, prenorm, pooling_cosines(pooled=pooled, prenorm=prenorm, table=table,
-                                                   representation=representation)
+                                                   form=form)
 
 
-@pytest.mark.parametrize("representation", REPRESENTATIONS)
-def test_layerwise_matches_the_seed_loop(representation):
+@pytest.mark.parametrize("form", COSINE_FORMS)
+def test_layerwise_matches_the_seed_loop(form):
     rng = np.random.default_rng(11)
-    table, pooled, prenorm, grams = _table_and_cosines(rng, representation=representation)
+    table, pooled, prenorm, grams = _table_and_cosines(rng, form=form)
     pref = table.preference("mean")
     cu = layerwise.category_uniformity(grams, category_of_pair=table.category_of_pair, n_categories=4)
     params = small_params()
@@ -187,8 +187,8 @@ def test_balanced_partitions_have_sizes_within_one():
     assert len({tuple(r) for r in labels}) > 1
 
 
-@pytest.mark.parametrize("representation", REPRESENTATIONS)
-def test_bins_summary_matches_the_seed_loop_on_the_same_partitions(representation):
+@pytest.mark.parametrize("form", COSINE_FORMS)
+def test_bins_summary_matches_the_seed_loop_on_the_same_partitions(form):
     rng = np.random.default_rng(5)
     n, d, layers = 40, 12, 3
     emb_a = rng.standard_normal((layers, n, d)) + 0.4
@@ -196,7 +196,7 @@ def test_bins_summary_matches_the_seed_loop_on_the_same_partitions(representatio
     pref = rng.standard_normal(n)
     for scheme, k in (("randint", 6), ("randint", 15), ("balanced", 7)):
         labels = bins.partitions(np.random.default_rng(1), scheme=scheme, n=n, k=k, count=25)
-        got = bins.summarize_partitions(cosines=cosines(emb_a, emb_b, representation), preference=pref,
+        got = bins.summarize_partitions(cosines=cosines(emb_a, emb_b, form), preference=pref,
                                        labels=labels, k=k)
         for layer in range(layers):
             ref = seed.analyze_with_k_bins(emb_a[layer], emb_b[layer], pref, k, 25, assignments=labels)
@@ -206,8 +206,8 @@ def test_bins_summary_matches_the_seed_loop_on_the_same_partitions(representatio
             assert got.p_mean[layer] == pytest.approx(ref["p_mean"], abs=1e-10)
 
 
-@pytest.mark.parametrize("representation", REPRESENTATIONS)
-def test_ci_partition_matches_the_seed_bootstrap_in_distribution(representation):
+@pytest.mark.parametrize("form", COSINE_FORMS)
+def test_ci_partition_matches_the_seed_bootstrap_in_distribution(form):
     rng = np.random.default_rng(8)
     n, d = 60, 10
     emb_a = rng.standard_normal((1, n, d)) + 0.3
@@ -215,7 +215,7 @@ def test_ci_partition_matches_the_seed_bootstrap_in_distribution(representation)
     pref = rng.standard_normal(n)
     labels = bins.partitions(np.random.default_rng(2), scheme="randint", n=n, k=8, count=1)[0]
     params = small_params(bootstrap_resamples=4000)
-    ci = bins.ci_partition(cosines=cosines(emb_a, emb_b, representation), preference=pref, labels=labels, k=8,
+    ci = bins.ci_partition(cosines=cosines(emb_a, emb_b, form), preference=pref, labels=labels, k=8,
                            params=params, rng=np.random.default_rng(3))
     x = np.array([seed.uniformity_score(emb_a[0][labels == b]) - seed.uniformity_score(emb_b[0][labels == b])
                   for b in ci.bin_ids])

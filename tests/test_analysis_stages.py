@@ -245,7 +245,7 @@ def test_gram_and_unit_vector_forms_give_the_same_results(panel):
     # relative width reduction of the bins is a ratio of rounding errors in either form.
     params = load_params(panel["params"]).analysis
     emb = read_embeddings(panel["h5"]["rand"])
-    got = {rep: json.loads(json.dumps(analyze_model(emb, params=params, model_id="rand", representation=rep).results))
+    got = {rep: json.loads(json.dumps(analyze_model(emb, params=params, model_id="rand", form=rep).results))
            for rep in ("gram", "vectors")}
     assert _max_float_gap(got["gram"], got["vectors"]) < 1e-9
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from seed_reference import uniformity_score
 from uaprobe.analysis import bins, kernels
-from uaprobe.analysis.uniformity import (COST, Cosines, Groups, group_means, representation_for, unit_rows,
+from uaprobe.analysis.uniformity import (COST, Cosines, Groups, group_means, cosine_form_for, unit_rows,
                                         uniformity)
 
 
@@ -165,14 +165,14 @@ def test_groups_are_contiguous_runs_and_sum_like_a_loop(rng):
         assert sorted(groups.order[p, groups.bounds[p, 4]:].tolist()) == np.flatnonzero(labels[p] < 0).tolist()
 
 
-@pytest.mark.parametrize("representation", ["gram", "vectors"])
-def test_cosines_uniformity_matches_the_seed_on_each_side_and_their_difference(rng, representation):
+@pytest.mark.parametrize("form", ["gram", "vectors"])
+def test_cosines_uniformity_matches_the_seed_on_each_side_and_their_difference(rng, form):
     n, views, d, k = 30, 3, 8, 5
     a = rng.standard_normal((n, views, d)) + 0.5
     b = rng.standard_normal((n, views, d)) - 0.1
     b[7] = 0.0
-    cos = Cosines(a, b, representation=representation)
-    assert cos.representation == representation
+    cos = Cosines(a, b, form=form)
+    assert cos.form == form
     labels = _awkward_labels(rng, n, k, parts=6)
     u_a, sizes = cos.uniformity(labels, n_groups=k, side="a")
     u_b, sizes_b = cos.uniformity(labels, n_groups=k, side="b")
@@ -192,7 +192,7 @@ def test_cosines_uniformity_matches_the_seed_on_each_side_and_their_difference(r
                 assert diff[v, p, grp] == pytest.approx(ea - eb, abs=1e-12)
 
 
-def test_both_representations_agree_on_nearly_collinear_states(rng):
+def test_both_forms_agree_on_nearly_collinear_states(rng):
     # states that share one huge direction (cosines ~ 1 - 1e-7): UA is tiny and must survive
     n, d = 40, 64
     base = np.zeros(d)
@@ -200,16 +200,16 @@ def test_both_representations_agree_on_nearly_collinear_states(rng):
     a = base + rng.standard_normal((n, 2, d))
     b = base + 1.1 * rng.standard_normal((n, 2, d))
     labels = rng.integers(0, 4, size=(10, n))
-    g, _ = Cosines(a, b, representation="gram").uniformity(labels, n_groups=4, side="diff")
-    v, _ = Cosines(a, b, representation="vectors").uniformity(labels, n_groups=4, side="diff")
+    g, _ = Cosines(a, b, form="gram").uniformity(labels, n_groups=4, side="diff")
+    v, _ = Cosines(a, b, form="vectors").uniformity(labels, n_groups=4, side="diff")
     assert np.nanmax(np.abs(g)) < 1e-6  # the differences really are tiny
     assert np.allclose(g, v, rtol=1e-6, atol=1e-15, equal_nan=True)
 
 
 def test_the_cost_model_takes_the_gram_form_for_few_members_and_vectors_for_many():
     # at the study's size the Gram entries of a group are far fewer than its coordinates, at 20x they are not
-    assert representation_for(230, 576) == "gram"
-    assert representation_for(4600, 576) == "vectors"
+    assert cosine_form_for(230, 576) == "gram"
+    assert cosine_form_for(4600, 576) == "vectors"
     # vectors cost linear, Gram quadratic in the members, at a fixed number of groups
     small = COST.vectors(n=100, dim=64, n_views=1, signed=True, members=1000, runs=10)
     assert COST.vectors(n=200, dim=64, n_views=1, signed=True, members=2000, runs=10) < 2 * small
@@ -244,7 +244,7 @@ def test_the_gram_tables_stay_under_their_cap(rng, one_thread):
     assert "gram" not in cos.costs(Groups.of(many, 4).sizes, "diff")  # a third table would pass the cap
     values, _ = cos.uniformity(many, n_groups=4, side="diff")
     assert cos.last_form == "vectors" and set(cos._tables) == {"a", "b"}
-    ref, _ = Cosines(x, x + 0.1, representation="gram").uniformity(many, n_groups=4, side="diff")
+    ref, _ = Cosines(x, x + 0.1, form="gram").uniformity(many, n_groups=4, side="diff")
     assert np.allclose(values, ref, atol=1e-12, equal_nan=True)
     assert Cosines(x, x, gram_bytes=0).costs(Groups.of(many, 4).sizes, "a").keys() == {"vectors"}
     # by default the tables may take as many bytes as the unit vectors (memory linear in n): two
@@ -287,8 +287,8 @@ def test_bins_of_several_k_in_one_call_equal_one_call_per_k(rng):
     b = rng.standard_normal((n, 2, 9))
     pref = rng.standard_normal(n)
     labels = {k: rng.integers(0, k, size=(7, n)) for k in (3, 5, 8)}
-    for representation in ("gram", "vectors"):
-        cos = Cosines(a, b, representation=representation)
+    for form in ("gram", "vectors"):
+        cos = Cosines(a, b, form=form)
         together = bins.summarize_many(cosines=cos, preference=pref, labels_by_k=labels)
         for k, lab in labels.items():
             alone = bins.summarize_partitions(cosines=cos, preference=pref, labels=lab, k=k)
@@ -310,7 +310,7 @@ for threads in (1, 2, 3):
     digest = hashlib.sha256()
     for form in ("gram", "vectors"):
         for side in ("a", "b", "diff"):
-            values, _ = Cosines(a, b, representation=form).uniformity(labels, n_groups=7, side=side)
+            values, _ = Cosines(a, b, form=form).uniformity(labels, n_groups=7, side=side)
             digest.update(values.tobytes())
     for block_members in (7, 32):  # several blocks of members
         squares = kernels.vector_squares(units, labels, Groups.of(labels, 7).sizes,
@@ -352,13 +352,13 @@ def test_cosines_refuse_bad_labels_and_shapes(rng):
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(2, 14), d=st.integers(1, 6), k=st.integers(1, 5), parts=st.integers(1, 3),
        seed=st.integers(0, 2**32 - 1))
-def test_the_two_representations_agree_property(n, d, k, parts, seed):
+def test_the_two_forms_agree_property(n, d, k, parts, seed):
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((n, 2, d))
     b = rng.standard_normal((n, 2, d))
     labels = rng.integers(-1, k, size=(parts, n))
     for side in ("a", "b", "diff"):
-        g, sg = Cosines(a, b, representation="gram").uniformity(labels, n_groups=k, side=side)
-        v, sv = Cosines(a, b, representation="vectors").uniformity(labels, n_groups=k, side=side)
+        g, sg = Cosines(a, b, form="gram").uniformity(labels, n_groups=k, side=side)
+        v, sv = Cosines(a, b, form="vectors").uniformity(labels, n_groups=k, side=side)
         assert (sg == sv).all()
         assert np.allclose(g, v, atol=1e-12, equal_nan=True)

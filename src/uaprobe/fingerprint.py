@@ -129,7 +129,7 @@ def _analysis_ops() -> Iterator[tuple[str, Callable[[], Any]]]:
     a, b = rng.standard_normal((300, 3, 64)), rng.standard_normal((300, 3, 64))
     labels = rng.integers(0, 12, size=(40, 300))
     for form in ("gram", "vectors"):
-        cos = Cosines(a, b, representation=form)  # type: ignore[arg-type]
+        cos = Cosines(a, b, form=form)  # type: ignore[arg-type]
         yield f"uniformity kernel ({form} form)", lambda cos=cos: cos.uniformity(labels, n_groups=12, side="diff")[0]
     u, v = rng.standard_normal((31, 230)), rng.standard_normal(230)
     counts = stats.resample_counts(stats.bootstrap_indices(np.random.default_rng(1), n=230, resamples=500), n=230)

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from uaprobe.analysis.uniformity import Cosines, Representation
+from uaprobe.analysis.uniformity import Cosines, CosineForm
 from uaprobe.errors import UAProbeError
 
 PreferenceKind = Literal["mean", "sum"]
@@ -96,14 +96,14 @@ def pair_table(*, category: np.ndarray, pair: np.ndarray, side: np.ndarray, nll_
 
 
 def pooling_cosines(*, pooled: np.ndarray, prenorm: np.ndarray, table: PairTable,
-                    representation: Representation | None = None) -> Cosines:
+                    form: CosineForm | None = None) -> Cosines:
     """The A and B statements of one pooling in every view.
 
     Args:
         pooled: (N, L+1, D) pooled states of one pooling.
         prenorm: (N, D) the pre-final-norm block of the same pooling.
         table: the pairs.
-        representation: force the Gram or the unit-vector form (default: the smaller one).
+        form: force the Gram or the unit-vector form (default: the smaller one).
 
     Returns:
         :class:`Cosines` over (n_pairs, L+2, D): views = layers 0..L, then the prenorm block.
@@ -111,4 +111,4 @@ def pooling_cosines(*, pooled: np.ndarray, prenorm: np.ndarray, table: PairTable
     def side(rows: np.ndarray) -> np.ndarray:
         return np.concatenate([pooled[rows], prenorm[rows][:, None, :]], axis=1)
 
-    return Cosines(side(table.row_a), side(table.row_b), representation=representation)
+    return Cosines(side(table.row_a), side(table.row_b), form=form)

@@ -18,7 +18,7 @@ from uaprobe.analysis import (anisotropy, bins, controls, curves, layerwise, opt
 from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
-from uaprobe.analysis.uniformity import Representation, group_means
+from uaprobe.analysis.uniformity import CosineForm, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.store import POLICIES, POOLINGS, Embeddings
@@ -98,7 +98,7 @@ class PolicyRun:
 
 def _analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.ndarray], policy_name: str,
                     table: PairTable, pref: np.ndarray, mean_pref: np.ndarray, header: dict[str, Any],
-                    params: AnalysisParams, representation: Representation | None,
+                    params: AnalysisParams, form: CosineForm | None,
                     on_step: Callable[[], None] | None) -> PolicyRun:
     """Layer-wise, validation, random bins, pair level and NLL kind for one pooling policy's states."""
     n_layers = header["n_layers"]
@@ -115,7 +115,7 @@ def _analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, n
     null_pref, _ = group_means(pref, null_labels, n_groups=n_cat)
     null_r = None
     for p in POOLINGS:
-        cos = pooling_cosines(pooled=pooled[p], prenorm=prenorm[p], table=table, representation=representation)
+        cos = pooling_cosines(pooled=pooled[p], prenorm=prenorm[p], table=table, form=form)
         cat_u[p] = layerwise.category_uniformity(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
         scores[p] = pairlevel.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
         if p == "mean":
@@ -211,7 +211,7 @@ def _analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, n
 
 
 def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
-                  source: str = "extraction file", representation: Representation | None = None,
+                  source: str = "extraction file", form: CosineForm | None = None,
                   on_step: Callable[[], None] | None = None) -> Outputs:
     """Every per-model analysis of docs/results.md, from one extraction file's contents.
 
@@ -226,8 +226,8 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         model_id: the catalog id (names the outputs).
         display: the model's display name (default: the file's ``display`` attribute or the id).
         source: the file's path, for error messages.
-        representation: force the Gram or the unit-vector form of the cosines (default: the
-            smaller one, see :func:`~uaprobe.analysis.uniformity.representation_for`); the results
+        form: force the Gram or the unit-vector form of the cosines (default: the
+            smaller one, see :func:`~uaprobe.analysis.uniformity.cosine_form_for`); the results
             agree up to rounding.
         on_step: called after each of the :func:`analysis_steps` embedding-sized steps (progress).
     """
@@ -258,7 +258,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         runs[policy] = _analyze_policy(pooled=pooled, prenorm=prenorm,
                                        policy_name=default_name if policy == "default" else policy, table=table,
                                        pref=pref, mean_pref=mean_pref, header=header, params=params,
-                                       representation=representation, on_step=on_step)
+                                       form=form, on_step=on_step)
         prefix = "" if policy == "default" else f"{policy}/"
         for stem, body in runs[policy].results.items():
             out.results[prefix + stem] = body

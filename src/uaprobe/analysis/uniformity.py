@@ -127,7 +127,7 @@ def group_means(values: np.ndarray, labels: np.ndarray, *, n_groups: int) -> tup
     return means, sizes
 
 
-Representation = Literal["gram", "vectors"]
+CosineForm = Literal["gram", "vectors"]
 """How :class:`Cosines` evaluates a call: Gram entries or sums of unit vectors."""
 
 
@@ -188,8 +188,8 @@ def _gram_table_bytes(n: int, n_views: int) -> int:
     return n * (n - 1) // 2 * -(-n_views // kernels.GRAM_LANES) * kernels.GRAM_LANES * 8
 
 
-def representation_for(n: int, dim: int, *, n_views: int = 32, partitions: int = 1000,
-                       n_groups: int = 20) -> Representation:
+def cosine_form_for(n: int, dim: int, *, n_views: int = 32, partitions: int = 1000,
+                    n_groups: int = 20) -> CosineForm:
     """The form :class:`Cosines` chooses for one call of ``partitions`` partitions into ``n_groups``
     equal groups of n members on side ``diff`` with no table held yet: the random bins' calls."""
     m = n / n_groups
@@ -220,24 +220,24 @@ class Cosines:
 
     Args:
         a, b: (n, V, D) embeddings of the two sides (row i of ``a`` and of ``b`` form pair i).
-        representation: force ``gram`` or ``vectors`` for every call (default: the cost model);
+        form: force ``gram`` or ``vectors`` for every call (default: the cost model);
             both give the same values up to rounding.
         gram_bytes: the cap on the Gram tables (default: the unit vectors' bytes).
     """
 
-    def __init__(self, a: np.ndarray, b: np.ndarray, *, representation: Representation | None = None,
+    def __init__(self, a: np.ndarray, b: np.ndarray, *, form: CosineForm | None = None,
                  gram_bytes: int | None = None) -> None:
         if a.shape != b.shape or a.ndim != 3:
             raise ValueError(f"a and b must both be (n, V, D), got {a.shape} and {b.shape}")
         self.n, self.n_views, self.dim = a.shape
-        self.representation: Representation | None = representation
+        self.form: CosineForm | None = form
         self._both = np.ascontiguousarray(unit_rows(np.concatenate([a, b], axis=1)))  # (n, 2V, D)
         self.gram_bytes = self._both.nbytes if gram_bytes is None else gram_bytes
         self.units = {"a": self._both[:, :self.n_views], "b": self._both[:, self.n_views:]}
         """side -> (n, V, D) float64 unit rows (views of one array)."""
         self._self_sq = np.einsum("nvd,nvd->nv", self._both, self._both)  # (n, 2V) ||u_i||^2
         self._tables: dict[str, np.ndarray] = {}
-        self.last_form: Representation | None = None
+        self.last_form: CosineForm | None = None
         """The form the last call of :meth:`uniformity` used."""
 
     def _table(self, side: str) -> np.ndarray:
@@ -271,7 +271,7 @@ class Cosines:
         shift = 0 if side == "a" else v
         return [(i + shift, i + shift) for i in range(v)]
 
-    def costs(self, sizes: np.ndarray, side: str, *, threads: int = 1) -> dict[Representation, float]:
+    def costs(self, sizes: np.ndarray, side: str, *, threads: int = 1) -> dict[CosineForm, float]:
         """Predicted seconds of each form on ``threads`` threads for groups of ``sizes`` (P, G) on
         ``side``. Sides ``a`` and ``b`` are one pair: a call on either is costed as the same groups on
         both, and the Gram form is offered only where the tables of both fit beside those held, so
@@ -284,7 +284,7 @@ class Cosines:
         sizes = np.asarray(sizes, dtype=np.int64)
         sides = ("a", "b") if side in ("a", "b") else (side,)
         members, runs, pairs = int(sizes.sum()), vector_runs(sizes, self.n), float(_pair_counts(sizes).sum())
-        out: dict[Representation, float] = {"vectors": sum(
+        out: dict[CosineForm, float] = {"vectors": sum(
             COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=s == "diff", members=members,
                          runs=runs, threads=threads) for s in sides)}
         missing = [s for s in sides if s not in self._tables]
@@ -313,7 +313,7 @@ class Cosines:
         groups = Groups.of(labels, n_groups)
         sizes = groups.sizes
         costs = self.costs(sizes, side)
-        form: Representation = self.representation or min(costs, key=costs.__getitem__)
+        form: CosineForm = self.form or min(costs, key=costs.__getitem__)
         self.last_form = form
         if form == "gram":
             sums = kernels.gram_sums(self._table(side), self.n, labels, n_groups=n_groups, n_views=self.n_views)
