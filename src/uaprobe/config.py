@@ -25,6 +25,7 @@ DropPolicy = Literal["special", "first"]
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 DeviceName = Literal["auto", "cpu", "cuda"]
 PresetName = Literal["none", "original"]
+RepresentationName = Literal["raw", "zscore", "abtt"]
 
 PRESETS: Mapping[str, Mapping[str, str]] = {
     "original": {"pooling.drop": "first", "extract.dtype": "float16"},
@@ -195,6 +196,13 @@ class AnalysisParams:
     """Seed 004: how many leading eigenvalues of each layer's spectrum are stored."""
     robustness: RobustnessParams = field(default_factory=RobustnessParams)
     """Controls and nulls: lexical baseline, size-matched null, L* ties and bootstrap."""
+    representation: RepresentationName = "raw"
+    """The transform of the pooled states before every analysis that reads them
+    (:mod:`uaprobe.analysis.representation`): ``raw`` (none), ``zscore`` (each dimension
+    standardized over all statements of the layer) or ``abtt`` (all-but-the-top: the mean and the
+    top ``abtt_k`` principal directions removed)."""
+    abtt_k: int = 5
+    """How many leading principal directions ``abtt`` removes (Mu & Viswanath 2018)."""
 
     def __post_init__(self) -> None:
         _require(self.seed >= 0, "analysis.seed", self.seed, "an integer >= 0 (numpy seeds are non-negative)")
@@ -212,6 +220,7 @@ class AnalysisParams:
                  f"a number below analysis.aligned_r ({self.aligned_r})")
         _require(self.spectrum_top >= 1, "analysis.spectrum_top", self.spectrum_top, "an integer >= 1")
         _require(self.stable_depth_std > 0, "analysis.stable_depth_std", self.stable_depth_std, "a number > 0")
+        _require(self.abtt_k >= 1, "analysis.abtt_k", self.abtt_k, "an integer >= 1")
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, controls, curves, layerwise, optionb, pairlevel, preference,
-                              robustness, scaling, stats, validation)
+from uaprobe.analysis import (anisotropy, bins, controls, curves, dimensions, layerwise, optionb, pairlevel,
+                              preference, robustness, scaling, speccurve, stats, validation)
+from uaprobe.analysis.representation import transform_all
 from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
@@ -74,6 +75,7 @@ def _header(*, model_id: str, display: str, n_layers: int, params: AnalysisParam
         "depth_pct": curves.depth_pct(layers, n_layers=n_layers).tolist(),
         "seed_layers": curves.seed_layers(n_layers),
         "settings": settings(params),
+        "representation": {"kind": params.representation, "abtt_k": params.abtt_k},
         "extraction": {k: _plain(attrs[k]) for k in EXTRACTION_ATTRS if k in attrs},
     }
 
@@ -220,6 +222,13 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     (``pooled_sink_excluded/*``; results under ``sink_excluded/``). ``robustness.json`` sets them
     side by side with the controls.
 
+    Every analysis that reads pooled states (layer-wise, validation, bins, pairs, preference, the
+    robustness views, Option B) reads them, pooled and pre-norm, after the transform
+    ``params.representation`` (:mod:`uaprobe.analysis.representation`); the token-level analyses
+    (anisotropy, the sink statistics) read the raw token states whatever the representation.
+    ``dimensions.json`` and ``specification_curve.json`` run over every representation and both
+    policies themselves, from the raw states.
+
     Args:
         emb: the extraction file, loaded.
         params: the ``analysis`` section of params.yaml.
@@ -253,8 +262,10 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
     out = Outputs()
     runs: dict[str, PolicyRun] = {}
+    kind, k = params.representation, params.abtt_k
     for policy in POLICIES:
         pooled, prenorm = emb.policy(policy)
+        pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
         runs[policy] = _analyze_policy(pooled=pooled, prenorm=prenorm,
                                        policy_name=default_name if policy == "default" else policy, table=table,
                                        pref=pref, mean_pref=mean_pref, header=header, params=params,
@@ -293,7 +304,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     # under both pooling policies (option_b.json, sink_excluded/option_b.json); metrics and plots
     # of the default policy
     for policy in POLICIES:
-        pooled, _ = emb.policy(policy)
+        pooled = transform_all(emb.policy(policy)[0], kind, k=k)
         rec = NanReasons()
         ob_body = optionb.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
                                             n_content=emb.n_content, params=params, rec=rec)
@@ -304,7 +315,45 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
             out.metrics.update(optionb.headline_metrics(ob_body, n_layers=n_layers))
             out.plots["option_b"] = optionb.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
                                                                          "depth_pct": header["depth_pct"]})
+
+    # --- every representation and policy at once: the per-dimension breakdown and the specification curve
+    policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}
+    sw = dimensions.sweep({policy: emb.policy(policy)[0] for policy in POLICIES}, row_a=table.row_a,
+                          row_b=table.row_b, category_of_pair=table.category_of_pair, n_categories=n_cat, k=k)
+    rec = NanReasons()
+    out.results["dimensions"] = _finish(dimensions.dimensions_results(sw, policy_names=policy_names, rec=rec),
+                                        header, rec)
+    rec = NanReasons()
+    ua = {policy: {p: {r: sw.u_a[policy][p][r] - sw.u_b[policy][p][r] for r in sw.u_a[policy][p]}
+                   for p in sw.u_a[policy]} for policy in sw.u_a}
+    prefs = {nll: preference.category_means(table.preference(nll), category_of_pair=table.category_of_pair,
+                                            n_categories=n_cat) for nll in ("mean", "sum")}
+    sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names, rec=rec)
+    out.results["specification_curve"] = _finish(sc_body, header, rec)
+    out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
+    out.plots["representation"] = representation_plot(out.results, n_layers=n_layers, nll=params.preference)
+    if on_step:
+        on_step()
     return out
+
+
+def representation_plot(results: Mapping[str, dict[str, Any]], *, n_layers: int,
+                        nll: str) -> dict[str, list[Any]]:
+    """``plots/representation/<id>.csv``: per layer, r of the mean pooling under every representation
+    and both policies (no category left out, the selected NLL), and the raw mean pairwise cosine and
+    top-PC share of the mean pooling."""
+    sc, dims = results["specification_curve"], results["dimensions"]
+    cols: dict[str, list[Any]] = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
+    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
+        name = dims["policy_names"][policy]
+        for kind in ("raw", "zscore", "abtt"):
+            cols[f"r_mean_{kind}{suffix}"] = speccurve.layer_r(sc, pooling="mean", policy=name, representation=kind,
+                                                               nll=nll, n_layers=n_layers)
+    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
+        e = dims["policies"][policy]["poolings"]["mean"]
+        cols[f"mean_cosine_raw{suffix}"] = e["mean_cosine"]["raw"]
+        cols[f"variance_top1{suffix}"] = e["variance_share"]["top1"]
+    return cols
 
 
 def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
@@ -320,7 +369,8 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
     header = _header(model_id=model_id, display=display, n_layers=control.n_layers, params=params,
                      attrs=control.attrs)
     rec = NanReasons()
-    body = optionb.control_results(pooled=control.pooled, row_a=table.row_a, row_b=table.row_b,
+    pooled = transform_all(control.pooled, params.representation, k=params.abtt_k)
+    body = optionb.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
                                    category_of_pair=table.category_of_pair, categories=table.categories,
                                    preference=pref, n_content=control.n_content, params=params, rec=rec)
     body["preference"] = {name: rec.series(f"preference/{name}", pref[table.category_of_pair == c])
@@ -331,8 +381,8 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
 
 def analysis_steps(params: AnalysisParams) -> int:
     """How many times :func:`analyze_model` calls ``on_step``: per policy and pooling, the cosines
-    with the category and pair-level sums, then the random-bins steps."""
-    return len(POLICIES) * (len(POOLINGS) + len(BIN_POOLINGS) * bins.bins_steps(params))
+    with the category and pair-level sums, then the random-bins steps; then the representation sweep."""
+    return len(POLICIES) * (len(POOLINGS) + len(BIN_POOLINGS) * bins.bins_steps(params)) + 1
 
 
 def _layer_pick(values: list[Any], layer: int | None) -> Any:

@@ -10,6 +10,8 @@ pairs, option_b,       results/models/<id>/[sink_excluded/]*.json  :mod:`.pairs`
 neutral_control
 anisotropy,            results/models/<id>/*.json                  :mod:`.geometry`
 robustness
+dimensions,            results/models/<id>/*.json                  :mod:`.specs`
+specification_curve
 metrics                metrics/models/<id>.json                    :mod:`.metrics`
 panel, panel_metrics   results/panel.json, metrics/panel.json      :mod:`.panel`
 manifest               figures/manifest.json                       :mod:`.manifest`

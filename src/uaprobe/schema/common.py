@@ -31,6 +31,13 @@ NUMERICS = ("`extraction` (the HDF5 attribute `numerics`) and `analysis` (the an
             "written outside the stages")
 
 
+class Representation(Record):
+    """The transform of the pooled states every analysis of the file read (``analysis.representation``)."""
+
+    kind: str = Field(description="`raw`, `zscore` or `abtt` (docs: the representation axis)")
+    abtt_k: int = Field(description="principal directions `abtt` removes (recorded whatever the kind)")
+
+
 class ResultsHeader(Record):
     """The keys every per-model results file starts with (``results/models/<id>/*.json``)."""
 
@@ -41,6 +48,9 @@ class ResultsHeader(Record):
     depth_pct: PerLayer[float] = Field(description="100 * layer / L, per layer")
     seed_layers: list[int] = Field(description="the layers the seed notebooks looked at (every 4th, plus L)")
     settings: dict[str, Any] = Field(description="the whole `analysis` section of params.yaml used")
+    representation: Representation = Field(
+        description="the transform of the pooled states before every analysis that reads them; token-level "
+                    "analyses (anisotropy, the sink) read raw states")
     extraction: Extraction = Field(description="provenance copied from the HDF5 attributes")
     nan_reasons: dict[str, str] = Field(description="for the `/`-separated path of every missing value (`null`), "
                                                     "why it is missing")

@@ -178,6 +178,16 @@ class ControlMetrics(Record):
     final_permutation_p: Stat = Field(description="its permutation p")
 
 
+class SpecCurveMetrics(Record):
+    """``specification_curve.json``, the joint test over all specifications."""
+
+    n_specs: int = Field(description="specifications with a defined r")
+    median_r: Stat = Field(description="median r")
+    median_p: Stat = Field(description="its exact joint permutation p")
+    share_positive: Stat = Field(description="share of specifications with r > 0")
+    share_p: Stat = Field(description="its exact joint permutation p")
+
+
 class ModelMetrics(Record):
     """``metrics/models/<id>.json``: one model's headline scalars."""
 
@@ -191,5 +201,6 @@ class ModelMetrics(Record):
     inference: InferenceMetrics = Field(description="significant layers")
     option_b: dict[str, dict[str, OptionBMetrics]] = Field(description="per pooling and metric of the original")
     phases: dict[str, PhaseMetrics] = Field(description="per pooling")
+    specification_curve: SpecCurveMetrics = Field(description="the specification curve's joint test")
     neutral_control: dict[str, dict[str, ControlMetrics]] | None = Field(
         None, description="per control category and metric; absent without the control extraction")

@@ -1,0 +1,139 @@
+"""Per-dimension breakdown of the uniformity, and the sweep over the representation axis.
+
+With unit rows ``u_i`` (i = 1..n) the mean pairwise cosine of a set splits over the dimensions d::
+
+    U = sum_d c_d,   c_d = ((sum_i u_id)^2 - sum_i u_id^2) / (n (n - 1))
+
+(``c_d`` is the mean over ordered pairs i != j of ``u_id u_jd``). The *share of the top k
+dimensions* is the sum of the k largest ``c_d`` (signed) over ``U``: near 1 at k = 1 when one
+coordinate carries the whole uniformity. The top principal components' shares of the centred
+variance (``sum of the k largest eigenvalues / trace``) say the same of directions rather than
+coordinates.
+
+:func:`sweep` runs once per model: for every policy, pooling and representation
+(:mod:`uaprobe.analysis.representation`) it transforms the pooled states once and keeps what
+``dimensions.json`` and ``specification_curve.json`` need (per layer: the whole set's mean cosine,
+each category's uniformity of each side), never more than one transformed array at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from uaprobe.analysis import representation as reps
+from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.uniformity import unit_rows, uniformity
+
+TOPS: tuple[int, ...] = (1, 5, 10)
+"""The k of the top-k shares."""
+
+DEFINITION = ("uniformity_share_topK: with unit rows u_i of all n statements, c_d = ((sum_i u_id)^2 - sum_i u_id^2) "
+              "/ (n(n-1)) sums over the dimensions d to the mean pairwise cosine; the share is the sum of the K "
+              "largest c_d (signed) over that sum. variance_share_topK: the K largest eigenvalues of the centred "
+              "states' covariance over its trace. mean_cosine: the mean pairwise cosine of all n statements after "
+              "the representation's transform.")
+
+
+def dimension_contributions(x: np.ndarray) -> np.ndarray:
+    """``c_d`` of the set ``x`` (..., n, D) -> (..., D); they sum to :func:`uniformity.uniformity`."""
+    u = unit_rows(x)
+    n = u.shape[-2]
+    if n < 2:
+        return np.full(u.shape[:-2] + u.shape[-1:], np.nan)
+    total = u.sum(axis=-2)
+    return (total * total - (u * u).sum(axis=-2)) / (n * (n - 1))
+
+
+def top_shares(c: np.ndarray, tops: tuple[int, ...] = TOPS) -> np.ndarray:
+    """Share of ``sum(c)`` carried by the k largest entries of ``c`` (..., D), for each k: (..., len(tops));
+    NaN where the sum is 0."""
+    s = -np.sort(-c, axis=-1)
+    cum = np.cumsum(s, axis=-1)
+    total = c.sum(axis=-1, keepdims=True)
+    picked = np.stack([cum[..., min(k, c.shape[-1]) - 1] for k in tops], axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total != 0, picked / np.where(total != 0, total, 1.0), np.nan)
+
+
+@dataclass
+class Sweep:
+    """What the representation sweep keeps, keyed ``[policy][pooling][representation]``."""
+
+    mean_cosine: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
+    """(L+1,) mean pairwise cosine of all statements."""
+    u_a: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
+    """(L+1, C) each category's uniformity of its A statements."""
+    u_b: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
+    """(L+1, C) the same of its B statements."""
+    uniformity_share: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    """``[policy][pooling]`` (L+1, len(TOPS)): raw states, top-k dimensions' share of the uniformity."""
+    variance_share: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    """``[policy][pooling]`` (L+1, len(TOPS)): raw states, top-k PCs' share of the centred variance."""
+
+
+def category_uniformity(states: np.ndarray, rows: np.ndarray, category_of_pair: np.ndarray,
+                        n_categories: int) -> np.ndarray:
+    """Uniformity of each category's statements ``states[rows]`` per layer: states (N, L+1, D) -> (L+1, C)."""
+    out = np.full((states.shape[1], n_categories), np.nan)
+    for c in range(n_categories):
+        members = rows[category_of_pair == c]
+        out[:, c] = uniformity(np.swapaxes(states[members], 0, 1))
+    return out
+
+
+def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray, row_b: np.ndarray,
+          category_of_pair: np.ndarray, n_categories: int, k: int) -> Sweep:
+    """Every policy (name -> pooling -> (N, L+1, D)) x pooling x representation of :data:`KINDS`."""
+    out = Sweep()
+    for policy, pooled in policies.items():
+        for key in ("mean_cosine", "u_a", "u_b"):
+            getattr(out, key)[policy] = {}
+        out.uniformity_share[policy], out.variance_share[policy] = {}, {}
+        for pooling, raw in pooled.items():
+            n_views = raw.shape[1]
+            cosines, ua, ub = {}, {}, {}
+            shares = np.full((n_views, len(TOPS)), np.nan)
+            abtt = np.empty(raw.shape, dtype=np.float64)
+            for layer in range(n_views):
+                abtt[:, layer], shares[layer] = reps.abtt_and_shares(raw[:, layer], k=k, tops=TOPS)
+            out.variance_share[policy][pooling] = shares
+            out.uniformity_share[policy][pooling] = top_shares(
+                dimension_contributions(np.swapaxes(raw, 0, 1)))
+            for kind in reps.KINDS:
+                states = abtt if kind == "abtt" else reps.transform(raw, kind, k=k)
+                cosines[kind] = uniformity(np.swapaxes(states, 0, 1))
+                ua[kind] = category_uniformity(states, row_a, category_of_pair, n_categories)
+                ub[kind] = category_uniformity(states, row_b, category_of_pair, n_categories)
+                del states
+            del abtt
+            out.mean_cosine[policy][pooling] = cosines
+            out.u_a[policy][pooling], out.u_b[policy][pooling] = ua, ub
+    return out
+
+
+def dimensions_results(sw: Sweep, *, policy_names: Mapping[str, str], rec: NanReasons) -> dict[str, Any]:
+    """The body of ``dimensions.json``."""
+    body: dict[str, Any] = {"tops": list(TOPS), "definition": DEFINITION,
+                            "policy_names": dict(policy_names), "policies": {}}
+    for policy in sw.mean_cosine:
+        entry: dict[str, Any] = {}
+        for pooling in sw.mean_cosine[policy]:
+            where = f"policies/{policy}/poolings/{pooling}"
+            cos = {kind: rec.series(f"{where}/mean_cosine/{kind}", v, "fewer than two statements")
+                   for kind, v in sw.mean_cosine[policy][pooling].items()}
+            us = sw.uniformity_share[policy][pooling]
+            vs = sw.variance_share[policy][pooling]
+            entry[pooling] = {
+                "mean_cosine": cos,
+                "uniformity_share": {f"top{t}": rec.series(f"{where}/uniformity_share/top{t}", us[:, i],
+                                                                 "the mean pairwise cosine is 0")
+                                     for i, t in enumerate(TOPS)},
+                "variance_share": {f"top{t}": rec.series(f"{where}/variance_share/top{t}", vs[:, i],
+                                                               "the states have no variance")
+                                   for i, t in enumerate(TOPS)},
+            }
+        body["policies"][policy] = {"poolings": entry}
+    return body
