@@ -29,7 +29,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from uaprobe.publishing import figures, figures_original, plotting
+from uaprobe.publishing import figure_spec, figures, figures_original, plotting
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.schema import load_json, read_results, validate
@@ -69,6 +69,8 @@ PER_MODEL: tuple[PerModelFigure, ...] = (
     PerModelFigure("pairs", ("pairs",), lambda d: figures.pairs_figure(d["pairs"])),
     PerModelFigure("loco", ("layerwise",), lambda d: figures.loco_figure(d["layerwise"])),
     PerModelFigure("option_b", ("option_b",), lambda d: figures_original.option_b_figure(d["option_b"])),
+    PerModelFigure("specification_curve", ("specification_curve",),
+                   lambda d: figure_spec.specification_curve_figure(d["specification_curve"])),
 )
 """The per-model figures: key, the results files they read, how they are drawn."""
 

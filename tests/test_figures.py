@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from synthetic_h5 import SYNTHETIC_MODELS
-from uaprobe.publishing import figures, plotting
+from uaprobe.publishing import figure_spec, figures, plotting
 from uaprobe.schema import Record, read_results
 from uaprobe.schema.categories import Layerwise, Validation
 
@@ -172,7 +172,8 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_s
     assert manifest["figures"] == entries
     keys = {(e["key"], e["model"]) for e in entries}
     for model in ("tiny-b",):
-        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink"):
+        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink",
+                    "specification_curve"):
             assert (key, model) in keys
             assert (out / "models" / model / f"{key}.png").is_file()
             assert (out / "models" / model / f"{key}.svg").is_file()
@@ -350,3 +351,21 @@ def test_a_category_on_a_published_marker_leaves_both_visible(tree: Path, refere
 
     assert shows(plotting.OKABE_ITO[0]), "the category marker is hidden under the published one"
     assert shows(plotting.OKABE_ITO[(i + 1) % 7]), f"the {reference_name} marker is hidden under the category"
+
+
+def test_the_specification_curve_draws_every_sorted_r_and_the_joint_p(tree: Path) -> None:
+    doc = read_results(tree, "results/models/tiny-a/specification_curve.json")
+    fig = figure_spec.specification_curve_figure(doc)
+    top = fig.axes[0]
+    r = _values(doc.specs.r)
+    pos, neg = _line(top, "r > 0"), _line(top, "r <= 0")
+    assert len(pos) == len(neg) == doc.n_specs
+    np.testing.assert_allclose(np.where(np.isfinite(pos), pos, neg), r)
+    finite = r[np.isfinite(r)]
+    assert (np.diff(finite) >= 0).all()
+    title = top.get_title()
+    assert f"{doc.n_specs} specifications" in title and f"{doc.joint['all'].median_p:.3f}" in title
+    labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+    for option in doc.choices.representation:
+        assert f"representation: {option}" in labels
+    assert len(labels) == sum(len(getattr(doc.choices, c)) for c, _ in figure_spec.ROWS)

@@ -48,6 +48,7 @@ FIGURE_DATA: Mapping[str, tuple[str, ...]] = {
                  "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_low, "
                  "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_high, "
                  "poolings/mean/metrics/centroid_asymmetry/phases",),
+    "specification_curve": ("specification_curve.json: specs/*, joint/all",),
 }
 """The results arrays each figure plots (per-model files relative to ``results/models/<id>/``)."""
 

@@ -13,6 +13,7 @@ BEGIN = "<!-- schema:begin -->\n"
 END = "<!-- schema:end -->"
 
 ORDER = ("layerwise", "validation", "bins", "pairs", "option_b", "neutral_control", "preference", "anisotropy",
+         "dimensions", "specification_curve",
          "robustness", "metrics", "panel", "panel_metrics", "manifest")
 """The order of the sections (every kind of :data:`~uaprobe.schema.files.MODELS` once)."""
 
