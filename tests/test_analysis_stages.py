@@ -92,18 +92,20 @@ def test_analyze_writes_every_documented_file(panel):
         names = sorted(p.relative_to(res).as_posix() for p in res.rglob("*.json"))
         per_policy = ["bins.json", "layerwise.json", "option_b.json", "pairs.json", "preference.json",
                       "validation.json"]
-        assert names == sorted(["anisotropy.json", "robustness.json", *per_policy,
+        assert names == sorted(["anisotropy.json", "robustness.json", "dimensions.json", "specification_curve.json",
+                                *per_policy,
                                 *(f"sink_excluded/{n}" for n in per_policy)])
         for p in res.rglob("*.json"):
             obj = strict_json(p)
             assert obj["model"] == m and "nan_reasons" in obj and obj["settings"]["seed"] == 7
+            assert obj["representation"] == {"kind": "raw", "abtt_k": obj["settings"]["abtt_k"]}
         assert strict_json(res / "sink_excluded/layerwise.json")["policy"] == "sink_excluded"
         assert strict_json(res / "layerwise.json")["policy"] == strict_json(res / "layerwise.json")["extraction"]["pooling_drop"]
         metrics = strict_json(base / "metrics/models" / f"{m}.json")
         assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference", "robustness",
-                                "inference", "option_b", "phases"}
+                                "inference", "option_b", "phases", "specification_curve"}
         kinds = sorted(p.parent.name for p in (base / "plots").glob(f"*/{m}.csv") if p.parent.name != "panel")
-        assert kinds == ["anisotropy", "bins", "layerwise", "option_b", "pairs", "sink"]
+        assert kinds == ["anisotropy", "bins", "layerwise", "option_b", "pairs", "representation", "sink"]
 
 
 def test_plot_csvs_have_one_row_per_layer(panel):
@@ -245,8 +247,8 @@ def test_gram_and_unit_vector_forms_give_the_same_results(panel):
     # relative width reduction of the bins is a ratio of rounding errors in either form.
     params = load_params(panel["params"]).analysis
     emb = read_embeddings(panel["h5"]["rand"])
-    got = {rep: json.loads(json.dumps(analyze_model(emb, params=params, model_id="rand", form=rep).results))
-           for rep in ("gram", "vectors")}
+    got = {form: json.loads(json.dumps(analyze_model(emb, params=params, model_id="rand", form=form).results))
+           for form in ("gram", "vectors")}
     assert _max_float_gap(got["gram"], got["vectors"]) < 1e-9
 
 
@@ -259,4 +261,31 @@ def test_progress_steps_are_counted_in_advance(panel):
     calls = []
     analyze_model(read_embeddings(panel["h5"]["rand"]), params=params, model_id="rand",
                   on_step=lambda: calls.append(1))
-    assert len(calls) == analysis_steps(params) == 2 * (3 + 3 * 2 * (len(params.bins.k) + 1))  # two policies
+    assert len(calls) == analysis_steps(params) == 2 * (3 + 3 * 2 * (len(params.bins.k) + 1)) + 1  # two policies, the sweep
+
+
+@pytest.mark.parametrize("kind", ["zscore", "abtt"])
+def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind):
+    """The layer-wise r under a representation is the specification curve's line of that representation
+    (computed apart, from the raw states), and every file names the representation."""
+    import dataclasses
+
+    from uaprobe.analysis import speccurve
+    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.config import load_params
+    from uaprobe.extraction.store import read_embeddings
+
+    params = dataclasses.replace(load_params(panel["params"]).analysis, representation=kind, abtt_k=2)
+    emb = read_embeddings(panel["h5"]["rand"])
+    out = analyze_model(emb, params=params, model_id="rand")
+    assert all(body["representation"] == {"kind": kind, "abtt_k": 2} for body in out.results.values())
+    sc = out.results["specification_curve"]
+    for stem, policy in (("layerwise", out.results["layerwise"]["policy"]), ("sink_excluded/layerwise", "sink_excluded")):
+        want = speccurve.layer_r(sc, pooling="mean", policy=policy, representation=kind, nll=params.preference,
+                                 n_layers=emb.n_layers)
+        got = out.results[stem]["poolings"]["mean"]["pearson_r"]
+        np.testing.assert_allclose(np.array(got, dtype=float), np.array(want, dtype=float), atol=1e-9)
+    raw = speccurve.layer_r(sc, pooling="mean", policy="sink_excluded", representation="raw", nll=params.preference,
+                            n_layers=emb.n_layers)
+    assert not np.allclose(np.array(raw, dtype=float), np.array(
+        out.results["sink_excluded/layerwise"]["poolings"]["mean"]["pearson_r"], dtype=float), atol=1e-6)
