@@ -39,7 +39,11 @@ DEFINITION = ("uniformity_share_topK: with unit rows u_i of all n statements, c_
 
 def dimension_contributions(x: np.ndarray) -> np.ndarray:
     """``c_d`` of the set ``x`` (..., n, D) -> (..., D); they sum to :func:`uniformity.uniformity`."""
-    u = unit_rows(x)
+    return _contributions(unit_rows(x))
+
+
+def _contributions(u: np.ndarray) -> np.ndarray:
+    """``c_d`` of unit rows ``u`` (..., n, D)."""
     n = u.shape[-2]
     if n < 2:
         return np.full(u.shape[:-2] + u.shape[-1:], np.nan)
@@ -75,12 +79,16 @@ class Sweep:
 
 
 def category_uniformity(states: np.ndarray, rows: np.ndarray, category_of_pair: np.ndarray,
-                        n_categories: int) -> np.ndarray:
-    """Uniformity of each category's statements ``states[rows]`` per layer: states (N, L+1, D) -> (L+1, C)."""
+                        n_categories: int, *, units: bool = False) -> np.ndarray:
+    """Uniformity of each category's statements ``states[rows]`` per layer: states (N, L+1, D) -> (L+1, C)
+    (``units``: the states are unit rows already)."""
     out = np.full((states.shape[1], n_categories), np.nan)
     for c in range(n_categories):
         members = rows[category_of_pair == c]
-        out[:, c] = uniformity(np.swapaxes(states[members], 0, 1))
+        if units:
+            out[:, c] = _contributions(np.swapaxes(states[members], 0, 1)).sum(axis=-1)
+        else:
+            out[:, c] = uniformity(np.swapaxes(states[members], 0, 1))
     return out
 
 
@@ -100,14 +108,16 @@ def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray
             for layer in range(n_views):
                 abtt[:, layer], shares[layer] = reps.abtt_and_shares(raw[:, layer], k=k, tops=TOPS)
             out.variance_share[policy][pooling] = shares
-            out.uniformity_share[policy][pooling] = top_shares(
-                dimension_contributions(np.swapaxes(raw, 0, 1)))
             for kind in reps.KINDS:
-                states = abtt if kind == "abtt" else reps.transform(raw, kind, k=k)
-                cosines[kind] = uniformity(np.swapaxes(states, 0, 1))
-                ua[kind] = category_uniformity(states, row_a, category_of_pair, n_categories)
-                ub[kind] = category_uniformity(states, row_b, category_of_pair, n_categories)
-                del states
+                # unit rows once per representation: every uniformity below is a sum of their contributions
+                units = unit_rows(abtt if kind == "abtt" else reps.transform(raw, kind, k=k))
+                c_all = _contributions(np.swapaxes(units, 0, 1))  # (L+1, D)
+                if kind == "raw":
+                    out.uniformity_share[policy][pooling] = top_shares(c_all)
+                cosines[kind] = c_all.sum(axis=-1)
+                ua[kind] = category_uniformity(units, row_a, category_of_pair, n_categories, units=True)
+                ub[kind] = category_uniformity(units, row_b, category_of_pair, n_categories, units=True)
+                del units
             del abtt
             out.mean_cosine[policy][pooling] = cosines
             out.u_a[policy][pooling], out.u_b[policy][pooling] = ua, ub
