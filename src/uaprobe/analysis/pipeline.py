@@ -331,36 +331,18 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names, rec=rec)
     out.results["specification_curve"] = _finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
-    out.plots["representation"] = representation_plot(out.results, n_layers=n_layers, nll=params.preference)
+    out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)
     if on_step:
         on_step()
     return out
-
-
-def representation_plot(results: Mapping[str, dict[str, Any]], *, n_layers: int,
-                        nll: str) -> dict[str, list[Any]]:
-    """``plots/representation/<id>.csv``: per layer, r of the mean pooling under every representation
-    and both policies (no category left out, the selected NLL), and the raw mean pairwise cosine and
-    top-PC share of the mean pooling."""
-    sc, dims = results["specification_curve"], results["dimensions"]
-    cols: dict[str, list[Any]] = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
-    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
-        name = dims["policy_names"][policy]
-        for kind in ("raw", "zscore", "abtt"):
-            cols[f"r_mean_{kind}{suffix}"] = speccurve.layer_r(sc, pooling="mean", policy=name, representation=kind,
-                                                               nll=nll, n_layers=n_layers)
-    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
-        e = dims["policies"][policy]["poolings"]["mean"]
-        cols[f"mean_cosine_raw{suffix}"] = e["mean_cosine"]["raw"]
-        cols[f"variance_top1{suffix}"] = e["variance_share"]["top1"]
-    return cols
 
 
 def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
                     source: str = "control extraction file") -> dict[str, Any]:
     """``neutral_control.json``: the Option B analysis on each category of the control pairs
     (``data/neutral_control.json`` extracted into ``<id>.control.h5``), plus its headline metrics
-    under the key ``metrics``."""
+    under the key ``metrics``. The pooled states are transformed as ``params.representation`` says,
+    over the control file's own statements."""
     table = table_from_embeddings(control, source=source)
     pref = table.preference(params.preference)
     if not np.isfinite(pref).all():

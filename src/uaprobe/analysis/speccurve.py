@@ -204,3 +204,21 @@ def layer_r(body: Mapping[str, Any], *, pooling: str, policy: str, representatio
                 and s["nll"][i] == nll and s["left_out"][i] is None):
             out[s["layer"][i]] = s["r"][i]
     return out
+
+
+def plot_columns(results: Mapping[str, dict[str, Any]], *, n_layers: int, nll: str) -> dict[str, list[Any]]:
+    """``plots/representation/<id>.csv``: per layer, r of the mean pooling under every representation
+    and both policies (no category left out, the selected NLL), and the raw mean pairwise cosine and
+    top-PC share of the mean pooling."""
+    sc, dims = results["specification_curve"], results["dimensions"]
+    cols: dict[str, list[Any]] = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
+    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
+        name = dims["policy_names"][policy]
+        for kind in ("raw", "zscore", "abtt"):
+            cols[f"r_mean_{kind}{suffix}"] = layer_r(sc, pooling="mean", policy=name, representation=kind, nll=nll,
+                                                     n_layers=n_layers)
+    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
+        e = dims["policies"][policy]["poolings"]["mean"]
+        cols[f"mean_cosine_raw{suffix}"] = e["mean_cosine"]["raw"]
+        cols[f"variance_top1{suffix}"] = e["variance_share"]["top1"]
+    return cols
