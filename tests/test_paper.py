@@ -67,9 +67,14 @@ def expected_tables() -> list[str]:
     return re.findall(r"^#\| label: (tbl-[\w-]+)$", (REPO / "paper" / "paper.qmd").read_text(), flags=re.M)
 
 
+NOT_PLACED = {"specification_curve"}
+"""Figures the figures stage draws that paper.qmd does not place yet (the specification curve waits for
+the rewrite of the paper); the provenance table names them without a cross-reference."""
+
+
 def expected_figures(root: Path) -> list[str]:
     manifest = json.loads((root / "figures" / "manifest.json").read_text())
-    return [ap.figure_label(e["key"], e["model"]) for e in manifest["figures"]]
+    return [ap.figure_label(e["key"], e["model"]) for e in manifest["figures"] if e["key"] not in NOT_PLACED]
 
 
 def test_the_paper_stage_renders_html_and_pdf(project: Path) -> None:

@@ -96,6 +96,7 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
             png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)
         path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
         blocks.append(f"![{text} {figure_data(e)}]({path}){{#{figure_label(key, model)} width=\"100%\"}}")
+    out.placed_figures.add(key)
     return "\n\n".join(blocks) + "\n\n"
 
 
@@ -110,10 +111,13 @@ def figure_refs(out: Outputs, key: str) -> str:
 
 def provenance_table(out: Outputs) -> str:
     """Every value the paper showed before this table, by file (with the file's md5), each numbered as
-    the values link to it; then every figure with the arrays it plots and its image's md5."""
+    the values link to it; then every figure with the arrays it plots and its image's md5 (a
+    cross-reference for the figures the paper placed, the figure's key for the others)."""
     rows = appendix_rows(out.ledger, MD5_SHOWN)
     for e in out.figures.get("figures", []):
-        label = f"@{figure_label(str(e.get('key')), e.get('model'))}"
+        key = str(e.get("key"))
+        label = (f"@{figure_label(key, e.get('model'))}" if key in out.placed_figures
+                 else f"{key} ({e.get('model') or 'panel'})".replace("_", "\\_"))
         data = figure_data(e).removeprefix("Data: ").replace("`", "").replace("*", "&#42;").replace("_", "\\_")
         rows.append([label, f"{e['png']} (md5 {out.ledger.md5(e['png'])[:MD5_SHOWN]})".replace("_", "\\_"), data])
     return markdown_table(["#", "value", "key"], rows, align="lrl")
