@@ -15,6 +15,7 @@ import numpy as np
 
 from uaprobe.analysis import (anisotropy, bins, controls, curves, layerwise, optionb, pairlevel, preference,
                               robustness, scaling, stats, validation)
+from uaprobe.analysis import pairmodels
 from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
@@ -304,6 +305,15 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
             out.metrics.update(optionb.headline_metrics(ob_body, n_layers=n_layers))
             out.plots["option_b"] = optionb.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
                                                                          "depth_pct": header["depth_pct"]})
+
+    # --- pair-level models: the Option B metrics, length out, permutation within categories (analysis/pairmodels.py)
+    rec = NanReasons()
+    pm_body = pairmodels.from_embeddings(emb, table=table, preference=pref, params=params, default_name=default_name,
+                                         rec=rec)
+    out.results["pair_models"] = _finish(pm_body, header, rec)
+    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body)
+    out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
+                                                                      "depth_pct": header["depth_pct"]})
     return out
 
 

@@ -23,6 +23,7 @@ from uaprobe.schema.categories import Bins, Layerwise, Preference, Validation
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.manifest import Manifest
 from uaprobe.schema.metrics import ModelMetrics
+from uaprobe.schema.pairmodels import PairModels
 from uaprobe.schema.pairs import NeutralControl, OptionB, Pairs
 from uaprobe.schema.panel import Panel, PanelMetrics
 
@@ -33,7 +34,7 @@ class ResultsFileError(UAProbeError):
 
 MODELS: Mapping[str, type[Record]] = {
     "layerwise": Layerwise, "validation": Validation, "bins": Bins, "pairs": Pairs, "preference": Preference,
-    "option_b": OptionB, "neutral_control": NeutralControl, "anisotropy": Anisotropy, "robustness": Robustness,
+    "option_b": OptionB, "pair_models": PairModels, "neutral_control": NeutralControl, "anisotropy": Anisotropy, "robustness": Robustness,
     "metrics": ModelMetrics, "panel": Panel, "panel_metrics": PanelMetrics, "manifest": Manifest,
 }
 """The model of each kind of results file."""
@@ -47,8 +48,8 @@ PATHS: Mapping[str, str] = {
     "metrics": "metrics/models/<id>.json", "panel": "results/panel.json", "panel_metrics": "metrics/panel.json",
     "manifest": "figures/manifest.json",
 }
-"""Where each kind lives (the per-model kinds but ``anisotropy``, ``robustness`` and ``neutral_control``
-also under ``results/models/<id>/sink_excluded/``)."""
+"""Where each kind lives (the per-model kinds but ``anisotropy``, ``robustness``, ``pair_models`` and
+``neutral_control`` also under ``results/models/<id>/sink_excluded/``)."""
 
 SINK_EXCLUDED = ("layerwise", "validation", "bins", "pairs", "preference", "option_b")
 """The kinds written under both pooling policies."""

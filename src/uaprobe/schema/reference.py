@@ -12,7 +12,7 @@ from uaprobe.schema.files import MODELS, PATHS, SINK_EXCLUDED, WRITER
 BEGIN = "<!-- schema:begin -->\n"
 END = "<!-- schema:end -->"
 
-ORDER = ("layerwise", "validation", "bins", "pairs", "option_b", "neutral_control", "preference", "anisotropy",
+ORDER = ("layerwise", "validation", "bins", "pairs", "option_b", "pair_models", "neutral_control", "preference", "anisotropy",
          "robustness", "metrics", "panel", "panel_metrics", "manifest")
 """The order of the sections (every kind of :data:`~uaprobe.schema.files.MODELS` once)."""
 
