@@ -258,7 +258,7 @@ def anisotropy_phrase(out: Outputs) -> str:
         peaks.append(value.raw)
         parts.append(text)
     most = all(p is not None and p > 0.5 for p in peaks)
-    verdict = ("at those peaks a single direction carries most of the variance, so cosine uniformity there mostly "
-               "measures that direction" if most else
+    verdict = ("at those peaks a single direction carries most of the variance of the token states, so their "
+               "cosine similarities there mostly measure that direction" if most else
                "a single direction does not carry most of the variance everywhere")
     return f"{join_words(parts)}; {verdict}"
