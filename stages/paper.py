@@ -1,4 +1,5 @@
-"""DVC stage `paper`: render the manuscript to ``paper/_output/paper.html`` and ``paper.pdf``.
+"""DVC stage `paper`: render the manuscript to ``paper/_output/paper.html`` and ``paper.pdf``, and write
+the supplementary files ``provenance.html`` and ``provenance.csv`` beside them.
 
     python stages/paper.py [--qmd paper/paper.qmd] [--out paper/_output] [--engine auto|quarto|fallback]
 
@@ -6,7 +7,9 @@ With a Quarto executable (``$UAPROBE_QUARTO``, ``$QUARTO_PATH``, ``quarto`` on P
 ``quarto-cli`` package) it runs ``quarto render`` with the Jupyter engine and freezing off;
 without one it uses the fallback renderer of :mod:`uaprobe.publishing.render` (Jupyter kernel + pandoc +
 Typst). The manuscript's cells read the tracked outputs (results/, metrics/, figures/, dvc.lock,
-params.yaml) from the repository root.
+params.yaml) from the repository root. The supplementary files list every value the rendered HTML
+shows, with its file, the file's md5 and its key, and the paper's inputs, software and CPU code
+paths (:mod:`uaprobe.publishing.supplement`).
 """
 
 from __future__ import annotations
@@ -23,11 +26,34 @@ import time
 from pathlib import Path
 
 from uaprobe.errors import UAProbeError
+from uaprobe.publishing import supplement
+from uaprobe.publishing.appendix import input_hashes
 from uaprobe.publishing.outputs import find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
+from uaprobe.publishing.values import SUPPLEMENT_HTML, file_md5, parse_values
 from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.paper")
+
+
+def write_supplement(root: Path, html: Path, output_dir: Path) -> tuple[Path, Path]:
+    """Write ``provenance.html`` and ``provenance.csv`` into ``output_dir`` from the rendered ``html``."""
+    page = html.read_text(encoding="utf-8")
+    shown = parse_values(page)
+    out = load_outputs(root)
+    md5s: dict[str, str] = {}
+
+    def md5(file: str) -> str:
+        if file not in md5s:
+            md5s[file] = file_md5(root / file)
+        return md5s[file]
+
+    tables = supplement.supplement_tables(out, page, shown, input_hashes(root), md5)
+    title = "Provenance of the numbers and inputs of the paper"
+    targets = (output_dir / SUPPLEMENT_HTML, output_dir / supplement.SUPPLEMENT_CSV)
+    targets[0].write_text(supplement.provenance_html(title, tables, supplement.params_text(out)), encoding="utf-8")
+    targets[1].write_text(supplement.provenance_csv(tables[0].rows), encoding="utf-8")
+    return targets
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info("rendered %s with %s in %.1f s", args.qmd, result.engine, time.perf_counter() - started)
     log.info("wrote %s (%d bytes)", result.html, result.html.stat().st_size)
     log.info("wrote %s (%d bytes)", result.pdf, result.pdf.stat().st_size)
+    for path in write_supplement(root, result.html, result.html.parent):
+        log.info("wrote %s (%d bytes)", path, path.stat().st_size)
     return 0
 
 

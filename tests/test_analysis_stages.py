@@ -92,8 +92,8 @@ def test_analyze_writes_every_documented_file(panel):
         names = sorted(p.relative_to(res).as_posix() for p in res.rglob("*.json"))
         per_policy = ["bins.json", "layerwise.json", "option_b.json", "pairs.json", "preference.json",
                       "validation.json"]
-        assert names == sorted(["anisotropy.json", "robustness.json", "dimensions.json", "specification_curve.json",
-                                *per_policy,
+        assert names == sorted(["anisotropy.json", "robustness.json", "pair_models.json", "dimensions.json",
+                                "specification_curve.json", *per_policy,
                                 *(f"sink_excluded/{n}" for n in per_policy)])
         for p in res.rglob("*.json"):
             obj = strict_json(p)
@@ -103,9 +103,10 @@ def test_analyze_writes_every_documented_file(panel):
         assert strict_json(res / "layerwise.json")["policy"] == strict_json(res / "layerwise.json")["extraction"]["pooling_drop"]
         metrics = strict_json(base / "metrics/models" / f"{m}.json")
         assert set(metrics) == {"layerwise", "validation", "bins", "pairs", "anisotropy", "preference", "robustness",
-                                "inference", "option_b", "phases", "specification_curve"}
+                                "inference", "option_b", "phases", "pair_models", "specification_curve"}
         kinds = sorted(p.parent.name for p in (base / "plots").glob(f"*/{m}.csv") if p.parent.name != "panel")
-        assert kinds == ["anisotropy", "bins", "layerwise", "option_b", "pairs", "representation", "sink"]
+        assert kinds == ["anisotropy", "bins", "layerwise", "option_b", "pair_models", "pairs", "representation",
+                         "sink"]
 
 
 def test_plot_csvs_have_one_row_per_layer(panel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import json
 import sys
 from pathlib import Path
@@ -69,8 +71,21 @@ def test_layerwise_figure_plots_the_results_arrays(tree: Path, model: str) -> No
     np.testing.assert_array_equal(_line(ax, "r, mean, sink excluded"),
                                   _values(d["sink_excluded/layerwise"].poolings["mean"].pearson_r))
     band = np.concatenate([path.vertices[:, 1] for path in ax.collections[0].get_paths()])
-    low = _values(d["layerwise"].poolings["mean"].fisher_ci_low)
+    loco = np.array([[np.nan if v is None else float(v) for v in row]
+                     for row in d["layerwise"].poolings["mean"].loco_r], dtype=float)
+    with warnings.catch_warnings():  # a layer with no leave-one-out r (all NaN) is a gap
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanmin(loco, axis=1), np.nanmax(loco, axis=1)  # the leave-one-category-out range
     assert np.isin(np.round(low[np.isfinite(low)], 12), np.round(band, 12)).all()
+    assert np.isin(np.round(high[np.isfinite(high)], 12), np.round(band, 12)).all()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "range with one category left out" in legend and not any("Fisher" in t for t in legend)
+    bars = fig.get_axes()[1]
+    ranges = [c for c in bars.collections if c.get_label() == "range with one category left out"]
+    assert len(ranges) == 1  # the bars' whiskers: the leave-one-out range, no bootstrap
+    segments = ranges[0].get_segments()
+    assert segments[0][:, 1].min() == pytest.approx(np.nanmin(loco[-1]))
+    assert segments[0][:, 1].max() == pytest.approx(np.nanmax(loco[-1]))
 
 
 @pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
@@ -120,7 +135,7 @@ def test_figures_use_the_colour_blind_safe_palette(tree: Path) -> None:
 def test_missing_values_are_gaps_not_errors(tree: Path) -> None:
     raw = _raw(tree, "layerwise")
     raw["poolings"]["mean"]["pearson_r"][2] = None
-    raw["poolings"]["mean"]["bootstrap_ci_low"][2] = None
+    raw["poolings"]["mean"]["loco_r"][2] = [None] * len(raw["poolings"]["mean"]["loco_r"][2])
     raw["poolings"]["mean"]["prenorm"]["pearson_r"] = None
     fig = figures.layerwise_figure(Layerwise.model_validate(raw))
     ydata = fig.get_axes()[0].get_lines()[0].get_ydata()

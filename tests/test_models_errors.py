@@ -29,7 +29,8 @@ from extract_stage import (STAGE, files_in, one_torch_thread, real_dataset, stag
 from uaprobe.extraction import extract
 from uaprobe.config import ModelSpec
 from uaprobe.errors import ModelSourceError, NumericalError
-from uaprobe.extraction.models import GGUFFormatError, load_model, read_gguf_summary, resolve_source
+from uaprobe.extraction.gguf import GGUFFormatError, read_gguf_summary
+from uaprobe.extraction.models import load_model, resolve_source
 
 CPU = torch.device("cpu")
 
@@ -242,13 +243,13 @@ def test_damaged_dequantized_copy_is_removed_and_the_gguf_loaded_again(tmp_path:
 
 def test_a_gguf_file_with_a_dequantized_copy_is_not_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The copy is what loads; the same file changed (size or mtime) is read and checked again."""
-    from uaprobe.extraction import models
+    from uaprobe.extraction import gguf, models
 
     monkeypatch.setenv("UAPROBE_CACHE", str(tmp_path / "cache"))
     path = write_gguf(tmp_path / "model.gguf")
     models._converted_dir_of(path).mkdir(parents=True)
     reads = []
-    monkeypatch.setattr(models, "read_gguf_summary", lambda p: reads.append(p) or models.GGUFSummary(3, "", 0, 0))
+    monkeypatch.setattr(models, "read_gguf_summary", lambda p: reads.append(p) or gguf.GGUFSummary(3, "", 0, 0))
     resolve_source(_spec("gguf", str(path)), "m")
     assert reads == []
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))

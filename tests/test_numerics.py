@@ -214,7 +214,7 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from uaprobe.publishing import appendix
+    from uaprobe.publishing import supplement
     from uaprobe.publishing.outputs import Outputs
     from uaprobe.publishing.values import Ledger
 
@@ -228,11 +228,11 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
     out = Outputs(root=Path("."), params=params, models=("m",), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                   files={"results/models/m/layerwise.json": {"numerics": {"extraction": pinned, "analysis": analysis}},
                          "results/panel.json": {}})
-    table = appendix.numerics_table(out)
-    assert ("| extract Model M | AVX2 | AVX2, MKL 2024.2 | Haswell | X86_V2 + X86_V3 "
-            "| any (results do not depend on it) |") in table
-    assert "| analyze Model M | AVX2 | not used | Haswell | not used | 1 |" in table
-    assert "| compare | not recorded |" in table
+    rows = supplement.numerics_rows(out)
+    assert rows[0] == ["extract Model M", "AVX2", "AVX2, MKL 2024.2", "Haswell", "X86_V2 + X86_V3",
+                       "any (results do not depend on it)"]
+    assert rows[1] == ["analyze Model M", "AVX2", "not used", "Haswell", "not used", "1"]
+    assert rows[2][:2] == ["compare", "not recorded"]
 
 
 def test_a_dispatch_library_path_with_spaces_is_not_preloaded(monkeypatch: pytest.MonkeyPatch) -> None:

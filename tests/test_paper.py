@@ -3,6 +3,8 @@ the HTML checked in headless Chromium, the PDF through pdftoppm, numbers traced 
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import os
 import re
@@ -52,10 +54,19 @@ def make_project(tree: Path, root: Path) -> Path:
     return root
 
 
+def render_with_supplement(qmd: Path, **kwargs: object) -> Path:
+    """Render as the paper stage does: the paper, then its supplementary files beside it."""
+    from paper import write_supplement  # stages/paper.py
+
+    result = render_manuscript(qmd, engine="fallback", **kwargs)  # type: ignore[arg-type]
+    write_supplement(qmd.parent.parent, result.html, result.html.parent)
+    return result.html
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, synthetic_tree: Path) -> Path:
     root = make_project(synthetic_tree, tmp_path_factory.mktemp("project") / "tree")
-    render_manuscript(root / "paper" / "paper.qmd", engine="fallback")
+    render_with_supplement(root / "paper" / "paper.qmd")
     return root
 
 
@@ -63,18 +74,23 @@ def rendered(root: Path) -> tuple[Path, Path]:
     return root / "paper" / "_output" / "paper.html", root / "paper" / "_output" / "paper.pdf"
 
 
+def supplementary(root: Path) -> tuple[str, list[dict[str, str]]]:
+    """``provenance.html`` and the rows of ``provenance.csv``."""
+    out = root / "paper" / "_output"
+    with (out / "provenance.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return (out / "provenance.html").read_text(encoding="utf-8"), rows
+
+
 def expected_tables() -> list[str]:
     return re.findall(r"^#\| label: (tbl-[\w-]+)$", (REPO / "paper" / "paper.qmd").read_text(), flags=re.M)
 
 
-NOT_PLACED = {"specification_curve"}
-"""Figures the figures stage draws that paper.qmd does not place yet (the specification curve waits for
-the rewrite of the paper); the provenance table names them without a cross-reference."""
-
-
 def expected_figures(root: Path) -> list[str]:
+    """The labels of the figures the manuscript shows (the keys it passes to ``figure_markdown``)."""
+    keys = set(re.findall(r'figure_markdown\(out, "(\w+)"', (REPO / "paper" / "paper.qmd").read_text()))
     manifest = json.loads((root / "figures" / "manifest.json").read_text())
-    return [ap.figure_label(e["key"], e["model"]) for e in manifest["figures"] if e["key"] not in NOT_PLACED]
+    return [ap.figure_label(e["key"], e["model"]) for e in manifest["figures"] if e["key"] in keys]
 
 
 def test_the_paper_stage_renders_html_and_pdf(project: Path) -> None:
@@ -165,18 +181,24 @@ def test_rerendering_the_paper_gives_the_same_bytes(project: Path, tmp_path: Pat
 
 
 def test_the_paper_states_its_provenance(project: Path) -> None:
+    """The paper names its inputs by their digest and points to the supplementary files, which list every
+    input with its hash, the dvc.lock hashes of the outputs read, the software and the CPU code paths."""
     text = rendered(project)[0].read_text(encoding="utf-8")
     assert len(re.findall(r"Data:\s+<code>(results|data)/", text)) == len(expected_figures(project))
     assert "10.5281/zenodo.18110161" in text and "10.5281/zenodo.18142454" in text
-    assert "matches" in text, "the dvc.lock table should confirm the hashes of the files read"
     inputs = ap.input_hashes(project)
     assert {h.path for h in inputs} == set(ap.stage_dependencies(REPO)) and "missing" not in {h.md5 for h in inputs}
     assert f"<code>{ap.inputs_digest(inputs)}</code>" in text
-    for h in inputs:
-        assert f"<code>{h.path}</code>" in text and f"<code>{h.md5}</code>" in text, h
-    section = text[text.index('id="sec-reproducibility"'):text.index('id="sec-provenance"')]
+    section = text[text.index('id="sec-reproducibility"'):]
+    assert "<code>provenance.html</code>" in section and "<code>provenance.csv</code>" in section
     assert "tracked sources" not in section and not re.search(r"commit <code>", section)
-    assert "CPU code paths of the numbers" in text and "logs/&lt;stage&gt;.machine.json" in text
+    page, _ = supplementary(project)
+    for h in inputs:
+        assert f"<td>{h.path}</td><td>{h.md5}</td>" in page, h
+    assert ap.inputs_digest(inputs) in page
+    assert "<td>matches</td>" in page, "the dvc.lock table should confirm the hashes of the files read"
+    assert "CPU code paths of the numbers" in page and "logs/&lt;stage&gt;.machine.json" in page
+    assert "<h2>Software</h2>" in page and "<h2>Parameters</h2>" in page
 
 
 def test_the_paper_stage_command_line(project: Path, tmp_path: Path) -> None:
@@ -188,11 +210,13 @@ def test_the_paper_stage_command_line(project: Path, tmp_path: Path) -> None:
     assert "rendered paper/paper.qmd with fallback" in proc.stderr
     assert (root / "paper" / "_output" / "paper.html").is_file()
     assert (root / "paper" / "_output" / "paper.pdf").is_file()
+    assert (root / "paper" / "_output" / "provenance.html").is_file()
+    assert (root / "paper" / "_output" / "provenance.csv").is_file()
 
 
 def test_l_star_is_shown_as_text_not_read_as_emphasis(project: Path) -> None:
     html = rendered(project)[0].read_text(encoding="utf-8")
-    for text in ("(0, L*/2, L*, (L* + L)/2, L;", "L* is", "L*, all", "dashed: L*."):
+    for text in ("L*, the layer of the largest share", "L*, all", "before and after L*"):
         assert text in html, text
     body = html.split('id="refs"')[0]
     stray = [e for e in re.findall(r"<em>(.*?)</em>", body, flags=re.S) if re.search(r"^[\s/,)+=]|[\s/,(+=]$", e)]
@@ -200,7 +224,7 @@ def test_l_star_is_shown_as_text_not_read_as_emphasis(project: Path) -> None:
     if shutil.which("pdftotext"):
         text = subprocess.run(["pdftotext", str(rendered(project)[1]), "-"], capture_output=True, text=True,
                               check=True).stdout
-        assert "L*/2" in text and "L* is" in text
+        assert "L*, the layer" in text
 
 
 def test_the_author_line_is_the_project_from_quarto_yml(project: Path) -> None:
@@ -234,10 +258,17 @@ def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
     assert not overprinted, f"(page, word, word) set over each other: {overprinted[:10]}"
 
 
+def _inputs_lines(hashes: object) -> str:
+    """The supplement's rows of the paper's inputs, one line each: ``| path | md5 | files | bytes |``."""
+    from uaprobe.publishing.supplement import inputs_rows
+
+    return "\n".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |" for r in inputs_rows(hashes))  # type: ignore[arg-type]
+
+
 def _inputs_text(root: Path) -> str:
-    """What the reproducibility appendix prints about the paper's inputs."""
+    """What the reproducibility appendix prints about the paper's inputs, and the supplement's rows of them."""
     inputs = ap.input_hashes(root)
-    return ap.inputs_paragraph(inputs) + "\n\n" + ap.inputs_table(inputs)
+    return ap.inputs_paragraph(inputs) + "\n\n" + _inputs_lines(inputs)
 
 
 def _small_project(root: Path) -> Path:
@@ -249,8 +280,10 @@ def _small_project(root: Path) -> Path:
     (root / "params.yaml").write_text("analysis:\n  preference: mean\n", encoding="utf-8")
     (root / ".dvcignore").write_text("__pycache__/\n", encoding="utf-8")
     write = ("from pathlib import Path; from uaprobe.publishing import appendix as ap; "
+             "from uaprobe.publishing.supplement import inputs_rows; "
              "h = ap.input_hashes(Path('.')); "
-             "Path('paper.md').write_text(ap.inputs_paragraph(h) + chr(10) + ap.inputs_table(h))")
+             "Path('paper.md').write_text(ap.inputs_paragraph(h) + chr(10) + chr(10).join("
+             "'| ' + ' | '.join(r) + ' |' for r in inputs_rows(h)))")
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
         "analyze": {"cmd": f"{sys.executable} -c \"open('results.json', 'w').write('{{}}')\"",
                     "deps": ["params.yaml"], "outs": ["results.json"]},
@@ -287,7 +320,7 @@ def test_the_inputs_text_ignores_git_state_and_changes_with_any_input(tmp_path: 
     root = _small_project(tmp_path / "p")
     (root / "results.json").write_text("{}\n", encoding="utf-8")
     plain = _inputs_text(root)
-    assert "`src`" in plain and "`params.yaml`" in plain and "`results.json`" in plain
+    assert "| src |" in plain and "| params.yaml |" in plain and "| results.json |" in plain
     _git(root, "init", "-q")
     _git(root, "add", "-A")
     _git(root, "commit", "-qm", "inputs")
@@ -303,14 +336,14 @@ def test_the_inputs_text_ignores_git_state_and_changes_with_any_input(tmp_path: 
     assert _inputs_text(root) == plain and head[:7] not in plain
 
     def rows(text: str) -> set[str]:
-        return {line for line in text.splitlines() if line.startswith("| `")}
+        return {line for line in text.splitlines() if line.startswith("| ")}
 
     (root / "params.yaml").write_text("analysis:\n  preference: sum\n", encoding="utf-8")
     changed = _inputs_text(root)
-    assert changed != plain and {r.split(" | ")[0] for r in rows(changed) ^ rows(plain)} == {"| `params.yaml`"}
+    assert changed != plain and {r.split(" | ")[0] for r in rows(changed) ^ rows(plain)} == {"| params.yaml"}
     (root / "src" / "pkg" / "mod.py").write_text("X = 2\n", encoding="utf-8")
     again = _inputs_text(root)
-    assert {r.split(" | ")[0] for r in rows(again) ^ rows(changed)} == {"| `src`"}
+    assert {r.split(" | ")[0] for r in rows(again) ^ rows(changed)} == {"| src"}
     assert len({ap.inputs_digest(ap.input_hashes(root)), *re.findall(r"is `([0-9a-f]{32})`", plain + changed)}) == 3
 
 
@@ -394,23 +427,36 @@ def _doc(root: Path, file: str) -> object:
 
 def test_every_number_names_a_file_and_key_that_hold_it(project: Path) -> None:
     """Each value of the HTML (inline and in tables) names a file and key of the project that hold
-    exactly the number shown, links to its row of the provenance appendix, and that row says the same."""
+    exactly the number shown, and links to its row of the supplementary ``provenance.html``; that row,
+    and the same row of ``provenance.csv``, say the same, with the file's md5."""
     page = rendered(project)[0].read_text(encoding="utf-8")
     values = parse_values(page)
-    assert len(values) > 300 and sum(v.in_table for v in values) > 200 and sum(not v.in_table for v in values) > 30
+    assert len(values) > 150 and sum(v.in_table for v in values) > 100 and sum(not v.in_table for v in values) > 30
     docs: dict[str, object] = {}
     for v in values:
         docs.setdefault(v.file, _doc(project, v.file))
         assert v.fmt in FORMATS, v
         assert v.text == shown_text(lookup(docs[v.file], v.key, file=v.file), v.fmt), v
-    rows = set(re.findall(r'<span id="(prov-\d+)"', page))
-    links = set(re.findall(r'<a href="#(prov-\d+)"[^>]*class="uav"', page))
-    assert links and links <= set(rows), "every value links to a row of the appendix"
+    assert all(v.number is not None for v in values), "every value links to a row of the supplement"
+    assert not re.search(r'href="#prov-', page), "no value links into the paper itself"
+    supplement_page, rows = supplementary(project)
+    by_number = {r["number"]: r for r in rows if r["format"] != "png"}
+    assert sorted(int(n) for n in by_number) == list(range(1, len(by_number) + 1))
+    for v in values:
+        row = by_number[str(v.number)]
+        assert (row["value"], row["file"], row["key"], row["format"]) == (v.text, v.file, v.key, v.fmt), v
+        assert row["file_md5"] == hashlib.md5((project / v.file).read_bytes()).hexdigest()
+    anchors = set(re.findall(r'<tr id="(prov-\d+)">', supplement_page))
+    assert anchors == {f"prov-{n}" for n in by_number}
+    figures = [r["number"] for r in rows if r["format"] == "png"]
+    assert figures == expected_figures(project)
+    assert "Where every number comes from" not in rendered(project)[0].read_text(encoding="utf-8").split(
+        'id="sec-reproducibility"')[0]
 
 
 def test_every_table_cell_with_a_number_carries_a_value(project: Path) -> None:
     page = rendered(project)[0].read_text(encoding="utf-8")
-    exempt = ("tbl-inputs", "tbl-dvc-lock", "tbl-packages", "tbl-numerics", "tbl-provenance", "tbl-panel")
+    exempt = ("tbl-panel",)
     bare, checked = [], 0
     for table in re.finditer(r'<table id="(tbl-[\w-]+)".*?</table>', page, flags=re.S):
         if table.group(1).startswith(exempt):
@@ -436,12 +482,12 @@ def test_paper_diff_marks_exactly_the_planted_change(project: Path, tmp_path: Pa
     shutil.copytree(project, old, ignore=shutil.ignore_patterns("_output"))
     path = old / "results" / "models" / "tiny-a" / "robustness.json"
     doc = json.loads(path.read_text())
-    new_value = doc["policies"]["default"]["final_r"]
-    doc["policies"]["default"]["final_r"] = new_value / 2
+    new_value = doc["loco"]["final_r_with"]  # shown in the text and in @tbl-confound
+    doc["loco"]["final_r_with"] = new_value / 2
     path.write_text(json.dumps(doc))
     changes = paperdiff.compare(page, _reader(old), _reader(project), old_page=page)
     assert [(c.file, c.key, c.status) for c in changes] == [
-        ("results/models/tiny-a/robustness.json", "policies/default/final_r", "changed")]
+        ("results/models/tiny-a/robustness.json", "loco/final_r_with", "changed")]
     assert changes[0].relative == pytest.approx(1.0)
     marked = paperdiff.diff_page(page, changes, [], ("old", "new"))
     n_shown = sum(1 for v in parse_values(page) if (v.file, v.key) == (changes[0].file, changes[0].key))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing import phrases, tables, tables_original
+from uaprobe.publishing import findings, phrases, tables, tables_original
 from uaprobe.publishing.outputs import Outputs, load_outputs
 from uaprobe.publishing.values import plain_text
 
@@ -22,16 +22,15 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 BUILDERS: dict[str, Callable[[Outputs], str]] = {
     **{name: getattr(tables, name) for name in (
-        "model_panel_table", "layer_table", "validation_table", "validation_summary_table", "published_reference_table",
-        "scaling_table", "bins_table", "anisotropy_table", "sink_table", "robustness_table", "inference_table")},
-    **{name: getattr(tables_original, name) for name in (
-        "option_b_table", "phase_table", "control_table", "published_comparison_table", "published_layers_markdown")},
+        "model_panel_table", "layer_table", "validation_table", "validation_summary_table", "scaling_table",
+        "bins_table", "anisotropy_table", "sink_table", "confound_table")},
+    **{name: getattr(tables_original, name) for name in ("option_b_table", "phase_table", "control_table")},
     **{name: getattr(phrases, name) for name in (
-        "last_layer_phrase", "sign_changes_phrase", "aligned_phrase", "stability_phrase", "bell_phrase",
-        "sink_exclusion_phrase", "loco_phrase", "sink_verdict", "null_phrase", "lexical_phrase",
-        "significance_phrase", "parametric_layers_phrase", "published_comparison", "conclusion_phrase",
-        "smallest_holm_phrase", "specification_significance_phrase", "late_inversion_sink_phrase", "normalisation_phrase",
-        "panel_phrase", "peak_depth_phrase", "bins_phrase", "l_star_phrase", "slopes_phrase", "holm_layers_phrase")},
+        "last_layer_phrase", "sink_exclusion_phrase", "position0_phrase", "published_comparison",
+        "specification_significance_phrase", "panel_phrase")},
+    **{name: getattr(findings, name) for name in (
+        "length_phrase", "confound_verdict", "confound_abstract", "knn_phrase", "knn_abstract",
+        "specification_count_phrase", "conclusion_phrase", "anisotropy_phrase")},
 }
 
 

@@ -1,5 +1,6 @@
 """Values that know their source: formats against direct computations, the markup through pandoc to
-HTML (parsed back) and to a PDF (Typst resolves every link to the appendix), and the paper-diff CLI."""
+HTML (parsed back, with the number of each link's row in the supplementary file) and to a PDF, and the
+paper-diff CLI."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pypandoc
 import pytest
 
 from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import (FORMATS, Ledger, Source, Value, appendix_rows, lookup, parse_values,
+from uaprobe.publishing.values import (FORMATS, SUPPLEMENT_HTML, Ledger, Source, Value, lookup, parse_values,
                                        plain_text, shown_text)
 
 MINUS = "\u2212"
@@ -37,27 +38,26 @@ def test_lookup_follows_keys_and_indices_and_names_what_is_missing() -> None:
         lookup(doc, "a/x", file="f.json")
 
 
-def test_markup_survives_pandoc_and_every_link_reaches_the_appendix(tmp_path: Path) -> None:
+def test_markup_survives_pandoc_and_every_link_names_its_row_of_the_supplement(tmp_path: Path) -> None:
     (tmp_path / "r.json").write_text('{"x": [0.5, -0.25]}', encoding="utf-8")
     ledger = Ledger(tmp_path)
     a = Value(0.5, "r", Source("r.json", "x/0"), ledger)
     b = Value(-0.25, "s2", Source("r.json", "x/1"), ledger)
     text = f"In the text {a}, again {a}.\n\n" + markdown_table(["m", "v"], [["one", b], ["two", f"[{a}, {b}]"]])
-    text += "\n\n" + markdown_table(["#", "value", "key"], appendix_rows(ledger), align="lrl")
     assert plain_text(text).startswith("In the text +0.500, again +0.500.")
     html = pypandoc.convert_text(text, "html5", format="markdown")
     shown = parse_values(html)
-    assert [(v.text, v.file, v.key, v.fmt, v.in_table) for v in shown] == [
-        ("+0.500", "r.json", "x/0", "r", False), ("+0.500", "r.json", "x/0", "r", False),
-        ("\u22120.25", "r.json", "x/1", "s2", True), ("+0.500", "r.json", "x/0", "r", True),
-        ("\u22120.25", "r.json", "x/1", "s2", True)]
+    assert [(v.text, v.file, v.key, v.fmt, v.in_table, v.number) for v in shown] == [
+        ("+0.500", "r.json", "x/0", "r", False, 1), ("+0.500", "r.json", "x/0", "r", False, 1),
+        ("\u22120.25", "r.json", "x/1", "s2", True, 2), ("+0.500", "r.json", "x/0", "r", True, 1),
+        ("\u22120.25", "r.json", "x/1", "s2", True, 2)]
     assert all(v.text == shown_text(lookup({"x": [0.5, -0.25]}, v.key, file=v.file), v.fmt) for v in shown)
-    assert 'title="r.json: x/0"' in html and html.count('id="prov-') == 2
+    assert 'title="r.json: x/0"' in html and html.count(f'href="{SUPPLEMENT_HTML}#prov-1"') == 3
     typst = pytest.importorskip("typst")
     source = tmp_path / "p.typ"
     source.write_text(pypandoc.convert_text(text, "typst", format="markdown", extra_args=["--standalone"]),
                       encoding="utf-8")
-    assert typst.compile(str(source)).startswith(b"%PDF")  # an unresolved link would be a Typst error
+    assert typst.compile(str(source)).startswith(b"%PDF")  # links to the supplementary file, not to a label
 
 
 def test_paper_diff_names_a_revision_that_does_not_exist(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 from uaprobe import numdiff, numerics
 from uaprobe.atomic import os_reason
@@ -100,28 +99,9 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
 
     unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
 
-    def reader(tree: Any) -> paperdiff.Reader:
-        def read(path: str) -> bytes | None:
-            try:
-                if isinstance(tree, numdiff.Checkout):
-                    if (tree.root / path).is_file():
-                        return tree.read_bytes(path)
-                    if any(numdiff.under(path, p) for p in tree.unavailable(roots=None)):
-                        raise numdiff.Unavailable(path, tree.label, tree.fetch)
-                    return None
-                try:
-                    exists = tree.fs.exists(f"/{path}")
-                except Exception:  # noqa: BLE001 - inside a DVC directory whose listing is not in the cache
-                    raise numdiff.Unavailable(path, tree.label, tree.fetch) from None
-                return tree.read_bytes(path) if exists else None
-            except numdiff.Unavailable as exc:
-                unavailable[f"{path} at {tree.label}"] = exc.fetch
-                return None
-        return read
-
     old_tree = numdiff.Revision(repo, rev)
     new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
-    read_old, read_new = reader(old_tree), reader(new_tree)
+    read_old, read_new = numdiff.byte_reader(old_tree, unavailable), numdiff.byte_reader(new_tree, unavailable)
     labels = (rev, rev2 or "working tree")
     data = read_new(paperdiff.PAGE)
     if data is None and not unavailable:

@@ -25,7 +25,7 @@ import io
 import json
 import math
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -164,6 +164,29 @@ class Revision:
             return self.fs.read_bytes(f"/{path}")
         except Exception:  # noqa: BLE001 - a DVC output in neither cache nor remote
             raise Unavailable(path, self.label, self.fetch) from None
+
+
+def byte_reader(tree: Checkout | Revision, unavailable: dict[str, str]) -> Callable[[str], bytes | None]:
+    """``read(path)``: the bytes of ``path`` in ``tree``, or None where it has no such file. A file that
+    is a DVC output not in the cache reads as None too, and is recorded in ``unavailable``
+    (``"<path> at <tree label>"`` -> the command that fetches it)."""
+    def read(path: str) -> bytes | None:
+        try:
+            if isinstance(tree, Checkout):
+                if (tree.root / path).is_file():
+                    return tree.read_bytes(path)
+                if any(under(path, p) for p in tree.unavailable(roots=None)):
+                    raise Unavailable(path, tree.label, tree.fetch)
+                return None
+            try:
+                exists = tree.fs.exists(f"/{path}")
+            except Exception:  # noqa: BLE001 - inside a DVC directory whose listing is not in the cache
+                raise Unavailable(path, tree.label, tree.fetch) from None
+            return tree.read_bytes(path) if exists else None
+        except Unavailable as exc:
+            unavailable[f"{path} at {tree.label}"] = exc.fetch
+            return None
+    return read
 
 
 def resolve_revision(repo: Path, rev: str) -> str | None:

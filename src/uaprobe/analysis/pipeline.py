@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 
 from uaprobe.analysis import (anisotropy, bins, controls, curves, dimensions, layerwise, optionb, pairlevel,
-                              preference, robustness, scaling, speccurve, stats, validation)
+                              pairmodels, preference, robustness, scaling, speccurve, stats, validation)
 from uaprobe.analysis.representation import transform_all
 from uaprobe.analysis.pairs_data import PairTable, pair_table, pooling_cosines
 from uaprobe.analysis.report import NanReasons
@@ -223,7 +223,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     side by side with the controls.
 
     Every analysis that reads pooled states (layer-wise, validation, bins, pairs, preference, the
-    robustness views, Option B) reads them, pooled and pre-norm, after the transform
+    robustness views, Option B, the pair-level models) reads them, pooled and pre-norm, after the transform
     ``params.representation`` (:mod:`uaprobe.analysis.representation`); the token-level analyses
     (anisotropy, the sink statistics) read the raw token states whatever the representation.
     ``dimensions.json`` and ``specification_curve.json`` run over every representation and both
@@ -315,6 +315,15 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
             out.metrics.update(optionb.headline_metrics(ob_body, n_layers=n_layers))
             out.plots["option_b"] = optionb.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
                                                                          "depth_pct": header["depth_pct"]})
+
+    # --- pair-level models: the Option B metrics, length out, permutation within categories (analysis/pairmodels.py)
+    rec = NanReasons()
+    pm_body = pairmodels.from_embeddings(emb, table=table, preference=pref, params=params, default_name=default_name,
+                                         rec=rec)
+    out.results["pair_models"] = _finish(pm_body, header, rec)
+    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body)
+    out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
+                                                                      "depth_pct": header["depth_pct"]})
 
     # --- every representation and policy at once: the per-dimension breakdown and the specification curve
     policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}

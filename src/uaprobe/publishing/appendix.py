@@ -1,18 +1,17 @@
-"""The manuscript's figures and its appendices: where every number comes from, and how to reproduce it.
+"""The manuscript's figures and its reproducibility appendix.
 
 Figures are markdown images of the figures stage's PNGs, captioned with the results arrays they
 plot (:data:`FIGURE_DATA`). The reproducibility appendix names the paper's inputs by the hashes DVC
-computes for them (no git state: the same inputs render the same paper at any commit), the hashes
-``dvc.lock`` records for the outputs it reads, the software and the CPU code paths; the provenance appendix lists
-every value the paper showed (:func:`provenance_table`).
+computes for them and their digest (no git state: the same inputs render the same paper at any
+commit). The long tables (every input's hash, the hashes ``dvc.lock`` records, the software, the
+CPU code paths, and where every number comes from) are supplementary files next to the paper
+(:mod:`uaprobe.publishing.supplement`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import os
-import platform
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,8 +22,7 @@ import yaml
 
 from uaprobe.publishing.outputs import FIGURES_DIR, FIGURES_DIR_ENV, ManuscriptDataError, Outputs
 from uaprobe.publishing.phrases import join_words
-from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import appendix_rows, file_md5
+from uaprobe.publishing.values import SUPPLEMENT_HTML
 
 # ------------------------------------------------------------------------------------------------
 # Figures
@@ -32,8 +30,8 @@ from uaprobe.publishing.values import appendix_rows, file_md5
 FIGURE_DATA: Mapping[str, tuple[str, ...]] = {
     "sink": ("robustness.json: sink/norm_ratio_median, sink/norm_ratio_q10, sink/norm_ratio_q90, "
              "sink/mean_share_median, sink/top_dim_share_median",),
-    "layerwise": ("layerwise.json: poolings/*/pearson_r, poolings/mean/fisher_ci_low, poolings/mean/fisher_ci_high, "
-                  "poolings/mean/permutation_holm_reject, poolings/*/final, poolings/*/prenorm",
+    "layerwise": ("layerwise.json: poolings/*/pearson_r, poolings/*/loco_r, poolings/mean/permutation_holm_reject, "
+                  "poolings/mean/sign_changes, poolings/*/prenorm/pearson_r, poolings/*/prenorm/loco_r",
                   "sink_excluded/layerwise.json: poolings/mean/pearson_r"),
     "validation": ("validation.json: variants/mean/table/*/ua, variants/mean/table/*/mean_preference",
                    "data/published/reference-models.json: models"),
@@ -96,31 +94,12 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
             png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)
         path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
         blocks.append(f"![{text} {figure_data(e)}]({path}){{#{figure_label(key, model)} width=\"100%\"}}")
-    out.placed_figures.add(key)
     return "\n\n".join(blocks) + "\n\n"
 
 
 def figure_refs(out: Outputs, key: str) -> str:
     """Cross-references to every figure of ``key``: ``@fig-key-a and @fig-key-b``."""
     return join_words([f"@{figure_label(key, e.get('model'))}" for e in figure_entries(out, key)])
-
-
-# ------------------------------------------------------------------------------------------------
-# Where every number comes from
-
-
-def provenance_table(out: Outputs) -> str:
-    """Every value the paper showed before this table, by file (with the file's md5), each numbered as
-    the values link to it; then every figure with the arrays it plots and its image's md5 (a
-    cross-reference for the figures the paper placed, the figure's key for the others)."""
-    rows = appendix_rows(out.ledger, MD5_SHOWN)
-    for e in out.figures.get("figures", []):
-        key = str(e.get("key"))
-        label = (f"@{figure_label(key, e.get('model'))}" if key in out.placed_figures
-                 else f"{key} ({e.get('model') or 'panel'})".replace("_", "\\_"))
-        data = figure_data(e).removeprefix("Data: ").replace("`", "").replace("*", "&#42;").replace("_", "\\_")
-        rows.append([label, f"{e['png']} (md5 {out.ledger.md5(e['png'])[:MD5_SHOWN]})".replace("_", "\\_"), data])
-    return markdown_table(["#", "value", "key"], rows, align="lrl")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -208,107 +187,14 @@ def inputs_paragraph(hashes: Sequence[InputHash], stage: str = PAPER_STAGE) -> s
     lines = [
         f"This paper is a function of its inputs alone: the {len(hashes)} dependencies of the `{stage}` stage "
         "in `dvc.yaml` (the code and manuscript of every stage, the parameters, the data and the outputs of "
-        "the stages before it), which @tbl-inputs lists with the md5 DVC computes for each (of a file's "
-        "bytes; of a directory's list of files and their md5, ending `.dir`). Their digest, the md5 of "
-        f"the table's lines `<md5>  <path>` in its order, is `{inputs_digest(hashes)}`.",
+        f"the stages before it), which the supplementary file `{SUPPLEMENT_HTML}` lists with the md5 DVC "
+        "computes for each (of a file's bytes; of a directory's list of files and their md5, ending `.dir`). "
+        f"Their digest, the md5 of the lines `<md5>  <path>` in that order, is `{inputs_digest(hashes)}`.",
         f"`dvc.lock` records the same hashes under `stages: {stage}: deps` when the stage has run, and "
         f"`dvc status {stage}` reports a changed dependency wherever a checkout's files no longer have "
         "them. No commit and no state of a working tree enters the paper: rendered again from the same "
-        "inputs with the same software (@tbl-packages), at any commit, it is the same.",
+        "inputs with the same software (listed in the same file), at any commit, it is the same.",
     ]
     if missing:
         lines.append(f"Missing at the time of rendering: {', '.join(f'`{m}`' for m in missing)}.")
     return "\n".join(lines)
-
-
-def inputs_table(hashes: Sequence[InputHash]) -> str:
-    """The dependencies of :func:`input_hashes` with their md5, files and bytes."""
-    rows = [[f"`{h.path}`", f"`{h.md5}`", "" if h.nfiles is None else str(h.nfiles),
-             "" if h.size is None else str(h.size)] for h in hashes]
-    if not rows:
-        rows.append(["no dependencies declared in dvc.yaml", "", "", ""])
-    return markdown_table(["dependency", "md5 (DVC)", "files", "bytes"], rows, align="llrr")
-
-
-MD5_SHOWN = 12
-"""Hex digits of each md5 the tables show (``uaprobe verify`` compares the full hashes)."""
-
-
-def dvc_lock_table(root: Path, prefixes: Sequence[str] = ("results/", "figures/")) -> str:
-    """The md5 that ``dvc.lock`` records for every output the manuscript reads, and whether the file on
-    disk still has it."""
-    path = root / "dvc.lock"
-    if not path.is_file():
-        return markdown_table(["output", "md5 in dvc.lock", "on disk"], [["dvc.lock not found", "", ""]], align="llc")
-    lock = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    rows = []
-    for stage, entry in sorted((lock.get("stages") or {}).items()):
-        for o in entry.get("outs", []) or []:
-            p = str(o.get("path", ""))
-            if not p.startswith(tuple(prefixes)):
-                continue
-            md5 = str(o.get("md5", ""))
-            target = root / p
-            if md5.endswith(".dir") or target.is_dir():
-                state = "directory"
-            elif target.is_file():
-                state = "matches" if file_md5(target) == md5 else "differs"
-            else:
-                state = "missing"
-            rows.append([f"`{p}`", f"`{stage}`", f"`{md5[:MD5_SHOWN]}`", state])
-    if not rows:
-        rows.append(["no matching outputs in dvc.lock", "", "", ""])
-    return markdown_table(["output", "stage", "md5 (start)", "file on disk"], rows, align="lllc")
-
-
-PACKAGES: tuple[str, ...] = ("uaprobe", "torch", "transformers", "gguf", "numpy", "scipy", "h5py", "matplotlib",
-                             "dvc", "pydantic", "nbclient", "ipykernel", "pypandoc-binary", "typst", "PyYAML")
-"""Packages whose versions the appendix lists."""
-
-
-def package_versions_table(packages: Sequence[str] = PACKAGES) -> str:
-    rows = [["Python", platform.python_version()]]
-    for name in packages:
-        try:
-            version = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            version = "not installed"
-        rows.append([f"{name} (the Python package; its compiler reports its own version)" if name == "typst" else name,
-                     version])
-    return markdown_table(["package", "version"], rows, align="ll")
-
-
-def _numerics_row(label: str, rec: Any) -> list[str]:
-    if not isinstance(rec, Mapping):
-        return [label, "not recorded", "", "", "", ""]
-    torch = rec.get("torch") or {}
-    mkl = re.search(r"Version ([0-9.]+)", str(torch.get("blas", "")))
-    cores = sorted({str(b.get("core", "?")) for b in rec.get("openblas") or []})
-    simd = (rec.get("numpy") or {}).get("simd") or {}
-    threads = rec.get("threads")
-    return [label, str(rec.get("isa", "?")),
-            f"{torch.get('cpu_capability', '?')}, MKL {mkl.group(1)}" if torch and mkl else
-            (str(torch.get("cpu_capability", "?")) if torch else "not used"),
-            ", ".join(cores) or "not used",
-            " + ".join([*simd.get("baseline", []), *simd.get("dispatch_enabled", [])]) or "not used",
-            "1" if isinstance(threads, Mapping) and set(threads.values()) == {"1"} else
-            ("any (results do not depend on it)" if isinstance(threads, str) else str(threads))]
-
-
-def numerics_table(out: Outputs) -> str:
-    """The CPU code paths every stage's numbers were computed on (the ``numerics`` block of the results)."""
-    rows = []
-    for m in out.models:
-        block = out.doc(out.model_file(m, "layerwise")).get("numerics") or {}
-        rows.append(_numerics_row(f"extract {out.display(m)}", block.get("extraction")))
-        rows.append(_numerics_row(f"analyze {out.display(m)}", block.get("analysis")))
-    rows.append(_numerics_row("compare", (out.doc("results/panel.json").get("numerics") or {}).get("analysis")))
-    return markdown_table(["stage", "pinned ISA", "torch kernels, BLAS", "OpenBLAS kernels", "numpy SIMD",
-                           "threads"], rows, align="llllll")
-
-
-def params_block(out: Outputs, sections: Sequence[str] = ("models", "extract", "pooling", "analysis")) -> str:
-    """The parameters the outputs were computed with, as a YAML code block."""
-    raw = out.doc("params.yaml")
-    subset = {k: raw[k] for k in sections if k in raw}
-    return "```yaml\n" + yaml.safe_dump(subset, sort_keys=False, allow_unicode=True).rstrip() + "\n```"

@@ -31,23 +31,24 @@ from uaprobe.schema.panel import Panel
 
 def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
                      sink_excluded: Layerwise | None = None) -> Figure:
-    """Seed 000: r(UA, preference) per layer with its Fisher-z interval and the sign changes
-    ("divergence"), the same curve with the attention sink excluded, and stars where the exact
-    permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
-    of the pre-final-norm state) with bootstrap intervals.
+    """Seed 000: r(UA, preference) per layer with the range of r when one category is left out and the
+    sign changes ("divergence"), the same curve with the attention sink excluded, and stars where the
+    exact permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
+    of the pre-final-norm state) with the range of r when one category is left out. At six categories
+    neither a Fisher-z interval nor a bootstrap over the categories has coverage: the leave-one-out
+    range shows how far one category moves r, and claims no coverage.
     """
     block: LayerwisePooling = pick(layerwise.poolings, pooling, where="poolings", of=layerwise.model)
     layers = arr(layerwise.layers)
     r = arr(block.pearson_r)
-    low, high = arr(block.fisher_ci_low), arr(block.fisher_ci_high)
-    ci_level = float(layerwise.settings.get("ci_level", 0.95))
+    low, high = loco_bounds(block.loco_r)
     policy = layerwise.policy
     with style():
         fig = new_figure(9.0, 3.6)
         ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.7, 1.0))
         st = POOLING_STYLE.get(pooling, POOLING_STYLE["mean"])
         ax_curve.fill_between(layers, low, high, color=st["color"], alpha=0.18, linewidth=0,
-                              label=f"{ci_level:.0%} Fisher-z interval")
+                              label="range with one category left out")
         ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling}, {policy}")
         if sink_excluded is not None:
             sx = arr(pick(sink_excluded.poolings, pooling, where="poolings", of=sink_excluded.model).pearson_r)
@@ -70,7 +71,7 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
 
         names: list[str] = []
         values: list[float] = []
-        errors: list[tuple[float, float]] = []
+        ranges: list[tuple[float, float]] = []
         colors: list[str] = []
         hatches: list[str] = []
         final_index = int(np.nanargmax(layers)) if layers.size else -1
@@ -78,15 +79,15 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             if name not in layerwise.poolings:
                 continue
             pb = layerwise.poolings[name]
+            final_low, final_high = loco_bounds(pb.loco_r)
+            pre_low, pre_high = loco_bounds([pb.prenorm.loco_r])
             for label, value, lo, hi, hatch in (
-                (name, arr(pb.pearson_r)[final_index], arr(pb.bootstrap_ci_low)[final_index],
-                 arr(pb.bootstrap_ci_high)[final_index], ""),
-                (f"{name}\npre-norm", _nan(pb.prenorm.pearson_r), _nan(pb.prenorm.bootstrap_ci_low),
-                 _nan(pb.prenorm.bootstrap_ci_high), "//"),
+                (name, arr(pb.pearson_r)[final_index], final_low[final_index], final_high[final_index], ""),
+                (f"{name}\npre-norm", _nan(pb.prenorm.pearson_r), pre_low[0], pre_high[0], "//"),
             ):
                 names.append(label)
                 values.append(value)
-                errors.append((value - lo, hi - value))
+                ranges.append((lo, hi))
                 colors.append(POOLING_STYLE[name]["color"])
                 hatches.append(hatch)
         x = np.arange(len(names))
@@ -96,16 +97,18 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             bar.set_hatch(hatch)
             if hatch:
                 bar.set_alpha(0.6)
-        err = np.array(errors, dtype=float).T
+        span = np.array(ranges, dtype=float).reshape(-1, 2)
         for i, value in enumerate(values):
-            # the label sits beyond the end of the error bar, so it never collides with the caps
+            # the label sits beyond the far end of the leave-one-out range, so it never collides with it
             text = "n/a" if math.isnan(value) else f"{value:+.2f}"
             up = math.isnan(value) or value >= 0
-            tip = heights[i] + (np.nan_to_num(err[1][i]) if up else -np.nan_to_num(err[0][i]))
+            ends = [heights[i], *(v for v in span[i] if not math.isnan(v))]
+            tip = max(ends) if up else min(ends)
             ax_bars.annotate(text, (x[i], float(np.clip(tip, -1.0, 1.0))), xytext=(0, 3 if up else -9),
                              textcoords="offset points", ha="center", fontsize=7)
-        ax_bars.errorbar(x, heights, yerr=np.nan_to_num(err), fmt="none", ecolor=OKABE_ITO[7],
-                         color=OKABE_ITO[7], elinewidth=0.8, capsize=2)
+        ax_bars.vlines(x, span[:, 0], span[:, 1], color=OKABE_ITO[7], linewidth=0.8,
+                       label="range with one category left out")
+        ax_bars.plot(np.repeat(x, 2), span.ravel(), linestyle="none", marker="_", color=OKABE_ITO[7], markersize=5)
         zero_line(ax_bars)
         ax_bars.set_xticks(x, names, fontsize=7)
         ax_bars.set_ylim(-1.2, 1.2)
@@ -113,6 +116,14 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
         ax_bars.set_title(f"Pooling strategy, final layer ({int(layers[final_index]) if layers.size else '?'})")
         fig.suptitle(model_title(layerwise))
     return fig
+
+
+def loco_bounds(loco_r: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the smallest and largest r with one category left out (NaN where none is defined)."""
+    rows = [[np.nan if v is None else float(v) for v in row] for row in loco_r]
+    low = np.array([min((v for v in row if not math.isnan(v)), default=np.nan) for row in rows], dtype=float)
+    high = np.array([max((v for v in row if not math.isnan(v)), default=np.nan) for row in rows], dtype=float)
+    return low, high
 
 
 def _nan(value: Any) -> float:

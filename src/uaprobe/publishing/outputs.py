@@ -55,9 +55,6 @@ class Outputs:
     models: tuple[str, ...]
     ledger: Ledger
     files: dict[str, Any] = field(default_factory=dict)
-    placed_figures: set[str] = field(default_factory=set)
-    """The figure keys the manuscript has placed so far (:func:`~uaprobe.publishing.appendix.figure_markdown`):
-    only those can be cross-referenced."""
 
     def doc(self, file: str) -> Any:
         if file not in self.files:

@@ -51,9 +51,6 @@ R_LABEL = "r(UA, preference) (Pearson r, unitless)"
 LAYER_LABEL = "layer (0 = token embeddings)"
 DEPTH_LABEL = "depth (% of layers)"
 
-SVG_HASHSALT = "uaprobe"
-"""Fixed ``svg.hashsalt``: SVG element ids do not change between runs."""
-
 STRIPPED_METADATA: Mapping[str, Mapping[str, Any]] = {
     "png": {"Software": None},
     "svg": {"Date": None, "Creator": None},
@@ -61,28 +58,8 @@ STRIPPED_METADATA: Mapping[str, Mapping[str, Any]] = {
 }
 """Metadata removed per format: no dates, no software versions."""
 
-_RC: Mapping[str, Any] = {
-    "font.family": "DejaVu Sans",  # shipped with matplotlib: same glyphs on every machine
-    "font.size": 9.0,
-    "axes.titlesize": 10.0,
-    "axes.labelsize": 9.0,
-    "legend.fontsize": 8.0,
-    "xtick.labelsize": 8.0,
-    "ytick.labelsize": 8.0,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.5,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "lines.linewidth": 1.5,
-    "lines.markersize": 4.0,
-    "svg.hashsalt": SVG_HASHSALT,
-    "svg.fonttype": "path",
-    "pdf.fonttype": 42,
-    "savefig.dpi": 150,
-    "figure.dpi": 100,
-    "axes.prop_cycle": matplotlib.cycler(color=list(OKABE_ITO)),
-}
+STYLE_FILE = Path(__file__).with_name("uaprobe.mplstyle")
+"""The figures' matplotlib settings (fonts, sizes, grid, palette, SVG hash salt)."""
 
 
 class FigureDataError(UAProbeError):
@@ -92,7 +69,7 @@ class FigureDataError(UAProbeError):
 @contextlib.contextmanager
 def style() -> Iterator[None]:
     """The figures' matplotlib settings, scoped to a ``with`` block (no global change)."""
-    with matplotlib.rc_context(dict(_RC)):
+    with matplotlib.rc_context(fname=STYLE_FILE):
         yield
 
 

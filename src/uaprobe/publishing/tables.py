@@ -7,10 +7,10 @@ categories, the checks' names) are the table's structure, not values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from uaprobe.publishing.outputs import PUBLISHED_REFERENCE, Outputs
+from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.values import Value, plain_text, pretty
 
 L_STAR = "L&#42;"
@@ -129,7 +129,7 @@ SAME = "same"
 def layer_table(out: Outputs, pooling: str = "mean") -> str:
     """Seed 000: r at the seeds' layers with the range of r with one category left out (no Fisher-z
     interval: at six categories it would look precise and is not), Spearman, the exact permutation p and
-    its corrections, the t-test's p (secondary) and the sink-excluded r (``same`` where excluding position 0
+    its corrections and the sink-excluded r (``same`` where excluding position 0
     changes no number of the model)."""
     rows = []
     for m in out.models:
@@ -144,9 +144,8 @@ def layer_table(out: Outputs, pooling: str = "mean") -> str:
                          loco_cell(out, m, layer, pooling),
                          v(f"{b}/spearman_rho/{layer}"), v(f"{b}/permutation_p/{layer}", "p"),
                          v(f"{b}/permutation_holm_p/{layer}", "p"), v(f"{b}/permutation_bh_p/{layer}", "p"),
-                         v(f"{b}/pearson_p/{layer}", "p"),
                          SAME if same else v(f"{b}/pearson_r/{layer}", "r", "sink_excluded/layerwise")])
-    header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "t-test p", "r, no sink"]
+    header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "r, no sink"]
     return markdown_table(header, rows)
 
 
@@ -171,24 +170,11 @@ def validation_summary_table(out: Outputs, variant: str = "mean") -> str:
         def v(key: str, fmt: str) -> Value:
             return out.v(m, "validation", f"variants/{variant}/global/{key}", fmt)
         rows.append([out.display(m), out.v(m, "validation", "layer", "int"), v("mean_ua", "s4"),
-                     interval(v("ci_low", "s4"), v("ci_high", "s4")), v("cohens_d", "s2"), v("r", "r"),
-                     v("label", "text"), v("mean_preference", "s3")])
-    return markdown_table(["Model", "layer", "mean UA", "CI of mean UA", "Cohen's d", "r", "label",
-                           "mean preference"], rows, align="lrrrrrcr")
+                     v("cohens_d", "s2"), v("r", "r"), v("label", "text"), v("mean_preference", "s3")])
+    return markdown_table(["Model", "layer", "mean UA", "Cohen's d", "r", "label", "mean preference"], rows,
+                          align="lrrrrcr")
 
 
-def published_reference_table(out: Outputs, variant: str = "mean") -> str:
-    """Seed 003: the published reference models next to this panel, for the published category."""
-    ref = out.doc(PUBLISHED_REFERENCE)
-    rows = [[name, "published", out.at(PUBLISHED_REFERENCE, f"models/{name}/ua", "s3"),
-             out.at(PUBLISHED_REFERENCE, f"models/{name}/preference", "s3")] for name in ref["models"]]
-    for m in out.models:
-        base = f"variants/{variant}/table"
-        for i, row in enumerate(out.raw(m, "validation", base)):
-            if row["category"] == ref["category"]:
-                rows.append([out.display(m), "this pipeline", out.v(m, "validation", f"{base}/{i}/ua", "s3"),
-                             out.v(m, "validation", f"{base}/{i}/mean_preference", "s3")])
-    return markdown_table(["Model", "source", "UA", "preference"], rows, align="llrr")
 
 
 def scaling_table(out: Outputs, pooling: str = "mean") -> str:
@@ -272,62 +258,64 @@ def sink_table(out: Outputs) -> str:
                           rows, align="llrrrrr")
 
 
-def robustness_table(out: Outputs) -> str:
-    """Per model, the last-layer r (mean pooling) under each policy and each control."""
-    rows: list[list[Any]] = []
-    for m in out.models:
-        def v(key: str, fmt: str = "r") -> Value:
-            return out.v(m, "robustness", key, fmt)
-        name = out.display(m)
-        without = pretty(out.raw(m, "robustness", "loco/most_influential"))
-        d, sx, lex, ln = "policies/default", "policies/sink_excluded", "lexical_baseline", "length"
-        n_pairs = out.v(m, "layerwise", "n_pairs", "sum")
-        same = m in same_pooling_models(out)
-        # no digit in the note: a table cell with a number must carry a sourced value
-        same_note = ("the same numbers: the sink is the BOS, which no pooled state includes"
-                     if out.raw(m, "layerwise", "extraction/bos_added") else
-                     "the same numbers: the default policy already leaves the sink out of every pooled state")
-        rows += [
-            [name, f"categories, `{out.raw(m, 'robustness', d + '/policy')}` policy (headline)", v(f"{d}/final_r"),
-             f"exact perm. p {v(f'{d}/final_permutation_p', 'p')}; Spearman {v(f'{d}/final_spearman')}"],
-            [name, "categories, sink excluded", v(f"{sx}/final_r"),
-             same_note if same else
-             f"exact perm. p {v(f'{sx}/final_permutation_p', 'p')}; {v(f'{sx}/n_sign_changes', 'int')} sign changes"],
-            [name, f"categories, without {without}", v("loco/final_r_without"),
-             "most influential category, found from the data"],
-            [name, f"categories, sink excluded, without {without}", v("loco/sink_excluded_final_r_without"),
-             same_note if same else ""],
-            [name, "categories, summed NLL", v("preference/final_r_sum_nll"),
-             f"headline uses the {out.raw(m, 'robustness', 'preference/selected')} NLL"],
-            [name, "size-matched null", v(f"{d}/final_r"),
-             f"p {v(f'{d}/size_matched_null_p/-1', 'p')}; null quantiles "
-             f"{interval(v(f'{d}/null_r_q025/-1', 's2'), v(f'{d}/null_r_q975/-1', 's2'))}"],
-            [name, "lexical baseline, categories", v(f"{lex}/final_r/mean"),
-             f"range {interval(v(f'{lex}/final_r/min'), v(f'{lex}/final_r/max'))} over "
-             f"{v(f'{lex}/seeds', 'count')} seeds"],
-            [name, "pairs (per-category centroid score)", v(f"{ln}/pair_r"),
-             f"r(token difference, preference) {v(f'{ln}/pair_r_tokens_preference')}"],
-            [name, "pairs, token difference partialled out", v(f"{ln}/pair_r_partial"),
-             f"p {v(f'{ln}/pair_r_partial_p', 'p')} (t-test over {n_pairs} pairs)"],
-            [name, "pairs, token difference and category partialled out", v(f"{ln}/pair_r_partial_category_fe"),
-             f"p {v(f'{ln}/pair_r_partial_category_fe_p', 'p')} (t-test over {n_pairs} pairs)"],
-            [name, "pairs, lexical baseline", v(f"{lex}/pair_r/mean"),
-             f"range {interval(v(f'{lex}/pair_r/min', 's2'), v(f'{lex}/pair_r/max', 's2'))}"],
-        ]
-    return markdown_table(["Model", "check (last layer, mean pooling)", "r", "notes"], rows, align="llrl")
 
 
-def inference_table(out: Outputs) -> str:
-    """Per model: layers significant under each procedure, and the category bootstrap's degeneracy."""
-    rows = []
-    for m in out.models:
-        def v(key: str) -> Value:
-            return out.v(m, "robustness", key, "int")
-        n = out.v(m, "layerwise", "layers", "count")
-        rows.append([out.display(m), f"{v('policies/default/n_layers_permutation_holm')} / {n}",
-                     f"{v('policies/default/n_layers_permutation_bh')} / {n}",
-                     SAME if m in same_pooling_models(out) else f"{v('policies/sink_excluded/n_layers_permutation_holm')} / {n}",
-                     f"{v('inference/n_layers_parametric_holm')} / {n}",
-                     f"{v('inference/bootstrap_degenerate')} of {v('inference/bootstrap_resamples')}"])
-    return markdown_table(["Model", "perm. Holm", "perm. BH", "perm. Holm, no sink", "t-test Holm",
-                           "degenerate bootstraps"], rows, align="lrrrrr")
+
+
+def length_category(out: Outputs, m: str) -> int | None:
+    """Index of the category whose mean content-token difference (B − A) is largest in size."""
+    diffs = out.raw(m, "robustness", "length/mean_token_difference") or []
+    finite = [(abs(d), i) for i, d in enumerate(diffs) if d is not None]
+    return max(finite)[1] if finite else None
+
+
+def other_range(out: Outputs, m: str, skip: int) -> tuple[Value, Value] | None:
+    """The smallest and largest mean token difference of the other categories, as values."""
+    diffs = out.raw(m, "robustness", "length/mean_token_difference")
+    others = [(d, i) for i, d in enumerate(diffs) if i != skip and d is not None]
+    if not others:
+        return None
+    key = "length/mean_token_difference/{}"
+    return (out.v(m, "robustness", key.format(min(others)[1]), "s1"),
+            out.v(m, "robustness", key.format(max(others)[1]), "s1"))
+
+
+def confound_table(out: Outputs) -> str:
+    """The length confound, one column per model: the category whose framings differ most in content
+    tokens and by how much, the other categories' range, the most influential category, and the
+    last-layer r (mean pooling) of the model and of the lexical baseline with and without it, with the
+    summed NLL, and the category-level r of the token difference with UA and with the preference."""
+    def row(label: str, cell: Callable[[str], Any]) -> list[Any]:
+        return [label, *(cell(m) for m in out.models)]
+
+    def longest(m: str) -> str:
+        i = length_category(out, m)
+        return "n/a" if i is None else pretty(out.raw(m, "layerwise", "categories")[i])
+
+    def diff(m: str) -> Any:
+        i = length_category(out, m)
+        return "n/a" if i is None else out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
+
+    def others(m: str) -> str:
+        i = length_category(out, m)
+        rest = None if i is None else other_range(out, m, i)
+        return "n/a" if rest is None else f"{rest[0]} to {rest[1]}"
+
+    def r(key: str, fmt: str = "r") -> Callable[[str], Value]:
+        return lambda m: out.v(m, "robustness", key, fmt)
+
+    rows = [
+        row("category whose B statements are longest relative to A", longest),
+        row("its mean content-token difference, B − A", diff),
+        row("the other categories' differences", others),
+        row("most influential category (found by leaving each out)",
+            lambda m: pretty(out.raw(m, "robustness", "loco/most_influential"))),
+        row("r(UA, preference), last layer, mean NLL", r("loco/final_r_with")),
+        row("the same without the most influential category", r("loco/final_r_without")),
+        row("lexical baseline r (mean over seeds)", r("lexical_baseline/final_r/mean")),
+        row("lexical baseline r without that category (mean over seeds)", r("loco/lexical_final_r_without/mean")),
+        row("r(UA, preference) with the summed NLL", r("preference/final_r_sum_nll")),
+        row("r(token difference, UA) across categories", r("length/category_r_tokens_ua")),
+        row("r(token difference, preference) across categories", r("length/category_r_tokens_preference")),
+    ]
+    return markdown_table(["", *(out.display(m) for m in out.models)], rows, align="l" + "r" * len(out.models))

@@ -26,9 +26,6 @@ def r_interval(out: Outputs, file: str, key: str, layer: int, r: str = "pearson_
             f"{interval(out.at(file, f'{key}/bootstrap_ci_low/{layer}', 's2'), out.at(file, f'{key}/bootstrap_ci_high/{layer}', 's2'))}")
 
 
-def _published_r(out: Outputs, key: str) -> str:
-    return (f"{out.at(PUBLISHED_PYTHIA, f'{key}/r/-1')} "
-            f"{interval(out.at(PUBLISHED_PYTHIA, f'{key}/ci_low/-1', 's2'), out.at(PUBLISHED_PYTHIA, f'{key}/ci_high/-1', 's2'))}")
 
 
 def option_b_table(out: Outputs, pooling: str = "mean") -> str:
@@ -96,73 +93,13 @@ def control_table(out: Outputs, pooling: str = "mean") -> str:
         for label, file, block in sets:
             ca, wp = f"{block}/metrics/centroid_asymmetry", f"{block}/metrics/within_pair_sim"
             rows.append([out.display(m), label, out.at(file, f"{block}/n_pairs", "int"),
-                         out.at(file, f"{ca}/mean/{last}", "s3"), r_interval(out, file, ca, last),
-                         out.at(file, f"{ca}/permutation_p/{last}", "p"), r_interval(out, file, wp, last)])
-    return markdown_table(["model", "pairs", "n", "mean centroid asym.", "r, centroid asym. [interval]", "perm. p",
-                           "r, within-pair sim. [interval]"], rows, align="llrrrrr")
+                         out.at(file, f"{ca}/mean/{last}", "s3"), out.at(file, f"{ca}/pearson_r/{last}"),
+                         out.at(file, f"{ca}/permutation_p/{last}", "p"), out.at(file, f"{wp}/pearson_r/{last}"),
+                         out.at(file, f"{wp}/permutation_p/{last}", "p")])
+    return markdown_table(["model", "pairs", "n", "mean centroid asym.", "r, centroid asym.", "perm. p",
+                           "r, within-pair sim.", "perm. p"], rows, align="llrrrrrr")
 
 
-def published_comparison_table(out: Outputs, pooling: str = "mean") -> str:
-    """The original study's published Pythia-6.9B numbers beside this panel's value of the same
-    quantity (at each model's last layer; the published values are at Pythia-6.9B's layer 32). The
-    category-level r of this panel is shown without the bootstrap interval the original published: over
-    so few categories that bootstrap degenerates."""
-    pub = out.doc(PUBLISHED_PYTHIA)
-    pythia = next(i for i, r in enumerate(pub["phases"]["models"]) if r["model"] == "Pythia-6.9B")
-    ci_k = out.params.analysis.bins.ci_k
-    here_k = out.v(out.models[0], "layerwise", "settings/bins/ci_k", "int")
-    pub_k = out.at(PUBLISHED_PYTHIA, "bins/k", "int")
-    bins_label = (f"random bins, one seeded partition, r (k = {pub_k}; here k = {here_k})"
-                  if ci_k != pub["bins"]["k"] else f"random bins, one seeded partition, r (k = {pub_k})")
-    rows = [[f"category-level r ({out.at(PUBLISHED_PYTHIA, 'category_level/n_groups', 'int')} categories)",
-             _published_r(out, "category_level"),
-             # r alone: a percentile bootstrap over so few categories degenerates, and its interval looks precise
-             *[out.v(m, "layerwise", f"poolings/{pooling}/pearson_r/{out.raw(m, 'layerwise', 'n_layers')}")
-               for m in out.models]],
-            [bins_label, _published_r(out, "bins"),
-             *[r_interval(out, out.model_file(m, "bins"), "poolings/mean/schemes/randint/ci_partition", -1, "r")
-               for m in out.models]]]
-    for name in OPTION_B_METRICS:
-        rows.append([f"Option B: {METRIC_NAMES[name]}, r", _published_r(out, f"option_b/metrics/{name}"),
-                     *[r_interval(out, out.model_file(m, "option_b"), f"poolings/{pooling}/metrics/{name}",
-                                  out.raw(m, "option_b", "n_layers")) for m in out.models]])
-    phases = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
-    for phase in ("early", "mid", "late"):
-        rows.append([f"phase mean, {phase}", out.at(PUBLISHED_PYTHIA, f"phases/models/{pythia}/{phase}", "s2"),
-                     *[out.v(m, "option_b", f"{phases}/{phase}/mean_r", "s2") for m in out.models]])
-    rows.append(["late inversion", out.at(PUBLISHED_PYTHIA, f"phases/models/{pythia}/late_inversion", "bool"),
-                 *[out.v(m, "option_b", f"{phases}/late_inversion", "bool") for m in out.models]])
-    return markdown_table(["quantity (last layer)", "Pythia-6.9B, published", *[out.display(m) for m in out.models]],
-                          rows, align="l" + "r" * (1 + len(out.models)))
 
 
-def published_model_ids(out: Outputs) -> list[str]:
-    """The panel's models that are the published model (same hub location, any case)."""
-    location = str(out.raw_at(PUBLISHED_PYTHIA, "model")).lower()
-    return [m for m in out.models if out.params.model(m).location.lower() == location]
 
-
-def published_layers_markdown(out: Outputs, pooling: str = "mean") -> str:
-    """Layer by layer at the published layers, each Option B metric's published r beside this run's,
-    for the panel's copy of the published model; a sentence saying how to get one if there is none."""
-    ids = published_model_ids(out)
-    if not ids:
-        return (f"No model of this panel is the published one ({out.raw_at(PUBLISHED_PYTHIA, 'model')}), so the "
-                "layer-by-layer comparison of Option B is not shown; `dvc exp run -S preset=original -S "
-                "'models=[pythia-6-9b]'` adds it.")
-    parts = []
-    for m in ids:
-        file = out.model_file(m, "option_b")
-        n = len(out.raw_at(file, "layers"))
-        rows = []
-        for i, layer in enumerate(out.raw_at(PUBLISHED_PYTHIA, "option_b/layers")):
-            row: list[object] = [out.at(PUBLISHED_PYTHIA, f"option_b/layers/{i}", "int")]
-            for name in OPTION_B_METRICS:
-                mine = (out.at(file, f"poolings/{pooling}/metrics/{name}/pearson_r/{layer}") if layer < n else "n/a")
-                row.append(f"{out.at(PUBLISHED_PYTHIA, f'option_b/metrics/{name}/r/{i}')} / {mine}")
-            rows.append(row)
-        parts.append(markdown_table(["layer", *[METRIC_NAMES[n] for n in OPTION_B_METRICS]], rows))
-        parts.append(f"\n: Option B of {out.display(m)}, r published / this run ({pooling} pooling, pooling policy "
-                     f"`{out.raw_at(file, 'extraction/pooling_drop')}`, dtype `{out.raw_at(file, 'extraction/dtype')}`) "
-                     "at the published layers.\n")
-    return "\n".join(parts)

@@ -2,16 +2,17 @@
 
 A :class:`Value` is one number (or label) read from a tracked file by a key path, with the name
 of the format that turns it into text. Shown in the manuscript (an inline `` `{python} …` ``
-expression, a table cell, a phrase), it becomes a link into the appendix "Where every number comes
-from", carrying the file, the key and the format as attributes (``data-file``, ``data-key``,
-``data-fmt``), and a hover title naming them. The :class:`Ledger` numbers the sources in the order
-the paper first shows them and writes that appendix with each file's md5, the hash ``dvc.lock``
-and the DVC cache record for it.
+expression, a table cell, a phrase), it becomes a link to its row of the supplementary file
+``provenance.html`` that the paper stage writes next to the paper, carrying the file, the key and
+the format as attributes (``data-file``, ``data-key``, ``data-fmt``), and a hover title naming
+them. The :class:`Ledger` numbers the sources (each with its format) in the order the paper first
+shows them; that number
+is the row's anchor (``provenance.html#prov-N``).
 
 The markup is plain Pandoc markdown, a link with attributes, so both engines (Quarto and the
-fallback) render it alike: in the HTML a link with a title, in the PDF a link to a labelled cell of
-the appendix table. :func:`parse_values` reads the values back out of a rendered HTML page (the
-provenance test and ``uaprobe paper-diff`` use it).
+fallback) render it alike: in the HTML a link with a title, in the PDF a link to the supplementary
+file. :func:`parse_values` reads the values back out of a rendered HTML page (the supplementary
+files, the provenance tests and ``uaprobe paper-diff`` use it).
 """
 
 from __future__ import annotations
@@ -142,19 +143,14 @@ class Ledger:
     """The sources the paper has shown, numbered in the order it first shows them."""
 
     root: Path
-    entries: dict[Source, tuple[int, str, str]] = field(default_factory=dict)
-    """source -> (number, text shown, format)."""
-    _md5: dict[str, str] = field(default_factory=dict)
+    entries: dict[tuple[Source, str], tuple[int, str]] = field(default_factory=dict)
+    """(source, format) -> (number, text shown): one number per way a value is shown, so that every
+    row of the supplement shows what the links to it show."""
 
     def cite(self, source: Source, text: str, fmt_name: str) -> int:
-        if source not in self.entries:
-            self.entries[source] = (len(self.entries) + 1, text, fmt_name)
-        return self.entries[source][0]
-
-    def md5(self, file: str) -> str:
-        if file not in self._md5:
-            self._md5[file] = file_md5(self.root / file)
-        return self._md5[file]
+        if (source, fmt_name) not in self.entries:
+            self.entries[(source, fmt_name)] = (len(self.entries) + 1, text)
+        return self.entries[(source, fmt_name)][0]
 
 
 def file_md5(path: Path) -> str:
@@ -171,8 +167,11 @@ def _attr(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+SUPPLEMENT_HTML = "provenance.html"
+"""The supplementary file, next to the rendered paper, with one row per value the paper shows."""
+
 ANCHOR = "prov-{}"
-"""The identifier of a source's row in the appendix."""
+"""The identifier of a source's row in :data:`SUPPLEMENT_HTML`."""
 
 
 @dataclass(frozen=True)
@@ -191,7 +190,7 @@ class Value:
     def markdown(self) -> str:
         n = self.ledger.cite(self.source, self.text, self.fmt)
         s = self.source
-        return (f'[{_escape(self.text)}](#{ANCHOR.format(n)} "{_attr(s.file)}: {_attr(s.key)}")'
+        return (f'[{_escape(self.text)}]({SUPPLEMENT_HTML}#{ANCHOR.format(n)} "{_attr(s.file)}: {_attr(s.key)}")'
                 f'{{.uav data-file="{_attr(s.file)}" data-key="{_attr(s.key)}" data-fmt="{self.fmt}"}}')
 
     _repr_markdown_ = markdown
@@ -223,19 +222,6 @@ def prose(fn: Callable[..., str]) -> Callable[..., Prose]:
     return wrapper
 
 
-def appendix_rows(ledger: Ledger, md5_shown: int = 12) -> list[list[str]]:
-    """The sources by file, in the order the paper first reads each file: a row naming the file and its
-    md5, then one row per value (its number, the anchor its links point to; the value; the key)."""
-    by_file: dict[str, list[tuple[int, str, str]]] = {}
-    for source, (n, text, _) in sorted(ledger.entries.items(), key=lambda kv: kv[1][0]):
-        by_file.setdefault(source.file, []).append((n, text, source.key))
-    rows = []
-    for file, entries in by_file.items():
-        rows.append(["", "", f"**{_escape(file)}** (md5 {ledger.md5(file)[:md5_shown]})"])
-        rows += [[f"[{n}]{{#{ANCHOR.format(n)}}}", _escape(text), _escape(key)] for n, text, key in entries]
-    return rows
-
-
 # ------------------------------------------------------------------------------------------------
 # Reading the values back out of a rendered page
 
@@ -251,6 +237,8 @@ class Shown:
     index: int
     """Position among the page's values (0-based, document order)."""
     in_table: bool
+    number: int | None = None
+    """The number of its source (the ``N`` of its link ``provenance.html#prov-N``), None without one."""
 
 
 class _ValueParser(HTMLParser):
@@ -273,8 +261,10 @@ class _ValueParser(HTMLParser):
             self._tables -= 1
         if tag == "a" and self._open is not None:
             a = self._open
+            anchor = re.search(r"#prov-(\d+)$", a.get("href", ""))
             self.found.append(Shown(" ".join("".join(self._text).split()), a.get("data-file", ""), a.get("data-key", ""),
-                                    a.get("data-fmt", ""), len(self.found), self._tables > 0))
+                                    a.get("data-fmt", ""), len(self.found), self._tables > 0,
+                                    int(anchor.group(1)) if anchor else None))
             self._open = None
 
     def handle_data(self, data: str) -> None:
@@ -298,11 +288,11 @@ def shown_text(value: Any, fmt_name: str) -> str:
     return " ".join(FORMATS[fmt_name](value).split())
 
 
-__all__: Sequence[str] = ("FORMATS", "Ledger", "Shown", "Source", "Value", "appendix_rows", "fmt", "fmt_bool",
+__all__: Sequence[str] = ("FORMATS", "Ledger", "Shown", "Source", "Value", "fmt", "fmt_bool",
                           "fmt_int", "fmt_layers", "fmt_p", "fmt_r", "lookup", "parse_values", "pretty")
 
 
-_MARKUP = re.compile(r'\[((?:\\.|[^\]\\])*)\]\(#prov-\d+ "(?:\\.|[^"\\])*"\)\{[^}]*\}')
+_MARKUP = re.compile(r'\[((?:\\.|[^\]\\])*)\]\((?:provenance\.html)?#prov-\d+ "(?:\\.|[^"\\])*"\)\{[^}]*\}')
 
 
 def plain_text(markdown: str) -> str:

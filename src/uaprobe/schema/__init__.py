@@ -8,6 +8,7 @@ layerwise, validation  results/models/<id>/[sink_excluded/]*.json  :mod:`.catego
 bins, preference
 pairs, option_b,       results/models/<id>/[sink_excluded/]*.json  :mod:`.pairs`
 neutral_control
+pair_models            results/models/<id>/pair_models.json        :mod:`.pairmodels`
 anisotropy,            results/models/<id>/*.json                  :mod:`.geometry`
 robustness
 dimensions,            results/models/<id>/*.json                  :mod:`.specs`

@@ -23,6 +23,7 @@ from uaprobe.schema.categories import Bins, Layerwise, Preference, Validation
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.manifest import Manifest
 from uaprobe.schema.metrics import ModelMetrics
+from uaprobe.schema.pairmodels import PairModels
 from uaprobe.schema.pairs import NeutralControl, OptionB, Pairs
 from uaprobe.schema.panel import Panel, PanelMetrics
 from uaprobe.schema.specs import Dimensions, SpecificationCurve
@@ -34,8 +35,8 @@ class ResultsFileError(UAProbeError):
 
 MODELS: Mapping[str, type[Record]] = {
     "layerwise": Layerwise, "validation": Validation, "bins": Bins, "pairs": Pairs, "preference": Preference,
-    "option_b": OptionB, "neutral_control": NeutralControl, "anisotropy": Anisotropy, "robustness": Robustness,
-    "dimensions": Dimensions, "specification_curve": SpecificationCurve,
+    "option_b": OptionB, "pair_models": PairModels, "neutral_control": NeutralControl, "anisotropy": Anisotropy,
+    "robustness": Robustness, "dimensions": Dimensions, "specification_curve": SpecificationCurve,
     "metrics": ModelMetrics, "panel": Panel, "panel_metrics": PanelMetrics, "manifest": Manifest,
 }
 """The model of each kind of results file."""
@@ -49,9 +50,8 @@ PATHS: Mapping[str, str] = {
     "metrics": "metrics/models/<id>.json", "panel": "results/panel.json", "panel_metrics": "metrics/panel.json",
     "manifest": "figures/manifest.json",
 }
-"""Where each kind lives (the per-model kinds but ``anisotropy``, ``robustness``, ``neutral_control``,
-``dimensions`` and ``specification_curve``
-also under ``results/models/<id>/sink_excluded/``)."""
+"""Where each kind lives (the per-model kinds but ``anisotropy``, ``robustness``, ``pair_models``,
+``neutral_control``, ``dimensions`` and ``specification_curve`` also under ``results/models/<id>/sink_excluded/``)."""
 
 SINK_EXCLUDED = ("layerwise", "validation", "bins", "pairs", "preference", "option_b")
 """The kinds written under both pooling policies."""

@@ -159,6 +159,16 @@ class OptionBMetrics(Record):
     final_r_loo: Stat | None = Field(None, description="r of the leave-one-out variant; centroid metrics only")
 
 
+class PairModelsMetrics(Record):
+    """``pair_models.json``, one policy and metric, mean pooling."""
+
+    n_holm_layers: int = Field(description="layers whose permutation p survives Holm across the layers")
+    partial_r_min: Stat = Field(description="smallest partial r (length out) over the layers")
+    partial_r_max: Stat = Field(description="largest partial r over the layers")
+    lexical_median_partial_r: Stat = Field(description="the lexical baseline's partial r, median over the seeds")
+    lexical_any_seed_significant: bool = Field(description="some lexical seed's permutation p <= alpha")
+
+
 class PhaseMetrics(Record):
     """The phase means of ``centroid_asymmetry``, one pooling."""
 
@@ -201,6 +211,8 @@ class ModelMetrics(Record):
     inference: InferenceMetrics = Field(description="significant layers")
     option_b: dict[str, dict[str, OptionBMetrics]] = Field(description="per pooling and metric of the original")
     phases: dict[str, PhaseMetrics] = Field(description="per pooling")
+    pair_models: dict[str, dict[str, PairModelsMetrics]] = Field(
+        description="per policy (`default`, `sink_excluded`) and metric of the original, mean pooling")
     specification_curve: SpecCurveMetrics = Field(description="the specification curve's joint test")
     neutral_control: dict[str, dict[str, ControlMetrics]] | None = Field(
         None, description="per control category and metric; absent without the control extraction")

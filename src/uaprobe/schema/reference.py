@@ -12,8 +12,8 @@ from uaprobe.schema.files import MODELS, PATHS, SINK_EXCLUDED, WRITER
 BEGIN = "<!-- schema:begin -->\n"
 END = "<!-- schema:end -->"
 
-ORDER = ("layerwise", "validation", "bins", "pairs", "option_b", "neutral_control", "preference", "anisotropy",
-         "dimensions", "specification_curve",
+ORDER = ("layerwise", "validation", "bins", "pairs", "option_b", "pair_models", "neutral_control", "preference",
+         "anisotropy", "dimensions", "specification_curve",
          "robustness", "metrics", "panel", "panel_metrics", "manifest")
 """The order of the sections (every kind of :data:`~uaprobe.schema.files.MODELS` once)."""
 

@@ -280,7 +280,4 @@ def compile_typst(source: Path, *, root: Path, where: str) -> bytes:
             return bytes(typst.compile(str(source), root=str(root), ignore_system_fonts=True, timestamp=0,
                                        pdf_tags=False))
     except Exception as exc:  # typst raises its own error types for compile errors
-        if "label `<prov-" in str(exc):
-            raise RenderError(f"{where}: the manuscript shows sourced values but no appendix of their sources; end it "
-                              "with a table cell of `uaprobe.publishing.appendix.provenance_table(out)`") from None
         raise RenderError(f"{where}: Typst could not compile the PDF: {exc}") from None

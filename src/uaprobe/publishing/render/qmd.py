@@ -54,7 +54,8 @@ _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})\s*(?P<info>.*)$"
 _INLINE_EXPR = re.compile(r"`\{(?P<lang>[^}\s]+)\}\s+(?P<expr>[^`]+?)\s*`")
 _UNSUPPORTED_TEXT = (
     (re.compile(r"\{\{<"), "shortcodes ({{< … >}})"),
-    (re.compile(r"^\s*:::"), "fenced divs (::: — callouts, layouts, panels)"),
+    # the one div allowed: ``::: {#refs}`` and its closing ``:::``, where the references go (Pandoc's and Quarto's)
+    (re.compile(r"^\s*:::(?!\s*(?:\{#refs\})?\s*$)", flags=re.M), "fenced divs (::: — callouts, layouts, panels)"),
     (re.compile(r"\{#(?!fig-|sec-)(?:" + "|".join(sorted(QUARTO_CROSSREF_PREFIXES)) + r")-"),
      "labels other than {#fig-…} on an image and {#sec-…} on a heading"),
     (re.compile(r"^\s*<!--\s*quarto-"), "Quarto processing comments"),

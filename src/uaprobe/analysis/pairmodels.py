@@ -1,0 +1,335 @@
+"""Pair-level models of the Option B metrics: each metric against the preference over the pairs,
+length partialled out, tested by permutation within categories.
+
+For every metric of :data:`uaprobe.analysis.optionb.METRICS` (values from
+:func:`uaprobe.analysis.optionb.pair_metrics`), pooling, layer and position-0 policy:
+
+- **Partial r** of the metric ``x`` with the preference ``y = NLL(B) - NLL(A)`` given the length
+  covariates ``Z = [1, n_content(A), n_content(B)]`` (the content tokens behind each side's pooled
+  state under that policy; the two counts span their difference): ``r = corr(R x, R y)`` with ``R``
+  the residual maker of ``Z`` (:func:`uaprobe.analysis.controls.partial_r`).
+- **Freedman-Lane permutation p, within categories.** The metric's residuals ``e = R x`` are
+  permuted within each category, ``x* = (I - R) x + P e``, and the partial r recomputed; ``p = (1 +
+  #{|r*| >= |r|}) / (1 + B)`` over ``B = analysis.permutations`` draws of one generator
+  (``rng_for(seed, "pair-models")``): the same draws for every metric, pooling, layer, policy and
+  the lexical baseline. Permuting within categories keeps each category's pairs together, so a
+  category-level offset in the metric cannot pass for a pair-level association.
+- **Holm** across the layers of one metric, pooling and policy (:func:`uaprobe.analysis.stats.holm`),
+  at ``analysis.alpha``; the layers that survive and their count.
+- **The lexical baseline** the same way: the metrics of each seed's model-free embeddings
+  (:func:`uaprobe.analysis.controls.lexical_embeddings` of the tokens pooled under the policy; the
+  seeds of ``analysis.robustness.lexical_seeds``), one "layer" per seed (a family of one test:
+  Holm leaves its p unchanged).
+
+Vectorised: with ``R P e = P e - Q Q^T P e`` (``Q`` an orthonormal basis of ``Z``) every permuted r
+needs only the products of ``e`` with the inversely permuted ``R y`` and columns of ``Q``, one
+matrix product for all draws (:class:`PermutedProjections`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import controls, optionb, stats
+from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.representation import transform_all
+from uaprobe.config import AnalysisParams
+
+if TYPE_CHECKING:
+    from uaprobe.analysis.pairs_data import PairTable
+    from uaprobe.extraction.store import Embeddings
+
+RNG_NAME = "pair-models"
+"""Names the one generator of the within-category permutations (:func:`uaprobe.analysis.stats.rng_for`)."""
+ROW_BLOCK = 64
+"""Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
+COVARIATES = ("intercept, n_content(A), n_content(B): the content tokens behind each side's pooled state under "
+              "the policy (they span the token-count difference)")
+SCHEME = ("Freedman-Lane: the metric's residuals on the covariates are permuted within each category and added "
+          "back to its fitted values; p = (1 + #{|r*| >= |r|}) / (1 + B)")
+
+
+def within_category_orders(rng: np.random.Generator, *, category_of_pair: np.ndarray,
+                           permutations: int) -> np.ndarray:
+    """(B, n) permutations that move each pair only among the pairs of its category.
+
+    ``v[orders[b]]`` is ``v`` permuted; ``orders[b, i]`` is in the category of ``i``. Categories
+    are drawn in ascending order, each as ``rng.permuted`` of its pair indices for all draws.
+    """
+    cat = np.asarray(category_of_pair)
+    n = cat.size
+    orders = np.empty((permutations, n), dtype=np.int64)
+    for c in np.unique(cat):
+        idx = np.flatnonzero(cat == c)
+        orders[:, idx] = rng.permuted(np.broadcast_to(idx, (permutations, idx.size)), axis=1)
+    return orders
+
+
+def covariate_basis(covariates: np.ndarray) -> np.ndarray:
+    """(n, 1 + rank) orthonormal basis of the column space of ``[1, covariates]``: the constant
+    ``1 / sqrt(n)`` first, then the left singular vectors of the centred covariates (rank-deficient
+    covariates give fewer columns)."""
+    z = np.asarray(covariates, dtype=float)
+    n = z.shape[0]
+    centred = z.reshape(n, -1) - z.reshape(n, -1).mean(axis=0)
+    u, s, _ = np.linalg.svd(centred, full_matrices=False)
+    scale = max(float(np.abs(z).max(initial=0.0)), 1.0) * np.sqrt(n)
+    keep = s > scale * max(centred.shape) * np.finfo(float).eps
+    return np.column_stack([np.full(n, 1.0 / np.sqrt(n)), u[:, keep]])
+
+
+@dataclass(frozen=True)
+class PartialTest:
+    """Partial r and Freedman-Lane permutation p of rows of metrics (reasons ``""`` where defined)."""
+
+    r: np.ndarray
+    p: np.ndarray
+    reason: np.ndarray
+
+
+class PermutedProjections:
+    """What the permuted partial r of any metric needs from the preference, the covariates and the
+    permutations, computed once.
+
+    For a metric residual ``e`` (zero on the covariates' span), ``P_b`` the permutation ``v ->
+    v[orders[b]]``, ``w_b = w[inverse(orders[b])]`` and ``e . w_b = (P_b e) . w``:
+    ``r*_b = (e . (R y)_b) / (sqrt(|e|^2 - sum_j (e . q_j,b)^2) |R y|)``, the sum over the basis
+    columns ``q_j`` of :func:`covariate_basis` but the constant (``P_b e`` sums to 0 as ``e`` does).
+    """
+
+    def __init__(self, y: np.ndarray, covariates: np.ndarray, orders: np.ndarray) -> None:
+        self.y = np.asarray(y, dtype=float)
+        self.covariates = np.asarray(covariates, dtype=float).reshape(self.y.size, -1)
+        self.q = covariate_basis(self.covariates)
+        self.ry = self.y - self.q @ (self.q.T @ self.y)
+        inverse = np.argsort(orders, axis=1)
+        w = np.column_stack([self.ry, self.q[:, 1:]])  # (n, m): the constant column projects to 0
+        self.m = w.shape[1]
+        self.permutations = int(orders.shape[0])
+        # (n, m * B): column j * B + b holds column j of w inversely permuted by draw b
+        self.w_perm = np.ascontiguousarray(w.T[:, inverse].reshape(self.m * self.permutations, -1).T)
+
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        """(R, n) residuals of every row of ``x`` on the covariates."""
+        x = np.atleast_2d(np.asarray(x, dtype=float))
+        return x - (x @ self.q) @ self.q.T
+
+    def permuted_r(self, x: np.ndarray) -> np.ndarray:
+        """(R, B) partial r of every row of ``x`` (R, n) under every permutation of its residuals
+        (NaN where a permuted residual vanishes)."""
+        e = self.residuals(x)
+        out = np.empty((e.shape[0], self.permutations))
+        yy = float(self.ry @ self.ry)
+        for lo in range(0, e.shape[0], ROW_BLOCK):
+            block = e[lo:lo + ROW_BLOCK]
+            proj = (block @ self.w_perm).reshape(block.shape[0], self.m, self.permutations)
+            ee = (block * block).sum(axis=1)[:, None]
+            den2 = ee - (proj[:, 1:] ** 2).sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ok = den2 > 1e-24 * np.maximum(ee, 1e-300)
+                out[lo:lo + ROW_BLOCK] = np.where(ok, proj[:, 0] / np.sqrt(np.where(ok, den2, 1.0) * yy), np.nan)
+        return np.clip(out, -1.0, 1.0)
+
+    def test(self, x: np.ndarray) -> PartialTest:
+        """Partial r (:func:`uaprobe.analysis.controls.partial_r_rows`) and its permutation p for
+        every row of ``x`` (R, n)."""
+        x = np.atleast_2d(np.asarray(x, dtype=float))
+        observed = controls.partial_r_rows(x, self.y, self.covariates)
+        r = np.array([c.r for c in observed])
+        reason = np.array([c.reason for c in observed], dtype=object)
+        p = np.full(r.shape, np.nan)
+        ok = np.isfinite(r)
+        if ok.any():
+            p[ok] = controls.null_p(r[ok], self.permuted_r(x[ok]))
+        reason = np.where(ok & ~np.isfinite(p), "every permuted r is undefined", reason)
+        return PartialTest(r=r, p=p, reason=reason)
+
+
+def _layer_entry(t: PartialTest, *, alpha: float, rec: Reasons) -> dict[str, Any]:
+    """One metric's per-layer partial r, permutation p, Holm and the surviving layers."""
+    holm_p = stats.holm(t.p)
+    why = np.where(np.isfinite(holm_p), "", np.where(t.reason == "", "p-value is undefined", t.reason))
+    reject = np.isfinite(holm_p) & (holm_p <= alpha)
+    finite = t.r[np.isfinite(t.r)]
+    none_why = "partial r is undefined at every layer"
+    return {
+        "partial_r": rec.series("partial_r", t.r, t.reason),
+        "permutation_p": rec.series("permutation_p", t.p, t.reason),
+        "holm_p": rec.series("holm_p", holm_p, why),
+        "holm_reject": rec.flags("holm_reject", reject, defined=np.isfinite(holm_p), reasons=why),
+        "holm_layers": np.flatnonzero(reject).tolist(),
+        "n_holm_layers": int(reject.sum()),
+        "partial_r_min": rec.value("partial_r_min", finite.min() if finite.size else np.nan, none_why),
+        "partial_r_max": rec.value("partial_r_max", finite.max() if finite.size else np.nan, none_why),
+    }
+
+
+def _lexical_entry(t: PartialTest, *, alpha: float, rec: Reasons) -> dict[str, Any]:
+    """One metric over the lexical seeds: partial r and p per seed, medians, any seed significant."""
+    ok_r, ok_p = np.isfinite(t.r), np.isfinite(t.p)
+    sig = ok_p & (t.p <= alpha)
+    none_why = "partial r is undefined for every seed"
+    return {
+        "partial_r": rec.series("partial_r", t.r, t.reason),
+        "permutation_p": rec.series("permutation_p", t.p, t.reason),
+        "significant": rec.flags("significant", sig, defined=ok_p, reasons=t.reason),
+        "median_partial_r": rec.value("median_partial_r", np.median(t.r[ok_r]) if ok_r.any() else np.nan, none_why),
+        "median_permutation_p": rec.value("median_permutation_p", np.median(t.p[ok_p]) if ok_p.any() else np.nan,
+                                          none_why),
+        "any_seed_significant": bool(sig.any()),
+    }
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """One position-0 policy's pooled states and lengths."""
+
+    name: str
+    """The policy's name as the other results files write it (``special``, ``first``, ``sink_excluded``)."""
+    pooled: Mapping[str, np.ndarray]
+    """pooling -> (N, L+1, D) states of the N statements."""
+    n_content: np.ndarray
+    """(N,) content tokens behind each pooled state."""
+    lexical_keep: np.ndarray
+    """(total tokens,) bool: the tokens pooled under the policy (the lexical baseline pools them)."""
+
+
+def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarray, row_b: np.ndarray,
+                        category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
+                        token_ids: np.ndarray, token_offsets: np.ndarray, seeds: Sequence[int],
+                        params: AnalysisParams, rec: Reasons, k: int = optionb.KNN_K) -> dict[str, Any]:
+    """The body of ``pair_models.json`` (docs/results.md).
+
+    Args:
+        policies: policy key (``default``, ``sink_excluded``) -> its states and lengths.
+        row_a, row_b: (n,) statement rows of the pairs' A and B.
+        category_of_pair: (n,) category index of each pair (the permutation strata).
+        categories: the category names.
+        preference: (n,) NLL(B) - NLL(A).
+        token_ids, token_offsets: every statement's tokens (the lexical baseline).
+        seeds: the lexical baseline's seeds.
+        params: the analysis parameters (seed, permutations, alpha).
+        rec: where missing values' reasons go.
+        k: neighbours of the kNN density (capped at n - 1).
+    """
+    row_a, row_b = np.asarray(row_a), np.asarray(row_b)
+    pref = np.asarray(preference, dtype=float)
+    n = pref.size
+    orders = within_category_orders(rng_for_pair_models(params), category_of_pair=category_of_pair,
+                                    permutations=params.permutations)
+    names = optionb.METRICS
+    body: dict[str, Any] = {
+        "n_pairs": n, "k_neighbours": min(k, n - 1),
+        "categories": list(categories),
+        "pairs_per_category": np.bincount(np.asarray(category_of_pair), minlength=len(categories)).tolist(),
+        "preference_definition": "NLL(B) - NLL(A)", "covariates": COVARIATES, "permutation_scheme": SCHEME,
+        "permutations": int(params.permutations), "alpha": params.alpha,
+        "definitions": {m: optionb.DEFINITIONS[m] for m in names},
+        "policies": {},
+    }
+    for key, pol in policies.items():
+        n_content = np.asarray(pol.n_content, dtype=float)
+        proj = PermutedProjections(pref, np.column_stack([n_content[row_a], n_content[row_b]]), orders)
+        prec = rec.sub(f"policies/{key}")
+        poolings: dict[str, Any] = {}
+        for p, x in pol.pooled.items():
+            values = optionb.pair_metrics(x[row_a], x[row_b], k=k)
+            n_views = x.shape[1]
+            t = proj.test(np.concatenate([values[m] for m in names]))
+            poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
+                                           rec=prec.sub(f"poolings/{p}/{m}"))
+                           for i, m in enumerate(names)}
+        dim = int(next(iter(pol.pooled.values())).shape[-1])
+        lex = []
+        for seed in seeds:
+            e = controls.lexical_embeddings(token_ids, token_offsets, pol.lexical_keep, dim=dim, seed=seed)
+            values = optionb.pair_metrics(e[row_a][:, None, :], e[row_b][:, None, :], k=k)
+            lex.append(np.concatenate([values[m] for m in names]))  # (M, n)
+        t = proj.test(np.stack(lex, axis=1).reshape(len(names) * len(seeds), n))
+        s = len(seeds)
+        body["policies"][key] = {
+            "policy": pol.name,
+            "poolings": poolings,
+            "lexical_baseline": {
+                "seeds": list(seeds), "dim": dim, "pooling": "mean",
+                "metrics": {m: _lexical_entry(_rows(t, slice(i * s, (i + 1) * s)), alpha=params.alpha,
+                                              rec=prec.sub(f"lexical_baseline/metrics/{m}"))
+                            for i, m in enumerate(names)},
+            },
+        }
+    return body
+
+
+def _rows(t: PartialTest, rows: slice) -> PartialTest:
+    return PartialTest(r=t.r[rows], p=t.p[rows], reason=t.reason[rows])
+
+
+def rng_for_pair_models(params: AnalysisParams) -> np.random.Generator:
+    """The one generator of the pair-level models."""
+    return stats.rng_for(seed=params.seed, name=RNG_NAME)
+
+
+def pooled_token_mask(token_offsets: np.ndarray, special: np.ndarray, *, drop: str) -> np.ndarray:
+    """(total,) the tokens a pooling policy pools: ``special`` (not special), ``first`` (not at
+    position 0) or ``sink_excluded`` (neither special nor at position 0)."""
+    offsets = np.asarray(token_offsets, dtype=np.int64)
+    special = np.asarray(special, dtype=bool)
+    position = np.arange(special.size) - np.repeat(offsets[:-1], np.diff(offsets))
+    if drop == "special":
+        return ~special
+    if drop == "first":
+        return position > 0
+    if drop == "sink_excluded":
+        return ~special & (position > 0)
+    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
+
+
+def from_embeddings(emb: Embeddings, *, table: PairTable, preference: np.ndarray, params: AnalysisParams,
+                    default_name: str, rec: Reasons) -> dict[str, Any]:
+    """:func:`pair_models_results` of one extraction: both policies, the lexical seeds of
+    ``analysis.robustness.lexical_seeds``; the pooled states transformed as ``analysis.representation``
+    says (:mod:`uaprobe.analysis.representation`)."""
+    policies = {}
+    for key, name, n_content in (("default", default_name, emb.n_content),
+                                 ("sink_excluded", "sink_excluded", emb.n_content_sink_excluded)):
+        pooled = transform_all(emb.policy(key)[0], params.representation, k=params.abtt_k)
+        policies[key] = PolicyInput(name=name, pooled=pooled, n_content=n_content,
+                                    lexical_keep=pooled_token_mask(emb.token_offsets, emb.token_special, drop=name))
+    return pair_models_results(policies=policies, row_a=table.row_a, row_b=table.row_b,
+                               category_of_pair=table.category_of_pair, categories=table.categories,
+                               preference=preference, token_ids=emb.token_ids, token_offsets=emb.token_offsets,
+                               seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)],
+                               params=params, rec=rec)
+
+
+def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[str, Any]:
+    """``pair_models`` of ``metrics/models/<id>.json``: per policy and metric (one pooling), the
+    layers surviving Holm, the range of partial r and the lexical baseline's median."""
+    out: dict[str, Any] = {}
+    for key, pol in body["policies"].items():
+        lex = pol["lexical_baseline"]["metrics"]
+        out[key] = {m: {"n_holm_layers": e["n_holm_layers"], "partial_r_min": e["partial_r_min"],
+                        "partial_r_max": e["partial_r_max"],
+                        "lexical_median_partial_r": lex[m]["median_partial_r"],
+                        "lexical_any_seed_significant": lex[m]["any_seed_significant"]}
+                    for m, e in pol["poolings"][pooling].items()}
+    return out
+
+
+def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]], pooling: str = "mean") -> dict[str, list[Any]]:
+    """Per-layer partial r of every metric (``plots/pair_models/<id>.csv``), one pooling:
+    ``<metric>_<pooling>`` (default policy) and ``<metric>_<pooling>_sink_excluded``."""
+    cols: dict[str, list[Any]] = dict(base)
+    for key, pol in body["policies"].items():
+        suffix = "" if key == "default" else f"_{key}"
+        for m, e in pol["poolings"][pooling].items():
+            cols[f"{m}_{pooling}{suffix}"] = e["partial_r"]
+    return cols
+
+
+__all__: Sequence[str] = ("COVARIATES", "RNG_NAME", "SCHEME", "PartialTest", "PermutedProjections", "PolicyInput",
+                          "covariate_basis", "from_embeddings", "headline_metrics", "pair_models_results",
+                          "plot_columns", "pooled_token_mask", "rng_for_pair_models", "within_category_orders")

@@ -1,0 +1,264 @@
+"""The paper's main findings as phrases: the length confound, the pair-level result and the verdict.
+
+Each function reads the values it reports and chooses its words from them, so a different result
+gives a different sentence; every number it shows is a sourced
+:class:`~uaprobe.publishing.values.Value` (see :mod:`uaprobe.publishing.phrases`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uaprobe.publishing.outputs import Outputs
+from uaprobe.publishing.phrases import (MATCH_TOLERANCE, join_words, lexical_matches_or_beats, plural, reversing_models,
+                                        sign_word, specifications, surviving_layers)
+from uaprobe.publishing.tables import length_category, other_range
+from uaprobe.publishing.values import Value, pretty, prose
+
+# ------------------------------------------------------------------------------------------------
+# The length confound: one category whose B statements are longer
+
+
+def confound_models(out: Outputs) -> list[str]:
+    """Models whose most influential category (found from the data) is the one whose framings differ
+    most in length."""
+    found = []
+    for m in out.models:
+        i = length_category(out, m)
+        categories = out.raw(m, "layerwise", "categories")
+        if i is not None and out.raw(m, "robustness", "loco/most_influential") == categories[i]:
+            found.append(m)
+    return found
+
+
+STANDS_OUT = 2.0
+"""A category's length difference "stands out" when it is at least this many times any other's in size."""
+
+
+def stands_out(out: Outputs, m: str) -> bool:
+    """Whether one category's mean token difference is at least :data:`STANDS_OUT` times any other's."""
+    i = length_category(out, m)
+    diffs = out.raw(m, "robustness", "length/mean_token_difference") or []
+    if i is None:
+        return False
+    others = [abs(d) for j, d in enumerate(diffs) if j != i and d is not None]
+    return abs(diffs[i]) > 0 and all(abs(diffs[i]) >= STANDS_OUT * d for d in others)
+
+
+@prose
+def length_phrase(out: Outputs) -> str:
+    """A sentence: per model, the category whose framings differ most in content tokens, its mean
+    difference B − A and the range of the other categories'; led by whether that category stands out."""
+    parts = []
+    for m in out.models:
+        i = length_category(out, m)
+        if i is None:
+            parts.append(f"no token counts are recorded for {out.display(m)}")
+            continue
+        name = pretty(out.raw(m, "layerwise", "categories")[i])
+        diff = out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
+        rest = other_range(out, m, i)
+        parts.append(f"{name} for {out.display(m)} ({diff}"
+                     + (f", against {rest[0]} to {rest[1]} in the other categories)" if rest else ")"))
+    lead = ("The framings differ in length in one category far more than in any other"
+            if out.models and all(stands_out(out, m) for m in out.models) else
+            "No category's framings differ in length far more than every other's")
+    return f"{lead}: the mean difference in content tokens, B − A, is largest in size in {join_words(parts)}."
+
+
+@prose
+def confound_verdict(out: Outputs) -> str:
+    """Whether the category that carries the correlation is the longest-B one, what leaving it out does
+    to the model's r and to the lexical baseline's, and whether the summed NLL moves the r."""
+    same = confound_models(out)
+    if not same:
+        return ("For no model is the category that most influences the correlation the one whose framings "
+                "differ most in length.")
+    sentences = []
+    who = "both models" if len(same) == len(out.models) == 2 else join_words([out.display(m) for m in same])
+    sentences.append(f"For {who}, that category is also the one whose removal changes the last-layer r most "
+                     "(@tbl-confound).")
+    flips = [m for m in same if out.display(m) in reversing_models(out)]
+    flipped = ("both models" if len(flips) == len(out.models) == 2 else
+               join_words([out.display(m) for m in flips]))
+    baseline = lexical_without_words(out, same)
+    if flips:
+        sentences.append(f"Without it, the models' r changes sign for {flipped}, while the lexical baseline's "
+                         f"{baseline}.")
+    else:
+        sentences.append(f"Without it, no model's r changes sign, and the lexical baseline's {baseline}.")
+    moved = [m for m in same if normalisation_moves(out, m)]
+    if moved:
+        who = "both models" if len(moved) == len(out.models) == 2 else join_words([out.display(m) for m in moved])
+        sentences.append("The per-token mean NLL divides by the statement's length; with the summed NLL instead, "
+                         f"the last-layer r moves for {who} (@tbl-confound).")
+    longer_b = all((d := out.raw(m, "robustness", f"length/mean_token_difference/{length_category(out, m)}")) is not None
+                   and d > 0 for m in same)
+    if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
+            and all(stands_out(out, m) for m in out.models)):
+        sentences.append("The lexical baseline's agreement with the models, the sign of their r and its dependence "
+                         "on the normalisation of the NLL thus all rest on one category whose B statements are longer: "
+                         "one length confound, not three separate caveats.")
+    return " ".join(sentences)
+
+
+def lexical_without_words(out: Outputs, models: list[str]) -> str:
+    """What the lexical baseline's last-layer r (mean over seeds) does when the most influential category is
+    left out: ``stays positive`` (or negative) where its sign is that of the r with every category,
+    ``turns negative`` (or positive) where the sign changes, ``differs between the models`` otherwise."""
+    words = set()
+    for m in models:
+        before = sign_word(out.raw(m, "robustness", "lexical_baseline/final_r/mean"))
+        after = sign_word(out.raw(m, "robustness", "loco/lexical_final_r_without/mean"))
+        words.add(f"stays {after}" if before == after else f"turns {after}")
+    return words.pop() if len(words) == 1 else "differs between the models"
+
+
+def normalisation_moves(out: Outputs, m: str) -> bool:
+    """Whether the last-layer r with the summed NLL differs in sign, or by more than
+    :data:`~uaprobe.publishing.phrases.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
+    a = out.raw(m, "robustness", "preference/final_r_mean_nll")
+    b = out.raw(m, "robustness", "preference/final_r_sum_nll")
+    return a is not None and b is not None and (a * b < 0 or abs(a - b) > MATCH_TOLERANCE)
+
+
+# ------------------------------------------------------------------------------------------------
+# The pair-level result: Option B's kNN density asymmetry with the length difference partialled out
+
+KNN = "poolings/{pooling}/metrics/knn_density_asymmetry"
+
+
+def _extreme(out: Outputs, m: str, stem: str, key: str, fn: Any, fmt: str = "r") -> Value | None:
+    """The smallest (``fn=min``) or largest (``max``) entry of a per-layer array, as a value."""
+    values = out.raw(m, stem, key) or []
+    finite = [(v, i) for i, v in enumerate(values) if v is not None]
+    if not finite:
+        return None
+    return out.v(m, stem, f"{key}/{fn(finite)[1]}", fmt)
+
+
+@prose
+def knn_phrase(out: Outputs, stem: str = "sink_excluded/option_b", pooling: str = "mean") -> str:
+    """Per model: the range over layers of the kNN density asymmetry's partial r with the content-token
+    difference partialled out, how many layers' permutation p of r survives Holm's correction, and the
+    largest t-test p of the partial r."""
+    parts = []
+    for m in out.models:
+        base = KNN.format(pooling=pooling)
+        low = _extreme(out, m, stem, f"{base}/partial_r", min)
+        high = _extreme(out, m, stem, f"{base}/partial_r", max)
+        if low is None or high is None:
+            parts.append(f"undefined for {out.display(m)}")
+            continue
+        worst_p = _extreme(out, m, stem, f"{base}/partial_p", max, "p")
+        parts.append(f"partial r from {low} to {high} over the layers of {out.display(m)}, whose r survives the "
+                     f"permutation test with Holm's correction at {out.v(m, stem, f'{base}/permutation_holm_reject', 'count_true')} "
+                     f"of {out.v(m, stem, 'layers', 'count')} layers"
+                     + (f" (largest t-test p of the partial r over the layers: {worst_p})" if worst_p is not None else ""))
+    return "; ".join(parts)
+
+
+@prose
+def knn_abstract(out: Outputs, stem: str = "sink_excluded/option_b", pooling: str = "mean") -> str:
+    """The kNN result in one clause over the whole panel: the smallest and largest partial r over every
+    layer of every model, and whether r survives Holm at every layer."""
+    base = KNN.format(pooling=pooling)
+    lows = [v for m in out.models if (v := _extreme(out, m, stem, f"{base}/partial_r", min)) is not None]
+    highs = [v for m in out.models if (v := _extreme(out, m, stem, f"{base}/partial_r", max)) is not None]
+    if not lows:
+        return "the kNN density asymmetry is undefined"
+    low, high = min(lows, key=lambda v: v.raw), max(highs, key=lambda v: v.raw)
+    every = all(all(out.raw(m, stem, f"{base}/permutation_holm_reject")) for m in out.models)
+    none = not any(any(out.raw(m, stem, f"{base}/permutation_holm_reject")) for m in out.models)
+    holm = ("at every layer of every model" if every else "at no layer" if none else "at some layers")
+    sign = "a positive" if low.raw > 0 else "a negative" if high.raw < 0 else "a mixed"
+    return (f"the original's kNN density asymmetry keeps {sign} correlation with the preference once the "
+            f"length difference is partialled out (partial r {low} to {high} over layers and models); its "
+            f"permutation test survives Holm's correction {holm}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Verdicts
+
+
+@prose
+def specification_count_phrase(out: Outputs) -> str:
+    """``a significant layer in 1 of the 12 specifications`` (or ``in none of …``)."""
+    specs = specifications(out)
+    hit = sum(1 for spec in specs if surviving_layers(out, *spec))
+    return (f"a significant layer in {'none' if hit == 0 else hit} of the {len(specs)} "
+            f"{plural(len(specs), 'specification')} of pooling and treatment of the first token")
+
+
+@prose
+def conclusion_phrase(out: Outputs) -> str:
+    """What the data support, as clauses: lexical or not, one category or not, significant or not, and
+    the pair-level result."""
+    lexical = lexical_matches_or_beats(out)
+    reversed_ = reversing_models(out)
+    parts = []
+    if lexical and len(lexical) == len(out.models):
+        parts.append("the category-level correlation is matched by a model-free lexical baseline, so by itself it "
+                     "does not show that the models' representations, rather than the statements' words, produce it")
+    elif lexical:
+        parts.append(f"for {join_words(lexical)} the category-level correlation is matched by the statements' "
+                     "words alone")
+    else:
+        parts.append("the models' category-level correlation exceeds what the statements' words alone give")
+    if reversed_:
+        parts.append(f"its sign rests on a single category for {join_words(reversed_)}")
+    parts.append(f"the exact permutation test with Holm's correction across layers finds "
+                 f"{specification_count_phrase(out)} (@sec-spec)")
+    return "; ".join(parts)
+
+
+@prose
+def confound_abstract(out: Outputs) -> str:
+    """The confound as one number-free sentence: whether the most influential category is the one whose
+    framings differ most in length, whether leaving it out reverses the models' r, what it does to the
+    lexical baseline's, and whether the summed NLL moves r."""
+    same = confound_models(out)
+    if not same:
+        return ("The category that most influences the correlation is not the one whose framings differ most "
+                "in length.")
+    flips = [m for m in same if out.display(m) in reversing_models(out)]
+    baseline = lexical_without_words(out, same)
+    who = join_words([out.display(m) for m in flips])
+    if len(flips) == len(out.models):
+        who = "both models" if len(flips) == 2 else "every model"
+    text = (f"For {'both models' if len(same) == len(out.models) == 2 else join_words([out.display(m) for m in same])}, "
+            "the category that most influences the correlation is the one whose framings differ most in length")
+    if flips:
+        text += f"; without it r changes sign for {who}, while that of a lexical baseline that sees only the words {baseline}"
+    else:
+        text += f"; without it no model's r changes sign, and that of a lexical baseline {baseline}"
+    moved = [m for m in same if normalisation_moves(out, m)]
+    if moved:
+        text += (", and summing the NLL instead of averaging it over tokens moves r for "
+                 f"{'both' if len(moved) == len(out.models) == 2 else join_words([out.display(m) for m in moved])}")
+    return text + "."
+
+
+@prose
+def anisotropy_phrase(out: Outputs) -> str:
+    """Per model: the largest share of variance on the first principal component of the token states and
+    its layer, with every content token and with position 0 excluded; then whether one direction
+    carries most of the variance there."""
+    parts, peaks = [], []
+    for m in out.models:
+        value, layer = out.v(m, "anisotropy", "l_star_value", "f2"), out.v(m, "anisotropy", "l_star", "int")
+        sx = out.raw(m, "anisotropy", "variants/sink_excluded/l_star")
+        text = f"{value} at layer {layer} for {out.display(m)}"
+        if sx is not None and out.raw(m, "anisotropy", "variants/sink_excluded/lambda1_ratio") != \
+                out.raw(m, "anisotropy", "lambda1_ratio"):
+            sx_value = out.v(m, "anisotropy", f"variants/sink_excluded/lambda1_ratio/{sx}", "f2")
+            text += (f" ({sx_value} at layer {out.v(m, 'anisotropy', 'variants/sink_excluded/l_star', 'int')} with "
+                     "position 0 of every prompt excluded)")
+            peaks.append(sx_value.raw)
+        peaks.append(value.raw)
+        parts.append(text)
+    most = all(p is not None and p > 0.5 for p in peaks)
+    verdict = ("at those peaks a single direction carries most of the variance of the token states, so their "
+               "cosine similarities there mostly measure that direction" if most else
+               "a single direction does not carry most of the variance everywhere")
+    return f"{join_words(parts)}; {verdict}"

@@ -1,0 +1,83 @@
+"""``pair_models.json``: the Option B metrics against the preference over the pairs, length
+partialled out, permutation within categories (``uaprobe.analysis.pairmodels``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from uaprobe.schema.base import Flag, PerLayer, Record, Stat
+from uaprobe.schema.common import ResultsHeader
+
+
+class PairModelMetric(Record):
+    """One metric of one pooling and policy, lists over the layers."""
+
+    partial_r: PerLayer[Stat] = Field(description="partial r(metric, preference | intercept, n_content(A), "
+                                                  "n_content(B)) over the pairs")
+    permutation_p: PerLayer[Stat] = Field(description="Freedman-Lane permutation p, residuals permuted within "
+                                                      "categories")
+    holm_p: PerLayer[Stat] = Field(description="Holm-adjusted `permutation_p` across the layers")
+    holm_reject: PerLayer[Flag] = Field(description="`holm_p` <= alpha")
+    holm_layers: list[int] = Field(description="the layers with `holm_reject` true")
+    n_holm_layers: int = Field(description="how many")
+    partial_r_min: Stat = Field(description="smallest `partial_r` over the layers")
+    partial_r_max: Stat = Field(description="largest `partial_r` over the layers")
+
+
+class LexicalPairModelMetric(Record):
+    """One metric of the lexical baseline, lists over the seeds (each seed one "layer": a family of
+    one test, whose Holm p is its p)."""
+
+    partial_r: list[Stat] = Field(description="[seeds] partial r, as for the model's states")
+    permutation_p: list[Stat] = Field(description="[seeds] its Freedman-Lane permutation p (the same draws)")
+    significant: list[Flag] = Field(description="[seeds] `permutation_p` <= alpha")
+    median_partial_r: Stat = Field(description="median of `partial_r` over the seeds")
+    median_permutation_p: Stat = Field(description="median of `permutation_p` over the seeds")
+    any_seed_significant: bool = Field(description="some seed's `significant` is true")
+
+
+class LexicalPairModels(Record):
+    """The model-free lexical baseline (``uaprobe.analysis.controls.lexical_embeddings``) of one policy."""
+
+    seeds: list[int] = Field(description="the seeds: analysis.seed + 0..lexical_seeds-1")
+    dim: int = Field(description="dimension of the random token vectors (the model's hidden size)")
+    pooling: str = Field(description="`mean`: the mean of the vectors of the tokens the policy pools")
+    metrics: dict[str, LexicalPairModelMetric] = Field(description="per metric")
+
+
+class PairModelsPolicy(Record):
+    """One position-0 policy."""
+
+    policy: str = Field(description="the policy: the run's (`special` or `first`) or `sink_excluded`")
+    poolings: dict[str, dict[str, PairModelMetric]] = Field(description="per pooling and metric")
+    lexical_baseline: LexicalPairModels = Field(description="the same models on the lexical baseline")
+
+
+class PairModels(ResultsHeader):
+    """``pair_models.json``: each Option B metric against the preference at the pair level, with the
+    length of both statements as covariates and a permutation test that keeps the categories.
+
+    Per metric of the original (``option_b.json``: `centroid_asymmetry`, `cross_centroid`,
+    `within_pair_sim`, `knn_density_asymmetry`, `margin_asymmetry`), pooling, layer and position-0
+    policy: the partial r of the metric with the preference `NLL(B) - NLL(A)` over the pairs given an
+    intercept and the content tokens of A and of B (the counts behind the pooled states under that
+    policy); its Freedman-Lane permutation p (the metric's residuals on the covariates permuted
+    within each category, `analysis.permutations` draws of one seeded generator, the same for
+    every metric, pooling, layer and policy; `p = (1 + #{|r*| >= |r|}) / (1 + B)`); Holm across the
+    layers of each metric, pooling and policy at `analysis.alpha`. The lexical baseline (random
+    Gaussian token vectors, one per seed of `analysis.robustness.lexical_seeds`) is analysed the
+    same way. Both policies are in this one file, under `policies` (`default`: the run's
+    `pooling_drop`; `sink_excluded`: position 0 out as well).
+    """
+
+    n_pairs: int = Field(description="pairs behind every r")
+    k_neighbours: int = Field(description="k of the kNN density")
+    categories: list[str] = Field(description="the categories (the permutation strata)")
+    pairs_per_category: list[int] = Field(description="pairs of each category")
+    preference_definition: str = Field(description="a sentence defining the preference")
+    covariates: str = Field(description="a sentence naming the covariates")
+    permutation_scheme: str = Field(description="a sentence stating the permutation test")
+    permutations: int = Field(description="B, the permutation draws")
+    alpha: float = Field(description="level of the Holm correction")
+    definitions: dict[str, str] = Field(description="per metric, a sentence defining it")
+    policies: dict[str, PairModelsPolicy] = Field(description="`default` and `sink_excluded`")

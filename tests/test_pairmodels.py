@@ -1,0 +1,254 @@
+"""Pair-level models (uaprobe.analysis.pairmodels): partial r with the lengths of both sides out,
+Freedman-Lane permutation within categories, Holm across layers, the lexical baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uaprobe.analysis import controls, optionb, pairmodels
+from uaprobe.analysis.report import NanReasons
+from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
+
+
+def small_params(**kw) -> AnalysisParams:
+    return AnalysisParams(**{**dict(bootstrap_resamples=50, permutations=499,
+                                    bins=BinsParams(k=(3, 5), partitions=5, ci_k=4),
+                                    robustness=RobustnessParams(lexical_seeds=2)), **kw})
+
+
+def design(n_per_cat: int = 40, n_cat: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Categories, lengths of A and B (n, 2) and a preference correlated with the lengths."""
+    rng = np.random.default_rng(seed)
+    cat = np.repeat(np.arange(n_cat), n_per_cat)
+    lengths = rng.integers(3, 15, size=(cat.size, 2)).astype(float)
+    pref = 0.3 * (lengths[:, 1] - lengths[:, 0]) + rng.normal(size=cat.size)
+    return cat, lengths, pref
+
+
+def residuals_loop(v: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Residuals of v on [1, z], one least-squares fit, written out."""
+    design_matrix = np.column_stack([np.ones(len(v))] + [z[:, j] for j in range(z.shape[1])])
+    coef = np.linalg.lstsq(design_matrix, v, rcond=None)[0]
+    return np.array([v[i] - sum(design_matrix[i, j] * coef[j] for j in range(len(coef))) for i in range(len(v))])
+
+
+def corr_loop(a: np.ndarray, b: np.ndarray) -> float:
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    num = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    return num / np.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
+
+
+# ------------------------------------------------------------------------------- the statistic
+
+
+def test_partial_r_is_the_correlation_of_residuals_on_both_lengths():
+    cat, lengths, pref = design()
+    rng = np.random.default_rng(1)
+    x = np.stack([rng.normal(size=pref.size) + 0.2 * pref, lengths[:, 0] + rng.normal(size=pref.size)])
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=20)
+    proj = pairmodels.PermutedProjections(pref, lengths, orders)
+    t = proj.test(x)
+    for row, r in zip(x, t.r):
+        assert r == pytest.approx(corr_loop(residuals_loop(row, lengths), residuals_loop(pref, lengths)), abs=1e-12)
+    # the covariates are both counts, not only their difference: the sum matters too
+    diff_only = controls.partial_r(x[1], pref, (lengths[:, 1] - lengths[:, 0])[:, None]).r
+    assert abs(diff_only - t.r[1]) > 1e-3
+    # the identity permutation gives the observed r back
+    ident = pairmodels.PermutedProjections(pref, lengths, np.arange(pref.size)[None, :])
+    np.testing.assert_allclose(ident.permuted_r(x)[:, 0], t.r, atol=1e-12)
+
+
+def test_covariate_basis_is_orthonormal_and_spans_the_intercept_and_lengths():
+    _, lengths, _ = design()
+    q = pairmodels.covariate_basis(lengths)
+    assert q.shape == (lengths.shape[0], 3)
+    np.testing.assert_allclose(q.T @ q, np.eye(3), atol=1e-12)
+    full = np.column_stack([np.ones(len(lengths)), lengths])
+    np.testing.assert_allclose(q @ (q.T @ full), full, atol=1e-9)
+    # a duplicated covariate adds no column
+    assert pairmodels.covariate_basis(np.column_stack([lengths, lengths[:, 0] * 2 + 1])).shape[1] == 3
+
+
+# ---------------------------------------------------------------------------- the permutations
+
+
+def test_within_category_permutations_keep_every_categorys_multiset_of_residuals():
+    cat, lengths, pref = design(n_per_cat=15, n_cat=4)
+    orders = pairmodels.within_category_orders(np.random.default_rng(3), category_of_pair=cat, permutations=200)
+    e = residuals_loop(np.random.default_rng(4).normal(size=pref.size), lengths)
+    for o in orders:
+        assert sorted(o) == list(range(cat.size))  # a permutation
+        assert (cat[o] == cat).all()  # that stays in each category
+        permuted = e[o]
+        for c in range(4):
+            assert sorted(permuted[cat == c]) == sorted(e[cat == c])
+    assert (orders != np.arange(cat.size)).any(axis=1).mean() > 0.99  # it does permute
+    # the same seed gives the same draws
+    again = pairmodels.within_category_orders(np.random.default_rng(3), category_of_pair=cat, permutations=200)
+    assert np.array_equal(orders, again)
+
+
+def test_permutation_p_equals_a_brute_force_freedman_lane_loop():
+    cat, lengths, pref = design(n_per_cat=8, n_cat=3, seed=5)
+    rng = np.random.default_rng(6)
+    x = np.stack([0.3 * pref + rng.normal(size=pref.size), rng.normal(size=pref.size),
+                  lengths[:, 1] + rng.normal(size=pref.size)])
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=300)
+    t = pairmodels.PermutedProjections(pref, lengths, orders).test(x)
+    for row, r, p in zip(x, t.r, t.p):
+        e = residuals_loop(row, lengths)
+        fitted = row - e
+        hits = 0
+        for o in orders:
+            r_star = controls.partial_r(fitted + e[o], pref, lengths).r
+            hits += abs(r_star) >= abs(r) - 1e-12
+        assert p == pytest.approx((1 + hits) / (1 + len(orders)), abs=1e-15)
+
+
+# ---------------------------------------------------------------------------- known answers
+
+
+def test_a_metric_that_tracks_the_preference_beyond_length_has_a_tiny_p():
+    cat, lengths, pref = design(n_per_cat=60, n_cat=4, seed=7)
+    rng = np.random.default_rng(8)
+    x = pref + rng.normal(scale=1.0, size=pref.size)  # noise independent of the lengths
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    t = pairmodels.PermutedProjections(pref, lengths, orders).test(x[None])
+    assert t.r[0] > 0.4
+    assert t.p[0] == pytest.approx(1 / 1000)
+
+
+def test_a_metric_of_length_alone_has_partial_r_near_zero_and_a_large_p():
+    cat, lengths, pref = design(n_per_cat=60, n_cat=4, seed=9)
+    rng = np.random.default_rng(10)
+    x = 0.5 * lengths[:, 1] - 0.5 * lengths[:, 0] + rng.normal(scale=0.5, size=pref.size)
+    assert controls.partial_r(x, pref, np.empty((pref.size, 0))).r > 0.4  # the confound is there
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    t = pairmodels.PermutedProjections(pref, lengths, orders).test(x[None])
+    assert abs(t.r[0]) < 0.1
+    assert t.p[0] > 0.2
+
+
+def test_a_category_offset_shared_with_the_preference_is_not_a_pair_level_association():
+    rng = np.random.default_rng(11)
+    cat = np.repeat(np.arange(6), 30)
+    lengths = rng.integers(3, 15, size=(cat.size, 2)).astype(float)
+    offset = np.linspace(-2, 2, 6)[cat]
+    pref = offset + rng.normal(size=cat.size)
+    x = offset + rng.normal(size=cat.size)  # shares only the categories' offsets with the preference
+    within = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    free = pairmodels.within_category_orders(rng, category_of_pair=np.zeros_like(cat), permutations=999)
+    t_within = pairmodels.PermutedProjections(pref, lengths, within).test(x[None])
+    t_free = pairmodels.PermutedProjections(pref, lengths, free).test(x[None])
+    assert t_within.r[0] == t_free.r[0] and t_within.r[0] > 0.5
+    assert t_free.p[0] < 0.01 and t_within.p[0] > 0.05
+
+
+def test_a_metric_explained_by_the_lengths_is_missing_with_a_reason():
+    cat, lengths, pref = design()
+    orders = pairmodels.within_category_orders(np.random.default_rng(0), category_of_pair=cat, permutations=50)
+    t = pairmodels.PermutedProjections(pref, lengths, orders).test(np.stack([2 * lengths[:, 0] - 1,
+                                                                             np.full(pref.size, np.nan)]))
+    assert np.isnan(t.r).all() and np.isnan(t.p).all()
+    assert "covariates" in t.reason[0] and "non-finite" in t.reason[1]
+
+
+# ------------------------------------------------------------------------------- the results
+
+
+def synthetic_input(n_pairs: int = 36, n_layers: int = 3, dim: int = 8, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    n = 2 * n_pairs
+    cat = np.repeat(np.arange(3), n_pairs // 3)
+    lengths = rng.integers(2, 9, size=n)
+    offsets = np.concatenate([[0], np.cumsum(lengths + 1)])  # one special token first
+    ids = rng.integers(0, 50, size=offsets[-1])
+    special = np.zeros(offsets[-1], dtype=bool)
+    special[offsets[:-1]] = True
+    pooled = {p: rng.normal(size=(n, n_layers + 1, dim)) + rng.normal(size=(1, n_layers + 1, dim))
+              for p in ("mean", "last")}
+    row_a, row_b = np.arange(0, n, 2), np.arange(1, n, 2)
+    pref = 0.2 * (lengths[row_b] - lengths[row_a]) + rng.normal(size=n_pairs)
+    keep = pairmodels.pooled_token_mask(offsets, special, drop="special")
+    pol = pairmodels.PolicyInput(name="special", pooled=pooled, n_content=lengths, lexical_keep=keep)
+    return dict(policies={"default": pol}, row_a=row_a, row_b=row_b, category_of_pair=cat,
+                categories=["x", "y", "z"], preference=pref, token_ids=ids, token_offsets=offsets)
+
+
+def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
+    inp = synthetic_input()
+    params = small_params(alpha=0.5)
+    rec = NanReasons()
+    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params, rec=rec)
+    assert body["n_pairs"] == 36 and body["pairs_per_category"] == [12, 12, 12]
+    pol = body["policies"]["default"]
+    assert set(pol["poolings"]) == {"mean", "last"} and set(pol["poolings"]["mean"]) == set(optionb.METRICS)
+    # one metric and layer, recomputed from optionb and the same draws
+    x = inp["policies"]["default"].pooled["last"]
+    values = optionb.pair_metrics(x[inp["row_a"]], x[inp["row_b"]])["within_pair_sim"]
+    orders = pairmodels.within_category_orders(pairmodels.rng_for_pair_models(params),
+                                               category_of_pair=inp["category_of_pair"], permutations=499)
+    n = inp["policies"]["default"].n_content
+    z = np.column_stack([n[inp["row_a"]], n[inp["row_b"]]]).astype(float)
+    t = pairmodels.PermutedProjections(inp["preference"], z, orders).test(values)
+    e = pol["poolings"]["last"]["within_pair_sim"]
+    assert e["partial_r"] == pytest.approx(t.r.tolist(), abs=1e-12)
+    assert e["permutation_p"] == pytest.approx(t.p.tolist(), abs=1e-15)
+    for e in pol["poolings"]["mean"].values():
+        holm = [min(1.0, max((4 - j) * sorted(e["permutation_p"])[j] for j in range(i + 1))) for i in range(4)]
+        assert sorted(e["holm_p"]) == pytest.approx(holm)
+        assert e["holm_reject"] == [p <= 0.5 for p in e["holm_p"]]
+        assert e["holm_layers"] == [i for i, v in enumerate(e["holm_reject"]) if v]
+        assert e["n_holm_layers"] == len(e["holm_layers"])
+        assert e["partial_r_min"] == min(e["partial_r"]) and e["partial_r_max"] == max(e["partial_r"])
+    # the lexical baseline: the metrics of controls.lexical_embeddings, per seed
+    lex = pol["lexical_baseline"]
+    assert lex["seeds"] == [3, 4] and lex["dim"] == 8
+    emb = controls.lexical_embeddings(inp["token_ids"], inp["token_offsets"], pol_keep(inp), dim=8, seed=4)
+    kd = optionb.pair_metrics(emb[inp["row_a"]][:, None], emb[inp["row_b"]][:, None])["knn_density_asymmetry"]
+    t = pairmodels.PermutedProjections(inp["preference"], z, orders).test(kd)
+    m = lex["metrics"]["knn_density_asymmetry"]
+    assert m["partial_r"][1] == pytest.approx(t.r[0], abs=1e-12) and m["permutation_p"][1] == pytest.approx(t.p[0])
+    assert m["median_partial_r"] == pytest.approx(np.median(m["partial_r"]))
+    assert m["any_seed_significant"] == any(p <= 0.5 for p in m["permutation_p"])
+    # headline metrics and plot columns read the same numbers
+    head = pairmodels.headline_metrics(body, pooling="mean")
+    assert head["default"]["margin_asymmetry"]["n_holm_layers"] == pol["poolings"]["mean"]["margin_asymmetry"][
+        "n_holm_layers"]
+    cols = pairmodels.plot_columns(body, base={"layer": [0, 1, 2, 3]})
+    assert cols["centroid_asymmetry_mean"] == pol["poolings"]["mean"]["centroid_asymmetry"]["partial_r"]
+
+
+def pol_keep(inp) -> np.ndarray:
+    return inp["policies"]["default"].lexical_keep
+
+
+def test_pooled_token_mask_follows_each_policy():
+    offsets = np.array([0, 3, 5])
+    special = np.array([True, False, False, False, True])
+    assert pairmodels.pooled_token_mask(offsets, special, drop="special").tolist() == [False, True, True, True, False]
+    assert pairmodels.pooled_token_mask(offsets, special, drop="first").tolist() == [False, True, True, False, True]
+    assert pairmodels.pooled_token_mask(offsets, special, drop="sink_excluded").tolist() == [False, True, True,
+                                                                                             False, False]
+    with pytest.raises(ValueError):
+        pairmodels.pooled_token_mask(offsets, special, drop="nope")
+
+
+def test_analyze_model_writes_pair_models_for_both_policies(tmp_path):
+    from synthetic_h5 import write_synthetic_h5
+    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.extraction.store import read_embeddings
+    from uaprobe.schema import results_text
+
+    emb = read_embeddings(write_synthetic_h5(tmp_path / "s.h5", n_layers=4))
+    out = analyze_model(emb, params=small_params(), model_id="s")
+    body = out.results["pair_models"]
+    assert set(body["policies"]) == {"default", "sink_excluded"}
+    assert body["policies"]["sink_excluded"]["policy"] == "sink_excluded"
+    assert all(len(e["partial_r"]) == 5 for e in body["policies"]["default"]["poolings"]["first"].values())
+    results_text(body, kind="pair_models", shown="pair_models.json")  # the schema, with every null's reason
+    results_text(out.metrics, kind="metrics", shown="metrics.json")
+    assert set(out.metrics["pair_models"]) == {"default", "sink_excluded"}
+    assert set(out.plots["pair_models"]) == {"layer", "depth_pct", *(f"{m}_mean{s}" for m in optionb.METRICS
+                                                                     for s in ("", "_sink_excluded"))}
