@@ -17,7 +17,7 @@ if __name__ == "__main__":
 import argparse
 import logging
 from pathlib import Path
-from uaprobe.analysis.pipeline import compare_panel
+from uaprobe.analysis.compare import compare_panel
 from uaprobe.schema.text import csv_text
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params

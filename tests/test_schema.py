@@ -14,7 +14,8 @@ import pytest
 
 from synthetic_h5 import SYNTHETIC_MODELS, synthetic_params, write_synthetic_h5
 from uaprobe import cli
-from uaprobe.analysis.pipeline import analyze_model, compare_panel
+from uaprobe.analysis.compare import compare_panel
+from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.schema.text import json_text
 from uaprobe.config import params_from_mapping
 from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, lookup, read_results, results_text, validate

@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         from uaprobe import verify
-        from uaprobe.analysis.pipeline import settings
+        from uaprobe.analysis.documents import settings
         from uaprobe.config import analysis_from_mapping
 
         return verify.run(args.repo, cache=args.cache, remote=args.remote, extra=extraction_mismatches,

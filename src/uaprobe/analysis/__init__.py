@@ -16,5 +16,9 @@ loops compiled with numba).
   and :mod:`~uaprobe.analysis.phases` (its follow-up paper's phase means),
   :mod:`~uaprobe.analysis.scaling` (seed 001, across models).
 - :mod:`~uaprobe.analysis.report`: strict JSON / CSV serialisation with recorded NaN reasons.
-- :mod:`~uaprobe.analysis.pipeline`: the ``analyze`` and ``compare`` stages' library entry points.
+- :mod:`~uaprobe.analysis.pipeline`: the ``analyze`` stage's entry point, over
+  :mod:`~uaprobe.analysis.policy_run` (one position-0 policy's analyses),
+  :mod:`~uaprobe.analysis.documents` (the results documents' header and reasons) and
+  :mod:`~uaprobe.analysis.summary` (metrics and plot series); :mod:`~uaprobe.analysis.compare`: the
+  ``compare`` stage's.
 """

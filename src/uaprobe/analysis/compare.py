@@ -1,0 +1,86 @@
+"""The ``compare`` stage's library entry point: seed 001 across the panel, from each model's
+``layerwise.json`` and ``anisotropy.json`` (read through :mod:`uaprobe.schema`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from uaprobe.analysis import scaling
+from uaprobe.analysis.documents import StageOutputs, settings
+from uaprobe.analysis.report import NanReasons
+from uaprobe.config import AnalysisParams
+from uaprobe.extraction.store import POOLINGS
+
+if TYPE_CHECKING:
+    from uaprobe.schema.categories import Layerwise
+    from uaprobe.schema.geometry import Anisotropy
+
+
+def _panel_anisotropy(model_id: str, aniso: Anisotropy, *, rec: Any) -> dict[str, Any]:
+    """L* of one model for ``results/panel.json``; a missing value keeps the reason its
+    ``anisotropy.json`` records."""
+    values = {"l_star": aniso.l_star, "l_star_depth_pct": aniso.l_star_depth_pct,
+              "is_bell_curve": aniso.bell_curve.is_bell_curve}
+    where = {"l_star": "l_star", "l_star_depth_pct": "l_star_depth_pct", "is_bell_curve": "bell_curve/is_bell_curve"}
+    for key, value in values.items():
+        if value is None:
+            why = aniso.nan_reasons.get(where[key], "see its nan_reasons")
+            rec.label(key, None, f"undefined in results/models/{model_id}/anisotropy.json: {why}")
+    return values
+
+
+def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, Layerwise],
+                  anisotropy_results: Mapping[str, Anisotropy],
+                  params_millions: Mapping[str, float | None], params: AnalysisParams,
+                  sink_excluded_results: Mapping[str, Layerwise] | None = None) -> StageOutputs:
+    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json`` (read
+    through :mod:`uaprobe.schema`); the same view of the sink-excluded policy from
+    ``sink_excluded/layerwise.json`` where given."""
+    rec = NanReasons()
+    present = set(next(iter(layerwise_results.values())).poolings) if layerwise_results else set(POOLINGS)
+    poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
+    curves_by_pooling = {
+        p: [scaling.curve_from_results(model_id=m, layerwise=layerwise_results[m], pooling=p,
+                                       params_millions=params_millions.get(m)) for m in model_ids]
+        for p in poolings
+    }
+    body: dict[str, Any] = {
+        "models": list(model_ids),
+        "stable_depth_std": params.stable_depth_std,
+        "settings": settings(params),
+        "poolings": scaling.scaling_view(curves_by_pooling, seed_view=False, stable_depth_std=params.stable_depth_std,
+                                         rec=rec.sub("poolings")),
+        "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
+                                                 stable_depth_std=params.stable_depth_std,
+                                                 rec=rec.sub("seed_layers_view")),
+        "anisotropy": {m: _panel_anisotropy(m, a, rec=rec.sub(f"anisotropy/{m}"))
+                       for m, a in anisotropy_results.items()},
+    }
+    if sink_excluded_results:
+        sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
+                                                         params_millions=params_millions.get(m)) for m in model_ids]}
+        body["sink_excluded"] = scaling.scaling_view(sx_curves, seed_view=False,
+                                                     stable_depth_std=params.stable_depth_std,
+                                                     rec=rec.sub("sink_excluded"))
+    results = {"panel": {**body, "nan_reasons": dict(sorted(rec.reasons.items()))}}
+    metrics: dict[str, Any] = {"poolings": {}}
+    for p, e in body["poolings"].items():
+        s = e["summary"]
+        metrics["poolings"][p] = {k: s[k] for k in ("peak_positive_depth_mean", "peak_positive_depth_std",
+                                                    "peak_negative_depth_mean", "peak_negative_depth_std", "stable")}
+    mean_models = body["poolings"]["mean"]["models"] if "mean" in body["poolings"] else {}
+    metrics["final_r"] = {m: v["final_r"] for m, v in mean_models.items()}
+    metrics["peak_positive_depth_pct"] = {m: v["peak_positive"]["depth_pct"] for m, v in mean_models.items()}
+    if "sink_excluded" in body:
+        metrics["sink_excluded_final_r"] = {m: v["final_r"]
+                                            for m, v in body["sink_excluded"]["mean"]["models"].items()}
+    plots = {}
+    for m in model_ids:
+        lw = layerwise_results[m]
+        cols: dict[str, list[Any]] = {"layer": list(lw.layers), "depth_pct": list(lw.depth_pct)}
+        for p in poolings:
+            cols[f"r_{p}"] = list(lw.poolings[p].pearson_r)
+        if sink_excluded_results:
+            cols["r_mean_sink_excluded"] = list(sink_excluded_results[m].poolings["mean"].pearson_r)
+        plots[m] = cols
+    return StageOutputs(results=results, metrics=metrics, plots=plots)
