@@ -314,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
             if previous is not None:
                 step = f"  {seconds / previous[1]:5.2f}x the time for {shape.n_pairs / previous[0]:.1f}x the pairs"
             print(f"  analyze {shape.n_pairs:6d} pairs  {seconds:7.1f} s  floor {total:6.1f} s  "
-                  f"{seconds / total:5.2f}x floor  peak RSS {rss / 1024:5.2f} GiB  cpu {cpu:7.1f} s  "
+                  f"{seconds / total:5.2f}x floor (CPU {cpu / (total * kernels.thread_count()):5.2f}x the floor's "
+                  f"CPU)  peak RSS {rss / 1024:5.2f} GiB  cpu {cpu:7.1f} s  "
                   f"load {os.getloadavg()[0]:4.1f}{step}", flush=True)
             print(f"    rates: GEMM {rates.gemm / 1e9:5.1f} G multiply-adds/s, L2 sum {rates.add / 1e9:5.1f} G "
                   f"additions/s ({kernels.thread_count()} threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")

@@ -132,3 +132,21 @@ def test_ops_arithmetic_and_seconds():
     assert (a + a).seconds(RATES) == pytest.approx(6.0)
     assert (2 * a) == (a + a)
     assert floor.seconds({"x": a}, RATES) == {"x": pytest.approx(3.0)}
+
+
+def test_component_clock_attributes_nested_time_exclusively(monkeypatch):
+    import timing  # bench/timing.py
+
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+
+    def wait(seconds: float) -> None:
+        now[0] += seconds
+
+    clock = timing.ComponentClock()
+    inner = clock._wrap(lambda: wait(2.0), "inner")
+    outer = clock._wrap(lambda: (wait(1.0), inner(), wait(4.0)), "outer")
+    skipped = clock._wrap(lambda: wait(8.0), lambda: None)
+    outer()
+    skipped()
+    assert clock.seconds == {"outer": 5.0, "inner": 2.0}
