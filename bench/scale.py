@@ -329,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                                     "floor_components": {k: round(v, 3) for k, v in floor_s.items()},
                                     "measured_components": {k: round(v, 3) for k, v in parts.items()}})
             previous = (shape.n_pairs, seconds)
+            record["worst_ratio"] = max(size["ratio"] for size in record["sizes"])
+            write_record(args, record)  # after every size: a run stopped early keeps what it measured
         last = record["sizes"][-1]
         worst = max(size["ratio"] for size in record["sizes"])
         record["worst_ratio"] = worst
