@@ -331,10 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             previous = (shape.n_pairs, seconds)
             record["worst_ratio"] = max(size["ratio"] for size in record["sizes"])
             write_record(args, record)  # after every size: a run stopped early keeps what it measured
-        last = record["sizes"][-1]
-        worst = max(size["ratio"] for size in record["sizes"])
-        record["worst_ratio"] = worst
-        write_record(args, record)
+        last, worst = record["sizes"][-1], record["worst_ratio"]
         print(f"analyze {last['pairs']} pairs: {last['seconds']:.1f} s, floor {last['floor_seconds']:.1f} s, "
               f"{last['ratio']:.2f} x floor; worst ratio to floor over sizes {worst:.2f} x", flush=True)
     return 0
