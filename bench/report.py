@@ -28,12 +28,14 @@ def render(record: dict) -> str:
     lines = [f"{m['cpu_model']} ({m['cpu_vendor']}, {m['cores']} cores, kernels on {m['kernel_threads']} "
              f"thread(s); {', '.join(m['isa']) or 'no listed ISA extension'}), commit `{record['commit'][:12]}`, "
              f"model {record['model']}, mode {record['mode']}:", "",
-             "| pairs | analyze, wall | CPU | floor | ratio to floor | CPU / (floor x threads) | peak RSS |",
-             "|---|---|---|---|---|---|---|"]
+             "| pairs | analyze, wall | CPU | floor | ratio to floor | CPU / (floor x threads) | peak RSS "
+             "| of it in the analysis |", "|---|---|---|---|---|---|---|---|"]
     for s in record["sizes"]:
         cpu_ratio = s["cpu_seconds"] / (s["floor_seconds"] * m["kernel_threads"])
+        above = f"+{s['rss_above_start_mib'] / 1024:.2f} GiB" if "rss_above_start_mib" in s else "not recorded"
         lines.append(f"| {s['pairs']} | {s['seconds']:.1f} s | {s['cpu_seconds']:.1f} s | {s['floor_seconds']:.1f} s "
-                     f"| {s['ratio']:.2f}x | {cpu_ratio:.2f}x | {s['peak_rss_mib'] / 1024:.2f} GiB |")
+                     f"| {s['ratio']:.2f}x | {cpu_ratio:.2f}x | {s['peak_rss_mib'] / 1024:.2f} GiB "
+                     f"| {above} |")
     last = record["sizes"][-1]
     lines += ["", f"Worst ratio to the floor over the sizes: {record['worst_ratio']:.2f}x. "
               f"At {last['pairs']} pairs, each component's floor and measured wall time:", "",

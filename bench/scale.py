@@ -179,9 +179,10 @@ def tiled(emb: Embeddings, factor: int, seed: int = 0) -> Embeddings:
     return dataclasses.replace(out, **changes)
 
 
-def measure_analysis(emb: Embeddings, params) -> tuple[float, float, float, dict[str, float]]:
+def measure_analysis(emb: Embeddings, params) -> tuple[float, float, float, float, dict[str, float]]:
     """Wall-clock and CPU seconds (all threads) of the analyze computation, its peak resident memory
-    (MiB, the whole process) and the wall seconds of each component (:class:`timing.ComponentClock`)."""
+    (MiB: the whole process, the extraction it holds included; and above the process's memory when
+    the analysis started) and the wall seconds of each component (:class:`timing.ComponentClock`)."""
     clock = timing.ComponentClock()
     with PeakRSS() as mem, clock.patched():
         start, cpu = time.perf_counter(), time.process_time()
@@ -189,7 +190,7 @@ def measure_analysis(emb: Embeddings, params) -> tuple[float, float, float, dict
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     parts = dict(clock.seconds)
     parts["other"] = max(0.0, seconds - sum(parts.values()))
-    return seconds, cpu, mem.peak / 2**20, parts
+    return seconds, cpu, mem.peak / 2**20, mem.above_baseline_mb, parts
 
 
 def shape_of(emb: Embeddings, params) -> floor.Shape:
@@ -308,14 +309,14 @@ def main(argv: list[str] | None = None) -> int:
             shape = shape_of(sub, params)
             rates = timing.measure_rates(dim=shape.dim)
             floor_s = floor.seconds(floor.components(shape, rates), rates)
-            seconds, cpu, rss, parts = measure_analysis(sub, params)
+            seconds, cpu, rss, rss_above, parts = measure_analysis(sub, params)
             total = sum(floor_s.values())
             step = ""
             if previous is not None:
                 step = f"  {seconds / previous[1]:5.2f}x the time for {shape.n_pairs / previous[0]:.1f}x the pairs"
             print(f"  analyze {shape.n_pairs:6d} pairs  {seconds:7.1f} s  floor {total:6.1f} s  "
                   f"{seconds / total:5.2f}x floor (CPU {cpu / (total * kernels.thread_count()):5.2f}x the floor's "
-                  f"CPU)  peak RSS {rss / 1024:5.2f} GiB  cpu {cpu:7.1f} s  "
+                  f"CPU)  peak RSS {rss / 1024:5.2f} GiB (+{rss_above / 1024:4.2f} GiB in the analysis)  cpu {cpu:7.1f} s  "
                   f"load {os.getloadavg()[0]:4.1f}{step}", flush=True)
             print(f"    rates: GEMM {rates.gemm / 1e9:5.1f} G multiply-adds/s, L2 sum {rates.add / 1e9:5.1f} G "
                   f"additions/s ({kernels.thread_count()} threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")
@@ -324,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(check_cost_model(sub, params), flush=True)
             record["sizes"].append({"pairs": shape.n_pairs, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
                                     "floor_seconds": round(total, 2), "ratio": round(seconds / total, 2),
-                                    "peak_rss_mib": round(rss), "rates": {k: float(f"{v:.3g}") for k, v in
+                                    "peak_rss_mib": round(rss), "rss_above_start_mib": round(rss_above),
+                                    "rates": {k: float(f"{v:.3g}") for k, v in
                                                                           dataclasses.asdict(rates).items()},
                                     "floor_components": {k: round(v, 3) for k, v in floor_s.items()},
                                     "measured_components": {k: round(v, 3) for k, v in parts.items()}})
