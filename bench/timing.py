@@ -65,7 +65,7 @@ def measure_rates(*, threads: int | None = None, dim: int = 576) -> Rates:
         return threads * reps * 1024 * 1024 * dim / (time.perf_counter() - start)
 
     def add() -> float:
-        reps = 200
+        reps = 5000  # about 15 ms of additions per thread at 10 G/s: the thread pool's start is noise
         start = time.perf_counter()
         ordered_map(lambda b: _sum(b, reps), blocks, workers=threads)
         return threads * reps * blocks[0].size / (time.perf_counter() - start)
