@@ -26,7 +26,7 @@ def render(record: dict) -> str:
     of the largest size."""
     m = record["machine"]
     lines = [f"{m['cpu_model']} ({m['cpu_vendor']}, {m['cores']} cores, kernels on {m['kernel_threads']} "
-             f"thread(s); {', '.join(m['isa']) or 'no listed ISA extension'}), commit `{record['commit'][:12]}`, "
+             f"thread(s); {', '.join(m['isa']) or 'no listed ISA extension'}), commit `{record['commit'][:12]}{'+modified' if record['commit'].endswith('+modified') else ''}`, "
              f"model {record['model']}, mode {record['mode']}:", "",
              "| pairs | analyze, wall | CPU | floor | ratio to floor | CPU / (floor x threads) | peak RSS "
              "| of it in the analysis |", "|---|---|---|---|---|---|---|---|"]
