@@ -45,6 +45,10 @@ docs: setup
 test: lint system-deps
 	python -m pytest -q
 
+# bench/scale.py's figures go to bench/results/<cpu model>.json; bench/report.py rewrites the blocks of
+# docs/performance.md that quote them (tests/test_bench_docs.py checks they agree).
 bench: setup
 	python bench/extract.py
 	python bench/analyze.py
+	python bench/scale.py --results bench/results
+	python bench/report.py

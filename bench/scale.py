@@ -1,6 +1,7 @@
 """Scale benchmark: extraction and analysis on the dataset and on a synthetic dataset 20x larger.
 
     python bench/scale.py [--model smollm2-135m] [--factor 20] [--analysis-factors 1 2 4 20] [--skip-analysis]
+                          [--tile FILE] [--embeddings FILE] [--results DIR] [--cost-check]
 
 The larger dataset is generated from the real one: each pair is repeated ``factor`` times, every
 copy after the first with the words of each statement shuffled by a seeded generator, so token
@@ -11,17 +12,25 @@ and the statements per second of the extraction (goal: memory grows < 1.2x, thro
 
 Then the ``analyze`` computation (:func:`~uaprobe.analysis.pipeline.analyze_model`, single-threaded
 BLAS as in the DVC stage, the compiled kernels and the worker pool of :mod:`uaprobe.analysis.workers`
-on numba's threads) is timed on the first 1, 2, 4
-and 20 copies of that extraction. For each size it prints the time per pair, the ratio to the
-previous size (goal: no doubling of the pairs costs more than 2.5x the time), and the ratio to the
-additions bound: ``n D`` additions per partition, view and side of the random bins, at the peak of
-the machine's AVX2 cores (8 float64 additions per cycle each); beside them the CPU seconds of all
-threads and the load average (the machine may be shared: wall time alone misleads). It then checks the cost model of
-:class:`~uaprobe.analysis.uniformity.Cosines` at that size: one scheme's random-bins call of the mean
-pooling (every k at once) is timed in each form the model allows, beside the model's prediction and
-choice. ``--embeddings FILE`` keeps the large extraction (or reuses it: the extraction is then
-skipped); ``--tile FILE`` times the analysis on perturbed copies of an existing extraction instead
-(the analyses' cost depends on the shapes only); ``--skip-analysis`` stops after the extraction figures.
+on numba's threads) is timed on the first 1, 2, 4 and 20 copies of that extraction, after one
+untimed run on a small subset (the compiled kernels loaded). Before each size the machine's rates
+are measured in this process (:func:`timing.measure_rates`: a float64 GEMM on every worker thread,
+a float64 sum from L2 on every worker thread, the seeded generator's integers), and the floor is
+the operation counts of every component's cheapest exact form (:mod:`floor`) at those rates. Each
+size prints the wall and CPU seconds, the floor, their ratio, the peak resident memory of the
+process and the load average (the machine may be shared: the rates and the time are measured under
+the same load), then each component's floor and measured seconds and their shares, so that the next
+bottleneck is visible. The last line:
+
+    analyze N pairs: T s, floor F s, R x floor; worst ratio to floor over sizes W x
+
+for the largest size N. ``--results DIR`` writes the figures to ``DIR/<cpu model>.json`` (``make
+bench``: ``bench/results``; docs/performance.md quotes them and a test checks it). ``--embeddings
+FILE`` keeps the large extraction (or reuses it: the extraction is then skipped); ``--tile FILE``
+times the analysis on perturbed copies of an existing extraction instead (the analyses' cost depends
+on the shapes only); ``--skip-analysis`` stops after the extraction figures; ``--cost-check`` also
+times one random-bins call in each form of :class:`~uaprobe.analysis.uniformity.Cosines` beside its
+cost model's prediction and choice.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ import argparse
 import dataclasses
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +55,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from extract import PeakRSS, ours  # noqa: E402  (bench/extract.py)
+import floor  # noqa: E402  (bench/floor.py)
+import timing  # noqa: E402  (bench/timing.py)
 
 from uaprobe.extraction import extract  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
@@ -51,9 +64,10 @@ from uaprobe.analysis.pipeline import analyze_model  # noqa: E402
 from uaprobe.extraction.dataset import load_dataset, load_prompts  # noqa: E402
 from uaprobe.extraction.store import POLICIES, Embeddings, read_embeddings  # noqa: E402
 from uaprobe.extraction.models import load_model  # noqa: E402
+from uaprobe import numerics  # noqa: E402
 from uaprobe.analysis import bins, kernels  # noqa: E402
 from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
-from uaprobe.analysis.pipeline import BIN_POOLINGS, table_from_embeddings  # noqa: E402
+from uaprobe.analysis.pipeline import table_from_embeddings  # noqa: E402
 from uaprobe.analysis.uniformity import Groups  # noqa: E402
 
 
@@ -119,10 +133,11 @@ def take_rows(emb: Embeddings, rows: np.ndarray) -> Embeddings:
     return dataclasses.replace(emb, **changes)
 
 
-def pairs_subset(emb: Embeddings, factor: int, of: int) -> Embeddings:
+def pairs_subset(emb: Embeddings, factor: int, of: int, *, at_most: int | None = None) -> Embeddings:
     """The statements of the first ``factor`` of the ``of`` copies of every category's pairs (the
-    enlarged dataset lists each category's originals, then copy 1, copy 2, ...)."""
-    if factor == of:
+    enlarged dataset lists each category's originals, then copy 1, copy 2, ...); with ``at_most``,
+    only the first ``at_most`` pairs of each category."""
+    if factor == of and at_most is None:
         return emb
     rank_of: dict[int, int] = {}
     rank = np.empty(emb.pair.size, dtype=np.int64)
@@ -134,7 +149,8 @@ def pairs_subset(emb: Embeddings, factor: int, of: int) -> Embeddings:
             pairs.append(int(pair))
         rank[row] = rank_of[int(pair)]
     size = np.array([len(per_category[str(c)]) // of for c in emb.category])
-    return take_rows(emb, np.flatnonzero(rank < factor * size))
+    keep = rank < factor * size if at_most is None else rank < np.minimum(factor * size, at_most)
+    return take_rows(emb, np.flatnonzero(keep))
 
 
 def tiled(emb: Embeddings, factor: int, seed: int = 0) -> Embeddings:
@@ -163,32 +179,68 @@ def tiled(emb: Embeddings, factor: int, seed: int = 0) -> Embeddings:
     return dataclasses.replace(out, **changes)
 
 
-def measure_analysis(emb: Embeddings, params) -> tuple[float, float]:
-    """Wall-clock and CPU seconds (all threads) of the analyze computation."""
-    start, cpu = time.perf_counter(), time.process_time()
-    analyze_model(emb, params=params.analysis, model_id="bench")
-    return time.perf_counter() - start, time.process_time() - cpu
+def measure_analysis(emb: Embeddings, params) -> tuple[float, float, float, float, dict[str, float]]:
+    """Wall-clock and CPU seconds (all threads) of the analyze computation, its peak resident memory
+    (MiB: the whole process, the extraction it holds included; and above the process's memory when
+    the analysis started) and the wall seconds of each component (:class:`timing.ComponentClock`)."""
+    clock = timing.ComponentClock()
+    with PeakRSS() as mem, clock.patched():
+        start, cpu = time.perf_counter(), time.process_time()
+        analyze_model(emb, params=params.analysis, model_id="bench")
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    parts = dict(clock.seconds)
+    parts["other"] = max(0.0, seconds - sum(parts.values()))
+    return seconds, cpu, mem.peak / 2**20, mem.above_baseline_mb, parts
 
 
-def peak_additions_per_second(cores: int) -> float:
-    """float64 additions per second at the peak of ``cores`` AVX2 cores: two 4-wide adders per core,
-    at the clock /proc/cpuinfo reports (2.5 GHz where it reports none)."""
-    mhz = 2500.0
+def shape_of(emb: Embeddings, params) -> floor.Shape:
+    """The analyze computation's shape (:class:`floor.Shape`) on ``emb``."""
+    table = table_from_embeddings(emb)
+    return floor.Shape.of(n_pairs=table.n_pairs, dim=emb.pooled["mean"].shape[-1], n_layers=emb.n_layers,
+                          category_sizes=table.pairs_per_category,
+                          tokens_per_statement=emb.token_ids.size / len(emb.text),
+                          aniso_tokens=emb.aniso_states.shape[0], vocabulary=np.unique(emb.token_ids).size,
+                          params=params.analysis)
+
+
+def cpu_slug(model: str) -> str:
+    """A file name for the CPU model: lower case, runs of other characters as one ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-") or "unknown"
+
+
+ISA_FLAGS = frozenset({"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512bw", "avx512vl",
+                       "avx512_vnni", "asimd", "sve"})
+"""The instruction-set flags that decide the kernels' and the BLAS's speed (recorded in the results)."""
+
+
+def machine() -> dict:
+    flags = numerics.cpu_flags() or frozenset()
+    return {"cpu_model": numerics.cpu_model(), "cpu_vendor": numerics.cpu_vendor(), "cores": os.cpu_count(),
+            "kernel_threads": kernels.thread_count(), "isa": sorted(flags & ISA_FLAGS)}
+
+
+def commit() -> str:
+    """The checkout's commit, ``+modified`` where tracked files differ from it; ``unknown`` outside git."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                mhz = float(line.split(":")[1])
-                break
-    except OSError:
-        pass
-    return cores * 8 * mhz * 1e6
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+modified" if dirty else "")
 
 
-def bins_additions(n_pairs: int, dim: int, n_views: int, params) -> float:
-    """The additions bound of the random bins: n D per partition, view and side, every bins pooling
-    of every pooling policy."""
-    partitions = len(params.analysis.bins.k) * params.analysis.bins.partitions * len(bins.SCHEMES)
-    return float(n_pairs) * dim * partitions * n_views * 2 * len(BIN_POOLINGS) * len(POLICIES)
+def component_table(floor_s: dict[str, float], measured: dict[str, float]) -> list[str]:
+    """Each component's floor and measured seconds and their shares of the totals."""
+    total_f, total_m = sum(floor_s.values()), sum(measured.values())
+    lines = [f"    {'component':<30} {'floor':>8} {'share':>6}   {'measured':>8} {'share':>6}"]
+    for name in list(floor_s) + [m for m in measured if m not in floor_s]:
+        f, m = floor_s.get(name), measured.get(name)
+        f_txt = f"{f:7.2f}s {100 * f / total_f:5.1f}%" if f is not None else f"{'':>8} {'':>6}"
+        m_txt = f"{m:7.2f}s {100 * m / total_m:5.1f}%" if m is not None else "(inside bins, null, kNN)"
+        lines.append(f"    {name:<30} {f_txt}   {m_txt}")
+    return lines
 
 
 def check_cost_model(emb: Embeddings, params) -> str:
@@ -225,54 +277,78 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-analysis", action="store_true", help="measure the extraction only")
     parser.add_argument("--embeddings", type=Path, default=None,
                         help="the large extraction: written there if absent, else read (and the extraction skipped)")
-    parser.add_argument("--skip-cost-check", action="store_true", help="do not time the forms one against the other")
+    parser.add_argument("--cost-check", action="store_true",
+                        help="also time the cosines' two forms one against the other at every size")
     parser.add_argument("--tile", type=Path, default=None,
                         help="time the analysis on --factor perturbed copies of this extraction file instead of "
                              "extracting the enlarged dataset (same shapes, no model needed)")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="write the figures to RESULTS/<cpu model>.json (make bench: bench/results)")
     args = parser.parse_args(argv)
+    if max(args.analysis_factors) > args.factor:
+        parser.error(f"--analysis-factors {max(args.analysis_factors)} exceeds --factor {args.factor}")
     params = load_params(REPO / "params.yaml")
+    record: dict = {"machine": machine(), "commit": commit(), "model": args.model,
+                    "mode": "tile" if args.tile else "extraction", "sizes": []}
     with tempfile.TemporaryDirectory() as tmp:
         large = args.embeddings or Path(tmp) / f"{args.factor}x.h5"
         if args.tile is None and not large.exists():
-            extraction(args, params, Path(tmp), large)
+            record["extraction"] = extraction(args, params, Path(tmp), large)
         if args.skip_analysis:
+            write_record(args, record)
             return 0
         emb = tiled(read_embeddings(args.tile), args.factor) if args.tile else read_embeddings(large)
-        hidden = emb.pooled["mean"].shape[-1]
-        n_views = emb.n_layers + 2
-        peak = peak_additions_per_second(os.cpu_count() or 1)
         print(f"analyze: {len(POLICIES)} pooling policies x 3 poolings x {emb.n_layers + 1} layers + prenorm, "
-              f"hidden size {hidden}, "
-              f"{len(params.analysis.bins.k)} k x {params.analysis.bins.partitions} partitions x 2 schemes of random "
-              f"bins; kernels on {kernels.thread_count()} thread(s); additions bound at {peak / 1e9:.0f} G/s "
-              f"({os.cpu_count()} AVX2 cores at peak)", flush=True)
+              f"hidden size {emb.pooled['mean'].shape[-1]}; kernels on {kernels.thread_count()} thread(s); "
+              f"floor: bench/floor.py's operation counts at the rates measured before each size", flush=True)
+        # untimed: the compiled kernels are loaded (or compiled) and every code path run once
+        analyze_model(pairs_subset(emb, 1, args.factor, at_most=12), params=params.analysis, model_id="bench")
         previous = None
-        worst_doubling = 0.0
         for factor in args.analysis_factors:
             sub = pairs_subset(emb, factor, args.factor)
-            n_pairs = len(sub.text) // 2
-            seconds, cpu = measure_analysis(sub, params)
-            bound = bins_additions(n_pairs, hidden, n_views, params) / peak
+            shape = shape_of(sub, params)
+            rates = timing.measure_rates(dim=shape.dim)
+            floor_s = floor.seconds(floor.components(shape, rates), rates)
+            seconds, cpu, rss, rss_above, parts = measure_analysis(sub, params)
+            total = sum(floor_s.values())
             step = ""
             if previous is not None:
-                ratio = seconds / previous[1]
-                size = n_pairs / previous[0]
-                step = f"  {ratio:5.2f}x the time for {size:.0f}x the pairs"
-                if size == 2:
-                    worst_doubling = max(worst_doubling, ratio)
-            print(f"  analyze {n_pairs:6d} pairs  {seconds:7.1f} s  {1000 * seconds / n_pairs:6.2f} ms per pair  "
-                  f"{seconds / bound:5.2f}x the additions bound ({bound:5.1f} s)  cpu {cpu:7.1f} s  "
+                step = f"  {seconds / previous[1]:5.2f}x the time for {shape.n_pairs / previous[0]:.1f}x the pairs"
+            print(f"  analyze {shape.n_pairs:6d} pairs  {seconds:7.1f} s  floor {total:6.1f} s  "
+                  f"{seconds / total:5.2f}x floor (CPU {cpu / (total * kernels.thread_count()):5.2f}x the floor's "
+                  f"CPU)  peak RSS {rss / 1024:5.2f} GiB (+{rss_above / 1024:4.2f} GiB in the analysis)  cpu {cpu:7.1f} s  "
                   f"load {os.getloadavg()[0]:4.1f}{step}", flush=True)
-            if not args.skip_cost_check:
+            print(f"    rates: GEMM {rates.gemm / 1e9:5.1f} G multiply-adds/s, L2 sum {rates.add / 1e9:5.1f} G "
+                  f"additions/s ({kernels.thread_count()} threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")
+            print("\n".join(component_table(floor_s, parts)), flush=True)
+            if args.cost_check:
                 print(check_cost_model(sub, params), flush=True)
-            previous = (n_pairs, seconds)
-        if worst_doubling:
-            print(f"largest doubling ratio {worst_doubling:.2f}x (goal at most 2.5x); "
-                  f"{previous[0]} pairs in {previous[1]:.1f} s (goal at most 60 s)")
+            record["sizes"].append({"pairs": shape.n_pairs, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+                                    "floor_seconds": round(total, 2), "ratio": round(seconds / total, 2),
+                                    "peak_rss_mib": round(rss), "rss_above_start_mib": round(rss_above),
+                                    "rates": {k: float(f"{v:.3g}") for k, v in
+                                                                          dataclasses.asdict(rates).items()},
+                                    "floor_components": {k: round(v, 3) for k, v in floor_s.items()},
+                                    "measured_components": {k: round(v, 3) for k, v in parts.items()}})
+            previous = (shape.n_pairs, seconds)
+            record["worst_ratio"] = max(size["ratio"] for size in record["sizes"])
+            write_record(args, record)  # after every size: a run stopped early keeps what it measured
+        last, worst = record["sizes"][-1], record["worst_ratio"]
+        print(f"analyze {last['pairs']} pairs: {last['seconds']:.1f} s, floor {last['floor_seconds']:.1f} s, "
+              f"{last['ratio']:.2f} x floor; worst ratio to floor over sizes {worst:.2f} x", flush=True)
     return 0
 
 
-def extraction(args, params, tmp: Path, large: Path) -> None:
+def write_record(args, record: dict) -> None:
+    if args.results is None:
+        return
+    args.results.mkdir(parents=True, exist_ok=True)
+    path = args.results / f"{cpu_slug(record['machine']['cpu_model'])}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"figures written to {path}", flush=True)
+
+
+def extraction(args, params, tmp: Path, large: Path) -> dict:
     """Extract the dataset and its ``factor``-fold enlargement (to ``large``); print memory and throughput."""
     raw = json.loads((REPO / "data" / "dataset.json").read_text(encoding="utf-8"))
     model, tokenizer, _source, _dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
@@ -294,6 +370,8 @@ def extraction(args, params, tmp: Path, large: Path) -> None:
     (n1, r1, m1), (n2, r2, m2) = rows
     print(f"peak memory ratio {m2 / m1:.2f}x for {n2 / n1:.0f}x the statements (goal < 1.2x)")
     print(f"throughput ratio  {r2 / r1:.2f} (goal within 0.8-1.2)", flush=True)
+    return {"statements_per_second": [round(r1, 1), round(r2, 1)], "peak_rss_above_baseline_mib": [round(m1), round(m2)],
+            "statements": [2 * n1, 2 * n2]}
 
 
 if __name__ == "__main__":

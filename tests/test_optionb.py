@@ -378,3 +378,21 @@ def test_pair_metrics_give_the_same_bytes_on_any_number_of_workers():
     for v in range(a.shape[1]):
         ref = metrics_loop(a, b, v, 10)
         np.testing.assert_allclose(one["knn_density_asymmetry"][v], ref["knn_density_asymmetry"], rtol=1e-10)
+
+
+def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_pooling():
+    a, b = states(n=16, views=3, seed=5)
+    rng = np.random.default_rng(9)
+    pooled = {"mean": np.concatenate([a, b]), "last": np.concatenate([b, a]) * 2.0}
+    rows_a, rows_b = np.arange(16), np.arange(16, 32)
+    pref, n_content = rng.normal(size=16), rng.integers(1, 9, size=32)
+    params = small_params()
+    shared = optionb.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
+                                       n_content=n_content, params=params, rec=NanReasons())
+    for p, x in pooled.items():
+        fresh = optionb.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
+                                         params=params, rng=stats.rng_for(seed=params.seed, name="option_b"),
+                                         rec=NanReasons().sub(f"poolings/{p}"))
+        assert json.dumps(shared["poolings"][p], sort_keys=True) == json.dumps(fresh, sort_keys=True)
+    with pytest.raises(ValueError):
+        optionb.option_b_results(a, b, pref, np.zeros(16), params=params)

@@ -186,7 +186,8 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K, workers: int |
 
 
 def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,
-                     params: AnalysisParams, rng: np.random.Generator, rec: Reasons | None = None,
+                     params: AnalysisParams, rng: np.random.Generator | None = None,
+                     draws: Resampling | None = None, rec: Reasons | None = None,
                      k: int = KNN_K) -> dict[str, Any]:
     """Every statistic of the eight metrics against the preference, layer by layer, as a JSON object.
 
@@ -197,6 +198,8 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
         n_content_diff: (n,) content tokens of B minus those of A (partialled out in ``partial_r``).
         params: the analysis parameters (resamples, permutations, level, alpha).
         rng: the one generator of this analysis: bootstrap indices, then permutations.
+        draws: those draws already made (:meth:`Resampling.draw` over the n pairs), instead of ``rng``
+            (exactly one of the two).
         rec: where missing values' reasons go; default: a fresh one returned as ``nan_reasons``.
         k: neighbours of the kNN density (capped at n - 1).
 
@@ -215,7 +218,12 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
     reasons: Reasons = NanReasons() if rec is None else rec
     values = pair_metrics(a, b, k=k)
     x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
-    draws = Resampling.draw(rng, n=n, resamples=params.bootstrap_resamples, permutations=params.permutations)
+    if (rng is None) == (draws is None):
+        raise ValueError("give exactly one of rng and draws")
+    if draws is None:
+        draws = Resampling.draw(rng, n=n, resamples=params.bootstrap_resamples, permutations=params.permutations)
+    elif draws.counts.shape[1] != n or draws.orders.shape[1] != n:
+        raise ValueError(f"draws over {draws.counts.shape[1]} points for {n} pairs")
     boot_r = stats.bootstrap_pearson(x, pref, draws.counts)  # (M * V, B): the intervals and the phases'
     perm_r = stats.permuted_r(x, pref, draws.orders)  # (M * V, P): the p-values and the phases'
     gs = group_stats(x=x, y=pref, draws=draws, level=params.ci_level, x_name="pair metric", boot_r=boot_r,
@@ -310,14 +318,17 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
         n_content: (N,) content tokens behind each statement's pooled state.
         params: the analysis parameters.
         rec: reasons of missing values (paths ``poolings/<p>/...``).
-        rng_name: names the analysis's generator (one per pooling, the same draws for every pooling).
+        rng_name: names the analysis's generator (one per pooling, the same draws for every pooling:
+            they are drawn once and shared).
     """
     n_content = np.asarray(n_content)
     diff = n_content[row_b] - n_content[row_a]
+    draws = Resampling.draw(stats.rng_for(seed=params.seed, name=rng_name), n=len(row_a),
+                            resamples=params.bootstrap_resamples, permutations=params.permutations)
     return {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
             "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params,
-                                             rng=stats.rng_for(seed=params.seed, name=rng_name),
+                                             draws=draws,
                                              rec=rec.sub(f"poolings/{p}"))
                          for p, x in pooled.items()}}
 

@@ -1,0 +1,49 @@
+"""docs/performance.md's figures agree with the results files of bench/scale.py that they cite."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import report  # noqa: E402  (bench/report.py)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def record(seconds: float = 12.5) -> dict:
+    size = {"pairs": 230, "seconds": seconds, "cpu_seconds": 14.0, "floor_seconds": 5.0, "ratio": seconds / 5.0,
+            "peak_rss_mib": 1500, "rates": {"gemm": 2e10, "add": 1e10, "draw": 1e8},
+            "floor_components": {"random bins": 3.0, "anisotropy": 2.0},
+            "measured_components": {"random bins": 10.0, "other": 2.5}}
+    return {"machine": {"cpu_model": "Some CPU", "cpu_vendor": "V", "cores": 2, "kernel_threads": 2, "isa": ["avx2"]},
+            "commit": "0" * 40, "model": "m", "mode": "tile", "sizes": [size], "worst_ratio": seconds / 5.0}
+
+
+def test_every_generated_block_of_the_performance_page_is_its_results_file_rendered():
+    text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    cited = report.blocks(text)
+    assert cited, "docs/performance.md quotes no results file of bench/scale.py"
+    for path, body in cited:
+        assert (REPO / path).is_file(), f"docs/performance.md cites {path}, which does not exist"
+        assert body == report.render(json.loads((REPO / path).read_text(encoding="utf-8"))), (
+            f"docs/performance.md's figures from {path} are stale: run python bench/report.py")
+
+
+def test_every_results_file_is_quoted_by_the_performance_page():
+    text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    cited = {path for path, _ in report.blocks(text)}
+    for path in sorted((REPO / "bench" / "results").glob("*.json")):
+        assert str(path.relative_to(REPO)) in cited, f"{path.name} is not quoted in docs/performance.md"
+
+
+def test_a_changed_figure_is_caught_and_rewritten(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps(record(12.5)), encoding="utf-8")
+    text = "intro\n<!-- bench: r.json -->\n" + report.render(record(12.5)) + "<!-- end bench -->\nafter\n"
+    assert report.rewrite(text, root=tmp_path) == text
+    (tmp_path / "r.json").write_text(json.dumps(record(13.5)), encoding="utf-8")
+    new = report.rewrite(text, root=tmp_path)
+    assert new != text and "13.5 s" in new and "12.5 s" not in new
+    assert new.startswith("intro\n") and new.endswith("<!-- end bench -->\nafter\n")
