@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import seed_reference as seed  # noqa: E402
 from synthetic_h5 import write_synthetic_h5  # noqa: E402
 from uaprobe.analysis import anisotropy, bins, layerwise  # noqa: E402
-from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
+from uaprobe.analysis.pair_table import pooling_cosines  # noqa: E402
 from uaprobe.analysis.pipeline import table_from_embeddings  # noqa: E402
 from uaprobe.analysis import stats  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402

@@ -66,7 +66,7 @@ from uaprobe.extraction.store import POLICIES, Embeddings, read_embeddings  # no
 from uaprobe.extraction.models import load_model  # noqa: E402
 from uaprobe import numerics  # noqa: E402
 from uaprobe.analysis import bins, kernels  # noqa: E402
-from uaprobe.analysis.pairs_data import pooling_cosines  # noqa: E402
+from uaprobe.analysis.pair_table import pooling_cosines  # noqa: E402
 from uaprobe.analysis.pipeline import table_from_embeddings  # noqa: E402
 from uaprobe.analysis.uniformity import Groups  # noqa: E402
 

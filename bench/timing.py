@@ -25,7 +25,7 @@ from numba import njit
 
 from floor import Rates  # bench/floor.py
 
-from uaprobe.analysis import anisotropy, bins, layerwise, optionb, pairlevel, pipeline, robustness
+from uaprobe.analysis import anisotropy, bins, layerwise, option_b, centroid_score, pipeline, robustness
 from uaprobe.analysis.uniformity import Cosines
 from uaprobe.analysis.workers import ordered_map, worker_count
 
@@ -124,14 +124,14 @@ class ComponentClock:
         targets = [
             (pipeline, "pooling_cosines", "categories, pair scores"),
             (layerwise, "category_uniformity", "categories, pair scores"),
-            (pairlevel, "pair_scores", "categories, pair scores"),
+            (centroid_score, "pair_scores", "categories, pair scores"),
             (bins, "analyze_bins", "random bins"),
             (Cosines, "uniformity", null_or_none),
             (robustness, "lexical_baseline", "lexical baseline"),
-            (optionb, "option_b_results", "bootstrap, permutation tests"),
-            (optionb, "pair_metrics", "Option B kNN, metrics"),
+            (option_b, "option_b_results", "bootstrap, permutation tests"),
+            (option_b, "pair_metrics", "Option B kNN, metrics"),
             (layerwise, "analyze_layerwise", "bootstrap, permutation tests"),
-            (pairlevel, "analyze_pairlevel", "bootstrap, permutation tests"),
+            (centroid_score, "analyze_centroid_scores", "bootstrap, permutation tests"),
             (anisotropy, "analyze_anisotropy", "anisotropy"),
         ]
         saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in targets]

@@ -7,9 +7,9 @@ import pytest
 from scipy import stats as sps
 
 import seed_reference as seed
-from uaprobe.analysis import anisotropy, bins, curves, layerwise, pairlevel, scaling, validation
-from uaprobe.analysis.pairs_data import pair_table, pooling_cosines
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis import anisotropy, bins, curves, layerwise, centroid_score, scaling, validation
+from uaprobe.analysis.pair_table import pair_table, pooling_cosines
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts
 from uaprobe.analysis.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams
@@ -264,7 +264,7 @@ def test_centroid_cosines_match_direct_computation():
     x = rng.standard_normal((2, 12, 7)) + 0.2
     cat = np.array([0] * 5 + [1] * 7)
     x[1, 3] = 0.0  # a zero statement: its cosine is undefined
-    got = pairlevel.centroid_cosines(cosines(x, x).units["a"], category_of_pair=cat, n_categories=2)
+    got = centroid_score.centroid_cosines(cosines(x, x).units["a"], category_of_pair=cat, n_categories=2)
     for layer in range(2):
         u = x[layer] / (np.linalg.norm(x[layer], axis=1, keepdims=True) + 1e-10)
         for i in range(12):
@@ -286,8 +286,8 @@ def test_pair_level_planted_score_predicts_preference():
     w = 1.0 + 0.5 * np.tanh(pref)
     a = w[:, None] * direction + rng.standard_normal((n, d)) * 0.1
     b = direction + rng.standard_normal((n, d)) * 0.1
-    scores = pairlevel.pair_scores(cosines(a[None], b[None]), category_of_pair=cat, n_categories=3)
-    res, draws = pairlevel.analyze_pairlevel(scores={"mean": np.vstack([scores, scores])}, preference=pref,
+    scores = centroid_score.pair_scores(cosines(a[None], b[None]), category_of_pair=cat, n_categories=3)
+    res, draws = centroid_score.analyze_centroid_scores(scores={"mean": np.vstack([scores, scores])}, preference=pref,
                                              params=small_params(), rng=np.random.default_rng(0))
     assert draws.mode == "random"
     assert res["mean"].stats.pearson.r[0] > 0.5

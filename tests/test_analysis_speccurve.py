@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from uaprobe.analysis import speccurve
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 
 CATS = ["c0", "c1", "c2", "c3", "c4", "c5"]
 

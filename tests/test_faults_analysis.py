@@ -24,7 +24,7 @@ import yaml
 from synthetic_h5 import write_synthetic_h5
 from uaprobe.analysis import anisotropy, groupstats, stats, validation
 from uaprobe.analysis.groupstats import Resampling
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORIES = ["numeric", "nonnumeric", "tech", "lifestyle", "business", "science"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uaprobe.analysis import controls, optionb, pairmodels
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis import controls, option_b, pairmodels
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
 
 
@@ -183,10 +183,10 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params, rec=rec)
     assert body["n_pairs"] == 36 and body["pairs_per_category"] == [12, 12, 12]
     pol = body["policies"]["default"]
-    assert set(pol["poolings"]) == {"mean", "last"} and set(pol["poolings"]["mean"]) == set(optionb.METRICS)
-    # one metric and layer, recomputed from optionb and the same draws
+    assert set(pol["poolings"]) == {"mean", "last"} and set(pol["poolings"]["mean"]) == set(option_b.METRICS)
+    # one metric and layer, recomputed from option_b and the same draws
     x = inp["policies"]["default"].pooled["last"]
-    values = optionb.pair_metrics(x[inp["row_a"]], x[inp["row_b"]])["within_pair_sim"]
+    values = option_b.pair_metrics(x[inp["row_a"]], x[inp["row_b"]])["within_pair_sim"]
     orders = pairmodels.within_category_orders(pairmodels.rng_for_pair_models(params),
                                                category_of_pair=inp["category_of_pair"], permutations=499)
     n = inp["policies"]["default"].n_content
@@ -206,7 +206,7 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     lex = pol["lexical_baseline"]
     assert lex["seeds"] == [3, 4] and lex["dim"] == 8
     emb = controls.lexical_embeddings(inp["token_ids"], inp["token_offsets"], pol_keep(inp), dim=8, seed=4)
-    kd = optionb.pair_metrics(emb[inp["row_a"]][:, None], emb[inp["row_b"]][:, None])["knn_density_asymmetry"]
+    kd = option_b.pair_metrics(emb[inp["row_a"]][:, None], emb[inp["row_b"]][:, None])["knn_density_asymmetry"]
     t = pairmodels.PermutedProjections(inp["preference"], z, orders).test(kd)
     m = lex["metrics"]["knn_density_asymmetry"]
     assert m["partial_r"][1] == pytest.approx(t.r[0], abs=1e-12) and m["permutation_p"][1] == pytest.approx(t.p[0])
@@ -250,5 +250,5 @@ def test_analyze_model_writes_pair_models_for_both_policies(tmp_path):
     results_text(body, kind="pair_models", shown="pair_models.json")  # the schema, with every null's reason
     results_text(out.metrics, kind="metrics", shown="metrics.json")
     assert set(out.metrics["pair_models"]) == {"default", "sink_excluded"}
-    assert set(out.plots["pair_models"]) == {"layer", "depth_pct", *(f"{m}_mean{s}" for m in optionb.METRICS
+    assert set(out.plots["pair_models"]) == {"layer", "depth_pct", *(f"{m}_mean{s}" for m in option_b.METRICS
                                                                      for s in ("", "_sink_excluded"))}

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from uaprobe.analysis import curves, stats
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 
 EIGEN_FLOOR = 1e-10
 """Seed 004 floors eigenvalues at this value (``np.maximum(eigenvalues, 1e-10)``)."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from uaprobe.analysis import stats
 from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.uniformity import Cosines, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError

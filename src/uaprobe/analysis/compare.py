@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from uaprobe.analysis import scaling
 from uaprobe.analysis.documents import StageOutputs, settings
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams
 from uaprobe.extraction.store import POOLINGS
 

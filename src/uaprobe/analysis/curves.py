@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from uaprobe.analysis import stats
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 
 SEED_LAYER_STEP = 4
 """The seeds sampled every 4th layer (plus the last)."""

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from uaprobe.analysis import representation as reps
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.uniformity import unit_rows, uniformity
 
 TOPS: tuple[int, ...] = (1, 5, 10)

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from uaprobe.analysis import curves
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams
 
 EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",

@@ -14,7 +14,7 @@ import numpy as np
 
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.groupstats import GroupStats, LeaveOneOut, Resampling, group_stats, leave_one_out
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.uniformity import Cosines
 from uaprobe.config import AnalysisParams
 

@@ -1,8 +1,8 @@
 """Pair-level models of the Option B metrics: each metric against the preference over the pairs,
 length partialled out, tested by permutation within categories.
 
-For every metric of :data:`uaprobe.analysis.optionb.METRICS` (values from
-:func:`uaprobe.analysis.optionb.pair_metrics`), pooling, layer and position-0 policy:
+For every metric of :data:`uaprobe.analysis.option_b.METRICS` (values from
+:func:`uaprobe.analysis.option_b.pair_metrics`), pooling, layer and position-0 policy:
 
 - **Partial r** of the metric ``x`` with the preference ``y = NLL(B) - NLL(A)`` given the length
   covariates ``Z = [1, n_content(A), n_content(B)]`` (the content tokens behind each side's pooled
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import controls, optionb, stats
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis import controls, option_b, stats
+from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.representation import transform_all
 from uaprobe.config import AnalysisParams
 
 if TYPE_CHECKING:
-    from uaprobe.analysis.pairs_data import PairTable
+    from uaprobe.analysis.pair_table import PairTable
     from uaprobe.extraction.store import Embeddings
 
 RNG_NAME = "pair-models"
@@ -200,7 +200,7 @@ class PolicyInput:
 def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarray, row_b: np.ndarray,
                         category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
                         token_ids: np.ndarray, token_offsets: np.ndarray, seeds: Sequence[int],
-                        params: AnalysisParams, rec: Reasons, k: int = optionb.KNN_K) -> dict[str, Any]:
+                        params: AnalysisParams, rec: Reasons, k: int = option_b.KNN_K) -> dict[str, Any]:
     """The body of ``pair_models.json`` (docs/results.md).
 
     Args:
@@ -220,14 +220,14 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     n = pref.size
     orders = within_category_orders(rng_for_pair_models(params), category_of_pair=category_of_pair,
                                     permutations=params.permutations)
-    names = optionb.METRICS
+    names = option_b.METRICS
     body: dict[str, Any] = {
         "n_pairs": n, "k_neighbours": min(k, n - 1),
         "categories": list(categories),
         "pairs_per_category": np.bincount(np.asarray(category_of_pair), minlength=len(categories)).tolist(),
         "preference_definition": "NLL(B) - NLL(A)", "covariates": COVARIATES, "permutation_scheme": SCHEME,
         "permutations": int(params.permutations), "alpha": params.alpha,
-        "definitions": {m: optionb.DEFINITIONS[m] for m in names},
+        "definitions": {m: option_b.DEFINITIONS[m] for m in names},
         "policies": {},
     }
     for key, pol in policies.items():
@@ -236,7 +236,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         prec = rec.sub(f"policies/{key}")
         poolings: dict[str, Any] = {}
         for p, x in pol.pooled.items():
-            values = optionb.pair_metrics(x[row_a], x[row_b], k=k)
+            values = option_b.pair_metrics(x[row_a], x[row_b], k=k)
             n_views = x.shape[1]
             t = proj.test(np.concatenate([values[m] for m in names]))
             poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
@@ -246,7 +246,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         lex = []
         for seed in seeds:
             e = controls.lexical_embeddings(token_ids, token_offsets, pol.lexical_keep, dim=dim, seed=seed)
-            values = optionb.pair_metrics(e[row_a][:, None, :], e[row_b][:, None, :], k=k)
+            values = option_b.pair_metrics(e[row_a][:, None, :], e[row_b][:, None, :], k=k)
             lex.append(np.concatenate([values[m] for m in names]))  # (M, n)
         t = proj.test(np.stack(lex, axis=1).reshape(len(names) * len(seeds), n))
         s = len(seeds)

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from uaprobe.analysis import curves, stats
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 
 PHASES: tuple[str, ...] = ("early", "mid", "late")
 

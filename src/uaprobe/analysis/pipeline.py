@@ -11,11 +11,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import anisotropy, bins, dimensions, optionb, pairmodels, preference, robustness, speccurve
+from uaprobe.analysis import anisotropy, bins, dimensions, option_b, pairmodels, preference, robustness, speccurve
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
-from uaprobe.analysis.pairs_data import PairTable, pair_table
+from uaprobe.analysis.pair_table import PairTable, pair_table
 from uaprobe.analysis.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.representation import transform_all
 from uaprobe.analysis.stats import rng_for
 from uaprobe.analysis.summary import model_metrics, model_plots
@@ -143,20 +143,20 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, table: PairTable, pre
     permutation within categories): results, and the default policy's metrics and plots."""
     n_layers = emb.n_layers
     kind, k = params.representation, params.abtt_k
-    # --- Option B and phase means: the original study's pair-level analysis (analysis/optionb.py),
+    # --- Option B and phase means: the original study's pair-level analysis (analysis/option_b.py),
     # under both pooling policies (option_b.json, sink_excluded/option_b.json); metrics and plots
     # of the default policy
     for policy in POLICIES:
         pooled = transform_all(emb.policy(policy)[0], kind, k=k)
         rec = NanReasons()
-        ob_body = optionb.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
+        ob_body = option_b.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
                                             n_content=emb.n_content, params=params, rec=rec)
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
             ob_body, dict(header, policy=policy_name), rec)
         if policy == "default":
-            out.metrics.update(optionb.headline_metrics(ob_body, n_layers=n_layers))
-            out.plots["option_b"] = optionb.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
+            out.metrics.update(option_b.headline_metrics(ob_body, n_layers=n_layers))
+            out.plots["option_b"] = option_b.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
                                                                          "depth_pct": header["depth_pct"]})
 
     # --- pair-level models: the Option B metrics, length out, permutation within categories (analysis/pairmodels.py)
@@ -206,13 +206,13 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
                      attrs=control.attrs)
     rec = NanReasons()
     pooled = transform_all(control.pooled, params.representation, k=params.abtt_k)
-    body = optionb.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
+    body = option_b.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
                                    category_of_pair=table.category_of_pair, categories=table.categories,
                                    preference=pref, n_content=control.n_content, params=params, rec=rec)
     body["preference"] = {name: rec.series(f"preference/{name}", pref[table.category_of_pair == c])
                           for c, name in enumerate(table.categories)}
     return {"results": finish(body, header, rec),
-            "metrics": optionb.control_metrics(body, n_layers=control.n_layers)}
+            "metrics": option_b.control_metrics(body, n_layers=control.n_layers)}
 
 
 def analysis_steps(params: AnalysisParams) -> int:

@@ -13,10 +13,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from uaprobe.analysis import bins, controls, layerwise, pairlevel, preference, robustness, stats, validation
+from uaprobe.analysis import bins, controls, layerwise, centroid_score, preference, robustness, stats, validation
 from uaprobe.analysis.documents import finish
-from uaprobe.analysis.pairs_data import PairTable, pooling_cosines
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.pair_table import PairTable, pooling_cosines
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.stats import bootstrap_indices, resample_counts, rng_for
 from uaprobe.analysis.uniformity import CosineForm, group_means
 from uaprobe.config import AnalysisParams
@@ -61,7 +61,7 @@ def cosine_pass(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.nd
         cos = pooling_cosines(pooled=pooled[p], prenorm=prenorm[p], table=table, form=form)
         out.uniformity[p] = layerwise.category_uniformity(cos, category_of_pair=table.category_of_pair,
                                                           n_categories=n_cat)
-        out.scores[p] = pairlevel.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
+        out.scores[p] = centroid_score.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)
         if p == "mean":
             null_ua, _ = cos.uniformity(null_labels, n_groups=n_cat, side="diff")  # (V, P, C)
             out.null_r = stats.pearson(null_ua, null_pref[None]).r  # (V, P)
@@ -104,7 +104,7 @@ def _validation_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_
 def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int, params: AnalysisParams,
                 rec: NanReasons) -> dict[str, Any]:
     """The within-category centroid score against the preference over the pairs."""
-    pl, pl_draws = pairlevel.analyze_pairlevel(scores=sums.scores, preference=pref, params=params,
+    pl, pl_draws = centroid_score.analyze_centroid_scores(scores=sums.scores, preference=pref, params=params,
                                                rng=rng_for(seed=params.seed, name="pairs"))
     names = np.array(list(table.categories), dtype=object)[table.category_of_pair]
     return {
@@ -113,7 +113,7 @@ def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layer
         "preference": rec.series("preference", pref),
         "centroid": "mean of the unit-normalised statements of the same side and category, own statement included",
         "permutation_mode": pl_draws.mode,
-        "poolings": pairlevel.pairlevel_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
+        "poolings": centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
     }
 
 

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from uaprobe.analysis import stats
-from uaprobe.analysis.pairs_data import PairTable
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.pair_table import PairTable
+from uaprobe.analysis.nan_reasons import Reasons
 
 
 def category_means(values: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:

@@ -16,9 +16,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import controls, layerwise, pairlevel, stats
-from uaprobe.analysis.pairs_data import PairTable
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis import controls, layerwise, centroid_score, stats
+from uaprobe.analysis.pair_table import PairTable
+from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.uniformity import Cosines
 
 DEGENERATE_DISTINCT = 3
@@ -97,7 +97,7 @@ def lexical_baseline(emb_tokens: tuple[np.ndarray, np.ndarray, np.ndarray], *, t
         out["final_r"].append(float(stats.pearson(ua, mean_preference).r))
         out["final_r_without"].append(float(stats.pearson(ua[keep_cat], mean_preference[keep_cat]).r)
                                       if drop_category is not None else np.nan)
-        score = pairlevel.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)[0]
+        score = centroid_score.pair_scores(cos, category_of_pair=table.category_of_pair, n_categories=n_cat)[0]
         out["pair_r"].append(float(stats.pearson(score, preference).r))
     return {k: np.array(v) for k, v in out.items()}
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from uaprobe.analysis import curves
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 
 if TYPE_CHECKING:
     from uaprobe.schema.categories import Layerwise

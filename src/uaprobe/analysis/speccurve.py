@@ -30,7 +30,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.stats import TIE_TOLERANCE
 from uaprobe.errors import UAProbeError
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from uaprobe.analysis import stats
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ class OptionB(ResultsHeader):
     """``option_b.json``: the original study's pair-level analysis (Option B) and its phase means.
 
     The five per-pair metrics of the original study's ``Option_B_Pair_Level.ipynb`` (code:
-    ``uaprobe.analysis.optionb``), per layer, from the pooled states ``A_i``, ``B_i`` with the
+    ``uaprobe.analysis.option_b``), per layer, from the pooled states ``A_i``, ``B_i`` with the
     **global** centroids ``c_A``, ``c_B`` (the mean of all A, of all B states; the pair's own
     statements included) and the notebook's ``cos(x, y) = x.y / (|x||y| + 1e-10)``:
 

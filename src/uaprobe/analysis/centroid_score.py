@@ -19,7 +19,7 @@ import numpy as np
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
 from uaprobe.analysis.uniformity import Cosines
-from uaprobe.analysis.report import Reasons
+from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.config import AnalysisParams
 
 
@@ -55,7 +55,7 @@ class PairLevel:
     bh_p: np.ndarray
 
 
-def analyze_pairlevel(*, scores: dict[str, np.ndarray], preference: np.ndarray, params: AnalysisParams,
+def analyze_centroid_scores(*, scores: dict[str, np.ndarray], preference: np.ndarray, params: AnalysisParams,
                       rng: np.random.Generator) -> tuple[dict[str, PairLevel], Resampling]:
     """Statistics of score vs preference for every pooling (scores: pooling -> (V, n_pairs)).
     Bootstrap indices and permutations are drawn once and shared by all poolings and views."""
@@ -70,7 +70,7 @@ def analyze_pairlevel(*, scores: dict[str, np.ndarray], preference: np.ndarray, 
     return out, draws
 
 
-def pairlevel_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float, rec: Reasons) -> dict[str, Any]:
+def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float, rec: Reasons) -> dict[str, Any]:
     """The ``poolings`` object of ``pairs.json``."""
     layers = list(range(n_layers + 1))
     sel = slice(0, n_layers + 1)
@@ -123,4 +123,4 @@ def pairlevel_results(result: dict[str, PairLevel], *, n_layers: int, alpha: flo
     return out
 
 
-__all__: Sequence[str] = ("centroid_cosines", "pair_scores", "analyze_pairlevel", "pairlevel_results")
+__all__: Sequence[str] = ("centroid_cosines", "pair_scores", "analyze_centroid_scores", "centroid_score_results")

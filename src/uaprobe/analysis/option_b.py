@@ -37,7 +37,7 @@ from numba import njit
 
 from uaprobe.analysis import controls, phases, stats
 from uaprobe.analysis.groupstats import Resampling, group_stats
-from uaprobe.analysis.report import NanReasons, Reasons
+from uaprobe.analysis.nan_reasons import NanReasons, Reasons
 from uaprobe.analysis.workers import ordered_map
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError

@@ -12,8 +12,8 @@ import pytest
 from scipy import stats as sps
 from scipy.spatial.distance import cdist
 
-from uaprobe.analysis import optionb, phases, stats
-from uaprobe.analysis.report import NanReasons
+from uaprobe.analysis import option_b, phases, stats
+from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published" / "pythia-6-9b.json"
@@ -93,11 +93,11 @@ def metrics_loop(a: np.ndarray, b: np.ndarray, v: int, k: int) -> dict[str, list
 @pytest.mark.parametrize("k", [10, 4])
 def test_every_metric_matches_a_direct_loop(k):
     a, b = states()
-    got = optionb.pair_metrics(a, b, k=k)
-    assert set(got) == set(optionb.ALL_METRICS)
+    got = option_b.pair_metrics(a, b, k=k)
+    assert set(got) == set(option_b.ALL_METRICS)
     for v in range(a.shape[1]):
         ref = metrics_loop(a, b, v, k)
-        for name in optionb.ALL_METRICS:
+        for name in option_b.ALL_METRICS:
             assert got[name].shape == (a.shape[1], a.shape[0])
             np.testing.assert_allclose(got[name][v], ref[name], rtol=1e-10, atol=1e-12, err_msg=name)
 
@@ -109,13 +109,13 @@ def test_knn_density_matches_scipy_cosine_distances():
     np.fill_diagonal(d, 0.0)
     k = 10
     expected = 1.0 / (np.sort(d, axis=1)[:, :k].mean(axis=1) + 1e-10)
-    np.testing.assert_allclose(optionb.knn_density(x, k=k), expected, rtol=1e-10)
+    np.testing.assert_allclose(option_b.knn_density(x, k=k), expected, rtol=1e-10)
     # the point itself is one of its k neighbours: with k = 1 every density is 1 / 1e-10
-    np.testing.assert_allclose(optionb.knn_density(x, k=1), 1e10)
+    np.testing.assert_allclose(option_b.knn_density(x, k=1), 1e10)
     # blocks of rows give the same numbers
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(optionb, "KNN_BLOCK_ROWS", 4)
-    np.testing.assert_allclose(optionb.knn_density(x, k=k), expected, rtol=1e-10)
+    monkey.setattr(option_b, "KNN_BLOCK_ROWS", 4)
+    np.testing.assert_allclose(option_b.knn_density(x, k=k), expected, rtol=1e-10)
     monkey.undo()
 
 
@@ -135,27 +135,27 @@ def test_knn_density_in_symmetric_blocks_matches_the_full_distance_matrix(block)
     for k in (1, 2, 10, 301):
         expected = 1.0 / (np.sort(d, axis=1)[:, :k].mean(axis=1) + 1e-10)
         monkey = pytest.MonkeyPatch()
-        monkey.setattr(optionb, "KNN_BLOCK_ROWS", block)
-        got = optionb.knn_density(x, k=k)
+        monkey.setattr(option_b, "KNN_BLOCK_ROWS", block)
+        got = option_b.knn_density(x, k=k)
         monkey.undo()
         np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
 def test_k_is_capped_at_n_minus_1_and_global_centroids_are_not_per_category():
     a, b = states(n=5)
-    got = optionb.pair_metrics(a, b)  # k = 10 > n - 1 = 4
+    got = option_b.pair_metrics(a, b)  # k = 10 > n - 1 = 4
     ref = metrics_loop(a, b, 0, 4)
     np.testing.assert_allclose(got["knn_density_asymmetry"][0], ref["knn_density_asymmetry"], rtol=1e-10)
     # moving one pair far away changes every other pair's centroid metric (global centroids)
     a2 = a.copy()
     a2[0] += 50.0
-    moved = optionb.pair_metrics(a2, b)["centroid_asymmetry"]
+    moved = option_b.pair_metrics(a2, b)["centroid_asymmetry"]
     assert not np.allclose(moved[:, 1:], got["centroid_asymmetry"][:, 1:])
 
 
 def test_leave_one_out_differs_from_the_plain_metric_by_the_own_contribution():
     a, b = states(n=200, dim=3, seed=5)
-    got = optionb.pair_metrics(a, b)
+    got = option_b.pair_metrics(a, b)
     # with many pairs leaving one out barely moves the centroid
     np.testing.assert_allclose(got["centroid_asymmetry_loo"], got["centroid_asymmetry"], atol=0.05)
     assert not np.allclose(got["centroid_asymmetry_loo"], got["centroid_asymmetry"], atol=1e-9)
@@ -164,9 +164,9 @@ def test_leave_one_out_differs_from_the_plain_metric_by_the_own_contribution():
 def test_shapes_and_input_errors():
     a, b = states()
     with pytest.raises(ValueError, match="n_pairs, n_views, D"):
-        optionb.pair_metrics(a, b[:, :2])
+        option_b.pair_metrics(a, b[:, :2])
     with pytest.raises(Exception, match="at least 2 pairs"):
-        optionb.pair_metrics(a[:1], b[:1])
+        option_b.pair_metrics(a[:1], b[:1])
 
 
 # -------------------------------------------------------------------------- partial correlation
@@ -177,9 +177,9 @@ def test_partial_r_is_the_r_of_residuals_on_the_length_difference_with_n_minus_3
     n, views = 40, 2
     a, b = states(n=n, views=views, seed=4)
     z = rng.integers(-4, 5, size=n).astype(float)
-    metric = optionb.pair_metrics(a, b)["within_pair_sim"][1]
+    metric = option_b.pair_metrics(a, b)["within_pair_sim"][1]
     y = -0.5 * z + 3.0 * metric + rng.normal(size=n)
-    body = optionb.option_b_results(a, b, y, z, params=small_params(), rng=np.random.default_rng(0))
+    body = option_b.option_b_results(a, b, y, z, params=small_params(), rng=np.random.default_rng(0))
     design = np.column_stack([np.ones(n), z])
     rx = metric - design @ np.linalg.lstsq(design, metric, rcond=None)[0]
     ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
@@ -198,11 +198,11 @@ def test_results_recover_a_planted_metric_and_match_scipy():
     n, views, dim = 60, 5, 4
     a = rng.normal(size=(n, views, dim)) + 3.0
     b = rng.normal(size=(n, views, dim)) + 3.0
-    margin = optionb.pair_metrics(a, b)["margin_asymmetry"]
+    margin = option_b.pair_metrics(a, b)["margin_asymmetry"]
     pref = np.zeros(n)
     pref[:] = margin[views - 1] + 0.05 * rng.normal(size=n)  # planted at the last layer only
     zdiff = rng.integers(-3, 4, size=n)
-    body = optionb.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
+    body = option_b.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
     e = body["metrics"]["margin_asymmetry"]
     for v in range(views):
         r_ref, p_ref = sps.pearsonr(margin[v], pref)
@@ -216,7 +216,7 @@ def test_results_recover_a_planted_metric_and_match_scipy():
     assert body["n_pairs"] == n and body["k_neighbours"] == 10
     assert body["nan_reasons"] == {}
     # deterministic
-    again = optionb.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
+    again = option_b.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
     assert json.dumps(again, sort_keys=True) == json.dumps(body, sort_keys=True)
 
 
@@ -225,7 +225,7 @@ def test_results_record_reasons_for_a_constant_metric():
     b = a.copy()  # A == B: centroid asymmetry and margin are 0 for every pair
     rec = NanReasons()
     pref = np.arange(8.0)
-    body = optionb.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0),
+    body = option_b.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0),
                                     rec=rec)
     assert "nan_reasons" not in body
     assert body["metrics"]["centroid_asymmetry"]["pearson_r"] == [None] * 4
@@ -314,7 +314,7 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     a = emb.pooled["mean"][0::2]
     b = emb.pooled["mean"][1::2]
     pref = emb.nll_mean[1::2] - emb.nll_mean[0::2]
-    ref = optionb.pair_metrics(a, b)["centroid_asymmetry"]
+    ref = option_b.pair_metrics(a, b)["centroid_asymmetry"]
     for layer in range(9):
         assert e["pearson_r"][layer] == pytest.approx(sps.pearsonr(ref[layer], pref)[0], abs=1e-12)
     assert body["poolings"]["mean"]["phase_layers"] == {"early": [0], "mid": [4], "late": [8]}
@@ -328,7 +328,7 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     assert sum(c["n_pairs"] for c in cats.values()) == len(emb.text) // 2
     first = next(iter(cats))
     n1 = cats[first]["n_pairs"]
-    ref1 = optionb.pair_metrics(a[:n1], b[:n1])["within_pair_sim"][-1]
+    ref1 = option_b.pair_metrics(a[:n1], b[:n1])["within_pair_sim"][-1]
     got1 = cats[first]["poolings"]["mean"]["metrics"]["within_pair_sim"]["pearson_r"][-1]
     assert got1 == pytest.approx(sps.pearsonr(ref1, pref[:n1])[0], abs=1e-12)
     assert set(ctrl["metrics"]) == set(cats)
@@ -370,10 +370,10 @@ def test_pair_metrics_give_the_same_bytes_on_any_number_of_workers():
     # views run as independent units on a thread pool; each result is placed by its view
     a, b = states(n=60, views=7, dim=9, seed=5)
     a[3] = a[11]  # ties in the kNN distances
-    one = optionb.pair_metrics(a, b, workers=1)
+    one = option_b.pair_metrics(a, b, workers=1)
     for workers in (2, 3):
-        got = optionb.pair_metrics(a, b, workers=workers)
-        for name in optionb.ALL_METRICS:
+        got = option_b.pair_metrics(a, b, workers=workers)
+        for name in option_b.ALL_METRICS:
             assert got[name].tobytes() == one[name].tobytes(), (workers, name)
     for v in range(a.shape[1]):
         ref = metrics_loop(a, b, v, 10)
@@ -387,12 +387,12 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
     rows_a, rows_b = np.arange(16), np.arange(16, 32)
     pref, n_content = rng.normal(size=16), rng.integers(1, 9, size=32)
     params = small_params()
-    shared = optionb.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
+    shared = option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
                                        n_content=n_content, params=params, rec=NanReasons())
     for p, x in pooled.items():
-        fresh = optionb.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
+        fresh = option_b.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
                                          params=params, rng=stats.rng_for(seed=params.seed, name="option_b"),
                                          rec=NanReasons().sub(f"poolings/{p}"))
         assert json.dumps(shared["poolings"][p], sort_keys=True) == json.dumps(fresh, sort_keys=True)
     with pytest.raises(ValueError):
-        optionb.option_b_results(a, b, pref, np.zeros(16), params=params)
+        option_b.option_b_results(a, b, pref, np.zeros(16), params=params)
