@@ -113,56 +113,41 @@ def _spread(values: np.ndarray, path: str, rec: Reasons, why: str) -> dict[str, 
     }
 
 
-def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table: PairTable,
-                       preference: np.ndarray, mean_preference: np.ndarray, sink: Mapping[str, np.ndarray],
-                       n_content: np.ndarray, tokens: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int,
-                       bootstrap_counts: np.ndarray, permutation_mode: str, r_by_nll: Mapping[str, float],
-                       preference_kind: str, seeds: Sequence[int], n_layers: int, rec: Reasons) -> dict[str, Any]:
-    """The body of ``robustness.json`` (mean pooling, last layer unless a field says otherwise)."""
+def _quantile(v: np.ndarray, q: float) -> np.ndarray:
+    with warnings.catch_warnings():  # all-NaN rows (no defined null draw) give NaN, with their reason
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanquantile(v, q, axis=1)
+
+
+def _policy_headline(view: PolicyView, *, n_layers: int, rec: Reasons) -> dict[str, Any]:
+    """One policy's r per layer and at the last layer, its significant layers and its size-matched null."""
     L = n_layers
-    cats = list(table.categories)
-    n_cat = len(cats)
-    body: dict[str, Any] = {"pooling": "mean", "layer": L}
+    r_layers = view.r[:L + 1]
+    return {
+        "policy": view.name,
+        "r": rec.series("r", r_layers, "r is undefined"),
+        "final_r": rec.value("final_r", view.r[L], "r is undefined"),
+        "final_spearman": rec.value("final_spearman", view.rho[L], "rho is undefined"),
+        "final_permutation_p": rec.value("final_permutation_p", view.permutation_p[L], "r is undefined"),
+        "n_sign_changes": len(stats.sign_changes(r_layers)),
+        "n_positive_layers": int((r_layers > 0).sum()),
+        "n_layers_permutation_holm": int(np.asarray(view.permutation_holm_reject, dtype=bool).sum()),
+        "n_layers_permutation_bh": int(np.asarray(view.permutation_bh_reject, dtype=bool).sum()),
+        "n_layers_parametric_holm": int(np.asarray(view.parametric_holm_reject, dtype=bool).sum()),
+        "size_matched_null_p": rec.series("size_matched_null_p", controls.null_p(r_layers, view.null_r[:L + 1]),
+                                          "r or every null draw is undefined"),
+        "null_r_q025": rec.series("null_r_q025", _quantile(view.null_r[:L + 1], 0.025), "every null draw is undefined"),
+        "null_r_q975": rec.series("null_r_q975", _quantile(view.null_r[:L + 1], 0.975), "every null draw is undefined"),
+        "null_partitions": int(view.null_r.shape[1]),
+    }
 
-    # --- the attention sink
-    body["sink"] = sink_summary(sink, n_layers=n_layers, rec=rec.sub("sink"))
 
-    # --- the headline under both policies
-    policies: dict[str, Any] = {}
-
-    def quantile(v: np.ndarray, q: float) -> np.ndarray:
-        with warnings.catch_warnings():  # all-NaN rows (no defined null draw) give NaN, with their reason
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanquantile(v, q, axis=1)
-
-    for key, view in (("default", default), ("sink_excluded", sink_excluded)):
-        prec = rec.sub(f"policies/{key}")
-        r_layers = view.r[:L + 1]
-        policies[key] = {
-            "policy": view.name,
-            "r": prec.series("r", r_layers, "r is undefined"),
-            "final_r": prec.value("final_r", view.r[L], "r is undefined"),
-            "final_spearman": prec.value("final_spearman", view.rho[L], "rho is undefined"),
-            "final_permutation_p": prec.value("final_permutation_p", view.permutation_p[L], "r is undefined"),
-            "n_sign_changes": len(stats.sign_changes(r_layers)),
-            "n_positive_layers": int((r_layers > 0).sum()),
-            "n_layers_permutation_holm": int(np.asarray(view.permutation_holm_reject, dtype=bool).sum()),
-            "n_layers_permutation_bh": int(np.asarray(view.permutation_bh_reject, dtype=bool).sum()),
-            "n_layers_parametric_holm": int(np.asarray(view.parametric_holm_reject, dtype=bool).sum()),
-            "size_matched_null_p": prec.series("size_matched_null_p", controls.null_p(r_layers, view.null_r[:L + 1]),
-                                               "r or every null draw is undefined"),
-            "null_r_q025": prec.series("null_r_q025", quantile(view.null_r[:L + 1], 0.025),
-                                       "every null draw is undefined"),
-            "null_r_q975": prec.series("null_r_q975", quantile(view.null_r[:L + 1], 0.975),
-                                       "every null draw is undefined"),
-            "null_partitions": int(view.null_r.shape[1]),
-        }
-    body["policies"] = policies
-
-    # --- length
+def _length(default: PolicyView, *, table: PairTable, preference: np.ndarray, mean_preference: np.ndarray,
+            n_content: np.ndarray, n_layers: int, rec: Reasons) -> dict[str, Any]:
+    """The token-count difference against the preference and UA; the centroid score with it partialled out."""
+    L, n_cat = n_layers, len(table.categories)
     d_tokens = (n_content[table.row_b] - n_content[table.row_a]).astype(float)
     score = default.pair_score[L]
-    lrec = rec.sub("length")
     dummies = controls.category_dummies(table.category_of_pair, n_cat)
     pr = stats.pearson(score, preference)
     part = controls.partial_r(score, preference, d_tokens[:, None])
@@ -171,58 +156,77 @@ def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table:
     cat_tokens = np.bincount(table.category_of_pair, weights=d_tokens, minlength=n_cat) / table.pairs_per_category
     tok_ua = stats.pearson(cat_tokens, default.ua[L], x_name="token difference", y_name="UA")
     tok_cpref = stats.pearson(cat_tokens, mean_preference, x_name="token difference", y_name="preference")
-    body["length"] = {
+    return {
         "covariate": "content tokens of B minus content tokens of A, under the default policy",
-        "mean_token_difference": lrec.series("mean_token_difference", cat_tokens, "empty category"),
-        "pair_r": lrec.value("pair_r", pr.r, pr.reason[()]),
-        "pair_r_partial": lrec.value("pair_r_partial", part.r, part.reason),
-        "pair_r_partial_p": lrec.value("pair_r_partial_p", part.p, part.reason),
-        "pair_r_partial_category_fe": lrec.value("pair_r_partial_category_fe", part_fe.r, part_fe.reason),
-        "pair_r_partial_category_fe_p": lrec.value("pair_r_partial_category_fe_p", part_fe.p, part_fe.reason),
-        "pair_r_tokens_preference": lrec.value("pair_r_tokens_preference", tok_pref.r, tok_pref.reason[()]),
-        "category_r_tokens_ua": lrec.value("category_r_tokens_ua", tok_ua.r, tok_ua.reason[()]),
-        "category_r_tokens_preference": lrec.value("category_r_tokens_preference", tok_cpref.r,
-                                                   tok_cpref.reason[()]),
+        "mean_token_difference": rec.series("mean_token_difference", cat_tokens, "empty category"),
+        "pair_r": rec.value("pair_r", pr.r, pr.reason[()]),
+        "pair_r_partial": rec.value("pair_r_partial", part.r, part.reason),
+        "pair_r_partial_p": rec.value("pair_r_partial_p", part.p, part.reason),
+        "pair_r_partial_category_fe": rec.value("pair_r_partial_category_fe", part_fe.r, part_fe.reason),
+        "pair_r_partial_category_fe_p": rec.value("pair_r_partial_category_fe_p", part_fe.p, part_fe.reason),
+        "pair_r_tokens_preference": rec.value("pair_r_tokens_preference", tok_pref.r, tok_pref.reason[()]),
+        "category_r_tokens_ua": rec.value("category_r_tokens_ua", tok_ua.r, tok_ua.reason[()]),
+        "category_r_tokens_preference": rec.value("category_r_tokens_preference", tok_cpref.r,
+                                                  tok_cpref.reason[()]),
     }
 
-    # --- the most influential category, found from the data
-    keep_masks = ~np.eye(n_cat, dtype=bool)
+
+def _loco_and_lexical(default: PolicyView, sink_excluded: PolicyView, *, table: PairTable, preference: np.ndarray,
+                      mean_preference: np.ndarray, tokens: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int,
+                      seeds: Sequence[int], n_layers: int,
+                      rec: Reasons) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The most influential category, found from the data, and r without it (the model's, the
+    sink-excluded policy's, the pair level's and the lexical baseline's); the lexical baseline's values."""
+    L, cats = n_layers, list(table.categories)
+    keep_masks = ~np.eye(len(cats), dtype=bool)
     loo = stats.pearson(default.ua[L][None, :], mean_preference[None, :], mask=keep_masks).r
     driver = controls.most_influential(float(default.r[L]), loo)
-    crec = rec.sub("loco")
-    none_why = "r or every leave-one-out r is undefined"
     if driver is None:
-        body["loco"] = {"most_influential": crec.label("most_influential", None, none_why)}
         lex = lexical_baseline(tokens, table=table, dim=dim, preference=preference, mean_preference=mean_preference,
                                seeds=seeds, drop_category=None)
-    else:
-        keep = keep_masks[driver]
-        pair_keep = table.category_of_pair != driver
-        sx_without = stats.pearson(sink_excluded.ua[L][keep], mean_preference[keep]).r
-        pair_without = stats.pearson(score[pair_keep], preference[pair_keep]).r
-        lex = lexical_baseline(tokens, table=table, dim=dim, preference=preference, mean_preference=mean_preference,
-                               seeds=seeds, drop_category=driver)
-        body["loco"] = {
-            "most_influential": cats[driver],
-            "final_r_with": crec.value("final_r_with", default.r[L], "r is undefined"),
-            "final_r_without": crec.value("final_r_without", loo[driver], "r is undefined without it"),
-            "sign_reversed": bool(np.sign(loo[driver]) * np.sign(default.r[L]) < 0),
-            "loo_r": crec.series("loo_r", loo, "r is undefined without this category"),
-            "sink_excluded_final_r_without": crec.value("sink_excluded_final_r_without", sx_without,
-                                                        "r is undefined without it"),
-            "pair_r_without": crec.value("pair_r_without", pair_without, "r is undefined without it"),
-            "lexical_final_r_without": _spread(lex["final_r_without"], "lexical_final_r_without", crec,
-                                               "r is undefined without it"),
-        }
+        return {"most_influential": rec.label("most_influential", None,
+                                              "r or every leave-one-out r is undefined")}, lex
+    keep = keep_masks[driver]
+    pair_keep = table.category_of_pair != driver
+    sx_without = stats.pearson(sink_excluded.ua[L][keep], mean_preference[keep]).r
+    pair_without = stats.pearson(default.pair_score[L][pair_keep], preference[pair_keep]).r
+    lex = lexical_baseline(tokens, table=table, dim=dim, preference=preference, mean_preference=mean_preference,
+                           seeds=seeds, drop_category=driver)
+    return {
+        "most_influential": cats[driver],
+        "final_r_with": rec.value("final_r_with", default.r[L], "r is undefined"),
+        "final_r_without": rec.value("final_r_without", loo[driver], "r is undefined without it"),
+        "sign_reversed": bool(np.sign(loo[driver]) * np.sign(default.r[L]) < 0),
+        "loo_r": rec.series("loo_r", loo, "r is undefined without this category"),
+        "sink_excluded_final_r_without": rec.value("sink_excluded_final_r_without", sx_without,
+                                                   "r is undefined without it"),
+        "pair_r_without": rec.value("pair_r_without", pair_without, "r is undefined without it"),
+        "lexical_final_r_without": _spread(lex["final_r_without"], "lexical_final_r_without", rec,
+                                           "r is undefined without it"),
+    }, lex
 
-    # --- mean- vs sum-NLL preference
+
+def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table: PairTable,
+                       preference: np.ndarray, mean_preference: np.ndarray, sink: Mapping[str, np.ndarray],
+                       n_content: np.ndarray, tokens: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int,
+                       bootstrap_counts: np.ndarray, permutation_mode: str, r_by_nll: Mapping[str, float],
+                       preference_kind: str, seeds: Sequence[int], n_layers: int, rec: Reasons) -> dict[str, Any]:
+    """The body of ``robustness.json`` (mean pooling, last layer unless a field says otherwise)."""
+    body: dict[str, Any] = {"pooling": "mean", "layer": n_layers}
+    body["sink"] = sink_summary(sink, n_layers=n_layers, rec=rec.sub("sink"))
+    policies = {key: _policy_headline(view, n_layers=n_layers, rec=rec.sub(f"policies/{key}"))
+                for key, view in (("default", default), ("sink_excluded", sink_excluded))}
+    body["policies"] = policies
+    body["length"] = _length(default, table=table, preference=preference, mean_preference=mean_preference,
+                             n_content=n_content, n_layers=n_layers, rec=rec.sub("length"))
+    body["loco"], lex = _loco_and_lexical(default, sink_excluded, table=table, preference=preference,
+                                          mean_preference=mean_preference, tokens=tokens, dim=dim, seeds=seeds,
+                                          n_layers=n_layers, rec=rec.sub("loco"))
     body["preference"] = {
         "selected": preference_kind,
         "final_r_mean_nll": rec.value("preference/final_r_mean_nll", r_by_nll["mean"], "r is undefined"),
         "final_r_sum_nll": rec.value("preference/final_r_sum_nll", r_by_nll["sum"], "r is undefined"),
     }
-
-    # --- the lexical baseline
     brec = rec.sub("lexical_baseline")
     body["lexical_baseline"] = {
         "seeds": list(seeds),
@@ -230,8 +234,6 @@ def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table:
         "final_r": _spread(lex["final_r"], "final_r", brec, "r is undefined"),
         "pair_r": _spread(lex["pair_r"], "pair_r", brec, "r is undefined"),
     }
-
-    # --- inference
     distinct = (np.asarray(bootstrap_counts) > 0).sum(axis=1)
     body["inference"] = {
         "permutation": permutation_mode,
