@@ -130,13 +130,9 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
             _finish_distributed()
     log.info("wrote %s (%d statements, %d layers + embeddings, d=%d)", path, len(texts), n_layers, hidden_size)
     if control is not None and control_path is not None:
-        cpath = _extract_control(model, tokenizer, control=control, control_path=control_path,
-                                 out=control_path_for(out), attrs=attrs, prompts=prompts,
-                                 aniso=(aniso, aniso_index, aniso_special), drop=params.pooling.drop, limit=limit,
-                                 batch_size=params.extract.batch_size,
-                                 max_batch_tokens=params.extract.max_batch_tokens, model_id=model_id,
-                                 resume=resume, watch=watch)
-        log.info("wrote %s (%d control statements)", cpath, len(control.texts))
+        _extract_control(model, tokenizer, control=control, control_path=control_path, out=control_path_for(out),
+                         attrs=attrs, prompts=prompts, aniso=(aniso, aniso_index, aniso_special), params=params,
+                         limit=limit, model_id=model_id, resume=resume, watch=watch)
     log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}"), params_path.parent))
     return path
 
@@ -217,11 +213,11 @@ def _write_batches(model, tokenizer, texts: list[str], batches: list[np.ndarray]
 
 
 def _extract_control(model, tokenizer, *, control: Dataset, control_path: Path, out: Path, attrs: dict,
-                     prompts: list[str], aniso: tuple[np.ndarray, np.ndarray, np.ndarray], drop: str, limit: int,
-                     batch_size: int, max_batch_tokens: int, model_id: str, resume: bool,
-                     watch: ParamsWatch | None = None) -> Path:
+                     prompts: list[str], aniso: tuple[np.ndarray, np.ndarray, np.ndarray], params, limit: int,
+                     model_id: str, resume: bool, watch: ParamsWatch | None = None) -> Path:
     """The control pairs through the already loaded model, into a file of the extraction layout
     (the same anisotropy states and provenance, with the control file's sha256 as the dataset's)."""
+    drop, batch_size, max_batch_tokens = params.pooling.drop, params.extract.batch_size, params.extract.max_batch_tokens
     texts = control.texts
     labels = [f"{control_path}: categories.{s.json_path}" for s in control.statements]
     lengths = extract.token_lengths(tokenizer, texts)
@@ -242,7 +238,9 @@ def _extract_control(model, tokenizer, *, control: Dataset, control_path: Path, 
         extract.iterate_batches(model, tokenizer, texts, todo, drop=drop, model_name=model_id, on_batch=writer.write)
         if watch is not None:
             watch.check()
-        return writer.finish()
+        path = writer.finish()
+        log.info("wrote %s (%d control statements)", path, len(texts))
+        return path
     except KeyboardInterrupt:
         writer.close()
         raise
