@@ -80,22 +80,13 @@ def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha
     for pooling, res in result.items():
         prec = rec.sub(f"poolings/{pooling}")
         g = res.stats
-        p, rho, b = g.pearson, g.spearman, g.bootstrap
+        p, b = g.pearson, g.bootstrap
 
         def block(r: Reasons, idx: Any) -> dict[str, Any]:
             def s(name: str, values: np.ndarray, reasons: np.ndarray) -> Any:
                 v = values[idx]
                 return r.series(name, v, reasons[idx]) if np.ndim(v) else r.value(name, v, reasons[idx])
-            return {
-                "pearson_r": s("pearson_r", p.r, p.reason), "pearson_p": s("pearson_p", p.p, p.reason),
-                "spearman_rho": s("spearman_rho", rho.r, rho.reason), "spearman_p": s("spearman_p", rho.p, rho.reason),
-                "bootstrap_ci_low": s("bootstrap_ci_low", b.low, b.reason),
-                "bootstrap_ci_high": s("bootstrap_ci_high", b.high, b.reason),
-                "bootstrap_valid": np.asarray(b.valid[idx]).tolist(),
-                "fisher_ci_low": s("fisher_ci_low", g.fisher_low, g.fisher_reason),
-                "fisher_ci_high": s("fisher_ci_high", g.fisher_high, g.fisher_reason),
-                "permutation_p": s("permutation_p", g.permutation_p, p.reason),
-            }
+            return g.fields(s, idx)
 
         entry = {"score": prec.series("score", res.score[sel], zero)}
         entry.update(block(prec, sel))

@@ -8,7 +8,7 @@ resamples and permutations are drawn once by the caller and shared by all rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -50,6 +50,21 @@ class GroupStats:
     @property
     def permutation_reason(self) -> ReasonArray:
         return self.pearson.reason
+
+    def fields(self, s: Callable[[str, np.ndarray, Any], Any], rows: Any) -> dict[str, Any]:
+        """The statistics of ``rows`` as results fields: each array through ``s(name, values, reasons)``,
+        which picks ``rows`` and records the reasons of its missing values."""
+        p, rho, b = self.pearson, self.spearman, self.bootstrap
+        return {
+            "pearson_r": s("pearson_r", p.r, p.reason), "pearson_p": s("pearson_p", p.p, p.reason),
+            "spearman_rho": s("spearman_rho", rho.r, rho.reason), "spearman_p": s("spearman_p", rho.p, rho.reason),
+            "bootstrap_ci_low": s("bootstrap_ci_low", b.low, b.reason),
+            "bootstrap_ci_high": s("bootstrap_ci_high", b.high, b.reason),
+            "bootstrap_valid": np.asarray(b.valid[rows]).tolist(),
+            "fisher_ci_low": s("fisher_ci_low", self.fisher_low, self.fisher_reason),
+            "fisher_ci_high": s("fisher_ci_high", self.fisher_high, self.fisher_reason),
+            "permutation_p": s("permutation_p", self.permutation_p, p.reason),
+        }
 
 
 def group_stats(*, x: np.ndarray, y: np.ndarray, draws: Resampling, level: float,

@@ -244,7 +244,7 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
     for i, name in enumerate(ALL_METRICS):
         rows = slice(i * n_views, (i + 1) * n_views)
         r = reasons.sub(f"metrics/{name}")
-        p, rho, bt = gs.pearson, gs.spearman, gs.bootstrap
+        p = gs.pearson
 
         def s(key: str, v: np.ndarray, why: Any) -> list[Any]:
             return r.series(key, v[rows], why[rows] if np.ndim(why) else why)
@@ -252,14 +252,7 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
         entry: dict[str, Any] = {
             "definition": DEFINITIONS[name],
             "mean": r.series("mean", values[name].mean(axis=1), "non-finite metric"),
-            "pearson_r": s("pearson_r", p.r, p.reason), "pearson_p": s("pearson_p", p.p, p.reason),
-            "spearman_rho": s("spearman_rho", rho.r, rho.reason), "spearman_p": s("spearman_p", rho.p, rho.reason),
-            "bootstrap_ci_low": s("bootstrap_ci_low", bt.low, bt.reason),
-            "bootstrap_ci_high": s("bootstrap_ci_high", bt.high, bt.reason),
-            "bootstrap_valid": np.asarray(bt.valid[rows]).tolist(),
-            "fisher_ci_low": s("fisher_ci_low", gs.fisher_low, gs.fisher_reason),
-            "fisher_ci_high": s("fisher_ci_high", gs.fisher_high, gs.fisher_reason),
-            "permutation_p": s("permutation_p", gs.permutation_p, p.reason),
+            **gs.fields(s, rows),
             "partial_r": s("partial_r", pr, preason), "partial_p": s("partial_p", pp, preason),
         }
         for label, raw in (("", p.p[rows]), ("permutation_", gs.permutation_p[rows])):
