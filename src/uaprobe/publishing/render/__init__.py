@@ -39,12 +39,11 @@ from pathlib import Path
 from typing import Literal
 
 from uaprobe.atomic import check_writable
-from uaprobe.publishing.render.crossref import resolve_crossrefs
-from uaprobe.publishing.render.fallback import assemble_markdown, render_fallback
+from uaprobe.publishing.render.fallback import render_fallback
 from uaprobe.publishing.render.kernel import execute_manuscript
-from uaprobe.publishing.render.qmd import (CELL_OPTIONS, SUPPORTED_KEYS, CodeCell, InlineExpr, Manuscript, MarkdownChunk,
-                                           check_metadata, load_project_config, parse_manuscript, split_chunks)
-from uaprobe.publishing.render.quarto import find_quarto, quarto_command, render_with_quarto
+from uaprobe.publishing.render.qmd import (CodeCell, InlineExpr, MarkdownChunk, load_project_config, parse_manuscript,
+                                           split_chunks)
+from uaprobe.publishing.render.quarto import find_quarto, render_with_quarto
 from uaprobe.publishing.render.result import ManuscriptSyntaxError, RenderError, RenderResult
 
 Engine = Literal["auto", "quarto", "fallback"]
@@ -87,25 +86,15 @@ def render_manuscript(
 
 
 __all__ = [
-    "CELL_OPTIONS",
     "CodeCell",
     "InlineExpr",
-    "Manuscript",
     "ManuscriptSyntaxError",
     "MarkdownChunk",
     "RenderError",
     "RenderResult",
-    "SUPPORTED_KEYS",
-    "assemble_markdown",
-    "check_metadata",
     "execute_manuscript",
     "find_quarto",
     "parse_manuscript",
-    "quarto_command",
-    "render_fallback",
     "render_manuscript",
-    "render_with_quarto",
-    "resolve_crossrefs",
     "split_chunks",
 ]
-
