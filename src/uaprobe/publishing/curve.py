@@ -125,7 +125,7 @@ def curve_abstract(out: Outputs) -> str:
     ps = [out.v(m, CURVE, "joint/all/median_p", "p") for m in out.models]
     total = len(out.models)
     if len(yes) == total:
-        who = "for every model" if total > 2 else "for both models"
+        who = "for every model" if total > 2 else "for both models" if total == 2 else "for the one model"
     elif not yes:
         who = "for no model"
     else:
