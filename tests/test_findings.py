@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+import numpy as np
 from test_phrases import Panel, layerwise, robustness
+from uaprobe.publishing import curve as cv
 from uaprobe.publishing import findings as fd
+from uaprobe.publishing import pairlevel as pl
 from uaprobe.publishing import phrases as ph
 from uaprobe.publishing.tables import confound_table, length_category, other_range
 from uaprobe.publishing.values import plain_text
@@ -65,64 +68,6 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     assert "summed NLL" not in text and "length confound" not in text  # the summed-NLL r equals the mean-NLL r here
 
 
-def knn(partial: list[float], reject: list[bool], partial_p: list[float]) -> dict[str, Any]:
-    metric = {"partial_r": partial, "permutation_holm_reject": reject, "partial_p": partial_p}
-    return {"layers": list(range(len(partial))),
-            "poolings": {"mean": {"metrics": {"knn_density_asymmetry": metric}}}}
-
-
-def test_the_knn_phrases_give_the_range_the_holm_count_and_the_largest_p() -> None:
-    p = Panel({"a": {"sink_excluded/option_b": knn([0.3, 0.46, 0.32], [True, True, True], [1e-6, 1e-9, 1e-7])},
-               "b": {"sink_excluded/option_b": knn([0.19, 0.39], [True, False], [0.004, 1e-5])}})
-    text = plain_text(fd.knn_phrase(p))
-    assert text == ("partial r from +0.300 to +0.460 over the layers of A, whose r survives the permutation test with "
-                    "Holm's correction at 3 of 3 layers (largest t-test p of the partial r over the layers: <\u00a00.001); "
-                    "partial r from +0.190 to +0.390 over the layers of B, whose r survives the permutation test with "
-                    "Holm's correction at 1 of 2 layers (largest t-test p of the partial r over the layers: 0.004)")
-    abstract = fd.knn_abstract(p)
-    assert "keeps a positive correlation" in plain_text(abstract)
-    assert "(partial r +0.190 to +0.460 over layers and models)" in plain_text(abstract)
-    assert "at some layers" in plain_text(abstract)
-    assert 'data-file="results/models/b/sink_excluded/option_b.json"' in abstract
-    every = Panel({"a": {"sink_excluded/option_b": knn([-0.3, 0.2], [True, True], [0.01, 0.01])}})
-    assert "keeps a mixed correlation" in plain_text(fd.knn_abstract(every))
-    assert plain_text(fd.knn_abstract(every)).endswith("at every layer of every model")
-
-
-@pytest.mark.parametrize("reject,expected", [(None, "a significant layer in none of the 6 specifications"),
-                                             ([False, True], "a significant layer in 1 of the 6 specifications")])
-def test_the_specification_count_and_the_conclusion(reject: list[bool] | None, expected: str) -> None:
-    p = Panel({"a": model(diffs=[4.0, 0.1, 0.0])})
-    if reject is not None:
-        p.files["results/models/a/sink_excluded/layerwise.json"]["poolings"]["first"]["permutation_holm_reject"] = reject
-    assert plain_text(fd.specification_count_phrase(p)).startswith(expected)
-    text = plain_text(fd.conclusion_phrase(p))
-    assert "matched by a model-free lexical baseline" in text and "single category for A" in text
-    assert expected in text
-    beaten = Panel({"a": model(diffs=[4.0, 0.1, 0.0], without=0.5)})
-    beaten.files["results/models/a/robustness.json"]["lexical_baseline"]["final_r"]["mean"] = 0.2
-    text = plain_text(fd.conclusion_phrase(beaten))
-    assert "exceeds what the statements' words alone give" in text and "single category" not in text
-
-
-def anisotropy(value: float, layer: int, sx: list[float] | None = None) -> dict[str, Any]:
-    ratios = [0.1] * 4
-    ratios[layer] = value
-    sx_ratios = sx if sx is not None else ratios
-    return {"l_star_value": value, "l_star": layer, "lambda1_ratio": ratios,
-            "variants": {"sink_excluded": {"l_star": max(range(4), key=lambda i: sx_ratios[i]), "lambda1_ratio": sx_ratios}}}
-
-
-def test_the_anisotropy_phrase_says_one_direction_only_where_it_carries_most_variance() -> None:
-    p = Panel({"a": {"anisotropy": anisotropy(0.99, 2, sx=[0.1, 0.7, 0.2, 0.1])}, "b": {"anisotropy": anisotropy(0.95, 1)}})
-    text = plain_text(fd.anisotropy_phrase(p))
-    assert text.startswith("0.99 at layer 2 for A (0.70 at layer 1 with position 0 of every prompt excluded) and "
-                           "0.95 at layer 1 for B;")
-    assert "a single direction carries most of the variance" in text
-    low = Panel({"a": {"anisotropy": anisotropy(0.3, 2)}})
-    assert "does not carry most of the variance everywhere" in plain_text(fd.anisotropy_phrase(low))
-
-
 def test_the_confound_table_has_one_column_per_model_and_every_number_sourced() -> None:
     p = Panel({"a": model(diffs=[4.8, 1.4, -0.2]), "b": model(diffs=[0.1, 5.2, 0.0], influential="cat_y")})
     table = confound_table(p)
@@ -159,3 +104,177 @@ def test_the_position0_phrase_follows_the_bos_and_the_policies() -> None:
                     "BOS at position 0, which neither policy pools, so its two policies give identical numbers.")
     p.files["results/models/b/sink_excluded/layerwise.json"] = layerwise([0.1, 0.2])
     assert "yet its two policies give different numbers" in plain_text(ph.position0_phrase(p))
+
+
+# ------------------------------------------------------------------------------------------------
+# The specification curve and the shared direction
+
+
+def curve(rs: dict[tuple[str, str, int], float], *, median_p: float = 0.04, share_p: float = 0.2,
+          same_policies: bool = False) -> dict[str, Any]:
+    """A ``specification_curve.json``: ``rs[(representation, policy, layer)]`` the r with mean pooling, mean
+    NLL and every category; each also with one category left out (r shifted by 0.01)."""
+    cols: dict[str, list[Any]] = {c: [] for c in ("r", "representation", "policy", "pooling", "nll", "layer", "left_out")}
+    for (rep, policy, layer), r in rs.items():
+        for left, shift in ((None, 0.0), ("cat_x", 0.01)):
+            for k, v in zip(cols, (r + shift, rep, policy, "mean", "mean", layer, left)):
+                cols[k].append(v)
+    if same_policies:
+        cols["r"] = [rs[(rep, "special", layer)] + (0.01 if left else 0.0)
+                     for rep, layer, left in zip(cols["representation"], cols["layer"], cols["left_out"])]
+    layers = sorted({k[2] for k in rs})
+    return {"settings": {"alpha": 0.05}, "relabellings": 720, "layers": layers, "specs": cols,
+            "choices": {"layer": layers, "policy": ["special", "sink_excluded"], "pooling": ["mean"],
+                        "representation": list(dict.fromkeys(k[0] for k in rs))},
+            "joint": {part: {"n_specs": n, "median_r": 0.4, "median_p": median_p, "share_positive": 0.75,
+                             "share_p": share_p} for part, n in (("all", len(cols["r"])), ("no_left_out", len(rs)))}}
+
+
+def grid(values: dict[str, list[float]]) -> dict[tuple[str, str, int], float]:
+    """r per (representation, policy, layer) from one curve over layers per representation."""
+    return {(rep, policy, i): r + (0.001 if policy == "sink_excluded" else 0.0)
+            for rep, curve_ in values.items() for i, r in enumerate(curve_) for policy in ("special", "sink_excluded")}
+
+
+def test_the_representation_median_is_a_derived_key_that_the_values_recompute() -> None:
+    rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8], "abtt": [-0.4, -0.6, 0.7]})
+    p = Panel({"a": {"specification_curve": curve(rs)}})
+    value = cv.representation_median(p, "a", "abtt")
+    specs = p.files["results/models/a/specification_curve.json"]["specs"]
+    direct = [r for r, k in zip(specs["r"], specs["representation"]) if k == "abtt"]
+    assert value.raw == pytest.approx(float(np.median(direct)))
+    assert value.source.key == "median(specs/r where representation=abtt)"
+
+
+def test_the_curve_phrase_and_verdict_follow_the_joint_p_and_the_policies() -> None:
+    rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8]})
+    p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.2)},
+               "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7, same_policies=True)}})
+    text = plain_text(cv.curve_phrase(p))
+    assert text.startswith("A's 24 specifications have median r +0.400 (p = 0.030), r > 0 in 75 % of them (p = 0.200); "
+                           "the 12 with every category have")
+    assert "By representation, the median r is raw +0.105 and z-scored +0.305." in text
+    assert "B's two position-0 policies give the same r in every specification" in text
+    assert "A's two position-0 policies" not in text
+    verdict = plain_text(cv.curve_verdict(p))
+    assert verdict == ("At α = 0.05, A's curve differs from chance by its median r but not by its share of r > 0 while "
+                       "B's curve does not differ from chance by its median r or its share of r > 0.")
+    assert plain_text(cv.curve_abstract(p)) == ("the median correlation differs from chance for one of the two models "
+                                                "(exact permutation p = 0.030 and 0.400)")
+    both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)}})
+    assert "differs from chance by both its median r and its share" in plain_text(cv.curve_verdict(both))
+    assert "differs from chance for the one model (exact permutation p = 0.010)" in plain_text(cv.curve_abstract(both))
+
+
+def dimensions(raw: list[float], top1: list[float], pc1: list[float], z: list[float], sx: list[float] | None = None
+               ) -> dict[str, Any]:
+    def policy(cos: list[float]) -> dict[str, Any]:
+        return {"poolings": {"mean": {"mean_cosine": {"raw": cos, "zscore": z, "abtt": [-v for v in z]},
+                                      "uniformity_share": {"top1": top1}, "variance_share": {"top1": pc1}}}}
+    return {"layers": list(range(len(raw))), "settings": {"abtt_k": 5},
+            "policies": {"default": policy(raw), "sink_excluded": policy(sx if sx is not None else raw)}}
+
+
+def test_the_direction_phrases_give_the_peaks_and_whether_one_dimension_dominates() -> None:
+    p = Panel({"a": {"dimensions": dimensions([0.5, 0.99, 0.9], [0.2, 0.6, 0.95], [0.3, 0.99, 0.5], [0.001, -0.002, 0.0],
+                                              sx=[0.4, 0.8, 0.85])}})
+    text = plain_text(cv.direction_phrase(p))
+    assert "peaks at 0.9900 at layer 1 for A (0.8500 at layer 2 with position 0 excluded), where the top dimension " \
+           "carries up to 0.950 of the uniformity (layer 2) and the first principal component up to 0.990" in text
+    assert text.endswith("the raw cosines mostly measure one dimension")
+    assert plain_text(cv.standardized_phrase(p)) == ("After z-scoring or ABTT, the mean cosine over all statements lies "
+                                                     "between −0.0020 and +0.0020 at every layer of every model and "
+                                                     "policy: no shared direction is left")
+    low = Panel({"a": {"dimensions": dimensions([0.5, 0.6], [0.2, 0.3], [0.3, 0.2], [0.1, 0.2])}})
+    assert "no single dimension carries most" in plain_text(cv.direction_phrase(low))
+    assert plain_text(cv.standardized_phrase(low)).endswith("some shared direction remains")
+
+
+def test_the_representation_phrase_finds_the_layer_where_the_representations_differ_most() -> None:
+    rs = grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8], "abtt": [0.1, -0.6, 0.7]})
+    p = Panel({"a": {"specification_curve": curve(rs)}})
+    assert cv.widest_layer(p, "a") == 1
+    text = plain_text(cv.representation_r_phrase(p))
+    assert text.startswith("The representation changes the sign of the category-level r at some layer of A")
+    assert "at layer 1 of A, −0.900 raw, +0.300 z-scored, −0.600 ABTT (last layer: +0.900 raw, +0.800 z-scored" in text
+    same = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
+    assert plain_text(cv.representation_r_phrase(same)).startswith("The representation changes the size but not the sign")
+    p.files["results/models/a/dimensions.json"] = dimensions([0.5, 0.99, 0.9], [0.2, 0.6, 0.95], [0.3, 0.9, 0.5],
+                                                             [0.001, -0.002, 0.0])
+    table = cv.representation_table(p)
+    assert table.count("\n") == 4 and "median(specs/r where representation=zscore)" in table
+    abstract = plain_text(cv.direction_abstract(p))
+    assert abstract.startswith("In the raw states a single dimension carries most of the cosine uniformity (up to 0.95)")
+    assert "ABTT lowers it and z-scoring raises it for every model" in abstract
+
+
+# ------------------------------------------------------------------------------------------------
+# The pair-level models
+
+METRICS = ("centroid_asymmetry", "knn_density_asymmetry", "margin_asymmetry")
+
+
+def pair_models(holm: dict[str, tuple[int, int]], knn: tuple[float, float] = (0.2, 0.34), lexical: float = 0.45,
+                n: int = 4) -> dict[str, Any]:
+    """A ``pair_models.json``: ``holm[metric] = (layers surviving with position 0 excluded, under the default)``."""
+    def policy(i: int) -> dict[str, Any]:
+        return {"poolings": {"mean": {k: {"n_holm_layers": holm[k][i], "partial_r_min": knn[0] if k == METRICS[1] else -0.1,
+                                          "partial_r_max": knn[1] if k == METRICS[1] else 0.1} for k in METRICS}},
+                "lexical_baseline": {"metrics": {k: {"median_partial_r": lexical, "significant": [True, True, False]}
+                                                 for k in METRICS}}}
+    return {"layers": list(range(n)), "permutations": 100,
+            "policies": {"sink_excluded": policy(0), "default": policy(1)}}
+
+
+def option_b(reject: list[bool]) -> dict[str, Any]:
+    return {"layers": list(range(len(reject))),
+            "poolings": {"mean": {"metrics": {"knn_density_asymmetry": {"permutation_holm_reject": reject}}}}}
+
+
+def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_baseline() -> None:
+    p = Panel({"a": {"pair_models": pair_models({"centroid_asymmetry": (2, 2), "knn_density_asymmetry": (1, 1),
+                                                 "margin_asymmetry": (0, 3)}),
+                     "sink_excluded/option_b": option_b([True] * 4)},
+               "b": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(0.05, 0.2), lexical=0.18),
+                     "sink_excluded/option_b": option_b([True, True, False])}})
+    text = plain_text(pl.pair_phrase(p))
+    assert text.startswith("With mean pooling and position 0 excluded, the metrics that survive Holm's correction are "
+                           "centroid asymmetry at 2 and kNN density asymmetry at 1 of the 4 layers of A; no metric "
+                           "survives at any of the 4 layers of B.")
+    assert "Under the default policy they are margin asymmetry at 3, centroid asymmetry at 2 and kNN" in text
+    assert "For B both policies give the same counts." in text
+    assert "from +0.200 to +0.340 over the layers of A, against a median +0.450 for the lexical baseline " \
+           "(significant for 2 of 3 seeds)" in text
+    verdict = plain_text(pl.pair_verdict(p))
+    assert verdict == ("with position 0 excluded, no metric survives Holm's correction at more than 2 of the layers of "
+                       "any model (the centroid asymmetry of A, of 4 layers); under the default policy, the margin "
+                       "asymmetry of A survives at 3 of 4, and the lexical baseline's partial r for the kNN density "
+                       "asymmetry matches or exceeds the models' largest for both models")
+    assert plain_text(pl.pair_abstract(p)) == ("the original's kNN density asymmetry survives Holm's correction at no "
+                                               "more than 1 layer of either model, and a lexical baseline does as well")
+    old = plain_text(pl.old_knn_phrase(p))
+    assert "at 4 of 4 layers of A (here 1) and 2 of 3 layers of B (here 0)" in old and "no longer distinguishable" in old
+    table = pl.pair_table(p)
+    assert table.count("\n") == 2 + 2 * len(METRICS) - 1 and "n_holm_layers" in table
+
+    strong = Panel({"a": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(0.3, 0.6), lexical=0.1),
+                          "sink_excluded/option_b": option_b([False] * 4)}})
+    assert plain_text(pl.pair_verdict(strong)) == ("with position 0 excluded, no metric survives Holm's correction at "
+                                                   "any layer of any model, and the models' kNN density asymmetry "
+                                                   "exceeds the lexical baseline's partial r")
+    assert plain_text(pl.pair_abstract(strong)).endswith("at no layer, and it does better than a lexical baseline")
+    assert "no longer distinguishable" not in plain_text(pl.old_knn_phrase(strong))
+
+
+def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve() -> None:
+    rs = grid({"raw": [0.1, 0.9]})
+    p = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)}})
+    text = plain_text(fd.conclusion_phrase(p))
+    assert "matched by a model-free lexical baseline" in text and "single category for A" in text
+    assert "different from chance for every model" in text
+    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.5)
+    assert "different from chance for no model" in plain_text(fd.conclusion_phrase(p))
+    beaten = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0], without=0.5), "specification_curve": curve(rs)}})
+    beaten.files["results/models/a/robustness.json"]["lexical_baseline"]["final_r"]["mean"] = 0.2
+    text = plain_text(fd.conclusion_phrase(beaten))
+    assert "exceeds what the statements' words alone give" in text and "single category" not in text

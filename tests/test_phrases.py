@@ -85,17 +85,6 @@ def test_values_read_a_key_path_and_carry_it() -> None:
     assert p.ledger.entries[(Source("results/models/a/robustness.json", "policies/default/final_r"), "r")] == (1, "+0.900")
 
 
-def test_r_with_p_names_the_test_once_and_every_value_keeps_its_source() -> None:
-    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3),
-              b=robustness(final_r=-0.4, sx_r=[0.5, 0.8], r=[0.5, 0.9], lexical=0.2, without=0.3))
-    text = fd.r_with_p_phrase(p, "robustness", "policies/default/final_r", "policies/default/final_spearman", "t-test")
-    assert plain_text(text) == "+0.900 (A, t-test p = 0.300) and \u22120.400 (B, p = 0.300)"
-    assert text.count('class="uav"') == 0 and text.count("{.uav") == 4
-    with_n = fd.r_with_p_phrase(p, "robustness", "policies/default/final_r", "policies/default/final_spearman",
-                                "t-test", Value(230, "int", Source("l.json", "n"), p.ledger))
-    assert plain_text(with_n) == "+0.900 (A, t-test over 230 pairs, p = 0.300) and \u22120.400 (B, p = 0.300)"
-
-
 def test_same_pooling_models_asks_every_pooling() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
               b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
@@ -168,19 +157,6 @@ def test_specifications_scope_counts_the_distinct_ones() -> None:
         "; 9 of them distinct, as the two policies agree wherever no pooled state includes position 0)")
     q = Panel({"b": p.results["b"]})
     assert plain_text(fd.specifications_scope(q)).endswith("position 0 excluded)")
-
-
-def test_last_layer_phrase_gives_the_leave_one_category_out_range_not_a_fisher_interval() -> None:
-    lw = layerwise([0.5, 0.9])
-    lw["settings"] = {"alpha": 0.05}
-    lw["poolings"]["mean"].update(permutation_p=[0.5, 0.01], loco_r=[[0.1, 0.2], [0.95, -0.3, None, 0.8]])
-    p = Panel({"a": {"layerwise": lw}})
-    text = fd.last_layer_phrase(p)
-    assert plain_text(text) == ("+0.900 for A (exact permutation p = 0.010, significant at α = 0.05; with one category "
-                                "left out, r ranges from −0.300 to +0.950)")
-    assert "poolings/mean/loco_r/1/1" in text and "poolings/mean/loco_r/1/0" in text and "Fisher" not in text
-    lw["poolings"]["mean"]["loco_r"][1] = [None, None]
-    assert plain_text(fd.last_layer_phrase(p)).endswith("with one category left out, r is undefined)")
 
 
 def test_loco_cell_gives_the_range_or_n_a() -> None:

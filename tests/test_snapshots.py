@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing import findings, phrases, tables, tables_original
+from uaprobe.publishing import curve, findings, pairlevel, phrases, tables, tables_original
 from uaprobe.publishing.outputs import Outputs, load_outputs
 from uaprobe.publishing.values import plain_text
 
@@ -26,11 +26,15 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "bins_table", "anisotropy_table", "sink_table", "confound_table")},
     **{name: getattr(tables_original, name) for name in ("option_b_table", "phase_table", "control_table")},
     **{name: getattr(phrases, name) for name in (
-        "last_layer_phrase", "sink_exclusion_phrase", "position0_phrase", "published_comparison",
+        "sink_exclusion_phrase", "position0_phrase", "published_comparison",
         "specification_significance_phrase", "panel_phrase")},
     **{name: getattr(findings, name) for name in (
-        "length_phrase", "confound_verdict", "confound_abstract", "knn_phrase", "knn_abstract",
-        "specification_count_phrase", "conclusion_phrase", "anisotropy_phrase")},
+        "length_phrase", "confound_verdict", "confound_abstract", "conclusion_phrase")},
+    **{name: getattr(curve, name) for name in (
+        "curve_phrase", "curve_verdict", "curve_abstract", "direction_phrase", "standardized_phrase",
+        "representation_r_phrase", "direction_abstract", "representation_table")},
+    **{name: getattr(pairlevel, name) for name in (
+        "pair_phrase", "pair_verdict", "pair_abstract", "old_knn_phrase", "pair_table")},
 }
 
 

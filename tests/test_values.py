@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pypandoc
 import pytest
 
 from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import (FORMATS, SUPPLEMENT_HTML, Ledger, Source, Value, lookup, parse_values,
+from uaprobe.publishing.values import (FORMATS, SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, parse_values,
                                        plain_text, shown_text)
 
 MINUS = "\u2212"
@@ -36,6 +37,24 @@ def test_lookup_follows_keys_and_indices_and_names_what_is_missing() -> None:
     assert lookup(doc, "a/b/2/c", file="f.json") == 3 and lookup(doc, "a/b/-1/c", file="f.json") == 3
     with pytest.raises(Exception, match=r"f\.json: no key 'a/x' \(stops at 'x'\)"):
         lookup(doc, "a/x", file="f.json")
+
+
+def test_a_derived_median_is_the_median_of_the_rows_its_key_names() -> None:
+    rng = np.random.default_rng(0)
+    n = 41
+    doc = {"specs": {"r": [float(x) for x in rng.normal(size=n)], "kind": [["raw", "z"][i % 2] for i in range(n)],
+                     "out": [None if i % 3 == 0 else "c" for i in range(n)]}}
+    doc["specs"]["r"][4] = None  # a missing r is left out
+    key = median_key("specs/r", kind="raw", out=None)
+    assert key == "median(specs/r where kind=raw and out=null)"
+    direct = [r for r, k, o in zip(doc["specs"]["r"], doc["specs"]["kind"], doc["specs"]["out"])
+              if k == "raw" and o is None and r is not None]
+    assert lookup(doc, key, file="f.json") == pytest.approx(float(np.median(direct)))
+    assert lookup(doc, median_key("specs/r"), file="f.json") == pytest.approx(
+        float(np.median([r for r in doc["specs"]["r"] if r is not None])))
+    assert lookup(doc, median_key("specs/r", kind="none"), file="f.json") is None
+    with pytest.raises(Exception, match="no key"):
+        lookup(doc, median_key("specs/r", missing="raw"), file="f.json")
 
 
 def test_markup_survives_pandoc_and_every_link_names_its_row_of_the_supplement(tmp_path: Path) -> None:

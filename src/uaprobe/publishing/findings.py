@@ -1,4 +1,6 @@
-"""The paper's main findings as phrases: the length confound, the pair-level result and the verdict.
+"""The paper's main findings as phrases: the length confound and the verdict (the specification curve and
+the shared direction are in :mod:`uaprobe.publishing.curve`, the pair-level models in
+:mod:`uaprobe.publishing.pairlevel`).
 
 Each function reads the values it reports and chooses its words from them, so a different result
 gives a different sentence; every number it shows is a sourced
@@ -7,13 +9,12 @@ gives a different sentence; every number it shows is a sourced
 
 from __future__ import annotations
 
-from typing import Any
 
+from uaprobe.publishing.curve import differs
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.phrases import (MATCH_TOLERANCE, join_words, lexical_matches_or_beats, plural, reversing_models,
-                                        sign_word, specifications, surviving_layers)
+from uaprobe.publishing.phrases import MATCH_TOLERANCE, join_words, lexical_matches_or_beats, reversing_models, sign_word
 from uaprobe.publishing.tables import length_category, other_range
-from uaprobe.publishing.values import Value, pretty, prose
+from uaprobe.publishing.values import pretty, prose
 
 # ------------------------------------------------------------------------------------------------
 # The length confound: one category whose B statements are longer
@@ -123,77 +124,13 @@ def normalisation_moves(out: Outputs, m: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# The pair-level result: Option B's kNN density asymmetry with the length difference partialled out
-
-KNN = "poolings/{pooling}/metrics/knn_density_asymmetry"
-
-
-def _extreme(out: Outputs, m: str, stem: str, key: str, fn: Any, fmt: str = "r") -> Value | None:
-    """The smallest (``fn=min``) or largest (``max``) entry of a per-layer array, as a value."""
-    values = out.raw(m, stem, key) or []
-    finite = [(v, i) for i, v in enumerate(values) if v is not None]
-    if not finite:
-        return None
-    return out.v(m, stem, f"{key}/{fn(finite)[1]}", fmt)
-
-
-@prose
-def knn_phrase(out: Outputs, stem: str = "sink_excluded/option_b", pooling: str = "mean") -> str:
-    """Per model: the range over layers of the kNN density asymmetry's partial r with the content-token
-    difference partialled out, how many layers' permutation p of r survives Holm's correction, and the
-    largest t-test p of the partial r."""
-    parts = []
-    for m in out.models:
-        base = KNN.format(pooling=pooling)
-        low = _extreme(out, m, stem, f"{base}/partial_r", min)
-        high = _extreme(out, m, stem, f"{base}/partial_r", max)
-        if low is None or high is None:
-            parts.append(f"undefined for {out.display(m)}")
-            continue
-        worst_p = _extreme(out, m, stem, f"{base}/partial_p", max, "p")
-        parts.append(f"partial r from {low} to {high} over the layers of {out.display(m)}, whose r survives the "
-                     f"permutation test with Holm's correction at {out.v(m, stem, f'{base}/permutation_holm_reject', 'count_true')} "
-                     f"of {out.v(m, stem, 'layers', 'count')} layers"
-                     + (f" (largest t-test p of the partial r over the layers: {worst_p})" if worst_p is not None else ""))
-    return "; ".join(parts)
-
-
-@prose
-def knn_abstract(out: Outputs, stem: str = "sink_excluded/option_b", pooling: str = "mean") -> str:
-    """The kNN result in one clause over the whole panel: the smallest and largest partial r over every
-    layer of every model, and whether r survives Holm at every layer."""
-    base = KNN.format(pooling=pooling)
-    lows = [v for m in out.models if (v := _extreme(out, m, stem, f"{base}/partial_r", min)) is not None]
-    highs = [v for m in out.models if (v := _extreme(out, m, stem, f"{base}/partial_r", max)) is not None]
-    if not lows:
-        return "the kNN density asymmetry is undefined"
-    low, high = min(lows, key=lambda v: v.raw), max(highs, key=lambda v: v.raw)
-    every = all(all(out.raw(m, stem, f"{base}/permutation_holm_reject")) for m in out.models)
-    none = not any(any(out.raw(m, stem, f"{base}/permutation_holm_reject")) for m in out.models)
-    holm = ("at every layer of every model" if every else "at no layer" if none else "at some layers")
-    sign = "a positive" if low.raw > 0 else "a negative" if high.raw < 0 else "a mixed"
-    return (f"the original's kNN density asymmetry keeps {sign} correlation with the preference once the "
-            f"length difference is partialled out (partial r {low} to {high} over layers and models); its "
-            f"permutation test survives Holm's correction {holm}")
-
-
-# ------------------------------------------------------------------------------------------------
 # Verdicts
 
 
 @prose
-def specification_count_phrase(out: Outputs) -> str:
-    """``a significant layer in 1 of the 12 specifications`` (or ``in none of …``)."""
-    specs = specifications(out)
-    hit = sum(1 for spec in specs if surviving_layers(out, *spec))
-    return (f"a significant layer in {'none' if hit == 0 else hit} of the {len(specs)} "
-            f"{plural(len(specs), 'specification')} of pooling and treatment of the first token")
-
-
-@prose
 def conclusion_phrase(out: Outputs) -> str:
-    """What the data support, as clauses: lexical or not, one category or not, significant or not, and
-    the pair-level result."""
+    """What the data support, as clauses: lexical or not, one category or not, the specification curve's
+    verdict, the shared direction and the pair-level result."""
     lexical = lexical_matches_or_beats(out)
     reversed_ = reversing_models(out)
     parts = []
@@ -207,8 +144,11 @@ def conclusion_phrase(out: Outputs) -> str:
         parts.append("the models' category-level correlation exceeds what the statements' words alone give")
     if reversed_:
         parts.append(f"its sign rests on a single category for {join_words(reversed_)}")
-    parts.append(f"the exact permutation test with Holm's correction across layers finds "
-                 f"{specification_count_phrase(out)} (@sec-spec)")
+    differing = [out.display(m) for m in out.models if any(differs(out, m).values())]
+    parts.append("across every analytic choice, the exact joint permutation test finds the specification curve "
+                 + (f"different from chance for {join_words(differing)} only" if 0 < len(differing) < len(out.models)
+                    else "different from chance for every model" if differing else
+                    "different from chance for no model") + " (@sec-spec)")
     return "; ".join(parts)
 
 
@@ -237,28 +177,3 @@ def confound_abstract(out: Outputs) -> str:
         text += (", and summing the NLL instead of averaging it over tokens moves r for "
                  f"{'both' if len(moved) == len(out.models) == 2 else join_words([out.display(m) for m in moved])}")
     return text + "."
-
-
-@prose
-def anisotropy_phrase(out: Outputs) -> str:
-    """Per model: the largest share of variance on the first principal component of the token states and
-    its layer, with every content token and with position 0 excluded; then whether one direction
-    carries most of the variance there."""
-    parts, peaks = [], []
-    for m in out.models:
-        value, layer = out.v(m, "anisotropy", "l_star_value", "f2"), out.v(m, "anisotropy", "l_star", "int")
-        sx = out.raw(m, "anisotropy", "variants/sink_excluded/l_star")
-        text = f"{value} at layer {layer} for {out.display(m)}"
-        if sx is not None and out.raw(m, "anisotropy", "variants/sink_excluded/lambda1_ratio") != \
-                out.raw(m, "anisotropy", "lambda1_ratio"):
-            sx_value = out.v(m, "anisotropy", f"variants/sink_excluded/lambda1_ratio/{sx}", "f2")
-            text += (f" ({sx_value} at layer {out.v(m, 'anisotropy', 'variants/sink_excluded/l_star', 'int')} with "
-                     "position 0 of every prompt excluded)")
-            peaks.append(sx_value.raw)
-        peaks.append(value.raw)
-        parts.append(text)
-    most = all(p is not None and p > 0.5 for p in peaks)
-    verdict = ("at those peaks a single direction carries most of the variance of the token states, so their "
-               "cosine similarities there mostly measure that direction" if most else
-               "a single direction does not carry most of the variance everywhere")
-    return f"{join_words(parts)}; {verdict}"

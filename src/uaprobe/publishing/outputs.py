@@ -105,7 +105,8 @@ def load_outputs(root: str | Path | None = None) -> Outputs:
     out = Outputs(root=root, params=params, models=tuple(params.models), ledger=Ledger(root))
     for m in out.models:
         for stem in ("layerwise", "validation", "bins", "pairs", "preference", "anisotropy", "robustness",
-                     "option_b", "neutral_control", "sink_excluded/layerwise"):
+                     "option_b", "neutral_control", "sink_excluded/layerwise", "sink_excluded/option_b",
+                     "specification_curve", "dimensions", "pair_models"):
             out.doc(out.model_file(m, stem))
     out.doc("results/panel.json")
     out.doc("params.yaml")

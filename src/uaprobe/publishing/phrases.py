@@ -16,7 +16,6 @@ from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.tables import (
     POLICY_FILES,
     POOLING_WORDS,
-    loco_range,
     poolings,
     same_numbers,
     same_pooling_models,
@@ -79,37 +78,6 @@ def comparison_word(baseline: float | None, model: float | None, *, tolerance: f
     if abs(baseline - model) <= tolerance:
         return "matches"
     return "exceeds" if baseline > model else "falls short of"
-
-
-# ------------------------------------------------------------------------------------------------
-# Per-model phrases of the results sections
-
-
-@prose
-def significance_word(p: Value, alpha: float) -> str:
-    """``significant at α = 0.05`` or ``not significant at α = 0.05`` (``untested`` without a p)."""
-    if p.raw is None:
-        return "untested"
-    return f"{'' if p.raw < alpha else 'not '}significant at α = {alpha:g}"
-
-
-@prose
-def last_layer_phrase(out: Outputs, pooling: str = "mean") -> str:
-    """Per model: the last-layer r with its exact permutation p (the test of record) and its verdict, and
-    the range of r with one category left out (at six categories a Fisher-z interval would look precise
-    and is not: its normal approximation needs many more points)."""
-    parts = []
-    for m in out.models:
-        last = out.raw(m, "layerwise", "n_layers")
-        b = f"poolings/{pooling}"
-        p = out.v(m, "layerwise", f"{b}/permutation_p/{last}", "p")
-        alpha = float(out.raw(m, "layerwise", "settings/alpha"))
-        loco = loco_range(out, m, last, pooling)
-        parts.append(f"{out.v(m, 'layerwise', f'{b}/pearson_r/{last}')} for {out.display(m)} (exact permutation p = "
-                     f"{p}, {significance_word(p, alpha)}; "
-                     + (f"with one category left out, r ranges from {loco[0]} to {loco[1]})" if loco else
-                        "with one category left out, r is undefined)"))
-    return "; ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -295,20 +263,3 @@ def panel_phrase(out: Outputs) -> str:
         text.append(f"With {len(specs)} {plural(len(specs), 'model')}, the scaling analysis (@tbl-scaling) is a "
                     "comparison, not a trend.")
     return " ".join(text)
-
-
-@prose
-def r_with_p_phrase(out: Outputs, stem: str, r_key: str, p_key: str, test: str, n: Value | None = None,
-                    unit: str = "pairs") -> str:
-    """Per model: ``+0.077 (A, t-test p = 0.249) and +0.140 (B, p = 0.034)``; with ``n`` the test names how
-    many points it ran over: ``(A, t-test over 230 pairs, p = 0.249)``."""
-    parts = []
-    for i, m in enumerate(out.models):
-        if i:
-            label = "p"
-        elif n is None:
-            label = f"{test} p"
-        else:
-            label = f"{test} over {n} {unit}, p"
-        parts.append(f"{out.v(m, stem, r_key)} ({out.display(m)}, {label} = {out.v(m, stem, p_key, 'p')})")
-    return join_words(parts)

@@ -118,12 +118,45 @@ FORMATS: Mapping[str, Callable[[Any], str]] = {
 
 
 def lookup(doc: Any, key: str, *, file: str) -> Any:
-    """The value at ``key`` (``/``-separated keys, list indices as integers, ``-1`` the last) of ``doc``."""
+    """The value at ``key`` (``/``-separated keys, list indices as integers, ``-1`` the last) of ``doc``;
+    or, for a derived key (:func:`median_key`), the summary it names of the columns it names."""
+    derived = DERIVED.match(key)
     try:
+        if derived:
+            return _median_where(doc, derived.group(1), derived.group(2))
         return resolve(doc, key.split("/"))
     except KeyPathError as exc:
         raise ValueSourceError(f"{file}: no key {key!r} (stops at {exc.part!r}); rerun the stage that writes "
                                "it (`dvc repro`)") from None
+
+
+DERIVED = re.compile(r"^median\(([^\s()]+)(?: where ([^()]+))?\)$")
+"""A derived key: ``median(specs/r where representation=raw and left_out=null)`` is the median of the
+column ``specs/r`` over the rows whose sibling columns (``specs/representation``, ``specs/left_out``)
+hold those values (``null`` for a missing one; values compared as text); missing entries of the
+column are left out, and the median of no entry is None."""
+
+
+def median_key(column: str, **where: Any) -> str:
+    """The derived key of the median of ``column`` (a ``/``-path to a list whose siblings are lists of
+    the same length) over the rows where each named sibling column holds the given value."""
+    cond = " and ".join(f"{k}={'null' if v is None else v}" for k, v in where.items())
+    return f"median({column}{' where ' + cond if cond else ''})"
+
+
+def _median_where(doc: Any, column: str, where: str | None) -> float | None:
+    parts = column.split("/")
+    values = resolve(doc, parts)
+    keep = [True] * len(values)
+    for clause in (where.split(" and ") if where else []):
+        name, _, wanted = clause.partition("=")
+        other = resolve(doc, [*parts[:-1], name.strip()])
+        keep = [k and ("null" if o is None else str(o)) == wanted.strip() for k, o in zip(keep, other)]
+    chosen = sorted(float(x) for x, k in zip(values, keep) if k and not _missing(x))
+    if not chosen:
+        return None
+    mid = len(chosen) // 2
+    return chosen[mid] if len(chosen) % 2 else (chosen[mid - 1] + chosen[mid]) / 2
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,0 +1,310 @@
+"""The specification curve and the shared direction as phrases and a table.
+
+Reads ``specification_curve.json`` (every analytic choice's category-level r, with the exact joint
+permutation test of the curve's median r and share of r > 0) and ``dimensions.json`` (the mean
+pairwise cosine of every statement under each representation, the share of the uniformity on the
+top dimensions, the variance on the top principal components). Every number shown is a sourced
+:class:`~uaprobe.publishing.values.Value`; a median over a subset of the specifications is a derived
+key (:func:`~uaprobe.publishing.values.median_key`) that the provenance checks recompute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uaprobe.publishing.outputs import Outputs
+from uaprobe.publishing.phrases import join_words
+from uaprobe.publishing.tables import markdown_table
+from uaprobe.publishing.values import Value, median_key, prose
+
+CURVE = "specification_curve"
+DIMENSIONS = "dimensions"
+
+REPRESENTATION_WORDS = {"raw": "raw", "zscore": "z-scored", "abtt": "ABTT"}
+ACTION_WORDS = {"zscore": "z-scoring", "abtt": "ABTT"}
+POOLING_WORDS = {"mean": "mean", "last": "last-token", "first": "first-token"}
+
+NEAR_ZERO = 0.05
+"""A mean cosine within this of zero at every layer counts as "near zero": no shared direction left."""
+
+DOMINATES = 0.5
+"""A share above this counts as carrying "most" of the uniformity or variance."""
+
+
+def alpha(out: Outputs, m: str) -> float:
+    return float(out.raw(m, CURVE, "settings/alpha"))
+
+
+def representations(out: Outputs, m: str) -> list[str]:
+    return list(out.raw(m, CURVE, "choices/representation") or [])
+
+
+def representation_median(out: Outputs, m: str, representation: str) -> Value:
+    """The median r over every specification with ``representation`` (a derived, sourced value)."""
+    return out.v(m, CURVE, median_key("specs/r", representation=representation))
+
+
+def identical_policies(out: Outputs, m: str) -> list[str]:
+    """The poolings under which the two position-0 policies give the same r in every specification."""
+    specs = out.raw(m, CURVE, "specs")
+    policies = list(out.raw(m, CURVE, "choices/policy") or [])
+    if len(policies) != 2:
+        return []
+    by: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for i, r in enumerate(specs["r"]):
+        key = tuple(specs[c][i] for c in ("pooling", "representation", "nll", "layer", "left_out"))
+        by.setdefault(key, {})[specs["policy"][i]] = r
+    same = []
+    for pooling in out.raw(m, CURVE, "choices/pooling") or []:
+        rows = [v for k, v in by.items() if k[0] == pooling]
+        if rows and all(len(v) == 2 and v[policies[0]] == v[policies[1]] for v in rows):
+            same.append(pooling)
+    return same
+
+
+def _joint(out: Outputs, m: str, part: str) -> str:
+    j = f"joint/{part}"
+    return (f"median r {out.v(m, CURVE, f'{j}/median_r')} (p = {out.v(m, CURVE, f'{j}/median_p', 'p')}), "
+            f"r > 0 in {out.v(m, CURVE, f'{j}/share_positive', 'percent')} % of them "
+            f"(p = {out.v(m, CURVE, f'{j}/share_p', 'p')})")
+
+
+@prose
+def curve_phrase(out: Outputs) -> str:
+    """Per model: the number of specifications, the median r and the share of r > 0 with their exact joint
+    p, the same without a left-out category, the medians by representation, and which policies coincide."""
+    sentences = []
+    for m in out.models:
+        medians = join_words([f"{REPRESENTATION_WORDS.get(k, k)} {representation_median(out, m, k)}"
+                              for k in representations(out, m)])
+        sentences.append(
+            f"{out.display(m)}'s {out.v(m, CURVE, 'joint/all/n_specs', 'thousands')} specifications have "
+            f"{_joint(out, m, 'all')}; the {out.v(m, CURVE, 'joint/no_left_out/n_specs', 'thousands')} with every "
+            f"category have {_joint(out, m, 'no_left_out')}. By representation, the median r is {medians}.")
+        same = identical_policies(out, m)
+        if same and len(same) == len(out.raw(m, CURVE, "choices/pooling")):
+            sentences.append(f"{out.display(m)}'s two position-0 policies give the same r in every specification, "
+                             "as no pooled state includes its position 0: half of its specifications repeat the "
+                             "other half.")
+        elif same:
+            sentences.append(f"{out.display(m)}'s two position-0 policies give the same r with "
+                             f"{join_words([POOLING_WORDS.get(p, p) for p in same])} pooling, which never pools "
+                             "position 0.")
+    return " ".join(sentences)
+
+
+def differs(out: Outputs, m: str) -> dict[str, bool]:
+    """Whether the curve's median r and its share of r > 0 differ from chance at the stored α."""
+    a = alpha(out, m)
+    return {s: (p := out.raw(m, CURVE, f"joint/all/{s}_p")) is not None and p < a for s in ("median", "share")}
+
+
+@prose
+def curve_verdict(out: Outputs) -> str:
+    """Whether each model's curve differs from chance at α by its median r, its share of r > 0, both or
+    neither (the joint exact permutation tests over all specifications)."""
+    parts = []
+    for m in out.models:
+        d = differs(out, m)
+        how = ("by both its median r and its share of r > 0" if all(d.values()) else
+               "by its median r but not by its share of r > 0" if d["median"] else
+               "by its share of r > 0 but not by its median r" if d["share"] else
+               "by its median r or its share of r > 0")
+        parts.append(f"{out.display(m)}'s curve {'differs' if any(d.values()) else 'does not differ'} from chance "
+                     f"{how}")
+    levels = {alpha(out, m) for m in out.models}
+    at = f" at α = {levels.pop():g}" if len(levels) == 1 else ""
+    return f"{at[1:].capitalize() + ', ' if at else ''}{join_words(parts, 'while' if len(parts) == 2 else 'and')}."
+
+
+@prose
+def curve_abstract(out: Outputs) -> str:
+    """The curve in one clause, without model names (they hold digits): for how many models the exact
+    joint test finds the median r different from chance, with each model's p."""
+    yes = [m for m in out.models if differs(out, m)["median"]]
+    ps = [out.v(m, CURVE, "joint/all/median_p", "p") for m in out.models]
+    total = len(out.models)
+    if len(yes) == total:
+        who = "for every model" if total > 2 else "for both models" if total == 2 else "for the one model"
+    elif not yes:
+        who = "for no model"
+    else:
+        who = f"for {'one' if len(yes) == 1 else len(yes)} of the {'two' if total == 2 else total} models"
+    return (f"the median correlation differs from chance {who} "
+            f"(exact permutation p = {join_words([str(p) for p in ps])})")
+
+
+# ------------------------------------------------------------------------------------------------
+# The shared direction
+
+
+def _argmax(values: list[Any]) -> int | None:
+    finite = [(v, i) for i, v in enumerate(values or []) if v is not None]
+    return max(finite)[1] if finite else None
+
+
+def _peak(out: Outputs, m: str, key: str, fmt: str = "f2") -> tuple[Value, Value] | None:
+    """The largest entry of a per-layer array of ``dimensions.json`` and its layer."""
+    i = _argmax(out.raw(m, DIMENSIONS, key))
+    return None if i is None else (out.v(m, DIMENSIONS, f"{key}/{i}", fmt), out.v(m, DIMENSIONS, f"layers/{i}", "int"))
+
+
+def _extreme_abs(out: Outputs, m: str, key: str) -> float:
+    return max((abs(v) for v in out.raw(m, DIMENSIONS, key) or [] if v is not None), default=float("nan"))
+
+
+POLICY_KEYS = {"default": "policies/default", "sink_excluded": "policies/sink_excluded"}
+
+
+@prose
+def direction_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model (mean pooling): the largest raw mean cosine over layers under each policy, the largest
+    share of the uniformity on the top dimension and of the variance on the first principal component,
+    with their layers; then whether one dimension carries most of the uniformity."""
+    parts, shares = [], []
+    for m in out.models:
+        base = f"policies/default/poolings/{pooling}"
+        cos, top, pc = (_peak(out, m, f"{base}/{k}", "f4" if k.startswith("mean") else "f3")
+                        for k in ("mean_cosine/raw", "uniformity_share/top1", "variance_share/top1"))
+        if cos is None or top is None or pc is None:
+            parts.append(f"no per-dimension breakdown is recorded for {out.display(m)}")
+            continue
+        shares.append(top[0].raw)
+        text = f"{cos[0]} at layer {cos[1]} for {out.display(m)}"
+        sx = _peak(out, m, f"policies/sink_excluded/poolings/{pooling}/mean_cosine/raw", "f4")
+        if sx is not None and out.raw(m, DIMENSIONS, f"policies/sink_excluded/poolings/{pooling}/mean_cosine/raw") != \
+                out.raw(m, DIMENSIONS, f"{base}/mean_cosine/raw"):
+            text += f" ({sx[0]} at layer {sx[1]} with position 0 excluded)"
+        text += (f", where the top dimension carries up to {top[0]} of the uniformity (layer {top[1]}) and the first "
+                 f"principal component up to {pc[0]} of the variance (layer {pc[1]})")
+        parts.append(text)
+    most = bool(shares) and all(s > DOMINATES for s in shares)
+    verdict = ("so at those layers the raw cosines mostly measure one dimension" if most else
+               "so no single dimension carries most of the uniformity everywhere")
+    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling under the default policy, the raw mean pairwise cosine "
+            f"over all statements peaks at {'; '.join(parts)}; {verdict}")
+
+
+@prose
+def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """What z-scoring and ABTT do to the mean cosine over all statements: its range over the layers of
+    every model and policy, and whether it is near zero everywhere."""
+    lows, highs, worst = [], [], 0.0
+    for m in out.models:
+        for policy in POLICY_KEYS.values():
+            for rep in ("zscore", "abtt"):
+                key = f"{policy}/poolings/{pooling}/mean_cosine/{rep}"
+                values = out.raw(m, DIMENSIONS, key) or []
+                finite = [(v, i) for i, v in enumerate(values) if v is not None]
+                if not finite:
+                    continue
+                lows.append(out.v(m, DIMENSIONS, f"{key}/{min(finite)[1]}", "s4"))
+                highs.append(out.v(m, DIMENSIONS, f"{key}/{max(finite)[1]}", "s4"))
+                worst = max(worst, _extreme_abs(out, m, key))
+    if not lows:
+        return "No standardized representation is recorded"
+    low, high = min(lows, key=lambda v: v.raw), max(highs, key=lambda v: v.raw)
+    near = worst < NEAR_ZERO
+    return (f"After z-scoring or ABTT, the mean cosine over all statements lies between {low} "
+            f"and {high} at every layer of every model and policy"
+            + (": no shared direction is left" if near else
+               ": some shared direction remains"))
+
+
+def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling: str = "mean",
+                      policy: str | None = None, nll: str = "mean") -> dict[str, Value]:
+    """The category-level r of one specification (every category, the given layer, pooling, policy and NLL)
+    under each representation, as values at their index of ``specs/r``; the last layer by default."""
+    specs = out.raw(m, CURVE, "specs")
+    policy = policy or out.raw(m, CURVE, "choices/policy")[0]
+    layer = max(out.raw(m, CURVE, "choices/layer")) if layer is None else layer
+    found = {}
+    for i, r in enumerate(specs["r"]):
+        if (specs["layer"][i], specs["pooling"][i], specs["policy"][i], specs["nll"][i], specs["left_out"][i]) == \
+                (layer, pooling, policy, nll, None):
+            found[specs["representation"][i]] = out.v(m, CURVE, f"specs/r/{i}")
+    return {k: found[k] for k in representations(out, m) if k in found}
+
+
+def widest_layer(out: Outputs, m: str, pooling: str = "mean") -> int | None:
+    """The layer whose r (every category, default policy, mean NLL) differs most between representations."""
+    spread = {}
+    for layer in out.raw(m, CURVE, "choices/layer") or []:
+        rs = [v.raw for v in representation_rs(out, m, layer=layer, pooling=pooling).values() if v.raw is not None]
+        if len(rs) > 1:
+            spread[layer] = max(rs) - min(rs)
+    return max(spread, key=lambda k: (spread[k], -k)) if spread else None
+
+
+def _signs(rs: dict[str, Value]) -> int:
+    return len({v.raw > 0 for v in rs.values() if v.raw is not None and v.raw != 0})
+
+
+@prose
+def representation_r_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model, with mean pooling under the default policy, every category and the mean NLL: the r under
+    each representation at the layer where they differ most, and at the last layer; led by whether the
+    representation changes the sign of r at some layer."""
+    parts, flips = [], []
+    for m in out.models:
+        layer = widest_layer(out, m, pooling)
+        if layer is None:
+            continue
+        wide, last = representation_rs(out, m, layer=layer, pooling=pooling), representation_rs(out, m, pooling=pooling)
+        if _signs(wide) > 1:
+            flips.append(out.display(m))
+        layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
+        parts.append(f"at layer {layer_v} of {out.display(m)}, "
+                     + ", ".join(f"{v} {REPRESENTATION_WORDS.get(k, k)}" for k, v in wide.items())
+                     + " (last layer: " + ", ".join(f"{v} {REPRESENTATION_WORDS.get(k, k)}" for k, v in last.items())
+                     + ")")
+    lead = (f"The representation changes the sign of the category-level r at some layer of {join_words(flips)}"
+            if flips else "The representation changes the size but not the sign of the category-level r")
+    return (f"{lead}: with {POOLING_WORDS.get(pooling, pooling)} pooling under the default policy and every "
+            f"category, r differs most between representations {'; '.join(parts)}")
+
+
+def representation_table(out: Outputs, pooling: str = "mean") -> str:
+    """Per model and representation: the largest and smallest mean cosine over all statements (default
+    policy), the median r over every specification with that representation, and the last-layer r."""
+    header = ["Model", "Representation", "Mean cosine, min–max over layers", "Median r, all specifications",
+              "r, last layer"]
+    rows = []
+    for m in out.models:
+        last = representation_rs(out, m, pooling=pooling)
+        for k in representations(out, m):
+            key = f"policies/default/poolings/{pooling}/mean_cosine/{k}"
+            values = out.raw(m, DIMENSIONS, key) or []
+            finite = [(v, i) for i, v in enumerate(values) if v is not None]
+            cos = (f"{out.v(m, DIMENSIONS, f'{key}/{min(finite)[1]}', 's3')} to "
+                   f"{out.v(m, DIMENSIONS, f'{key}/{max(finite)[1]}', 's3')}") if finite else "n/a"
+            rows.append([out.display(m) if k == representations(out, m)[0] else "", REPRESENTATION_WORDS.get(k, k), cos,
+                         str(representation_median(out, m, k)), str(last[k]) if k in last else "n/a"])
+    return markdown_table(header, rows)
+
+
+
+
+def _direction_word(out: Outputs, rep: str) -> str:
+    """``raises``/``lowers`` where the median r under ``rep`` is above/below the raw median for every
+    model, ``changes`` otherwise."""
+    moves = {representation_median(out, m, rep).raw > representation_median(out, m, "raw").raw
+             for m in out.models}
+    return "changes" if len(moves) != 1 else ("raises" if moves.pop() else "lowers")
+
+
+@prose
+def direction_abstract(out: Outputs, pooling: str = "mean") -> str:
+    """The shared direction in one sentence, without model names: the largest share of the raw uniformity
+    on one dimension over models and layers, and what z-scoring and ABTT do to the median r."""
+    peaks = [p[0] for m in out.models
+             if (p := _peak(out, m, f"policies/default/poolings/{pooling}/uniformity_share/top1")) is not None]
+    if not peaks:
+        return ""
+    top = max(peaks, key=lambda v: v.raw)
+    both = "both models" if len(out.models) == 2 else "every model"
+    reps = [k for k in ("abtt", "zscore") if all(k in representations(out, m) for m in out.models)]
+    effects = join_words([f"{ACTION_WORDS[k]} {_direction_word(out, k)} it" for k in reps])
+    one = "most of" if top.raw > DOMINATES else "only part of"
+    return (f"In the raw states a single dimension carries {one} the cosine uniformity (up to {top}); removing the "
+            f"shared direction moves the median correlation: {effects} for {both}.")
