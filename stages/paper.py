@@ -27,7 +27,7 @@ from pathlib import Path
 
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing import supplement
-from uaprobe.publishing.appendix import input_hashes
+from uaprobe.publishing.reproducibility import input_hashes
 from uaprobe.publishing.outputs import find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.values import SUPPLEMENT_HTML, file_md5, parse_values

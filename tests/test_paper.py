@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
-from uaprobe.publishing import appendix as ap
+from uaprobe.publishing import embed, figure_registry
+from uaprobe.publishing import reproducibility as ap
 from uaprobe.publishing import paperdiff
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.values import FORMATS, fmt, fmt_r, lookup, parse_values, shown_text
@@ -90,7 +91,7 @@ def expected_figures(root: Path) -> list[str]:
     """The labels of the figures the manuscript shows (the keys it passes to ``figure_markdown``)."""
     keys = set(re.findall(r'figure_markdown\(out, "(\w+)"', (REPO / "paper" / "paper.qmd").read_text()))
     manifest = json.loads((root / "figures" / "manifest.json").read_text())
-    return [ap.figure_label(e["key"], e["model"]) for e in manifest["figures"] if e["key"] in keys]
+    return [embed.figure_label(e["key"], e["model"]) for e in manifest["figures"] if e["key"] in keys]
 
 
 def test_the_paper_stage_renders_html_and_pdf(project: Path) -> None:
@@ -279,7 +280,7 @@ def _small_project(root: Path) -> Path:
     (root / "src" / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"machine-local")
     (root / "params.yaml").write_text("analysis:\n  preference: mean\n", encoding="utf-8")
     (root / ".dvcignore").write_text("__pycache__/\n", encoding="utf-8")
-    write = ("from pathlib import Path; from uaprobe.publishing import appendix as ap; "
+    write = ("from pathlib import Path; from uaprobe.publishing import reproducibility as ap; "
              "from uaprobe.publishing.supplement import inputs_rows; "
              "h = ap.input_hashes(Path('.')); "
              "Path('paper.md').write_text(ap.inputs_paragraph(h) + chr(10) + chr(10).join("
@@ -511,9 +512,9 @@ def _expand(doc: object, key: str) -> list[object]:
 
 def test_every_array_a_figure_caption_names_is_in_its_results_file(project: Path) -> None:
     manifest = json.loads((project / "figures" / "manifest.json").read_text())
-    assert {e["key"] for e in manifest["figures"]} == set(ap.FIGURE_DATA)
+    assert {e["key"] for e in manifest["figures"]} == set(figure_registry.BY_KEY)
     for e in manifest["figures"]:
-        caption = ap.figure_data(e)
+        caption = figure_registry.data_line(e)
         for part in caption.removeprefix("Data: ").rstrip(".").split("; "):
             file, keys = part.split(": ", 1)
             doc = _doc(project, file.strip("`"))

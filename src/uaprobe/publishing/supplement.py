@@ -29,7 +29,9 @@ from typing import Any
 
 import yaml
 
-from uaprobe.publishing.appendix import InputHash, figure_data, figure_label, inputs_digest
+from uaprobe.publishing.embed import figure_label
+from uaprobe.publishing.figure_registry import data_line
+from uaprobe.publishing.reproducibility import InputHash, inputs_digest
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.values import ANCHOR, SUPPLEMENT_HTML, Shown, file_md5
 
@@ -74,7 +76,7 @@ def figure_rows(out: Outputs, page: str, md5: Callable[[str], str]) -> list[list
         label = figure_label(str(e.get("key")), e.get("model"))
         if label in shown:
             rows.append([label, "figure", str(e["png"]), md5(str(e["png"])),
-                         figure_data(e).removeprefix("Data: ").replace("`", ""), "png"])
+                         data_line(e).removeprefix("Data: ").replace("`", ""), "png"])
     return rows
 
 

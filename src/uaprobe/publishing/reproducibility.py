@@ -1,8 +1,6 @@
-"""The manuscript's figures and its reproducibility appendix.
+"""The manuscript's reproducibility appendix.
 
-Figures are markdown images of the figures stage's PNGs, captioned with the results arrays they
-plot (:data:`FIGURE_DATA`). The reproducibility appendix names the paper's inputs by the hashes DVC
-computes for them and their digest (no git state: the same inputs render the same paper at any
+It names the paper's inputs by the hashes DVC computes for them and their digest (no git state: the same inputs render the same paper at any
 commit). The long tables (every input's hash, the hashes ``dvc.lock`` records, the software, the
 CPU code paths, and where every number comes from) are supplementary files next to the paper
 (:mod:`uaprobe.publishing.supplement`).
@@ -11,99 +9,13 @@ CPU code paths, and where every number comes from) are supplementary files next 
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from uaprobe.publishing.outputs import FIGURES_DIR, FIGURES_DIR_ENV, ManuscriptDataError, Outputs
-from uaprobe.publishing.phrases import join_words
 from uaprobe.publishing.values import SUPPLEMENT_HTML
-
-# ------------------------------------------------------------------------------------------------
-# Figures
-
-FIGURE_DATA: Mapping[str, tuple[str, ...]] = {
-    "sink": ("robustness.json: sink/norm_ratio_median, sink/norm_ratio_q10, sink/norm_ratio_q90, "
-             "sink/mean_share_median, sink/top_dim_share_median",),
-    "layerwise": ("layerwise.json: poolings/*/pearson_r, poolings/*/loco_r, poolings/mean/permutation_holm_reject, "
-                  "poolings/mean/sign_changes, poolings/*/prenorm/pearson_r, poolings/*/prenorm/loco_r",
-                  "sink_excluded/layerwise.json: poolings/mean/pearson_r"),
-    "validation": ("validation.json: variants/mean/table/*/ua, variants/mean/table/*/mean_preference",
-                   "data/published/reference-models.json: models"),
-    "scaling": ("results/panel.json: poolings/mean/models/*/r, poolings/mean/models/*/depth_pct, "
-                "poolings/mean/models/*/peak_positive",),
-    "bins": ("bins.json: poolings/mean/schemes/*/comparison, poolings/mean/schemes/*/ci_partition",),
-    "anisotropy": ("anisotropy.json: lambda1_ratio, effective_rank, mean_cos_to_mean, eigenvalue_variance, l_star",),
-    "spectrum": ("anisotropy.json: spectrum, l_star",),
-    "pairs": ("pairs.json: poolings/*/pearson_r, poolings/*/bootstrap_ci_low, poolings/*/bootstrap_ci_high",),
-    "loco": ("layerwise.json: poolings/mean/pearson_r, poolings/mean/loco_r",),
-    "option_b": ("option_b.json: poolings/mean/metrics/*/pearson_r, "
-                 "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_low, "
-                 "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_high, "
-                 "poolings/mean/metrics/centroid_asymmetry/phases",),
-    "specification_curve": ("specification_curve.json: specs/*, joint/all",),
-}
-"""The results arrays each figure plots (per-model files relative to ``results/models/<id>/``)."""
-
-
-def slug(text: str) -> str:
-    """A label-safe form of a model id (letters, digits and single hyphens)."""
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", text.lower())).strip("-")
-
-
-def figure_entries(out: Outputs, key: str) -> list[Mapping[str, Any]]:
-    """The manifest entries of figure ``key``, in panel order (one per model, or one for the panel)."""
-    entries = [e for e in out.figures.get("figures", []) if e.get("key") == key]
-    if not entries:
-        raise ManuscriptDataError(f"figures/manifest.json: no figure {key!r}; run the `figures` stage")
-    order = {m: i for i, m in enumerate(out.models)}
-    return sorted(entries, key=lambda e: order.get(e.get("model") or "", -1))
-
-
-def figure_label(key: str, model_id: str | None = None) -> str:
-    return f"fig-{slug(key)}" + (f"-{slug(model_id)}" if model_id else "")
-
-
-def figure_data(entry: Mapping[str, Any]) -> str:
-    """The caption's closing provenance: the arrays plotted, their files and the files' md5."""
-    model = entry.get("model")
-    files = []
-    for line in FIGURE_DATA.get(str(entry.get("key")), ()):
-        name, keys = line.split(": ", 1)
-        file = name if "/" in name and name.startswith(("results/panel", "data/")) else f"results/models/{model}/{name}"
-        files.append(f"`{file}`: " + ", ".join(f"`{k}`" for k in keys.split(", ")))
-    return f"Data: {'; '.join(files)}." if files else ""
-
-
-def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Path | None = None) -> str:
-    """Markdown figures for ``key`` (one per model where per model), each captioned ``caption``
-    (``{display}`` is replaced by the model's name) and the arrays it plots."""
-    paper_dir = Path.cwd() if paper_dir is None else Path(paper_dir)
-    staged = os.environ.get(FIGURES_DIR_ENV)
-    blocks = []
-    for e in figure_entries(out, key):
-        model = e.get("model")
-        text = caption.format(display=out.display(model) if model else "the panel")
-        png = out.root / e["png"]
-        if staged:  # the renderer copied figures/ to where Quarto's Typst may read it
-            png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)
-        path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
-        blocks.append(f"![{text} {figure_data(e)}]({path}){{#{figure_label(key, model)} width=\"100%\"}}")
-    return "\n\n".join(blocks) + "\n\n"
-
-
-def figure_refs(out: Outputs, key: str) -> str:
-    """Cross-references to every figure of ``key``: ``@fig-key-a and @fig-key-b``."""
-    return join_words([f"@{figure_label(key, e.get('model'))}" for e in figure_entries(out, key)])
-
-
-# ------------------------------------------------------------------------------------------------
-# Reproducibility
 
 PAPER_STAGE = "paper"
 """The ``dvc.yaml`` stage that renders the manuscript."""

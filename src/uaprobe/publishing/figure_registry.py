@@ -1,0 +1,122 @@
+"""Every figure of the project, described once: its key, whether it is drawn per model or for the
+panel, the results files it reads, the arrays it plots, and how it is drawn.
+
+The figures stage draws what this registry lists (``stages/figures.py``), the manifest records each
+drawing with its sources, and the manuscript's captions close with the arrays it plots
+(:func:`data_line`); the supplementary provenance file lists the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from matplotlib.figure import Figure
+
+from uaprobe.publishing import figure_spec, figures, figures_original
+
+REFERENCE = "data/published/reference-models.json"
+"""The original study's published scientific-facts points, drawn beside the panel in the validation figure."""
+PANEL = "results/panel.json"
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One figure."""
+
+    key: str
+    scope: Literal["model", "panel"]
+    sources: tuple[str, ...]
+    """The results files it reads: per model, names under ``results/models/<id>/`` (``layerwise``,
+    ``sink_excluded/layerwise``); for the panel, paths from the root."""
+    data: tuple[tuple[str, tuple[str, ...]], ...]
+    """The arrays it plots: (file, keys), the file a per-model results name or a path from the root."""
+    draw: Callable[[Mapping[str, Any]], Figure]
+    """Draws the figure from the documents of ``sources`` read through their schema (name -> typed
+    model; ``reference``: the published reference points)."""
+
+
+def _unit(docs: Mapping[str, Any]) -> str:
+    return "nats/token" if docs["layerwise"].preference == "mean" else "nats/statement"
+
+
+def _model(key: str, sources: tuple[str, ...], data: Mapping[str, tuple[str, ...]],
+           draw: Callable[[Mapping[str, Any]], Figure]) -> FigureSpec:
+    return FigureSpec(key, "model", sources, tuple(data.items()), draw)
+
+
+FIGURES: tuple[FigureSpec, ...] = (
+    _model("layerwise", ("layerwise", "sink_excluded/layerwise"),
+           {"layerwise": ("poolings/*/pearson_r", "poolings/*/loco_r", "poolings/mean/permutation_holm_reject",
+                          "poolings/mean/sign_changes", "poolings/*/prenorm/pearson_r", "poolings/*/prenorm/loco_r"),
+            "sink_excluded/layerwise": ("poolings/mean/pearson_r",)},
+           lambda d: figures.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
+    _model("sink", ("robustness",),
+           {"robustness": ("sink/norm_ratio_median", "sink/norm_ratio_q10", "sink/norm_ratio_q90",
+                           "sink/mean_share_median", "sink/top_dim_share_median")},
+           lambda d: figures.sink_figure(d["robustness"])),
+    _model("bins", ("bins", "layerwise"),
+           {"bins": ("poolings/mean/schemes/*/comparison", "poolings/mean/schemes/*/ci_partition")},
+           lambda d: figures.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories))),
+    _model("validation", ("validation", "layerwise"),
+           {"validation": ("variants/mean/table/*/ua", "variants/mean/table/*/mean_preference"),
+            REFERENCE: ("models",)},
+           lambda d: figures.validation_figure(
+               d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
+               reference_category=d["reference"]["category"], preference_unit=_unit(d))),
+    _model("anisotropy", ("anisotropy",),
+           {"anisotropy": ("lambda1_ratio", "effective_rank", "mean_cos_to_mean", "eigenvalue_variance", "l_star")},
+           lambda d: figures.anisotropy_figure(d["anisotropy"])),
+    _model("spectrum", ("anisotropy",), {"anisotropy": ("spectrum", "l_star")},
+           lambda d: figures.spectrum_figure(d["anisotropy"])),
+    _model("pairs", ("pairs",),
+           {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
+           lambda d: figures.pairs_figure(d["pairs"])),
+    _model("loco", ("layerwise",), {"layerwise": ("poolings/mean/pearson_r", "poolings/mean/loco_r")},
+           lambda d: figures.loco_figure(d["layerwise"])),
+    _model("option_b", ("option_b",),
+           {"option_b": ("poolings/mean/metrics/*/pearson_r", "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_low",
+                         "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_high",
+                         "poolings/mean/metrics/centroid_asymmetry/phases")},
+           lambda d: figures_original.option_b_figure(d["option_b"])),
+    _model("specification_curve", ("specification_curve",),
+           {"specification_curve": ("specs/*", "joint/all")},
+           lambda d: figure_spec.specification_curve_figure(d["specification_curve"])),
+    FigureSpec("scaling", "panel", (PANEL,),
+               ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
+                         "poolings/mean/models/*/peak_positive")),),
+               lambda d: figures.scaling_figure(d[PANEL])),
+)
+"""Every figure, in the order the figures stage draws them (per-model figures for each model, then the panel's)."""
+
+BY_KEY: Mapping[str, FigureSpec] = {f.key: f for f in FIGURES}
+
+
+def data_line(entry: Mapping[str, Any]) -> str:
+    """A caption's closing provenance for a manifest entry: the arrays plotted and their files."""
+    spec = BY_KEY.get(str(entry.get("key")))
+    if spec is None:
+        return ""
+    model = entry.get("model")
+    files = []
+    for name, keys in spec.data:
+        file = name if name.startswith(("results/", "data/")) else f"results/models/{model}/{name}.json"
+        files.append(f"`{file}`: " + ", ".join(f"`{k}`" for k in keys))
+    return f"Data: {'; '.join(files)}."
+
+
+def relative(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` where it lies below it (the manifest's form)."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def manifest_entry(key: str, model_id: str | None, written: list[Path], build: Path, out: Path, root: Path,
+                   sources: list[str]) -> dict[str, Any]:
+    """The manifest entry of a figure drawn into ``build`` and moved to ``out``: its files (paths from the root)."""
+    files = {p.suffix.lstrip("."): relative(out / p.relative_to(build), root) for p in written}
+    return {"key": key, "model": model_id, "stage": "figures", "sources": sources, "files": files, "png": files["png"]}
