@@ -41,6 +41,7 @@ from uaprobe.analysis.nan_reasons import NanReasons, Reasons
 from uaprobe.analysis.workers import ordered_map
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
+from uaprobe.names import OPTION_B_METRICS
 
 EPS = 1e-10
 """The notebook's guard in every cosine, density and z-score denominator."""
@@ -50,8 +51,7 @@ KNN_K = 10
 KNN_BLOCK_ROWS = 1024
 """Rows of the cosine-distance matrix held at once by :func:`knn_density` (memory linear in n)."""
 
-METRICS: tuple[str, ...] = ("centroid_asymmetry", "cross_centroid", "within_pair_sim", "knn_density_asymmetry",
-                            "margin_asymmetry")
+METRICS: tuple[str, ...] = OPTION_B_METRICS
 """The five metrics of the original, in its order."""
 LOO_METRICS: tuple[str, ...] = ("centroid_asymmetry_loo", "cross_centroid_loo", "margin_asymmetry_loo")
 """The centroid metrics with the pair left out of its own centroids."""

@@ -23,8 +23,10 @@ from typing import Literal
 import numpy as np
 from scipy import linalg
 
+from uaprobe.names import REPRESENTATIONS
+
 Kind = Literal["raw", "zscore", "abtt"]
-KINDS: tuple[Kind, ...] = ("raw", "zscore", "abtt")
+KINDS: tuple[Kind, ...] = REPRESENTATIONS  # type: ignore[assignment]
 
 
 def _top_eigh(xc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -33,6 +33,7 @@ import numpy as np
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.stats import TIE_TOLERANCE
 from uaprobe.errors import UAProbeError
+from uaprobe.names import REPRESENTATIONS
 
 MAX_CATEGORIES = 8
 """The exact joint test enumerates C! relabellings of every specification: at most 8! = 40320."""
@@ -214,7 +215,7 @@ def plot_columns(results: Mapping[str, dict[str, Any]], *, n_layers: int, nll: s
     cols: dict[str, list[Any]] = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
     for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
         name = dims["policy_names"][policy]
-        for kind in ("raw", "zscore", "abtt"):
+        for kind in REPRESENTATIONS:
             cols[f"r_mean_{kind}{suffix}"] = layer_r(sc, pooling="mean", policy=name, representation=kind, nll=nll,
                                                      n_layers=n_layers)
     for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):

@@ -193,7 +193,7 @@ class BatchResult:
     @staticmethod
     def from_datasets(d: dict[str, np.ndarray]) -> "BatchResult":
         """The inverse of :meth:`datasets`."""
-        pools = ("mean", "last", "first")
+        pools = layout.POOLINGS
         return BatchResult(
             pooled={p: d[f"pooled/{p}"] for p in pools}, prenorm={p: d[f"prenorm/{p}"] for p in pools},
             nll_sum=d["nll/sum"], nll_mean=d["nll/mean"], n_tokens=d["n_tokens"], n_content=d["n_content"],

@@ -24,8 +24,9 @@ import h5py
 import numpy as np
 
 from uaprobe.errors import UAProbeError
+from uaprobe.names import POLICIES, POOLINGS
 
-POOLINGS = ("mean", "last", "first")
+__all__ = ["POLICIES", "POOLINGS"]
 
 KINDS = {"float": "f", "int": "iu", "bool": "b"}
 """Dtype kinds (numpy ``dtype.kind``) a reader accepts for each kind of dataset; ``str`` is HDF5 text."""
@@ -73,10 +74,6 @@ class AttrSpec:
     required: bool = False
     """The readers need it; a file without it is refused."""
 
-
-POLICIES = ("default", "sink_excluded")
-"""Pooling policies in every file: ``default`` is ``pooled/*`` (the ``pooling.drop`` of the run),
-``sink_excluded`` is ``pooled_sink_excluded/*`` (special tokens and position 0 excluded)."""
 
 SINK_STATISTICS = ("norm", "norm_ratio", "mean_share", "top_dim", "top_dim_share")
 """Per-statement, per-layer statistics of :func:`uaprobe.extraction.sink.sink_statistics` (``top_dim`` is an int)."""

@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 from matplotlib.figure import Figure
 
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing import figure_spec, figures, figures_original
 
 REFERENCE = "data/published/reference-models.json"
 """The original study's published scientific-facts points, drawn beside the panel in the validation figure."""
-PANEL = "results/panel.json"
+PANEL = PANEL_RESULTS
 
 
 @dataclass(frozen=True)

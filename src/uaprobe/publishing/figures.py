@@ -16,7 +16,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from uaprobe.publishing.plotting import (DEPTH_LABEL, LAYER_LABEL, LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE, POOLINGS,
+from uaprobe.names import POOLINGS
+from uaprobe.publishing.plotting import (DEPTH_LABEL, LAYER_LABEL, LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE,
                                          R_LABEL, arr, layer_axis, new_figure, pick, place_point_labels, style, model_title,
                                          zero_line)
 from uaprobe.schema.categories import Bins, Layerwise, LayerwisePooling, Validation

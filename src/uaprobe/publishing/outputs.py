@@ -17,6 +17,7 @@ import yaml
 
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.values import Ledger, Source, Value, lookup
 from uaprobe.schema import load_json, read_results
 
@@ -108,6 +109,6 @@ def load_outputs(root: str | Path | None = None) -> Outputs:
                      "option_b", "neutral_control", "sink_excluded/layerwise", "sink_excluded/option_b",
                      "specification_curve", "dimensions", "pair_models"):
             out.doc(out.model_file(m, stem))
-    out.doc("results/panel.json")
+    out.doc(PANEL_RESULTS)
     out.doc("params.yaml")
     return out

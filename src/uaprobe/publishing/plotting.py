@@ -34,8 +34,6 @@ OKABE_ITO: tuple[str, ...] = (
 )
 """Okabe & Ito (2008) colour-blind-safe palette."""
 
-POOLINGS: tuple[str, ...] = ("mean", "last", "first")
-"""Pooling strategies in the order the figures show them."""
 
 POOLING_STYLE: Mapping[str, Mapping[str, Any]] = {
     "mean": {"color": OKABE_ITO[0], "marker": "o", "linestyle": "-"},

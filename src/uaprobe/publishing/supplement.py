@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.embed import figure_label
 from uaprobe.publishing.figure_registry import data_line
 from uaprobe.publishing.reproducibility import InputHash, inputs_digest
@@ -164,7 +165,7 @@ def numerics_rows(out: Outputs) -> list[list[str]]:
         block = out.doc(out.model_file(m, "layerwise")).get("numerics") or {}
         rows.append(_numerics_row(f"extract {out.display(m)}", block.get("extraction")))
         rows.append(_numerics_row(f"analyze {out.display(m)}", block.get("analysis")))
-    rows.append(_numerics_row("compare", (out.doc("results/panel.json").get("numerics") or {}).get("analysis")))
+    rows.append(_numerics_row("compare", (out.doc(PANEL_RESULTS).get("numerics") or {}).get("analysis")))
     return rows
 
 

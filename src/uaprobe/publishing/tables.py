@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.values import Value, plain_text, pretty
 
@@ -179,7 +180,7 @@ def validation_summary_table(out: Outputs, variant: str = "mean") -> str:
 
 def scaling_table(out: Outputs, pooling: str = "mean") -> str:
     """Seed 001: peaks, final r and sign changes of every model; the peak-depth summary last."""
-    panel = "results/panel.json"
+    panel = PANEL_RESULTS
     rows = []
     for m in out.models:
         def v(key: str, fmt: str = "r") -> Value:

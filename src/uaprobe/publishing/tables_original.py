@@ -5,12 +5,11 @@ Every number is a sourced value, as in :mod:`uaprobe.publishing.tables`."""
 
 from __future__ import annotations
 
+from uaprobe.names import OPTION_B_METRICS
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.tables import interval, markdown_table
 from uaprobe.publishing.values import Value
 
-OPTION_B_METRICS = ("centroid_asymmetry", "cross_centroid", "within_pair_sim", "knn_density_asymmetry",
-                    "margin_asymmetry")
 METRIC_NAMES = {
     "centroid_asymmetry": "centroid asymmetry",
     "cross_centroid": "cross-centroid",
