@@ -205,9 +205,13 @@ def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
         return "No standardized representation is recorded"
     low, high = min(lows, key=lambda v: v.raw), max(highs, key=lambda v: v.raw)
     near = worst < NEAR_ZERO
+    if not near:
+        return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, after z-scoring or ABTT the mean cosine over all "
+                f"statements lies between {low} and {high} at every layer of every model and policy: some shared "
+                "direction remains")
     return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states, so the mean cosine "
             f"over n statements is near −1/(n − 1) by construction: between {low} and {high} at every layer of "
-            "every model and policy" + ("" if near else ", though some shared direction remains"))
+            "every model and policy")
 
 
 def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling: str = "mean",
@@ -347,16 +351,28 @@ def direction_abstract(out: Outputs, pooling: str = "mean") -> str:
     text = (f"In the raw states one dimension carries {one} the cosine uniformity (up to {top}{position0}). "
             f"Over all specifications, {effects.replace(' it', ' the median r', 1)}")
     if flips:
-        text += f"; within single poolings {join_words(flips)}'s effect changes direction"
+        text += ("; within single poolings " + (f"{flips[0]}'s effect changes" if len(flips) == 1 else
+                                                 f"the effects of {join_words(flips)} change") + " direction")
     return text + "."
+
+
+def widest_sign_change(out: Outputs, m: str, pooling: str = "mean") -> int | None:
+    """The layer before the last where the representations give r of both signs and differ most, or None."""
+    last = max(out.raw(m, CURVE, "choices/layer") or [0])
+    spread = {}
+    for layer in out.raw(m, CURVE, "choices/layer") or []:
+        rs = representation_rs(out, m, layer=layer, pooling=pooling)
+        values = [v.raw for v in rs.values() if v.raw is not None]
+        if layer != last and _signs(rs) > 1:
+            spread[layer] = max(values) - min(values)
+    return max(spread, key=lambda k: (spread[k], -k)) if spread else None
 
 
 @prose
 def representation_change(out: Outputs, pooling: str = "mean") -> str:
     """Where the representation changes the category-level r's sign: at some intermediate layer, at the last
     layer, or nowhere (every category, default policy, mean NLL)."""
-    mid = [(m, layer) for m in out.models if (layer := widest_layer(out, m, pooling)) is not None
-           and _signs(representation_rs(out, m, layer=layer, pooling=pooling)) > 1]
+    mid = [(m, layer) for m in out.models if (layer := widest_sign_change(out, m, pooling)) is not None]
     last = [m for m in out.models if _signs(representation_rs(out, m, pooling=pooling)) > 1]
     if not mid and not last:
         return "the representation that removes it changes the size but not the sign of the category-level r"
@@ -365,4 +381,6 @@ def representation_change(out: Outputs, pooling: str = "mean") -> str:
         m, layer = mid[0]
         layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
         text += f" at intermediate layers (e.g. layer {layer_v} of {out.display(m)})"
-    return text + (", not at the last layer" if not last else f" and at the last layer of {join_words([out.display(m) for m in last])}")
+    if not last:
+        return text + ", not at the last layer"
+    return text + f"{' and' if mid else ''} at the last layer of {join_words([out.display(m) for m in last])}"

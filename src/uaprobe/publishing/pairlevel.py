@@ -115,19 +115,14 @@ def lexical_gap(out: Outputs, m: str, metric: str = KNN, pooling: str = "mean") 
 def lexical_word(out: Outputs, m: str, metric: str = KNN, pooling: str = "mean") -> str:
     """``exceeds`` where the lexical baseline's median partial r reaches the model's largest in size (same sign),
     ``nearly reaches`` where it falls short by less than
-    :data:`~uaprobe.publishing.phrases.MATCH_TOLERANCE`, ``stays below`` otherwise."""
+    :data:`~uaprobe.publishing.phrases.MATCH_TOLERANCE`, ``falls short of`` otherwise."""
     gap = lexical_gap(out, m, metric, pooling)
     if gap is None:
-        return "stays below"
+        return "falls short of"
     lex, strongest = gap[0].raw, gap[1].raw
     if lex * strongest > 0 and abs(lex) >= abs(strongest):
         return "exceeds"
-    return "nearly reaches" if lex * strongest > 0 and abs(lex) >= abs(strongest) - MATCH_TOLERANCE else "stays below"
-
-
-def lexical_holds(out: Outputs, m: str, metric: str = KNN, pooling: str = "mean") -> bool:
-    """Whether the lexical baseline's median partial r reaches the model's largest in size, same sign."""
-    return lexical_word(out, m, metric, pooling) == "exceeds"
+    return "nearly reaches" if lex * strongest > 0 and abs(lex) >= abs(strongest) - MATCH_TOLERANCE else "falls short of"
 
 
 def lexical_comparison(out: Outputs, pooling: str = "mean") -> str:
@@ -170,11 +165,12 @@ def pair_verdict(out: Outputs, pooling: str = "mean") -> str:
 
 
 def other_poolings(out: Outputs, pooling: str = "mean") -> list[tuple[str, str]]:
-    """The (model, pooling) pairs, other than ``pooling``, at which the kNN density asymmetry survives Holm at
-    some layer under either policy."""
+    """The (model, pooling) pairs, other than ``pooling``, at which the kNN density asymmetry survives Holm at more
+    layers than with ``pooling`` under the same policy, for either policy."""
+    def count(m: str, pol: str, p: str) -> int:
+        return out.raw(m, PAIRS, f"{base(pol, p)}/{KNN}/n_holm_layers") or 0
     return [(m, p) for m in out.models for p in (out.raw(m, PAIRS, "policies/sink_excluded/poolings") or {})
-            if p != pooling and any(out.raw(m, PAIRS, f"{base(pol, p)}/{KNN}/n_holm_layers")
-                                    for pol in ("sink_excluded", "default"))]
+            if p != pooling and any(count(m, pol, p) > count(m, pol, pooling) for pol in ("sink_excluded", "default"))]
 
 
 @prose
@@ -183,7 +179,8 @@ def other_poolings_phrase(out: Outputs, pooling: str = "mean") -> str:
     with a note where a model's partial r is the same at every layer (a state that does not change with depth)."""
     found = other_poolings(out, pooling)
     if not found:
-        return "With the other poolings the kNN density asymmetry survives Holm's correction at no layer of any model."
+        return ("No other pooling makes the kNN density asymmetry survive Holm's correction at more layers of any "
+                "model.")
     parts = []
     for m, p in found:
         sx, df = (holm_count(out, m, KNN, pol, p) for pol in ("sink_excluded", "default"))
@@ -216,9 +213,9 @@ def pair_abstract(out: Outputs, pooling: str = "mean") -> str:
                f"at no more than {top} {plural(int(top.raw), 'layer')} of any model") if top.raw else "at no layer"
     if all(w == "exceeds" for w in words):
         lex = "a lexical baseline does as well"
-    elif all(w == "stays below" for w in words):
+    elif all(w == "falls short of" for w in words):
         lex = "it does better than a lexical baseline"
-    elif "stays below" not in words:
+    elif "falls short of" not in words:
         lex = ("a lexical baseline does as well for one model and nearly for the other" if len(words) == 2 else
                "a lexical baseline does as well for some models and nearly for the others")
     else:
