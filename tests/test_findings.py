@@ -52,20 +52,24 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     both = Panel({"a": model(diffs=[4.8, 1.4, 0.0], sum_nll=0.27), "b": model(diffs=[5.2, 1.4, 0.0], sum_nll=-0.65)})
     text = plain_text(fd.confound_verdict(both))
     assert text.startswith("For both models, that category is also the one whose removal changes the last-layer r most")
-    assert "the models' r changes sign for both models, while the lexical baseline's stays positive" in text
-    assert "the last-layer r moves for both models" in text and "one length confound" in text
+    assert "the last-layer r (mean pooling) changes sign for both models, while the lexical baseline's stays positive" in text
+    assert "the last-layer r moves for both models" in text
+    assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
     abstract = plain_text(fd.confound_abstract(both))
-    assert "without it r changes sign for both models" in abstract and "words stays positive" in abstract
+    assert "without it the last-layer r (mean pooling) changes sign for both" in abstract
+    assert "a lexical baseline's stays positive" in abstract
     assert "moves r for both" in abstract and not any(c.isdigit() for c in abstract)
+    assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
 
     other = Panel({"a": model(diffs=[0.1, 4.0, 0.0]), "b": model(diffs=[0.1, 4.0, 0.0])})
     assert plain_text(fd.confound_verdict(other)).startswith("For no model is the category")
     assert plain_text(fd.confound_abstract(other)).startswith("The category that most influences the correlation is not")
+    assert fd.length_limitation(other) == ""
 
     kept = Panel({"a": model(diffs=[4.0, 0.1, 0.0], without=0.5, lexical_without=-0.2)})
     text = plain_text(fd.confound_verdict(kept))
     assert "no model's r changes sign, and the lexical baseline's turns negative" in text
-    assert "summed NLL" not in text and "length confound" not in text  # the summed-NLL r equals the mean-NLL r here
+    assert "summed NLL" not in text and "likeliest" not in text  # the summed-NLL r equals the mean-NLL r here
 
 
 def test_the_confound_table_has_one_column_per_model_and_every_number_sourced() -> None:
@@ -160,10 +164,10 @@ def test_the_curve_phrase_and_verdict_follow_the_joint_p_and_the_policies() -> N
     assert verdict == ("At α = 0.05, A's curve differs from chance by its median r but not by its share of r > 0 while "
                        "B's curve does not differ from chance by its median r or its share of r > 0.")
     assert plain_text(cv.curve_abstract(p)) == ("the median correlation differs from chance for one of the two models "
-                                                "(exact permutation p = 0.030 and 0.400)")
+                                                "(exact p = 0.030 and 0.400)")
     both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)}})
     assert "differs from chance by both its median r and its share" in plain_text(cv.curve_verdict(both))
-    assert "differs from chance for the one model (exact permutation p = 0.010)" in plain_text(cv.curve_abstract(both))
+    assert "differs from chance for the one model (exact p = 0.010)" in plain_text(cv.curve_abstract(both))
 
 
 def dimensions(raw: list[float], top1: list[float], pc1: list[float], z: list[float], sx: list[float] | None = None
@@ -182,12 +186,13 @@ def test_the_direction_phrases_give_the_peaks_and_whether_one_dimension_dominate
     assert "peaks at 0.9900 at layer 1 for A (0.8500 at layer 2 with position 0 excluded), where the top dimension " \
            "carries up to 0.950 of the uniformity (layer 2) and the first principal component up to 0.990" in text
     assert text.endswith("the raw cosines mostly measure one dimension")
-    assert plain_text(cv.standardized_phrase(p)) == ("After z-scoring or ABTT, the mean cosine over all statements lies "
-                                                     "between −0.0020 and +0.0020 at every layer of every model and "
-                                                     "policy: no shared direction is left")
+    assert plain_text(cv.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, so the mean "
+                                                     "cosine over n statements is near −1/(n − 1) by construction: between "
+                                                     "−0.0020 and +0.0020 at every layer of every model and policy")
     low = Panel({"a": {"dimensions": dimensions([0.5, 0.6], [0.2, 0.3], [0.3, 0.2], [0.1, 0.2])}})
     assert "no single dimension carries most" in plain_text(cv.direction_phrase(low))
-    assert plain_text(cv.standardized_phrase(low)).endswith("some shared direction remains")
+    assert plain_text(cv.standardized_phrase(low)).endswith("every model and policy: some shared direction remains")
+    assert "by construction" not in plain_text(cv.standardized_phrase(low))
 
 
 def test_the_representation_phrase_finds_the_layer_where_the_representations_differ_most() -> None:
@@ -204,8 +209,8 @@ def test_the_representation_phrase_finds_the_layer_where_the_representations_dif
     table = cv.representation_table(p)
     assert table.count("\n") == 4 and "median(specs/r where representation=zscore)" in table
     abstract = plain_text(cv.direction_abstract(p))
-    assert abstract.startswith("In the raw states a single dimension carries most of the cosine uniformity (up to 0.95)")
-    assert "ABTT lowers it and z-scoring raises it for every model" in abstract
+    assert abstract.startswith("In the raw states one dimension carries most of the cosine uniformity (up to 0.95). ")
+    assert abstract.endswith("Over all specifications, ABTT lowers the median r and z-scoring raises it.")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -215,11 +220,16 @@ METRICS = ("centroid_asymmetry", "knn_density_asymmetry", "margin_asymmetry")
 
 
 def pair_models(holm: dict[str, tuple[int, int]], knn: tuple[float, float] = (0.2, 0.34), lexical: float = 0.45,
-                n: int = 4) -> dict[str, Any]:
-    """A ``pair_models.json``: ``holm[metric] = (layers surviving with position 0 excluded, under the default)``."""
+                n: int = 4, first: tuple[int, int] = (0, 0), first_r: tuple[float, float] = (0.1, 0.3)) -> dict[str, Any]:
+    """A ``pair_models.json``: ``holm[metric] = (layers surviving with position 0 excluded, under the default)``
+    with mean pooling; ``first`` the kNN counts with first-token pooling, ``first_r`` its partial r range
+    under the default policy."""
     def policy(i: int) -> dict[str, Any]:
-        return {"poolings": {"mean": {k: {"n_holm_layers": holm[k][i], "partial_r_min": knn[0] if k == METRICS[1] else -0.1,
-                                          "partial_r_max": knn[1] if k == METRICS[1] else 0.1} for k in METRICS}},
+        mean = {k: {"n_holm_layers": holm[k][i], "partial_r_min": knn[0] if k == METRICS[1] else -0.1,
+                    "partial_r_max": knn[1] if k == METRICS[1] else 0.1} for k in METRICS}
+        lo, hi = first_r if i == 1 else (0.1, 0.3)
+        return {"poolings": {"mean": mean, "first": {METRICS[1]: {"n_holm_layers": first[i], "partial_r_min": lo,
+                                                                  "partial_r_max": hi}}},
                 "lexical_baseline": {"metrics": {k: {"median_partial_r": lexical, "significant": [True, True, False]}
                                                  for k in METRICS}}}
     return {"layers": list(range(n)), "permutations": 100,
@@ -233,10 +243,10 @@ def option_b(reject: list[bool]) -> dict[str, Any]:
 
 def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_baseline() -> None:
     p = Panel({"a": {"pair_models": pair_models({"centroid_asymmetry": (2, 2), "knn_density_asymmetry": (1, 1),
-                                                 "margin_asymmetry": (0, 3)}),
-                     "sink_excluded/option_b": option_b([True] * 4)},
+                                                 "margin_asymmetry": (0, 3)}, first=(3, 4), first_r=(0.296, 0.2962)),
+                     "sink_excluded/option_b": option_b([True] * 4), "option_b": option_b([True, False, False, False])},
                "b": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(0.05, 0.2), lexical=0.18),
-                     "sink_excluded/option_b": option_b([True, True, False])}})
+                     "sink_excluded/option_b": option_b([True, True, False]), "option_b": option_b([True, True, False])}})
     text = plain_text(pl.pair_phrase(p))
     assert text.startswith("With mean pooling and position 0 excluded, the metrics that survive Holm's correction are "
                            "centroid asymmetry at 2 and kNN density asymmetry at 1 of the 4 layers of A; no metric "
@@ -246,35 +256,93 @@ def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_ba
     assert "from +0.200 to +0.340 over the layers of A, against a median +0.450 for the lexical baseline " \
            "(significant for 2 of 3 seeds)" in text
     verdict = plain_text(pl.pair_verdict(p))
-    assert verdict == ("with position 0 excluded, no metric survives Holm's correction at more than 2 of the layers of "
-                       "any model (the centroid asymmetry of A, of 4 layers); under the default policy, the margin "
-                       "asymmetry of A survives at 3 of 4, and the lexical baseline's partial r for the kNN density "
-                       "asymmetry matches or exceeds the models' largest for both models")
-    assert plain_text(pl.pair_abstract(p)) == ("the original's kNN density asymmetry survives Holm's correction at no "
-                                               "more than 1 layer of either model, and a lexical baseline does as well")
+    assert verdict == ("with mean pooling and position 0 excluded, no metric survives Holm's correction at more than 2 "
+                       "of the layers of any model (the centroid asymmetry of A, of 4 layers); under the default "
+                       "policy, the margin asymmetry of A survives at 3 of 4, and the lexical baseline's partial r for "
+                       "the kNN density asymmetry exceeds the model's largest for A (+0.450 vs +0.340) and nearly "
+                       "reaches it for B (+0.180 vs +0.200)")
+    assert plain_text(pl.pair_abstract(p)) == ("with mean pooling the original's kNN density asymmetry survives Holm "
+                                               "correction at no more than 1 layer of either model (other poolings "
+                                               "give more), and a lexical baseline does as well for one model and "
+                                               "nearly for the other")
     old = plain_text(pl.old_knn_phrase(p))
-    assert "at 4 of 4 layers of A (here 1) and 2 of 3 layers of B (here 0)" in old and "no longer distinguishable" in old
+    assert ("at 4 of 4 layers of A with position 0 excluded (1 under the default policy) and 2 of 3 layers of B under "
+            "both policies; with both sides' lengths as covariates and the permutation within categories, it survives "
+            "at 1 of 4 and 0 of 4 layers, though its partial r stays positive at every layer (+0.200 to +0.340; "
+            "+0.050 to +0.200)") in old
+    others = plain_text(pl.other_poolings_phrase(p))
+    assert others == ("Other poolings give more: the kNN density asymmetry survives Holm's correction at 3 of 4 layers "
+                      "of A with first-token pooling and position 0 excluded (4 under the default policy, where its "
+                      "partial r is +0.296 at every layer: the pooled state is that of position 0, which depends only "
+                      "on the first token).")
+    assert pl.pooling_limitation(p).startswith("The pair-level Holm counts depend on the pooling")
     table = pl.pair_table(p)
     assert table.count("\n") == 2 + 2 * len(METRICS) - 1 and "n_holm_layers" in table
 
-    strong = Panel({"a": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(0.3, 0.6), lexical=0.1),
-                          "sink_excluded/option_b": option_b([False] * 4)}})
-    assert plain_text(pl.pair_verdict(strong)) == ("with position 0 excluded, no metric survives Holm's correction at "
-                                                   "any layer of any model, and the models' kNN density asymmetry "
-                                                   "exceeds the lexical baseline's partial r")
+    strong = Panel({"a": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(-0.1, 0.6), lexical=0.1),
+                          "sink_excluded/option_b": option_b([False] * 4), "option_b": option_b([False] * 4)}})
+    assert plain_text(pl.pair_verdict(strong)) == ("with mean pooling and position 0 excluded, no metric survives Holm's "
+                                                   "correction at any layer of any model, and the lexical baseline's "
+                                                   "partial r for the kNN density asymmetry falls short of the model's "
+                                                   "largest for A (+0.100 vs +0.600)")
     assert plain_text(pl.pair_abstract(strong)).endswith("at no layer, and it does better than a lexical baseline")
-    assert "no longer distinguishable" not in plain_text(pl.old_knn_phrase(strong))
+    assert "stays positive" not in plain_text(pl.old_knn_phrase(strong))
+    assert plain_text(pl.other_poolings_phrase(strong)).startswith("No other pooling makes the kNN density asymmetry")
+    assert pl.pooling_limitation(strong) == ""
 
 
 def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve() -> None:
     rs = grid({"raw": [0.1, 0.9]})
     p = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)}})
     text = plain_text(fd.conclusion_phrase(p))
-    assert "matched by a model-free lexical baseline" in text and "single category for A" in text
-    assert "different from chance for every model" in text
+    assert text.startswith("at the last layer, the category-level r is matched by a lexical baseline that sees only")
+    assert "there (mean pooling) its sign rests on a single category for A" in text
+    assert ("the curve's median r differs from chance for A (p = 0.010, not adjusted for the two statistics tested)"
+            in text) and "share of r > 0" not in text
+    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.01)
+    text = plain_text(fd.conclusion_phrase(p))
+    assert "the curve's share of r > 0 differs from chance for A (p = 0.010" in text and "median r differs" not in text
     p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.5)
     assert "different from chance for no model" in plain_text(fd.conclusion_phrase(p))
+    two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)},
+                 "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
+    assert "the curve's median r differs from chance for A only (p = 0.010" in plain_text(fd.conclusion_phrase(two))
     beaten = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0], without=0.5), "specification_curve": curve(rs)}})
     beaten.files["results/models/a/robustness.json"]["lexical_baseline"]["final_r"]["mean"] = 0.2
     text = plain_text(fd.conclusion_phrase(beaten))
-    assert "exceeds what the statements' words alone give" in text and "single category" not in text
+    assert "exceeds what the statements' tokens alone give" in text and "single category" not in text
+
+
+def test_the_direction_abstract_follows_the_medians_within_poolings_and_position_0() -> None:
+    rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8], "abtt": [-0.4, -0.6, 0.7]})
+    doc = curve(rs)
+    specs = doc["specs"]
+    n = len(specs["r"])
+    for k in specs:  # the same specifications with first-token pooling, where ABTT raises the median r
+        specs[k] = specs[k] + ([("first" if k == "pooling" else v) for v in specs[k]] if k != "r" else
+                               [r + (1.5 if rep == "abtt" else 0.0) for r, rep in zip(specs["r"][:n], specs["representation"])])
+    doc["choices"]["pooling"] = ["mean", "first"]
+    p = Panel({"a": {"specification_curve": doc,
+                     "dimensions": dimensions([0.5, 0.99, 0.9], [0.9, 0.95, 0.97], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}})
+    text = plain_text(cv.direction_abstract(p))
+    assert "within single poolings ABTT's effect changes direction" in text and "z-scoring" not in text.split(";")[-1]
+    assert "position 0" not in text
+    dims = p.files["results/models/a/dimensions.json"]
+    dims["policies"]["sink_excluded"]["poolings"]["mean"]["uniformity_share"] = {"top1": [0.3, 0.52, 0.6]}
+    text = plain_text(cv.direction_abstract(p))
+    assert "(up to 0.97; for every model largely through position 0: without it, median 0.52 over layers)" in text
+    assert cv.median_share(p, "a", "sink_excluded").source.key.startswith("median(policies/sink_excluded/")
+
+
+def test_the_representation_change_says_at_which_layers_the_sign_differs() -> None:
+    mid = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8]}))}})
+    assert plain_text(cv.representation_change(mid)) == ("the representation that removes it changes the sign of the "
+                                                         "category-level r at intermediate layers (e.g. layer 1 of A), "
+                                                         "not at the last layer")
+    last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, -0.8]}))}})
+    assert plain_text(cv.representation_change(last)).endswith("at intermediate layers (e.g. layer 1 of A) and at the "
+                                                               "last layer of A")
+    only_last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, -0.3]}))}})
+    assert plain_text(cv.representation_change(only_last)).endswith("category-level r at the last layer of A")
+    none = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
+    assert "size but not the sign" in plain_text(cv.representation_change(none))

@@ -168,3 +168,12 @@ def test_loco_cell_gives_the_range_or_n_a() -> None:
     assert plain_text(loco_cell(p, "a", 0)) == "[\u22120.20, +0.10]"
     assert 'data-key="poolings/mean/loco_r/0/1" data-fmt="s2"' in loco_cell(p, "a", 0)
     assert loco_cell(p, "a", 1) == "n/a"
+
+
+def test_a_published_number_is_shown_with_the_decimals_it_was_published_with() -> None:
+    assert fd.published_format(-0.87) == "s2" and fd.published_format(0.123) == "s3" and fd.published_format(0.5) == "s1"
+    assert fd.published_format(0.123456) == "s4"
+    p = Panel({"a": {"robustness": robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.5, without=None)}})
+    p.files["results/models/a/layerwise.json"] = layerwise([0.5, 0.9])
+    p.files["results/models/a/sink_excluded/layerwise.json"] = layerwise([0.5, 0.9])
+    assert plain_text(fd.published_comparison(with_published(p))).startswith("−0.87 for Pythia-6.9B")

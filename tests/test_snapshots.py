@@ -29,12 +29,13 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "sink_exclusion_phrase", "position0_phrase", "published_comparison",
         "specification_significance_phrase", "panel_phrase")},
     **{name: getattr(findings, name) for name in (
-        "length_phrase", "confound_verdict", "confound_abstract", "conclusion_phrase")},
+        "length_phrase", "confound_verdict", "confound_abstract", "conclusion_phrase", "length_limitation")},
     **{name: getattr(curve, name) for name in (
         "curve_phrase", "curve_verdict", "curve_abstract", "direction_phrase", "standardized_phrase",
-        "representation_r_phrase", "direction_abstract", "representation_table")},
+        "representation_r_phrase", "direction_abstract", "representation_table", "representation_change")},
     **{name: getattr(pairlevel, name) for name in (
-        "pair_phrase", "pair_verdict", "pair_abstract", "old_knn_phrase", "pair_table")},
+        "pair_phrase", "pair_verdict", "pair_abstract", "old_knn_phrase", "pair_table", "other_poolings_phrase",
+        "pooling_limitation")},
 }
 
 

@@ -131,7 +131,7 @@ def curve_abstract(out: Outputs) -> str:
     else:
         who = f"for {'one' if len(yes) == 1 else len(yes)} of the {'two' if total == 2 else total} models"
     return (f"the median correlation differs from chance {who} "
-            f"(exact permutation p = {join_words([str(p) for p in ps])})")
+            f"(exact p = {join_words([str(p) for p in ps])})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -205,10 +205,13 @@ def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
         return "No standardized representation is recorded"
     low, high = min(lows, key=lambda v: v.raw), max(highs, key=lambda v: v.raw)
     near = worst < NEAR_ZERO
-    return (f"After z-scoring or ABTT, the mean cosine over all statements lies between {low} "
-            f"and {high} at every layer of every model and policy"
-            + (": no shared direction is left" if near else
-               ": some shared direction remains"))
+    if not near:
+        return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, after z-scoring or ABTT the mean cosine over all "
+                f"statements lies between {low} and {high} at every layer of every model and policy: some shared "
+                "direction remains")
+    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states, so the mean cosine "
+            f"over n statements is near −1/(n − 1) by construction: between {low} and {high} at every layer of "
+            "every model and policy")
 
 
 def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling: str = "mean",
@@ -285,26 +288,99 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
 
 
 
-def _direction_word(out: Outputs, rep: str) -> str:
-    """``raises``/``lowers`` where the median r under ``rep`` is above/below the raw median for every
-    model, ``changes`` otherwise."""
-    moves = {representation_median(out, m, rep).raw > representation_median(out, m, "raw").raw
-             for m in out.models}
+def _direction_word(out: Outputs, rep: str, pooling: str | None = None) -> str:
+    """``raises``/``lowers`` where the median r under ``rep`` (over every specification, or those with
+    ``pooling``) is above/below the raw median for every model, ``changes`` otherwise."""
+    where = {} if pooling is None else {"pooling": pooling}
+    moves = set()
+    for m in out.models:
+        a = out.v(m, CURVE, median_key("specs/r", representation=rep, **where)).raw
+        b = out.v(m, CURVE, median_key("specs/r", representation="raw", **where)).raw
+        if a is not None and b is not None:
+            moves.add(a > b)
     return "changes" if len(moves) != 1 else ("raises" if moves.pop() else "lowers")
+
+
+def direction_flips(out: Outputs, rep: str) -> bool:
+    """Whether ``rep`` moves the median r one way over every specification and another way within some
+    pooling (or within a pooling for one model and not another)."""
+    overall = _direction_word(out, rep)
+    return any(_direction_word(out, rep, p) != overall for p in out.raw(out.models[0], CURVE, "choices/pooling") or [])
+
+
+def median_share(out: Outputs, m: str, policy: str, pooling: str = "mean") -> Value:
+    """The median over layers of the top dimension's share of the raw uniformity under ``policy``."""
+    return out.v(m, DIMENSIONS, median_key(f"policies/{policy}/poolings/{pooling}/uniformity_share/top1"), "f2")
+
+
+SINK_DRIVEN = 0.75
+"""Position 0 "largely" carries the one-dimension dominance where excluding it leaves less than this fraction
+of the median share over layers."""
+
+
+def sink_driven(out: Outputs, pooling: str = "mean") -> list[str]:
+    """Models whose median top-dimension share over layers falls below :data:`SINK_DRIVEN` of its default value
+    with position 0 excluded."""
+    found = []
+    for m in out.models:
+        d, x = (median_share(out, m, pol, pooling).raw for pol in ("default", "sink_excluded"))
+        if d is not None and x is not None and x < SINK_DRIVEN * d:
+            found.append(m)
+    return found
 
 
 @prose
 def direction_abstract(out: Outputs, pooling: str = "mean") -> str:
     """The shared direction in one sentence, without model names: the largest share of the raw uniformity
-    on one dimension over models and layers, and what z-scoring and ABTT do to the median r."""
+    on one dimension over models and layers (and, where it falls below half with position 0 excluded, that
+    median), and what z-scoring and ABTT do to the median r over every specification and within poolings."""
     peaks = [p[0] for m in out.models
              if (p := _peak(out, m, f"policies/default/poolings/{pooling}/uniformity_share/top1")) is not None]
     if not peaks:
         return ""
     top = max(peaks, key=lambda v: v.raw)
-    both = "both models" if len(out.models) == 2 else "every model"
     reps = [k for k in ("abtt", "zscore") if all(k in representations(out, m) for m in out.models)]
     effects = join_words([f"{ACTION_WORDS[k]} {_direction_word(out, k)} it" for k in reps])
+    flips = [ACTION_WORDS[k] for k in reps if direction_flips(out, k)]
     one = "most of" if top.raw > DOMINATES else "only part of"
-    return (f"In the raw states a single dimension carries {one} the cosine uniformity (up to {top}); removing the "
-            f"shared direction moves the median correlation: {effects} for {both}.")
+    driven = sink_driven(out, pooling)
+    who = ("every model" if len(driven) == len(out.models) else
+           "one model" if len(driven) == 1 else f"{len(driven)} models")
+    position0 = ("; for " + who + " largely through position 0: without it, median "
+                 + join_words([str(median_share(out, m, "sink_excluded", pooling)) for m in driven]) + " over layers") if driven else ""
+    text = (f"In the raw states one dimension carries {one} the cosine uniformity (up to {top}{position0}). "
+            f"Over all specifications, {effects.replace(' it', ' the median r', 1)}")
+    if flips:
+        text += ("; within single poolings " + (f"{flips[0]}'s effect changes" if len(flips) == 1 else
+                                                 f"the effects of {join_words(flips)} change") + " direction")
+    return text + "."
+
+
+def widest_sign_change(out: Outputs, m: str, pooling: str = "mean") -> int | None:
+    """The layer before the last where the representations give r of both signs and differ most, or None."""
+    last = max(out.raw(m, CURVE, "choices/layer") or [0])
+    spread = {}
+    for layer in out.raw(m, CURVE, "choices/layer") or []:
+        rs = representation_rs(out, m, layer=layer, pooling=pooling)
+        values = [v.raw for v in rs.values() if v.raw is not None]
+        if layer != last and _signs(rs) > 1:
+            spread[layer] = max(values) - min(values)
+    return max(spread, key=lambda k: (spread[k], -k)) if spread else None
+
+
+@prose
+def representation_change(out: Outputs, pooling: str = "mean") -> str:
+    """Where the representation changes the category-level r's sign: at some intermediate layer, at the last
+    layer, or nowhere (every category, default policy, mean NLL)."""
+    mid = [(m, layer) for m in out.models if (layer := widest_sign_change(out, m, pooling)) is not None]
+    last = [m for m in out.models if _signs(representation_rs(out, m, pooling=pooling)) > 1]
+    if not mid and not last:
+        return "the representation that removes it changes the size but not the sign of the category-level r"
+    text = "the representation that removes it changes the sign of the category-level r"
+    if mid:
+        m, layer = mid[0]
+        layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
+        text += f" at intermediate layers (e.g. layer {layer_v} of {out.display(m)})"
+    if not last:
+        return text + ", not at the last layer"
+    return text + f"{' and' if mid else ''} at the last layer of {join_words([out.display(m) for m in last])}"

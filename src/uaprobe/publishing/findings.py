@@ -10,7 +10,7 @@ gives a different sentence; every number it shows is a sourced
 from __future__ import annotations
 
 
-from uaprobe.publishing.curve import differs
+from uaprobe.publishing.curve import CURVE, differs
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.phrases import MATCH_TOLERANCE, join_words, lexical_matches_or_beats, reversing_models, sign_word
 from uaprobe.publishing.tables import length_category, other_range
@@ -84,8 +84,8 @@ def confound_verdict(out: Outputs) -> str:
                join_words([out.display(m) for m in flips]))
     baseline = lexical_without_words(out, same)
     if flips:
-        sentences.append(f"Without it, the models' r changes sign for {flipped}, while the lexical baseline's "
-                         f"{baseline}.")
+        sentences.append(f"Without it, the last-layer r (mean pooling) changes sign for {flipped}, while the lexical "
+                         f"baseline's {baseline}.")
     else:
         sentences.append(f"Without it, no model's r changes sign, and the lexical baseline's {baseline}.")
     moved = [m for m in same if normalisation_moves(out, m)]
@@ -97,10 +97,23 @@ def confound_verdict(out: Outputs) -> str:
                    and d > 0 for m in same)
     if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
             and all(stands_out(out, m) for m in out.models)):
+        name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
         sentences.append("The lexical baseline's agreement with the models, the sign of their r and its dependence "
-                         "on the normalisation of the NLL thus all rest on one category whose B statements are longer: "
-                         "one length confound, not three separate caveats.")
+                         f"on the normalisation of the NLL thus all rest on one category, {name}, whose B statements are "
+                         "also much longer; length is the likeliest but not the only explanation.")
     return " ".join(sentences)
+
+
+@prose
+def length_limitation(out: Outputs) -> str:
+    """A limitation: where the most influential category is also the one that differs most in length, its
+    length and its content cannot be separated."""
+    same = confound_models(out)
+    if not same:
+        return ""
+    name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+    return (f"With one influential category ({name}), its length cannot be separated from the rest of what "
+            "distinguishes it.")
 
 
 def lexical_without_words(out: Outputs, models: list[str]) -> str:
@@ -129,34 +142,45 @@ def normalisation_moves(out: Outputs, m: str) -> bool:
 
 @prose
 def conclusion_phrase(out: Outputs) -> str:
-    """What the data support, as clauses: lexical or not, one category or not, the specification curve's
-    verdict, the shared direction and the pair-level result."""
+    """What the data support, as clauses: lexical or not at the last layer, one category or not, the
+    specification curve's verdict by statistic (unadjusted for the two statistics)."""
     lexical = lexical_matches_or_beats(out)
     reversed_ = reversing_models(out)
     parts = []
     if lexical and len(lexical) == len(out.models):
-        parts.append("the category-level correlation is matched by a model-free lexical baseline, so by itself it "
-                     "does not show that the models' representations, rather than the statements' words, produce it")
+        parts.append("at the last layer, the category-level r is matched by a lexical baseline that sees only the "
+                     "statements' tokens, so by itself it does not show that the models' representations, rather "
+                     "than the statements' words, produce it")
     elif lexical:
-        parts.append(f"for {join_words(lexical)} the category-level correlation is matched by the statements' "
-                     "words alone")
+        parts.append(f"at the last layer, for {join_words(lexical)} the category-level r is matched by the "
+                     "statements' tokens alone")
     else:
-        parts.append("the models' category-level correlation exceeds what the statements' words alone give")
+        parts.append("at the last layer, the models' category-level r exceeds what the statements' tokens alone give")
     if reversed_:
-        parts.append(f"its sign rests on a single category for {join_words(reversed_)}")
-    differing = [out.display(m) for m in out.models if any(differs(out, m).values())]
-    parts.append("across every analytic choice, the exact joint permutation test finds the specification curve "
-                 + (f"different from chance for {join_words(differing)} only" if 0 < len(differing) < len(out.models)
-                    else "different from chance for every model" if differing else
-                    "different from chance for no model") + " (@sec-spec)")
+        parts.append(f"there (mean pooling) its sign rests on a single category for {join_words(reversed_)}")
+    parts.append("across every analytic choice, " + curve_conclusion(out) + " (@sec-spec)")
     return "; ".join(parts)
+
+
+def curve_conclusion(out: Outputs) -> str:
+    """Which statistic of the exact joint permutation test finds the curve different from chance, for which
+    models, with each p, unadjusted for the two statistics tested."""
+    parts = []
+    for stat, words in (("median", "median r"), ("share", "share of r > 0")):
+        yes = [m for m in out.models if differs(out, m)[stat]]
+        if yes:
+            ps = join_words([f"p = {out.v(m, CURVE, f'joint/all/{stat}_p', 'p')}" for m in yes])
+            only = " only" if len(yes) < len(out.models) else ""
+            parts.append(f"the curve's {words} differs from chance for {join_words([out.display(m) for m in yes])}"
+                         f"{only} ({ps}, not adjusted for the two statistics tested)")
+    return join_words(parts) if parts else "the exact joint permutation test finds the curve different from chance for no model"
 
 
 @prose
 def confound_abstract(out: Outputs) -> str:
     """The confound as one number-free sentence: whether the most influential category is the one whose
-    framings differ most in length, whether leaving it out reverses the models' r, what it does to the
-    lexical baseline's, and whether the summed NLL moves r."""
+    framings differ most in length, whether leaving it out reverses the models' last-layer r, what it does to
+    the lexical baseline's, and whether the summed NLL moves r."""
     same = confound_models(out)
     if not same:
         return ("The category that most influences the correlation is not the one whose framings differ most "
@@ -165,15 +189,15 @@ def confound_abstract(out: Outputs) -> str:
     baseline = lexical_without_words(out, same)
     who = join_words([out.display(m) for m in flips])
     if len(flips) == len(out.models):
-        who = "both models" if len(flips) == 2 else "every model"
+        who = "both" if len(flips) == 2 else "every model"
     text = (f"For {'both models' if len(same) == len(out.models) == 2 else join_words([out.display(m) for m in same])}, "
-            "the category that most influences the correlation is the one whose framings differ most in length")
+            "the most influential category is the one whose framings differ most in length")
     if flips:
-        text += f"; without it r changes sign for {who}, while that of a lexical baseline that sees only the words {baseline}"
+        text += f"; without it the last-layer r (mean pooling) changes sign for {who}, while a lexical baseline's {baseline}"
     else:
-        text += f"; without it no model's r changes sign, and that of a lexical baseline {baseline}"
+        text += f"; without it no model's last-layer r changes sign, and a lexical baseline's {baseline}"
     moved = [m for m in same if normalisation_moves(out, m)]
     if moved:
-        text += (", and summing the NLL instead of averaging it over tokens moves r for "
+        text += (", and summing rather than averaging the NLL moves r for "
                  f"{'both' if len(moved) == len(out.models) == 2 else join_words([out.display(m) for m in moved])}")
     return text + "."

@@ -221,6 +221,13 @@ def specification_significance_phrase(out: Outputs) -> str:
             "the specifications")
 
 
+def published_format(x: Any) -> str:
+    """The signed format with as many decimals as a published number was stored with (at most four)."""
+    text = repr(float(x)) if isinstance(x, (int, float)) else ""
+    decimals = len(text.split(".")[1]) if "." in text and "e" not in text else 3
+    return f"s{min(decimals, 4)}"
+
+
 @prose
 def published_comparison(out: Outputs) -> str:
     """The original study's Pythia-6.9B final-layer r beside this panel's, under both policies."""
@@ -228,7 +235,7 @@ def published_comparison(out: Outputs) -> str:
     same = [out.display(m) for m in out.models if m not in differ]
     excluded = "; ".join(([per_model(out, 'robustness', 'policies/sink_excluded/final_r', models=differ)] if differ else [])
                          + ([f"the same numbers for {join_words(same)}"] if same else []))
-    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1')} for Pythia-6.9B, against "
+    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, against "
             f"{per_model(out, 'robustness', 'policies/default/final_r')} here (sink excluded: {excluded})")
 
 
