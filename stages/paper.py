@@ -30,7 +30,8 @@ from uaprobe.publishing import supplement
 from uaprobe.publishing.reproducibility import input_hashes
 from uaprobe.publishing.outputs import find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
-from uaprobe.publishing.values import SUPPLEMENT_HTML, file_md5, parse_values
+from uaprobe.publishing.readback import parse_values
+from uaprobe.publishing.values import SUPPLEMENT_HTML, file_md5
 from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.paper")

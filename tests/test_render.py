@@ -17,7 +17,7 @@ import pytest
 from uaprobe.publishing import render
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.render import ManuscriptSyntaxError, RenderError
-from uaprobe.publishing.values import parse_values
+from uaprobe.publishing.readback import parse_values
 
 QUARTO_YML = textwrap.dedent("""\
     project:

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 from uaprobe.publishing import supplement
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.values import SUPPLEMENT_HTML, Ledger, Shown
+from uaprobe.publishing.readback import Shown
+from uaprobe.publishing.values import SUPPLEMENT_HTML, Ledger
 
 
 def shown(text: str, file: str, key: str, number: int | None, index: int) -> Shown:

@@ -14,8 +14,8 @@ import pypandoc
 import pytest
 
 from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import (FORMATS, SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, parse_values,
-                                       plain_text, shown_text)
+from uaprobe.publishing.readback import parse_values, shown_text
+from uaprobe.publishing.values import FORMATS, SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, plain_text
 
 MINUS = "\u2212"
 

@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from uaprobe.errors import UAProbeError
-from uaprobe.publishing.values import VALUE_TAG, ValueSourceError, lookup, parse_values, shown_text
+from uaprobe.publishing.readback import VALUE_TAG, parse_values, shown_text
+from uaprobe.publishing.values import ValueSourceError, lookup
 
 PAGE = "paper/_output/paper.html"
 MANIFEST = "figures/manifest.json"

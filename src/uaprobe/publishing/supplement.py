@@ -10,7 +10,7 @@ The paper stage writes two files next to the rendered paper (``paper/_output``):
   the hashes ``dvc.lock`` records for the outputs it reads, the software, the CPU code paths and the
   parameters.
 
-The rows come from the rendered HTML page (:func:`~uaprobe.publishing.values.parse_values`), so they
+The rows come from the rendered HTML page (:func:`~uaprobe.publishing.readback.parse_values`), so they
 list exactly what the paper shows. Every function here returns text; the stage writes it.
 """
 
@@ -34,7 +34,8 @@ from uaprobe.publishing.embed import figure_label
 from uaprobe.publishing.figure_registry import data_line
 from uaprobe.publishing.reproducibility import InputHash, inputs_digest
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.values import ANCHOR, SUPPLEMENT_HTML, Shown, file_md5
+from uaprobe.publishing.readback import Shown
+from uaprobe.publishing.values import ANCHOR, SUPPLEMENT_HTML, file_md5
 
 SUPPLEMENT_CSV = "provenance.csv"
 """The machine-readable twin of :data:`~uaprobe.publishing.values.SUPPLEMENT_HTML`."""

@@ -11,8 +11,7 @@ is the row's anchor (``provenance.html#prov-N``).
 
 The markup is plain Pandoc markdown, a link with attributes, so both engines (Quarto and the
 fallback) render it alike: in the HTML a link with a title, in the PDF a link to the supplementary
-file. :func:`parse_values` reads the values back out of a rendered HTML page (the supplementary
-files, the provenance tests and ``uaprobe paper-diff`` use it).
+file. :mod:`uaprobe.publishing.readback` reads the values back out of a rendered HTML page.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -255,74 +253,8 @@ def prose(fn: Callable[..., str]) -> Callable[..., Prose]:
     return wrapper
 
 
-# ------------------------------------------------------------------------------------------------
-# Reading the values back out of a rendered page
-
-
-@dataclass(frozen=True)
-class Shown:
-    """A value as a rendered HTML page shows it."""
-
-    text: str
-    file: str
-    key: str
-    fmt: str
-    index: int
-    """Position among the page's values (0-based, document order)."""
-    in_table: bool
-    number: int | None = None
-    """The number of its source (the ``N`` of its link ``provenance.html#prov-N``), None without one."""
-
-
-class _ValueParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[Shown] = []
-        self._open: dict[str, str] | None = None
-        self._text: list[str] = []
-        self._tables = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        if tag == "table":
-            self._tables += 1
-        if tag == "a" and "uav" in a.get("class", "").split():
-            self._open, self._text = a, []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "table":
-            self._tables -= 1
-        if tag == "a" and self._open is not None:
-            a = self._open
-            anchor = re.search(r"#prov-(\d+)$", a.get("href", ""))
-            self.found.append(Shown(" ".join("".join(self._text).split()), a.get("data-file", ""), a.get("data-key", ""),
-                                    a.get("data-fmt", ""), len(self.found), self._tables > 0,
-                                    int(anchor.group(1)) if anchor else None))
-            self._open = None
-
-    def handle_data(self, data: str) -> None:
-        if self._open is not None:
-            self._text.append(data)
-
-
-def parse_values(page: str) -> list[Shown]:
-    """Every value a rendered HTML page shows, in document order."""
-    parser = _ValueParser()
-    parser.feed(page)
-    return parser.found
-
-
-VALUE_TAG = re.compile(r'<a\b[^>]*\bclass="uav"[^>]*>.*?</a>', flags=re.S)
-"""A value's element in a rendered HTML page (pandoc writes each as one ``<a class="uav" …>``)."""
-
-
-def shown_text(value: Any, fmt_name: str) -> str:
-    """The text a value is shown as, with runs of white space as one space (as :func:`parse_values` reads it)."""
-    return " ".join(FORMATS[fmt_name](value).split())
-
-
-__all__: Sequence[str] = ("FORMATS", "Ledger", "Shown", "Source", "Value", "fmt", "fmt_bool",
-                          "fmt_int", "fmt_layers", "fmt_p", "fmt_r", "lookup", "parse_values", "pretty")
+__all__: Sequence[str] = ("FORMATS", "Ledger", "Source", "Value", "fmt", "fmt_bool",
+                          "fmt_int", "fmt_layers", "fmt_p", "fmt_r", "lookup", "pretty")
 
 
 _MARKUP = re.compile(r'\[((?:\\.|[^\]\\])*)\]\((?:provenance\.html)?#prov-\d+ "(?:\\.|[^"\\])*"\)\{[^}]*\}')
