@@ -25,7 +25,7 @@ from numba import njit
 
 from floor import Rates  # bench/floor.py
 
-from uaprobe.analysis import anisotropy, bins, layerwise, option_b, centroid_score, pipeline, robustness
+from uaprobe.analysis import anisotropy, bins, layerwise, option_b, centroid_score, policy_run, robustness
 from uaprobe.analysis.uniformity import Cosines
 from uaprobe.analysis.workers import ordered_map, worker_count
 
@@ -118,11 +118,11 @@ class ComponentClock:
     def patched(self) -> Iterator["ComponentClock"]:
         """Wrap the components' functions while the block runs."""
 
-        def null_or_none() -> str | None:  # Cosines.uniformity called by _analyze_policy is the null
-            return "size-matched null" if sys._getframe(2).f_code.co_name == "_analyze_policy" else None
+        def null_or_none() -> str | None:  # Cosines.uniformity called by cosine_pass is the null
+            return "size-matched null" if sys._getframe(2).f_code.co_name == "cosine_pass" else None
 
         targets = [
-            (pipeline, "pooling_cosines", "categories, pair scores"),
+            (policy_run, "pooling_cosines", "categories, pair scores"),
             (layerwise, "category_uniformity", "categories, pair scores"),
             (centroid_score, "pair_scores", "categories, pair scores"),
             (bins, "analyze_bins", "random bins"),

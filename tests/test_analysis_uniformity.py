@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seed_reference import uniformity_score
-from uaprobe.analysis import bins, kernels
+from uaprobe.analysis import bins, gram_pieces, kernels
+from uaprobe.analysis import uniformity as uniformity_module
 from uaprobe.analysis.uniformity import (COST, Cosines, Groups, group_means, cosine_form_for, unit_rows,
                                         uniformity)
 
@@ -236,7 +237,7 @@ def test_the_gram_tables_stay_under_their_cap(rng, one_thread):
     n, views, d = 40, 3, 200
     x = rng.standard_normal((n, views, d))
     table_bytes = n * (n - 1) // 2 * 8 * 8  # views padded to a block of 8
-    cos = Cosines(x, x + 0.1, gram_bytes=2 * table_bytes)
+    cos = Cosines(x, x + 0.1, gram_bytes=2 * table_bytes, piece_bytes=0)  # no pieces: held tables or vectors
     many = rng.integers(0, 4, size=(200, n))
     for side in ("a", "b"):  # the pair of tables fits
         cos.uniformity(many, n_groups=4, side=side)
@@ -246,12 +247,14 @@ def test_the_gram_tables_stay_under_their_cap(rng, one_thread):
     assert cos.last_form == "vectors" and set(cos._tables) == {"a", "b"}
     ref, _ = Cosines(x, x + 0.1, form="gram").uniformity(many, n_groups=4, side="diff")
     assert np.allclose(values, ref, atol=1e-12, equal_nan=True)
-    assert Cosines(x, x, gram_bytes=0).costs(Groups.of(many, 4).sizes, "a").keys() == {"vectors"}
+    assert Cosines(x, x, gram_bytes=0, piece_bytes=0).costs(Groups.of(many, 4).sizes, "a").keys() == {"vectors"}
     # by default the tables may take as many bytes as the unit vectors (memory linear in n): two
     # tables of 40 members (780 pairs x 8 lanes) fit beside 40 x 2 x 200 coordinates, not beside 40 x 2 x 2
     assert 2 * table_bytes <= Cosines(x, x).gram_bytes == 40 * 2 * views * d * 8
     assert "gram" in Cosines(x, x).costs(Groups.of(many, 4).sizes, "a")
-    assert "gram" not in Cosines(x[..., :2], x[..., :2]).costs(Groups.of(many, 4).sizes, "a")
+    assert "gram" not in Cosines(x[..., :2], x[..., :2], piece_bytes=0).costs(Groups.of(many, 4).sizes, "a")
+    # the held tables never pass GRAM_HELD_BYTES, whatever the unit vectors take
+    assert uniformity_module.GRAM_HELD_BYTES == 1 << 30 and gram_pieces.GRAM_PIECE_BYTES == 1 << 30
 
 
 def test_sides_a_and_b_of_one_labelling_take_one_form(rng, one_thread):
@@ -273,7 +276,7 @@ def test_sides_a_and_b_of_one_labelling_take_one_form(rng, one_thread):
         assert np.all(ua == 0.0)
     many = rng.integers(0, 4, size=(300, n))
     for cap, form in ((table_bytes, "vectors"), (2 * table_bytes, "gram")):
-        cos = Cosines(x, x.copy(), gram_bytes=cap)
+        cos = Cosines(x, x.copy(), gram_bytes=cap, piece_bytes=0)
         forms = []
         for side in ("a", "b"):
             cos.uniformity(many, n_groups=4, side=side)
@@ -362,3 +365,60 @@ def test_the_two_forms_agree_property(n, d, k, parts, seed):
         v, sv = Cosines(a, b, form="vectors").uniformity(labels, n_groups=k, side=side)
         assert (sg == sv).all()
         assert np.allclose(g, v, atol=1e-12, equal_nan=True)
+
+
+# ------------------------------------------------------------------- Gram form in pieces
+
+
+def test_the_pieces_cover_the_row_tiles_in_order_under_their_cap():
+    n, tile = 700, 256  # tiles of rows 0-255, 256-511, 512-699
+    per_tile = [(gram_pieces.tri_start(min((t + 1) * tile, n), n) - gram_pieces.tri_start(t * tile, n)) * 64
+                for t in range(3)]
+    assert gram_pieces.piece_rows(n, tile, sum(per_tile)) == [(0, 3)]
+    assert gram_pieces.piece_rows(n, tile, per_tile[0]) == [(0, 1), (1, 3)]  # later rows have fewer entries
+    assert gram_pieces.piece_rows(n, tile, per_tile[0] + per_tile[1] - 1) == [(0, 1), (1, 3)]
+    assert gram_pieces.piece_rows(n, tile, per_tile[0] + per_tile[1]) == [(0, 2), (2, 3)]
+    assert gram_pieces.piece_rows(n, tile, per_tile[0] - 1) is None  # the first row tile alone is too large
+    assert gram_pieces.tri_start(0, n) == 0 and gram_pieces.tri_start(1, n) == n - 1
+
+
+@pytest.mark.parametrize("side", ["a", "b", "diff"])
+def test_the_gram_form_in_pieces_matches_the_direct_sums(rng, side):
+    # 600 members: tiles of 256 (600 > GRAM_ONE_TILE), three row tiles; a piece cap of the first row
+    # tile gives two pieces per block of views (the second of two tiles); 11 views: two blocks, the
+    # second padded
+    n, views, d, k = 600, 11, 6, 5
+    a = rng.standard_normal((n, views, d)) + 0.3
+    b = a + 0.5 * rng.standard_normal((n, views, d))
+    tile = kernels.gram_tile(n)
+    assert tile == kernels.GRAM_TILE and -(-n // tile) == 3
+    cap = (gram_pieces.tri_start(tile, n) - gram_pieces.tri_start(0, n)) * 64  # the first row tile
+    cos = Cosines(a, b, form="gram", gram_bytes=0, piece_bytes=cap)
+    assert cos._pieces == [(0, 1), (1, 3)]
+    labels = rng.integers(-1, k, size=(4, n))
+    got, sizes = cos.uniformity(labels, n_groups=k, side=side)
+    assert cos._tables == {}  # nothing held
+    ua, ub = unit_rows(a), unit_rows(b)
+    for p in range(4):
+        for g in range(k):
+            members = np.flatnonzero(labels[p] == g)
+            assert sizes[p, g] == members.size
+            upper = np.triu(np.ones((members.size, members.size), dtype=bool), 1)
+            for v in range(views):
+                ga = ua[members, v] @ ua[members, v].T
+                gb = ub[members, v] @ ub[members, v].T
+                direct = {"a": ga, "b": gb, "diff": ga - gb}[side][upper].mean()
+                assert got[v, p, g] == pytest.approx(direct, abs=1e-12)
+    held, _ = Cosines(a, b, form="gram").uniformity(labels, n_groups=k, side=side)
+    assert np.allclose(got, held, rtol=0, atol=1e-13)  # the held table: the same up to rounding
+
+
+def test_the_pieces_are_offered_where_the_tables_do_not_fit_and_cost_their_products_each_call(rng, one_thread):
+    n, views, d = 40, 3, 20
+    x = rng.standard_normal((n, views, d))
+    sizes = Groups.of(rng.integers(0, 4, size=(50, n)), 4).sizes
+    cos = Cosines(x, x + 0.1, gram_bytes=0)
+    pieces = cos.costs(sizes, "diff")["gram"]
+    assert pieces == pytest.approx(Cosines(x, x + 0.1).costs(sizes, "diff")["gram"])  # the held table's first call
+    cos.uniformity(rng.integers(0, 4, size=(50, n)), n_groups=4, side="diff")
+    assert cos._tables == {} and cos.costs(sizes, "diff")["gram"] == pieces  # charged again

@@ -304,8 +304,8 @@ def vector_squares(both: np.ndarray, labels: np.ndarray, sizes: np.ndarray, *, v
 
 
 @njit(parallel=True, cache=True, boundscheck=False)
-def _gram_sums(table: np.ndarray, n: int, tile: int, order: np.ndarray, starts: np.ndarray,
-               out: np.ndarray) -> None:  # pragma: no cover - compiled
+def _gram_sums(table: np.ndarray, n: int, tile: int, t0: int, t1: int, k0: int, lane0: int,
+               order: np.ndarray, starts: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out[p, g, 8 b + w] += sum of table[b, 8 tri(i, j) + w]`` over the pairs i < j of group g of
     partition p; ``tri(i, j) = i n - i (i + 1) / 2 + j - i - 1`` numbers the strict upper triangle
     row by row; table (B, T * 8) holds blocks of eight views.
@@ -321,8 +321,8 @@ def _gram_sums(table: np.ndarray, n: int, tile: int, order: np.ndarray, starts: 
     n_tiles = (n + tile - 1) // tile
     for blk in range(table.shape[0]):  # one block of eight views at a time
         x = table[blk]
-        w = blk * GRAM_LANES
-        for ti in range(n_tiles):
+        w = lane0 + blk * GRAM_LANES
+        for ti in range(t0, t1):
             for tj in range(ti, n_tiles):
                 for p in prange(n_parts):
                     row = order[p]
@@ -337,7 +337,7 @@ def _gram_sums(table: np.ndarray, n: int, tile: int, order: np.ndarray, starts: 
                         a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
                         for a in range(s_i, e_i):
                             i = np.int64(row[a])
-                            base = np.uint64(i * n - (i * (i + 1)) // 2 - i - 1)
+                            base = np.uint64(i * n - (i * (i + 1)) // 2 - i - 1 - k0)
                             for b in range(a + 1 if ti == tj else s_j, e_j):
                                 k = (base + np.uint64(row[b])) * _GRAM_LANES_U
                                 a0 += x[k]
@@ -406,7 +406,7 @@ def gram_sums(table: np.ndarray, n: int, labels: np.ndarray, *, n_groups: int, n
     out = np.zeros((n_parts, n_groups, table.shape[0] * GRAM_LANES))
     with _slp():
         _block_order(np.ascontiguousarray(labels, dtype=np.int64), n_groups, tile, order, starts)
-        _gram_sums(table, n, tile, order, starts, out)
+        _gram_sums(table, n, tile, 0, n_tiles, 0, 0, order, starts, out)
     return np.ascontiguousarray(np.moveaxis(out[:, :, :n_views], 2, 0))
 
 

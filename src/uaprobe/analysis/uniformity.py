@@ -22,7 +22,7 @@ from typing import Iterator, Literal
 import numpy as np
 from scipy import sparse
 
-from uaprobe.analysis import kernels
+from uaprobe.analysis import gram_pieces, kernels
 from uaprobe.analysis.workers import ordered_map, worker_count
 
 NORM_EPS = 1e-10
@@ -206,6 +206,10 @@ def _pair_counts(sizes: np.ndarray) -> np.ndarray:
 
 SIDES = ("a", "b", "diff")
 
+GRAM_HELD_BYTES = 1 << 30
+"""The most bytes of Gram tables one :class:`Cosines` keeps between calls (1 GiB). Past it the Gram
+form builds its table one piece at a time on every call (:mod:`~uaprobe.analysis.gram_pieces`)."""
+
 
 class Cosines:
     """The cosine inner products among the A and among the B statements of one pooling, every view.
@@ -216,23 +220,29 @@ class Cosines:
     ``n^2 / (2 G)`` per partition and view, from a table of the strict upper triangles built once
     per side on first use and kept, tile by tile in cache: see
     :func:`~uaprobe.analysis.kernels.gram_sums`). The tables held never take more bytes than the
-    unit vectors (``n 2V D`` float64), so memory stays linear in n: at most twice the unit vectors.
+    unit vectors (``n 2V D`` float64) nor :data:`GRAM_HELD_BYTES`; where they would, the Gram form
+    builds and sums its table one piece of at most ``piece_bytes`` at a time on every call
+    (:func:`~uaprobe.analysis.gram_pieces.piece_sums`), so memory stays bounded at any n.
 
     Args:
         a, b: (n, V, D) embeddings of the two sides (row i of ``a`` and of ``b`` form pair i).
         form: force ``gram`` or ``vectors`` for every call (default: the cost model);
             both give the same values up to rounding.
-        gram_bytes: the cap on the Gram tables (default: the unit vectors' bytes).
+        gram_bytes: the cap on the Gram tables held (default: the unit vectors' bytes, at most
+            :data:`GRAM_HELD_BYTES`).
+        piece_bytes: the cap on one piece of a table built and summed per call where the tables
+            do not fit (:mod:`~uaprobe.analysis.gram_pieces`).
     """
 
     def __init__(self, a: np.ndarray, b: np.ndarray, *, form: CosineForm | None = None,
-                 gram_bytes: int | None = None) -> None:
+                 gram_bytes: int | None = None, piece_bytes: int = gram_pieces.GRAM_PIECE_BYTES) -> None:
         if a.shape != b.shape or a.ndim != 3:
             raise ValueError(f"a and b must both be (n, V, D), got {a.shape} and {b.shape}")
         self.n, self.n_views, self.dim = a.shape
         self.form: CosineForm | None = form
         self._both = np.ascontiguousarray(unit_rows(np.concatenate([a, b], axis=1)))  # (n, 2V, D)
-        self.gram_bytes = self._both.nbytes if gram_bytes is None else gram_bytes
+        self.gram_bytes = min(self._both.nbytes, GRAM_HELD_BYTES) if gram_bytes is None else gram_bytes
+        self._pieces = gram_pieces.piece_rows(self.n, kernels.gram_tile(self.n), piece_bytes)
         self.units = {"a": self._both[:, :self.n_views], "b": self._both[:, self.n_views:]}
         """side -> (n, V, D) float64 unit rows (views of one array)."""
         self._self_sq = np.einsum("nvd,nvd->nv", self._both, self._both)  # (n, 2V) ||u_i||^2
@@ -287,13 +297,23 @@ class Cosines:
         out: dict[CosineForm, float] = {"vectors": sum(
             COST.vectors(n=self.n, dim=self.dim, n_views=self.n_views, signed=s == "diff", members=members,
                          runs=runs, threads=threads) for s in sides)}
-        missing = [s for s in sides if s not in self._tables]
-        held = sum(t.nbytes for t in self._tables.values())
-        if held + len(missing) * _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes:
+        if self._held(side):
             out["gram"] = sum(
                 COST.gram(n=self.n, dim=self.dim, n_views=self.n_views, pairs=pairs, threads=threads,
                           syrks=0 if s in self._tables else (2 if s == "diff" else 1)) for s in sides)
+        elif self._pieces is not None:  # built piece by piece on every call
+            out["gram"] = sum(
+                COST.gram(n=self.n, dim=self.dim, n_views=self.n_views, pairs=pairs, threads=threads,
+                          syrks=2 if s == "diff" else 1) for s in sides)
         return out
+
+    def _held(self, side: str) -> bool:
+        """Whether the Gram form of ``side`` (and of its partner among ``a``, ``b``) uses held tables:
+        those still to build fit beside the held ones under ``gram_bytes``."""
+        sides = ("a", "b") if side in ("a", "b") else (side,)
+        missing = [s for s in sides if s not in self._tables]
+        held = sum(t.nbytes for t in self._tables.values())
+        return held + len(missing) * _gram_table_bytes(self.n, self.n_views) <= self.gram_bytes
 
     def uniformity(self, labels: np.ndarray, *, n_groups: int, side: str) -> tuple[np.ndarray, np.ndarray]:
         """Uniformity of every group of every partition on one side, or ``U_A - U_B`` (side ``diff``).
@@ -315,8 +335,13 @@ class Cosines:
         costs = self.costs(sizes, side)
         form: CosineForm = self.form or min(costs, key=costs.__getitem__)
         self.last_form = form
-        if form == "gram":
+        if form == "gram" and (self._held(side) or self._pieces is None):
             sums = kernels.gram_sums(self._table(side), self.n, labels, n_groups=n_groups, n_views=self.n_views)
+        elif form == "gram":
+            v = self.n_views
+            views = [(i, v + i) if side == "diff" else (i if side == "a" else v + i, None) for i in range(v)]
+            sums = gram_pieces.piece_sums(self._both, views, labels, n_groups=n_groups, pieces=self._pieces,
+                                          tile=kernels.gram_tile(self.n))
         else:
             squares = kernels.vector_squares(self._both, labels, sizes, views=self._views(side),
                                              signed=side == "diff")
