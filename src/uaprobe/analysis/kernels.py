@@ -85,7 +85,8 @@ def _add_runs(x: np.ndarray, row: np.ndarray, starts: np.ndarray, base: int, n_g
     ``row[starts[base + g]:starts[base + g + 1]]`` (one member block's part of group g), for every
     group g. The sum of a run is held in registers as two partial sums, the members at even and at
     odd positions of the run (two chains of additions in flight: twice the loads and adds per
-    cycle of one chain), added together at the end of the run."""
+    cycle of one chain), added together at the end of the run. A kernel written out for speed: its
+    length is the unrolled loop, not several concepts."""
     for g in range(n_groups):
         s = np.uint64(starts[base + g])
         e = np.uint64(starts[base + g + 1])
