@@ -101,7 +101,8 @@ def test_results_provenance_parses_the_extraction_attribute() -> None:
 
 # A forward-pass-like workload through the extraction's own pooling and NLL code, big enough that
 # ATen and MKL split it across threads: a GEMM (MKL), log-softmax, layer norm and GELU (ATen's
-# vectorised kernels) and the masked mean pooling and per-sequence NLL (ATen reductions).
+# vectorised kernels), exp, tanh and log (MKL's vector math) and the masked mean pooling and
+# per-sequence NLL (ATen reductions).
 WORKLOAD = textwrap.dedent("""\
     import hashlib, json, os, sys
     from uaprobe import numerics
@@ -118,6 +119,7 @@ WORKLOAD = textwrap.dedent("""\
     for b in range(B):
         mask[b, T - b % 7:] = 0
     h = torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (D,)))
+    vml = torch.stack([torch.exp(h / 8), torch.tanh(h), torch.log(h.abs() + 0.1)])  # MKL's vector math
     logits = torch.nn.functional.linear(h, w)
     ids = torch.from_numpy(g.integers(0, V, (B, T)))
     where = extract.content_positions(mask, torch.zeros_like(mask), "special")
@@ -125,7 +127,7 @@ WORKLOAD = textwrap.dedent("""\
     nll = extract.sequence_nll(logits, ids, mask)
     a = g.standard_normal((300, 300))
     digest = hashlib.sha256()
-    for t in [*pooled.values(), *nll, torch.log_softmax(logits, -1)]:
+    for t in [*pooled.values(), *nll, torch.log_softmax(logits, -1), vml]:
         digest.update(t.numpy().tobytes())
     digest.update((a @ a.T).tobytes())
     digest.update(scipy.linalg.eigh(a @ a.T, eigvals_only=True).tobytes())
@@ -149,7 +151,7 @@ def _workload(mode: str, threads: int, **env: str) -> dict:
 @needs_avx2
 def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None:
     hostile = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OPENBLAS_CORETYPE": "Sandybridge",
-               "NPY_DISABLE_CPU_FEATURES": "X86_V3", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+               "NPY_DISABLE_CPU_FEATURES": "X86_V3", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_VML_DEBUG_CPU_TYPE": "5"}
     base = _workload("pinned", 1)
     assert _workload("pinned", 3) == base
     assert _workload("pinned", 2, **hostile) == base

@@ -8,8 +8,8 @@ in ``fingerprint.json`` beside this module:
   float32 ``Linear`` products at both default models' widths from 1 to 832 rows (MKL takes other
   kernels for small row counts), a row-major product, attention's batched products and fused
   attention, the elementwise and reduction kernels of a decoder block (one at a size whose share
-  per thread is not a whole number of vectors), the NLL's log-softmax, and the first two layers of
-  the real SmolLM2 on a fixed batch;
+  per thread is not a whole number of vectors), MKL's vector math functions (``torch.exp`` and
+  kin), the NLL's log-softmax, and the first two layers of the real SmolLM2 on a fixed batch;
 - the analyses' (numpy, scipy, numba, in a process pinned as ``analyze`` is): float64 products and
   reductions, a symmetric eigendecomposition, the compiled uniformity kernels in both exact forms and
   the bootstrap correlations; the compiled ones on 1, 2 and 3 threads.
@@ -86,6 +86,9 @@ def _extraction_ops() -> Iterator[tuple[str, Callable[[], Any]]]:
     h = randn(64, 12, 576)
     yield "rms norm", lambda: h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
     yield "silu, gelu (tanh), exp", lambda: torch.stack([F.silu(h), F.gelu(h, approximate="tanh"), torch.exp(h / 8)])
+    p = h.abs() + 0.1
+    yield "vector math (MKL VML): exp log sqrt tanh erf", lambda: torch.stack(
+        [torch.exp(h / 8), torch.log(p), torch.sqrt(p), torch.tanh(h), torch.erf(h)])
     mask = (torch.arange(12)[None, :] < torch.randint(3, 13, (64, 1), generator=gen)).float()
     yield "masked mean pooling", lambda: (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
     logits, targets = randn(64, 12, 4096), torch.randint(0, 4096, (64, 12), generator=gen)

@@ -18,6 +18,8 @@ MKL_ENABLE_INSTRUCTIONS    MKL (torch's BLAS)      dispatch ceiling AVX2 (every 
 MKL dispatch library       MKL                     MKL's Intel code path on every vendor (below)
 MKL_CBWR=AVX2,STRICT       MKL                     conditional numerical reproducibility, strict:
                                                    the same bytes at any thread count
+MKL_VML_DEBUG_CPU_TYPE=3   MKL's vector math (VML) its AVX2 kernels: ``torch.exp``, ``log``, ``sqrt``,
+                                                   ``tanh``, ``erf``, ``sin``, ``cos`` (below)
 OPENBLAS_CORETYPE=Haswell  OpenBLAS (numpy, scipy) Haswell kernels (AVX2 + FMA) in DYNAMIC_ARCH builds
 NPY_DISABLE_CPU_FEATURES   numpy                   no AVX-512 dispatch targets (numpy 2.4's names)
 NUMBA_CPU_NAME=haswell     numba (analysis kernels) LLVM compiles the resampling kernels for Haswell
@@ -53,6 +55,17 @@ resolve to it on every machine (on an Intel processor it changes nothing), and `
 measured by ``bench/extract.py`` (``numerics: portable pins ... vs today's pins ...``). Where the
 library could not be built (no C compiler at install), :func:`record` says so and
 ``uaprobe fingerprint`` names the operations whose bytes then differ.
+
+**MKL's vector math.** torch computes ``exp``, ``log``, ``sqrt``, ``tanh``, ``erf``, ``sin``,
+``cos`` and a few more on float tensors with MKL's vector math library (VML), which picks its
+kernels with a CPU check of its own: neither ``MKL_CBWR`` nor the dispatch library holds it, and one
+machine (by elimination an AMD EPYC with AVX-512, Zen 4) computed other bytes for ``torch.exp`` than
+the Intel Xeon and the Zen 3 under the other pins. ``MKL_VML_DEBUG_CPU_TYPE`` names VML's kernel
+family outright, bypassing that check (MKL 2024.2 reads it in ``mkl_vml_serv_cpu_detect``); 3 is the
+AVX2 family, the one VML chooses by itself on an Intel processor held to AVX2 (on the Xeon, with the
+other pins: the same bytes for every function above, while 0 to 2 give the SSE families' and 5 the
+AVX-512 family's). The extraction's forward pass calls none of these functions on its tensors (GELU,
+SiLU, softmax and the norms are ATen's own kernels); the pin keeps the bytes of any code that does.
 
 The pins override the calling environment (a shell with ``MKL_CBWR=COMPATIBLE`` or
 ``ATEN_CPU_CAPABILITY=default`` must not change the bytes). On a processor without AVX2 or FMA, or
@@ -95,6 +108,7 @@ ISA_PINS: Mapping[str, str] = {
     "DNNL_MAX_CPU_ISA": "AVX2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
     "MKL_CBWR": "AVX2,STRICT",
+    "MKL_VML_DEBUG_CPU_TYPE": "3",
     "OPENBLAS_CORETYPE": "Haswell",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
     "NUMBA_CPU_NAME": "haswell",
