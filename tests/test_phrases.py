@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from uaprobe.publishing import phrases as fd
+from uaprobe.publishing.markdown import count_phrase
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.values import Ledger, Source, Value, plain_text
 
@@ -67,9 +68,9 @@ def panel(**models: dict[str, Any]) -> Panel:
 
 
 def test_small_phrases() -> None:
-    assert fd.count_phrase(0, "layer") == "no layer"
-    assert fd.count_phrase(1, "layer") == "1 layer"
-    assert fd.count_phrase(3, "layer") == "3 layers"
+    assert count_phrase(0, "layer") == "no layer"
+    assert count_phrase(1, "layer") == "1 layer"
+    assert count_phrase(3, "layer") == "3 layers"
     assert fd.comparison_word(0.99, 0.97) == "matches"
     assert fd.comparison_word(0.99, 0.5) == "exceeds"
     assert fd.comparison_word(0.2, 0.9) == "falls short of"

@@ -7,50 +7,19 @@ categories, the checks' names) are the table's structure, not values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from uaprobe.names import PANEL_RESULTS
+from uaprobe.publishing.formats import pretty
+from uaprobe.publishing.markdown import interval, markdown_table
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.values import Value, plain_text, pretty
+from uaprobe.publishing.values import Value
 
 L_STAR = "L&#42;"
 """L* (the layer of maximal λ1/Σλ) in markdown, written so that two of them never read as emphasis."""
 
 NBSP = "\u00a0"
-
-
-def _cell(text: Any) -> str:
-    return str(text).replace("\n", " ")
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, align: str | None = None) -> str:
-    """A pipe table. ``align``: one of ``l``/``r``/``c`` per column (default: first left, rest right)."""
-    header = list(header)
-    align = align or ("l" + "r" * (len(header) - 1))
-    if len(align) != len(header):
-        raise ValueError(f"align {align!r} has {len(align)} columns, header has {len(header)}")
-    body = [[_cell(c) for c in row] for row in rows]
-    for row in body:
-        if len(row) != len(header):
-            raise ValueError(f"row {row!r} has {len(row)} cells, header has {len(header)}")
-    shown = [[plain_text(c) for c in row] for row in body]
-    # Dashes in proportion to each column's widest shown text (not its markup): pandoc sizes wrapped
-    # columns by them once a row's markup is longer than a line, as every row holding values is.
-    widths = [max([len(h)] + [len(r[i]) for r in shown]) for i, h in enumerate(header)]
-
-    def rule(a: str, w: int) -> str:
-        dashes = "-" * max(3, min(w, 40))
-        return {"l": ":" + dashes, "r": dashes + ":", "c": ":" + dashes + ":"}[a]
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule(a, w) for a, w in zip(align, widths)) + "|"]
-    lines.extend("| " + " | ".join(row) + " |" for row in body)
-    return "\n".join(lines)
-
-
-def interval(low: Value, high: Value) -> str:
-    """``[low, high]``, or ``n/a`` when either end is missing."""
-    return "n/a" if low.raw is None or high.raw is None else f"[{low}, {high}]"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ Every number is a sourced value, as in :mod:`uaprobe.publishing.tables`."""
 from __future__ import annotations
 
 from uaprobe.names import OPTION_B_METRICS
+from uaprobe.publishing.markdown import interval, markdown_table
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
-from uaprobe.publishing.tables import interval, markdown_table
 from uaprobe.publishing.values import Value
 
 METRIC_NAMES = {
