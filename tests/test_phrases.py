@@ -86,6 +86,17 @@ def test_values_read_a_key_path_and_carry_it() -> None:
     assert p.ledger.entries[(Source("results/models/a/robustness.json", "policies/default/final_r"), "r")] == (1, "+0.900")
 
 
+def test_a_block_reads_the_values_under_its_prefix() -> None:
+    p = Panel({"a": {"bins": {"by_k": {"r": [0.1, -0.25], "n": [3, 4]}}}})
+    file = p.model_file("a", "bins")
+    row = p.under(file, "by_k", suffix="1")
+    assert row("r").source == Source(file, "by_k/r/1") and row("r").text == "\u2212" + "0.250"
+    assert row("n", "int").text == "4" and row("n", "int").fmt == "int"
+    whole = p.under(file, fmt="int")
+    assert whole("by_k/n/0").source == Source(file, "by_k/n/0") and whole("by_k/n/0").text == "3"
+    assert whole("by_k/r/0", "s1").text == "+0.1"
+
+
 def test_same_pooling_models_asks_every_pooling() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
               b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))

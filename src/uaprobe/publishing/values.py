@@ -1,13 +1,12 @@
 """Numbers that know where they come from: every value the paper shows, with its file and key.
 
 A :class:`Value` is one number (or label) read from a tracked file by a key path, with the name
-of the format that turns it into text (:data:`~uaprobe.publishing.formats.FORMATS`). Shown in the manuscript (an inline `` `{python} …` ``
-expression, a table cell, a phrase), it becomes a link to its row of the supplementary file
-``provenance.html`` that the paper stage writes next to the paper, carrying the file, the key and
-the format as attributes (``data-file``, ``data-key``, ``data-fmt``), and a hover title naming
-them. The :class:`Ledger` numbers the sources (each with its format) in the order the paper first
-shows them; that number
-is the row's anchor (``provenance.html#prov-N``).
+of the format that turns it into text (:data:`~uaprobe.publishing.formats.FORMATS`). Shown in the
+manuscript (an inline `` `{python} …` `` expression, a table cell, a phrase), it becomes a link to its
+row of the supplementary file ``provenance.html`` that the paper stage writes next to the paper,
+carrying the file, the key and the format as attributes (``data-file``, ``data-key``, ``data-fmt``),
+and a hover title naming them. The :class:`Ledger` numbers the sources (each with its format) in the
+order the paper first shows them; that number is the row's anchor (``provenance.html#prov-N``).
 
 The markup is plain Pandoc markdown, a link with attributes, so both engines (Quarto and the
 fallback) render it alike: in the HTML a link with a title, in the PDF a link to the supplementary
