@@ -22,7 +22,8 @@ from uaprobe.publishing import reproducibility as ap
 from uaprobe.publishing import paperdiff
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.readback import parse_values, shown_text
-from uaprobe.publishing.values import FORMATS, fmt, fmt_r, lookup
+from uaprobe.publishing.formats import FORMATS, fmt, fmt_r
+from uaprobe.publishing.values import lookup
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")

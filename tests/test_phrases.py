@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from uaprobe.publishing import phrases as fd
+from uaprobe.publishing.markdown import count_phrase
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.values import Ledger, Source, Value, plain_text
 
@@ -67,9 +68,9 @@ def panel(**models: dict[str, Any]) -> Panel:
 
 
 def test_small_phrases() -> None:
-    assert fd.count_phrase(0, "layer") == "no layer"
-    assert fd.count_phrase(1, "layer") == "1 layer"
-    assert fd.count_phrase(3, "layer") == "3 layers"
+    assert count_phrase(0, "layer") == "no layer"
+    assert count_phrase(1, "layer") == "1 layer"
+    assert count_phrase(3, "layer") == "3 layers"
     assert fd.comparison_word(0.99, 0.97) == "matches"
     assert fd.comparison_word(0.99, 0.5) == "exceeds"
     assert fd.comparison_word(0.2, 0.9) == "falls short of"
@@ -83,6 +84,17 @@ def test_values_read_a_key_path_and_carry_it() -> None:
     assert plain_text(text) == "+0.900 (A)"
     assert 'data-file="results/models/a/robustness.json" data-key="policies/default/final_r" data-fmt="r"' in text
     assert p.ledger.entries[(Source("results/models/a/robustness.json", "policies/default/final_r"), "r")] == (1, "+0.900")
+
+
+def test_a_block_reads_the_values_under_its_prefix() -> None:
+    p = Panel({"a": {"bins": {"by_k": {"r": [0.1, -0.25], "n": [3, 4]}}}})
+    file = p.model_file("a", "bins")
+    row = p.under(file, "by_k", suffix="1")
+    assert row("r").source == Source(file, "by_k/r/1") and row("r").text == "\u2212" + "0.250"
+    assert row("n", "int").text == "4" and row("n", "int").fmt == "int"
+    whole = p.under(file, fmt="int")
+    assert whole("by_k/n/0").source == Source(file, "by_k/n/0") and whole("by_k/n/0").text == "3"
+    assert whole("by_k/r/0", "s1").text == "+0.1"
 
 
 def test_same_pooling_models_asks_every_pooling() -> None:

@@ -13,9 +13,10 @@ import numpy as np
 import pypandoc
 import pytest
 
-from uaprobe.publishing.tables import markdown_table
+from uaprobe.publishing.formats import FORMATS
+from uaprobe.publishing.markdown import markdown_table
 from uaprobe.publishing.readback import parse_values, shown_text
-from uaprobe.publishing.values import FORMATS, SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, plain_text
+from uaprobe.publishing.values import SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, plain_text
 
 MINUS = "\u2212"
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from uaprobe.errors import ConfigError
+from uaprobe.errors import ConfigError, unreadable, unusable
 
 SourceKind = Literal["hub", "local", "gguf", "packaged"]
 DropPolicy = Literal["special", "first"]
@@ -465,12 +465,9 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     except _RepeatedKey as exc:
         raise ConfigError(f"{path}: {exc}; YAML would keep only the last value silently. Keep one of them") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the params file ({exc.strerror or exc}); pass a readable YAML file "
-                          "with --params") from None
-    except (RecursionError, ValueError) as exc:  # nesting too deep; an integer too long to convert
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise ConfigError(f"{path}: not a usable params file ({reason}); compare it with the shipped params.yaml") \
-            from None
+        raise ConfigError(unreadable(path, exc, "the params file", "pass a readable YAML file with --params")) from None
+    except (RecursionError, ValueError) as exc:
+        raise ConfigError(unusable(path, exc, "params file", "compare it with the shipped params.yaml")) from None
     try:
         return params_from_mapping(mapping)
     except ConfigError as exc:

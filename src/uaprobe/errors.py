@@ -1,4 +1,8 @@
-"""The project's own error type: every user-facing failure is raised as one of these."""
+"""The project's own error type: every user-facing failure is raised as one of these; and the two
+messages every input file (params, dataset, prompts) gives when it cannot be read or decodes into
+something no loader can use."""
+
+from pathlib import Path
 
 
 class UAProbeError(Exception):
@@ -19,3 +23,15 @@ class ModelSourceError(UAProbeError):
 
 class NumericalError(UAProbeError):
     """A model produced NaN or inf hidden states or logits."""
+
+
+def unreadable(path: Path, exc: OSError, what: str, fix: str) -> str:
+    """``<path>: cannot read <what> (<the system's reason>); <fix>``."""
+    return f"{path}: cannot read {what} ({exc.strerror or exc}); {fix}"
+
+
+def unusable(path: Path, exc: RecursionError | ValueError, what: str, fix: str) -> str:
+    """``<path>: not a usable <what> (<reason>); <fix>``: the file parses, but into nesting too deep for the
+    parser or a value Python refuses (an integer too long to convert)."""
+    reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return f"{path}: not a usable {what} ({reason}); {fix}"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uaprobe.errors import DatasetError
+from uaprobe.errors import DatasetError, unreadable, unusable
 
 log = logging.getLogger(__name__)
 
@@ -221,8 +221,7 @@ def _read_json(path: Path) -> tuple[Any, str]:
     except FileNotFoundError:
         raise DatasetError(f"{path}: not found; check `dataset` in dvc.yaml or pass --dataset") from None
     except OSError as exc:
-        raise DatasetError(f"{path}: cannot read the dataset ({exc.strerror or exc}); pass a readable JSON file "
-                           "with --dataset") from None
+        raise DatasetError(unreadable(path, exc, "the dataset", "pass a readable JSON file with --dataset")) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -234,10 +233,9 @@ def _read_json(path: Path) -> tuple[Any, str]:
         raw = json.loads(text, object_pairs_hook=_object_hook)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except (RecursionError, ValueError) as exc:  # nesting too deep; an integer too long to convert
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise DatasetError(f"{path}: not a usable JSON dataset ({reason}); expected "
-                           '{"category": {"description": ..., "pairs": [[A, B], ...]}}') from None
+    except (RecursionError, ValueError) as exc:
+        raise DatasetError(unusable(path, exc, "JSON dataset",
+                                    'expected {"category": {"description": ..., "pairs": [[A, B], ...]}}')) from None
     return raw, hashlib.sha256(data).hexdigest()
 
 
@@ -251,8 +249,7 @@ def load_prompts(path: str | Path) -> list[str]:
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: byte {exc.start} is not UTF-8; re-save the file as UTF-8") from None
     except OSError as exc:
-        raise DatasetError(f"{path}: cannot read the prompts ({exc.strerror or exc}); pass a readable text file "
-                           "with --prompts") from None
+        raise DatasetError(unreadable(path, exc, "the prompts", "pass a readable text file with --prompts")) from None
     prompts = [line.strip() for line in lines if line.strip()]
     for number, line in enumerate(lines, start=1):
         problem = _text_problem(line)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.phrases import join_words
-from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import Value, median_key, prose
+from uaprobe.publishing.markdown import join_words, markdown_table, prose
+from uaprobe.publishing.values import Value, median_key
 
 CURVE = "specification_curve"
 DIMENSIONS = "dimensions"

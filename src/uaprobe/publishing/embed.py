@@ -12,7 +12,7 @@ from typing import Any
 
 from uaprobe.publishing.figure_registry import data_line
 from uaprobe.publishing.outputs import FIGURES_DIR, FIGURES_DIR_ENV, ManuscriptDataError, Outputs
-from uaprobe.publishing.phrases import join_words
+from uaprobe.publishing.markdown import join_words
 
 
 def slug(text: str) -> str:

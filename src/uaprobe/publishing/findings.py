@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from uaprobe.publishing.curve import CURVE, differs
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.phrases import MATCH_TOLERANCE, join_words, lexical_matches_or_beats, reversing_models, sign_word
+from uaprobe.publishing.formats import pretty
+from uaprobe.publishing.markdown import join_words, prose
+from uaprobe.publishing.phrases import MATCH_TOLERANCE, lexical_matches_or_beats, reversing_models, sign_word
 from uaprobe.publishing.tables import length_category, other_range
-from uaprobe.publishing.values import pretty, prose
 
 # ------------------------------------------------------------------------------------------------
 # The length confound: one category whose B statements are longer

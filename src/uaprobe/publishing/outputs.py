@@ -3,7 +3,8 @@
 :func:`load_outputs` reads ``params.yaml``, every results and metrics file of the panel, the figure
 manifest and the published reference values. :meth:`Outputs.v` returns a
 :class:`~uaprobe.publishing.values.Value`: the value at a key path of one of those files, with the
-format it is shown in; :meth:`Outputs.raw` the bare value, for the decisions a phrase makes.
+format it is shown in; :meth:`Outputs.under` a :class:`Block` that reads the values under one key
+prefix; :meth:`Outputs.raw` the bare value, for the decisions a phrase makes.
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ class Outputs:
         """The value at ``key`` of ``results/models/<model>/<stem>.json``, shown in format ``fmt``."""
         return self.at(self.model_file(model, stem), key, fmt)
 
+    def under(self, file: str, prefix: str = "", *, fmt: str = "r", suffix: str = "") -> Block:
+        """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""
+        return Block(self, file, prefix, fmt, suffix)
+
     def display(self, model_id: str) -> str:
         return self.params.model(model_id).display
 
@@ -96,6 +101,22 @@ class Outputs:
         """``figures/manifest.json`` (empty when the figures have not been drawn)."""
         manifest = f"{FIGURES_DIR}/manifest.json"
         return self.doc(manifest) if (self.root / manifest).is_file() else {}
+
+
+@dataclass(frozen=True)
+class Block:
+    """The values under one key prefix of one file: ``block(key)`` is the value at ``<prefix>/<key>``, then
+    ``/<suffix>`` where one is given, shown in ``fmt`` unless the call names another format."""
+
+    out: Outputs
+    file: str
+    prefix: str = ""
+    fmt: str = "r"
+    suffix: str = ""
+
+    def __call__(self, key: str, fmt: str | None = None) -> Value:
+        path = "/".join(part for part in (self.prefix, key, self.suffix) if part)
+        return self.out.at(self.file, path, self.fmt if fmt is None else fmt)
 
 
 def load_outputs(root: str | Path | None = None) -> Outputs:

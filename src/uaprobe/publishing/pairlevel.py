@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.curve import POOLING_WORDS
-from uaprobe.publishing.phrases import MATCH_TOLERANCE, join_words, plural
-from uaprobe.publishing.tables import markdown_table
-from uaprobe.publishing.values import Value, pretty, prose
+from uaprobe.publishing.formats import pretty
+from uaprobe.publishing.markdown import join_words, markdown_table, plural, prose
+from uaprobe.publishing.phrases import MATCH_TOLERANCE
+from uaprobe.publishing.values import Value
 
 PAIRS = "pair_models"
 KNN = "knn_density_asymmetry"

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from uaprobe.publishing.markdown import count_phrase, join_words, plural, prose
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.tables import (
     POLICY_FILES,
@@ -20,31 +21,9 @@ from uaprobe.publishing.tables import (
     same_numbers,
     same_pooling_models,
 )
-from uaprobe.publishing.values import Value, prose
 
 MATCH_TOLERANCE = 0.05
 """Two correlations closer than this count as "comparable" in the text."""
-
-
-@prose
-def join_words(items: Sequence[Any], conjunction: str = "and") -> str:
-    items = [str(i) for i in items]
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
-
-
-@prose
-def plural(n: int, noun: str, plural_form: str | None = None) -> str:
-    """``noun`` or its plural, for ``n`` things."""
-    return noun if n == 1 else (plural_form or noun + "s")
-
-
-@prose
-def count_phrase(n: Any, noun: str, plural_form: str | None = None) -> str:
-    """``no layer``, ``1 layer``, ``3 layers`` (``n`` an int or a value holding one)."""
-    k = int(n.raw if isinstance(n, Value) else n)
-    return f"no {noun}" if k == 0 else f"{n} {plural(k, noun, plural_form)}"
 
 
 @prose

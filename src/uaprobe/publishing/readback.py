@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
-from uaprobe.publishing.values import FORMATS
+from uaprobe.publishing.formats import FORMATS
 
 
 

@@ -7,50 +7,19 @@ categories, the checks' names) are the table's structure, not values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from uaprobe.names import PANEL_RESULTS
+from uaprobe.publishing.formats import pretty
+from uaprobe.publishing.markdown import interval, markdown_table
 from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.values import Value, plain_text, pretty
+from uaprobe.publishing.values import Value
 
 L_STAR = "L&#42;"
 """L* (the layer of maximal λ1/Σλ) in markdown, written so that two of them never read as emphasis."""
 
 NBSP = "\u00a0"
-
-
-def _cell(text: Any) -> str:
-    return str(text).replace("\n", " ")
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, align: str | None = None) -> str:
-    """A pipe table. ``align``: one of ``l``/``r``/``c`` per column (default: first left, rest right)."""
-    header = list(header)
-    align = align or ("l" + "r" * (len(header) - 1))
-    if len(align) != len(header):
-        raise ValueError(f"align {align!r} has {len(align)} columns, header has {len(header)}")
-    body = [[_cell(c) for c in row] for row in rows]
-    for row in body:
-        if len(row) != len(header):
-            raise ValueError(f"row {row!r} has {len(row)} cells, header has {len(header)}")
-    shown = [[plain_text(c) for c in row] for row in body]
-    # Dashes in proportion to each column's widest shown text (not its markup): pandoc sizes wrapped
-    # columns by them once a row's markup is longer than a line, as every row holding values is.
-    widths = [max([len(h)] + [len(r[i]) for r in shown]) for i, h in enumerate(header)]
-
-    def rule(a: str, w: int) -> str:
-        dashes = "-" * max(3, min(w, 40))
-        return {"l": ":" + dashes, "r": dashes + ":", "c": ":" + dashes + ":"}[a]
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule(a, w) for a, w in zip(align, widths)) + "|"]
-    lines.extend("| " + " | ".join(row) + " |" for row in body)
-    return "\n".join(lines)
-
-
-def interval(low: Value, high: Value) -> str:
-    """``[low, high]``, or ``n/a`` when either end is missing."""
-    return "n/a" if low.raw is None or high.raw is None else f"[{low}, {high}]"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -136,16 +105,13 @@ def layer_table(out: Outputs, pooling: str = "mean") -> str:
     for m in out.models:
         b = f"poolings/{pooling}"
         same = same_numbers(out, m, pooling)
-
-        def v(key: str, fmt: str = "r", stem: str = "layerwise") -> Value:
-            return out.v(m, stem, key, fmt)
-
+        v = out.under(out.model_file(m, "layerwise"), b)
         for i, layer in enumerate(out.raw(m, "layerwise", "seed_layers")):
-            rows.append([out.display(m), v(f"seed_layers/{i}", "int"), v(f"{b}/pearson_r/{layer}"),
+            rows.append([out.display(m), out.v(m, "layerwise", f"seed_layers/{i}", "int"), v(f"pearson_r/{layer}"),
                          loco_cell(out, m, layer, pooling),
-                         v(f"{b}/spearman_rho/{layer}"), v(f"{b}/permutation_p/{layer}", "p"),
-                         v(f"{b}/permutation_holm_p/{layer}", "p"), v(f"{b}/permutation_bh_p/{layer}", "p"),
-                         SAME if same else v(f"{b}/pearson_r/{layer}", "r", "sink_excluded/layerwise")])
+                         v(f"spearman_rho/{layer}"), v(f"permutation_p/{layer}", "p"),
+                         v(f"permutation_holm_p/{layer}", "p"), v(f"permutation_bh_p/{layer}", "p"),
+                         SAME if same else out.v(m, "sink_excluded/layerwise", f"{b}/pearson_r/{layer}")])
     header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "r, no sink"]
     return markdown_table(header, rows)
 
@@ -156,8 +122,7 @@ def validation_table(out: Outputs, variant: str = "mean") -> str:
     for m in out.models:
         base = f"variants/{variant}/table"
         for i, row in enumerate(out.raw(m, "validation", base)):
-            def v(key: str, fmt: str, i: int = i) -> Value:
-                return out.v(m, "validation", f"{base}/{i}/{key}", fmt)
+            v = out.under(out.model_file(m, "validation"), f"{base}/{i}")
             rows.append([out.display(m), pretty(row["category"]), v("n_pairs", "int"), v("u_a", "f3"), v("u_b", "f3"),
                          v("ua", "s4"), v("mean_preference", "s3"), v("pct_prefer_a", "f1"), v("aligned", "bool")])
     return markdown_table(["Model", "category", "pairs", "U(A)", "U(B)", "UA", "preference", "% A", "aligned"],
@@ -168,8 +133,7 @@ def validation_summary_table(out: Outputs, variant: str = "mean") -> str:
     """Seed 003: the global statistics of every model."""
     rows = []
     for m in out.models:
-        def v(key: str, fmt: str) -> Value:
-            return out.v(m, "validation", f"variants/{variant}/global/{key}", fmt)
+        v = out.under(out.model_file(m, "validation"), f"variants/{variant}/global")
         rows.append([out.display(m), out.v(m, "validation", "layer", "int"), v("mean_ua", "s4"),
                      v("cohens_d", "s2"), v("r", "r"), v("label", "text"), v("mean_preference", "s3")])
     return markdown_table(["Model", "layer", "mean UA", "Cohen's d", "r", "label", "mean preference"], rows,
@@ -183,15 +147,12 @@ def scaling_table(out: Outputs, pooling: str = "mean") -> str:
     panel = PANEL_RESULTS
     rows = []
     for m in out.models:
-        def v(key: str, fmt: str = "r") -> Value:
-            return out.at(panel, f"poolings/{pooling}/models/{m}/{key}", fmt)
+        v = out.under(panel, f"poolings/{pooling}/models/{m}")
         rows.append([out.display(m), v("params_millions", "int"), v("n_layers", "int"),
                      v("peak_positive/r"), f"{v('peak_positive/layer', 'int')} ({v('peak_positive/depth_pct', 'f0')}{NBSP}%)",
                      v("peak_negative/r"), f"{v('peak_negative/layer', 'int')} ({v('peak_negative/depth_pct', 'f0')}{NBSP}%)",
                      v("final_r"), v("sign_changes", "count")])
-
-    def s(key: str) -> Value:
-        return out.at(panel, f"poolings/{pooling}/summary/{key}", "f1")
+    s = out.under(panel, f"poolings/{pooling}/summary", fmt="f1")
     rows.append(["**across the panel**", "", "", "", f"{s('peak_positive_depth_mean')} ± {s('peak_positive_depth_std')} %",
                  "", f"{s('peak_negative_depth_mean')} ± {s('peak_negative_depth_std')} %", "", ""])
     return markdown_table(["Model", "params (M)", "layers", "peak r", "at layer (depth)", "min r",
@@ -206,8 +167,8 @@ def bins_table(out: Outputs, pooling: str = "mean") -> str:
         ks = [int(k) for k in out.raw(m, "bins", "settings/bins/k")]
         for scheme, data in out.raw(m, "bins", f"poolings/{pooling}/schemes").items():
             for k in sorted(data["by_k"], key=int):
-                def v(key: str, fmt: str) -> Value:
-                    return out.v(m, "bins", f"poolings/{pooling}/schemes/{scheme}/by_k/{k}/{key}/{last}", fmt)
+                v = out.under(out.model_file(m, "bins"), f"poolings/{pooling}/schemes/{scheme}/by_k/{k}",
+                              suffix=f"{last}")
                 shown_k = out.v(m, "bins", f"settings/bins/k/{ks.index(int(k))}", "int") if int(k) in ks else k
                 rows.append([out.display(m), scheme, shown_k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
                              v("share_positive", "percent"), v("share_excludes_zero", "percent"), v("n_valid", "int")])
@@ -225,8 +186,7 @@ def anisotropy_table(out: Outputs) -> str:
     with every token and with position 0 of every prompt excluded."""
     rows = []
     for m in out.models:
-        def v(key: str, fmt: str = "int") -> Value:
-            return out.v(m, "anisotropy", key, fmt)
+        v = out.under(out.model_file(m, "anisotropy"), fmt="int")
         rows.append([out.display(m), f"{v('n_tokens')} {out.raw(m, 'anisotropy', 'token_selection')}",
                      f"{v('l_star')} ({v('l_star_depth_pct', 'f0')}{NBSP}%)", v("l_star_ties", "layers"),
                      v("l_star_bootstrap/share_in_ties", "percent"), _slope_cell(out, m, "before"),
@@ -247,9 +207,7 @@ def sink_table(out: Outputs) -> str:
     rows = []
     for m in out.models:
         peak = out.raw(m, "robustness", "sink/max_norm_ratio_layer")
-
-        def v(key: str, fmt: str) -> Value:
-            return out.v(m, "robustness", f"sink/{key}", fmt)
+        v = out.under(out.model_file(m, "robustness"), "sink")
         bos = out.v(m, "layerwise", "extraction/bos_added", "bool")
         rows.append([out.display(m), f"{'BOS' if bos.raw else 'first word'} (BOS added: {bos})",
                      v("max_norm_ratio", "f1"), v("max_norm_ratio_layer", "int"), v(f"mean_share_median/{peak}", "f2"),

@@ -6,9 +6,8 @@ Every number is a sourced value, as in :mod:`uaprobe.publishing.tables`."""
 from __future__ import annotations
 
 from uaprobe.names import OPTION_B_METRICS
+from uaprobe.publishing.markdown import interval, markdown_table
 from uaprobe.publishing.outputs import PUBLISHED_PYTHIA, Outputs
-from uaprobe.publishing.tables import interval, markdown_table
-from uaprobe.publishing.values import Value
 
 METRIC_NAMES = {
     "centroid_asymmetry": "centroid asymmetry",
@@ -60,8 +59,7 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
             files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, sink excluded"))
         for file, source in files:
             def cell(name: str, file: str = file) -> str:
-                def v(key: str, fmt: str = "s2") -> Value:
-                    return out.at(file, f"{ph}/{name}/{key}", fmt)
+                v = out.under(file, f"{ph}/{name}", fmt="s2")
                 mean = v("mean_r")
                 shown = f"{mean} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))}" if mean.raw is not None else "n/a"
                 return f"{shown} (L {v('layers', 'layers')})"
@@ -69,8 +67,7 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
             rows.append([out.display(m), source, cell("early"), cell("mid"), cell("late"),
                          out.at(file, f"{ph}/late_inversion", "bool"), out.at(file, f"{ph}/sign_change", "bool")])
     for i, row in enumerate(out.raw_at(PUBLISHED_PYTHIA, "phases/models")):
-        def p(key: str, fmt: str = "s2", i: int = i) -> Value:
-            return out.at(PUBLISHED_PYTHIA, f"phases/models/{i}/{key}", fmt)
+        p = out.under(PUBLISHED_PYTHIA, f"phases/models/{i}", fmt="s2")
         sign_change = "yes" if row["early"] > 0 > row["late"] else "no"
         rows.append([row["model"], "published", p("early"), p("mid"), p("late"), p("late_inversion", "bool"),
                      f"{sign_change} (from early and late)"])
