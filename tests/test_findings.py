@@ -56,9 +56,11 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     assert "the last-layer r moves for both models" in text
     assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
     abstract = plain_text(fd.confound_abstract(both))
-    assert "without it the last-layer r (mean pooling) changes sign for both" in abstract
-    assert "a lexical baseline's stays positive" in abstract
-    assert "moves r for both" in abstract and not any(c.isdigit() for c in abstract)
+    assert "without it the last-layer r (mean pooling) changes sign, while a lexical baseline's stays positive" in abstract
+    assert abstract.endswith("summing rather than averaging the NLL moves r.") and not any(c.isdigit() for c in abstract)
+    one = Panel({"a": model(diffs=[4.8, 1.4, 0.0], sum_nll=0.27), "b": model(diffs=[5.2, 1.4, 0.0], without=0.5)})
+    abstract = plain_text(fd.confound_abstract(one))
+    assert "changes sign for A, while" in abstract and abstract.endswith("moves r for A.")
     assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
 
     other = Panel({"a": model(diffs=[0.1, 4.0, 0.0]), "b": model(diffs=[0.1, 4.0, 0.0])})
@@ -163,11 +165,13 @@ def test_the_curve_phrase_and_verdict_follow_the_joint_p_and_the_policies() -> N
     verdict = plain_text(cv.curve_verdict(p))
     assert verdict == ("At α = 0.05, A's curve differs from chance by its median r but not by its share of r > 0 while "
                        "B's curve does not differ from chance by its median r or its share of r > 0.")
-    assert plain_text(cv.curve_abstract(p)) == ("the median correlation differs from chance for one of the two models "
-                                                "(exact p = 0.030 and 0.400)")
+    assert plain_text(cv.curve_abstract(p)) == ("the median correlation differs from chance for one of two models "
+                                                "(exact p = 0.030 and 0.400, unadjusted for a second statistic)")
     both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)}})
     assert "differs from chance by both its median r and its share" in plain_text(cv.curve_verdict(both))
-    assert "differs from chance for the one model (exact p = 0.010)" in plain_text(cv.curve_abstract(both))
+    assert "differs from chance for the one model (exact p = 0.010, unadjusted for" in plain_text(cv.curve_abstract(both))
+    both.files["results/models/a/specification_curve.json"]["joint"]["all"]["share_p"] = None
+    assert plain_text(cv.curve_abstract(both)).endswith("(exact p = 0.010)")  # no second statistic tested
 
 
 def dimensions(raw: list[float], top1: list[float], pc1: list[float], z: list[float], sx: list[float] | None = None
@@ -186,13 +190,16 @@ def test_the_direction_phrases_give_the_peaks_and_whether_one_dimension_dominate
     assert "peaks at 0.9900 at layer 1 for A (0.8500 at layer 2 with position 0 excluded), where the top dimension " \
            "carries up to 0.950 of the uniformity (layer 2) and the first principal component up to 0.990" in text
     assert text.endswith("the raw cosines mostly measure one dimension")
-    assert plain_text(cv.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, so the mean "
-                                                     "cosine over n statements is near −1/(n − 1) by construction: between "
-                                                     "−0.0020 and +0.0020 at every layer of every model and policy")
+    assert plain_text(cv.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, and the mean "
+                                                     "cosine over all statements stays near zero: between −0.0020 and "
+                                                     "+0.0020 at every layer of every model and policy")
+    positive = Panel({"a": {"dimensions": dimensions([0.5, 0.9], [0.2, 0.6], [0.3, 0.9], [0.0095, 0.002])}})
+    text = plain_text(cv.standardized_phrase(positive))  # centred, yet above zero: no −1/(n − 1) claimed
+    assert "−1/(n − 1)" not in text and text.endswith("between −0.0095 and +0.0095 at every layer of every model and policy")
     low = Panel({"a": {"dimensions": dimensions([0.5, 0.6], [0.2, 0.3], [0.3, 0.2], [0.1, 0.2])}})
     assert "no single dimension carries most" in plain_text(cv.direction_phrase(low))
     assert plain_text(cv.standardized_phrase(low)).endswith("every model and policy: some shared direction remains")
-    assert "by construction" not in plain_text(cv.standardized_phrase(low))
+    assert "near zero" not in plain_text(cv.standardized_phrase(low))
 
 
 def test_the_representation_phrase_finds_the_layer_where_the_representations_differ_most() -> None:
@@ -209,7 +216,8 @@ def test_the_representation_phrase_finds_the_layer_where_the_representations_dif
     table = cv.representation_table(p)
     assert table.count("\n") == 4 and "median(specs/r where representation=zscore)" in table
     abstract = plain_text(cv.direction_abstract(p))
-    assert abstract.startswith("In the raw states one dimension carries most of the cosine uniformity (up to 0.95). ")
+    assert abstract.startswith("In raw states one dimension carries most of the cosine uniformity (median over layers: "
+                               "0.60). ")
     assert abstract.endswith("Over all specifications, ABTT lowers the median r and z-scoring raises it.")
 
 
@@ -253,18 +261,20 @@ def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_ba
                            "survives at any of the 4 layers of B.")
     assert "Under the default policy they are margin asymmetry at 3, centroid asymmetry at 2 and kNN" in text
     assert "For B both policies give the same counts." in text
-    assert "from +0.200 to +0.340 over the layers of A, against a median +0.450 for the lexical baseline " \
+    assert "With position 0 excluded, the partial r of the kNN density asymmetry runs from +0.200 to +0.340 over the " \
+           "layers of A, against a median +0.450 for the lexical baseline " \
            "(significant for 2 of 3 seeds)" in text
     verdict = plain_text(pl.pair_verdict(p))
     assert verdict == ("with mean pooling and position 0 excluded, no metric survives Holm's correction at more than 2 "
                        "of the layers of any model (the centroid asymmetry of A, of 4 layers); under the default "
-                       "policy, the margin asymmetry of A survives at 3 of 4, and the lexical baseline's partial r for "
-                       "the kNN density asymmetry exceeds the model's largest for A (+0.450 vs +0.340) and nearly "
-                       "reaches it for B (+0.180 vs +0.200)")
+                       "policy, the margin asymmetry of A survives at 3 of 4, and with position 0 excluded, the lexical "
+                       "baseline's partial r for the kNN density asymmetry exceeds the model's largest for A (+0.450 vs "
+                       "+0.340) and nearly reaches it for B (+0.180 vs +0.200)")
     assert plain_text(pl.pair_abstract(p)) == ("with mean pooling the original's kNN density asymmetry survives Holm "
-                                               "correction at no more than 1 layer of either model (other poolings "
-                                               "give more), and a lexical baseline does as well for one model and "
-                                               "nearly for the other")
+                                               "correction at no more than 1 layer of either model (first-token "
+                                               "pooling gives more for one model), and a lexical baseline does as well "
+                                               "for one model, nearly for the other")
+
     old = plain_text(pl.old_knn_phrase(p))
     assert ("at 4 of 4 layers of A with position 0 excluded (1 under the default policy) and 2 of 3 layers of B under "
             "both policies; with both sides' lengths as covariates and the permutation within categories, it survives "
@@ -289,6 +299,23 @@ def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_ba
     assert "stays positive" not in plain_text(pl.old_knn_phrase(strong))
     assert plain_text(pl.other_poolings_phrase(strong)).startswith("No other pooling makes the kNN density asymmetry")
     assert pl.pooling_limitation(strong) == ""
+
+
+def test_the_pair_abstract_says_which_other_pooling_gives_more_for_how_many_models() -> None:
+    def with_poolings(**counts: int) -> dict[str, Any]:
+        doc = pair_models({k: (0, 0) for k in METRICS})
+        for policy in doc["policies"].values():
+            policy["poolings"].update({p: {METRICS[1]: {"n_holm_layers": n, "partial_r_min": 0.1, "partial_r_max": 0.3}}
+                                       for p, n in counts.items()})
+        return {"pair_models": doc}
+
+    each = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=0, last=3)})
+    assert "(first-token pooling gives more for one, last-token for the other)" in plain_text(pl.pair_abstract(each))
+    both = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=1, last=3)})
+    assert ("(first-token pooling gives more for both models and last-token for one model)"
+            in plain_text(pl.pair_abstract(both)))
+    none = Panel({"a": with_poolings(first=0, last=0), "b": with_poolings(first=0, last=0)})
+    assert "gives more" not in plain_text(pl.pair_abstract(none))
 
 
 def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve() -> None:
@@ -325,24 +352,43 @@ def test_the_direction_abstract_follows_the_medians_within_poolings_and_position
     p = Panel({"a": {"specification_curve": doc,
                      "dimensions": dimensions([0.5, 0.99, 0.9], [0.9, 0.95, 0.97], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}})
     text = plain_text(cv.direction_abstract(p))
-    assert "within single poolings ABTT's effect changes direction" in text and "z-scoring" not in text.split(";")[-1]
+    assert "within some poolings ABTT's effect reverses" in text and "z-scoring" not in text.split(";")[-1]
     assert "position 0" not in text
     dims = p.files["results/models/a/dimensions.json"]
     dims["policies"]["sink_excluded"]["poolings"]["mean"]["uniformity_share"] = {"top1": [0.3, 0.52, 0.6]}
     text = plain_text(cv.direction_abstract(p))
-    assert "(up to 0.97; for every model largely through position 0: without it, median 0.52 over layers)" in text
+    assert "(median over layers: 0.95; without position 0, 0.52)" in text  # two medians over layers, no maximum
+    other = {"specification_curve": doc,
+             "dimensions": dimensions([0.5, 0.9, 0.9], [0.9, 0.98, 0.99], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}
+    two = Panel({"a": p.results["a"], "b": other})
+    assert "(median over layers: up to 0.98; without position 0, 0.52 for one model)" in plain_text(cv.direction_abstract(two))
     assert cv.median_share(p, "a", "sink_excluded").source.key.startswith("median(policies/sink_excluded/")
 
 
-def test_the_representation_change_says_at_which_layers_the_sign_differs() -> None:
+def test_the_representation_change_names_the_transform_and_the_layers_where_the_sign_differs() -> None:
     mid = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8]}))}})
-    assert plain_text(cv.representation_change(mid)) == ("the representation that removes it changes the sign of the "
+    assert plain_text(cv.representation_change(mid)) == ("z-scoring, which removes it, changes the sign of the "
                                                          "category-level r at intermediate layers (e.g. layer 1 of A), "
                                                          "not at the last layer")
+    abtt = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, -0.3, 0.8],
+                                                           "abtt": [0.1, 0.2, 0.7]}))}})
+    assert plain_text(cv.representation_change(abtt)).startswith("ABTT, which removes it, changes the sign")
+    each = Panel({"a": {"specification_curve": curve(grid({"raw": [-0.2, -0.9, 0.9], "zscore": [-0.2, 0.3, 0.8],
+                                                           "abtt": [0.1, -0.6, 0.7]}))}})
+    assert plain_text(cv.representation_change(each)) == ("z-scoring and ABTT, which remove it, each change the sign of "
+                                                          "the category-level r at intermediate layers (e.g. z-scoring at "
+                                                          "layer 1 of A), not at the last layer")
     last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, -0.8]}))}})
     assert plain_text(cv.representation_change(last)).endswith("at intermediate layers (e.g. layer 1 of A) and at the "
                                                                "last layer of A")
+    split = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8],
+                                                            "abtt": [0.1, -0.6, -0.7]}))}})
+    assert plain_text(cv.representation_change(split)) == ("z-scoring, which removes it, changes the sign of the "
+                                                           "category-level r at intermediate layers (e.g. layer 1 of A), "
+                                                           "and ABTT at the last layer of A")
     only_last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, -0.3]}))}})
-    assert plain_text(cv.representation_change(only_last)).endswith("category-level r at the last layer of A")
+    assert plain_text(cv.representation_change(only_last)) == ("z-scoring, which removes it, changes the sign of the "
+                                                               "category-level r at the last layer of A")
     none = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
-    assert "size but not the sign" in plain_text(cv.representation_change(none))
+    assert plain_text(cv.representation_change(none)) == ("z-scoring, which removes it, changes the size but not the "
+                                                          "sign of the category-level r")

@@ -119,7 +119,8 @@ def curve_verdict(out: Outputs) -> str:
 @prose
 def curve_abstract(out: Outputs) -> str:
     """The curve in one clause, without model names (they hold digits): for how many models the exact
-    joint test finds the median r different from chance, with each model's p."""
+    joint test finds the median r different from chance, with each model's p, and that p is not adjusted
+    for the share of r > 0, where that was tested beside it."""
     yes = [m for m in out.models if differs(out, m)["median"]]
     ps = [out.v(m, CURVE, "joint/all/median_p", "p") for m in out.models]
     total = len(out.models)
@@ -128,9 +129,11 @@ def curve_abstract(out: Outputs) -> str:
     elif not yes:
         who = "for no model"
     else:
-        who = f"for {'one' if len(yes) == 1 else len(yes)} of the {'two' if total == 2 else total} models"
+        who = f"for {'one' if len(yes) == 1 else len(yes)} of {'two' if total == 2 else total} models"
+    share = any(out.raw(m, CURVE, "joint/all/share_p") is not None for m in out.models)
+    unadjusted = ", unadjusted for a second statistic" if share else ""
     return (f"the median correlation differs from chance {who} "
-            f"(exact p = {join_words([str(p) for p in ps])})")
+            f"(exact p = {join_words([str(p) for p in ps])}{unadjusted})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,7 +190,8 @@ def direction_phrase(out: Outputs, pooling: str = "mean") -> str:
 @prose
 def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
     """What z-scoring and ABTT do to the mean cosine over all statements: its range over the layers of
-    every model and policy, and whether it is near zero everywhere."""
+    every model and policy, and whether it is within :data:`NEAR_ZERO` of zero everywhere (the range is the
+    bound the text gives: centred states of unequal norms need not have a mean cosine of −1/(n − 1))."""
     lows, highs, worst = [], [], 0.0
     for m in out.models:
         for policy in POLICY_KEYS.values():
@@ -208,9 +212,8 @@ def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
         return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, after z-scoring or ABTT the mean cosine over all "
                 f"statements lies between {low} and {high} at every layer of every model and policy: some shared "
                 "direction remains")
-    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states, so the mean cosine "
-            f"over n statements is near −1/(n − 1) by construction: between {low} and {high} at every layer of "
-            "every model and policy")
+    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states, and the mean cosine "
+            f"over all statements stays near zero: between {low} and {high} at every layer of every model and policy")
 
 
 def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling: str = "mean",
@@ -285,8 +288,6 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
     return markdown_table(header, rows)
 
 
-
-
 def _direction_word(out: Outputs, rep: str, pooling: str | None = None) -> str:
     """``raises``/``lowers`` where the median r under ``rep`` (over every specification, or those with
     ``pooling``) is above/below the raw median for every model, ``changes`` otherwise."""
@@ -330,56 +331,81 @@ def sink_driven(out: Outputs, pooling: str = "mean") -> list[str]:
 
 @prose
 def direction_abstract(out: Outputs, pooling: str = "mean") -> str:
-    """The shared direction in one sentence, without model names: the largest share of the raw uniformity
-    on one dimension over models and layers (and, where it falls below half with position 0 excluded, that
-    median), and what z-scoring and ABTT do to the median r over every specification and within poolings."""
-    peaks = [p[0] for m in out.models
-             if (p := _peak(out, m, f"policies/default/poolings/{pooling}/uniformity_share/top1")) is not None]
-    if not peaks:
+    """The shared direction in one sentence, without model names: the largest over models of the median share
+    over layers of the raw uniformity on one dimension (and, where position 0 largely carries it, that median
+    with position 0 excluded, the same statistic), and what z-scoring and ABTT do to the median r over every
+    specification and within poolings."""
+    medians = [v for m in out.models if (v := median_share(out, m, "default", pooling)).raw is not None]
+    if not medians:
         return ""
-    top = max(peaks, key=lambda v: v.raw)
+    top = max(medians, key=lambda v: v.raw)
     reps = [k for k in ("abtt", "zscore") if all(k in representations(out, m) for m in out.models)]
     effects = join_words([f"{ACTION_WORDS[k]} {_direction_word(out, k)} it" for k in reps])
-    flips = [ACTION_WORDS[k] for k in reps if direction_flips(out, k)]
+    flips = [k for k in reps if direction_flips(out, k)]
     one = "most of" if top.raw > DOMINATES else "only part of"
     driven = sink_driven(out, pooling)
-    who = ("every model" if len(driven) == len(out.models) else
-           "one model" if len(driven) == 1 else f"{len(driven)} models")
-    position0 = ("; for " + who + " largely through position 0: without it, median "
-                 + join_words([str(median_share(out, m, "sink_excluded", pooling)) for m in driven]) + " over layers") if driven else ""
-    text = (f"In the raw states one dimension carries {one} the cosine uniformity (up to {top}{position0}). "
-            f"Over all specifications, {effects.replace(' it', ' the median r', 1)}")
-    if flips:
-        text += ("; within single poolings " + (f"{flips[0]}'s effect changes" if len(flips) == 1 else
-                                                 f"the effects of {join_words(flips)} change") + " direction")
+    who = ("" if len(driven) == len(out.models) else " for one model" if len(driven) == 1 else
+           f" for {len(driven)} models")
+    position0 = ("; without position 0, " + join_words([str(median_share(out, m, "sink_excluded", pooling))
+                                                         for m in driven]) + who) if driven else ""
+    text = (f"In raw states one dimension carries {one} the cosine uniformity (median over layers: "
+            f"{'up to ' if len(medians) > 1 else ''}{top}{position0}). Over all specifications, "
+            f"{effects.replace(' it', ' the median r', 1)}")
+    if flips:  # "reverse" where the effect over every specification has one direction
+        one_way = all(_direction_word(out, k) != "changes" for k in flips)
+        text += "; within some poolings " + (
+            f"{ACTION_WORDS[flips[0]]}'s effect {'reverses' if one_way else 'changes direction'}" if len(flips) == 1
+            else f"the effects of {_names(flips)} {'reverse' if one_way else 'change direction'}")
     return text + "."
 
 
+def sign_changers(out: Outputs, m: str, layer: int | None = None, pooling: str = "mean") -> list[str]:
+    """The transforms whose r at ``layer`` (the last by default; every category, default policy, mean NLL) has
+    the other sign than the raw representation's."""
+    rs = representation_rs(out, m, layer=layer, pooling=pooling)
+    raw = rs["raw"].raw if "raw" in rs else None
+    return [k for k, v in rs.items() if k != "raw" and raw and v.raw and v.raw * raw < 0]
+
+
 def widest_sign_change(out: Outputs, m: str, pooling: str = "mean") -> int | None:
-    """The layer before the last where the representations give r of both signs and differ most, or None."""
+    """The layer before the last where some transform gives r of the other sign than the raw representation's
+    and the representations differ most, or None."""
     last = max(out.raw(m, CURVE, "choices/layer") or [0])
     spread = {}
     for layer in out.raw(m, CURVE, "choices/layer") or []:
-        rs = representation_rs(out, m, layer=layer, pooling=pooling)
-        values = [v.raw for v in rs.values() if v.raw is not None]
-        if layer != last and _signs(rs) > 1:
+        values = [v.raw for v in representation_rs(out, m, layer=layer, pooling=pooling).values() if v.raw is not None]
+        if layer != last and sign_changers(out, m, layer, pooling):
             spread[layer] = max(values) - min(values)
     return max(spread, key=lambda k: (spread[k], -k)) if spread else None
 
 
+def _names(reps: list[str]) -> str:
+    return join_words([ACTION_WORDS.get(k, k) for k in reps])
+
+
 @prose
 def representation_change(out: Outputs, pooling: str = "mean") -> str:
-    """Where the representation changes the category-level r's sign: at some intermediate layer, at the last
-    layer, or nowhere (every category, default policy, mean NLL)."""
-    mid = [(m, layer) for m in out.models if (layer := widest_sign_change(out, m, pooling)) is not None]
-    last = [m for m in out.models if _signs(representation_rs(out, m, pooling=pooling)) > 1]
-    if not mid and not last:
-        return "the representation that removes it changes the size but not the sign of the category-level r"
-    text = "the representation that removes it changes the sign of the category-level r"
-    if mid:
-        m, layer = mid[0]
-        layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
-        text += f" at intermediate layers (e.g. layer {layer_v} of {out.display(m)})"
+    """Which transform (z-scoring, ABTT) changes the category-level r's sign against the raw representation's,
+    and where: at some intermediate layer (with an example), at the last layer, or nowhere (every category,
+    default policy, mean NLL)."""
+    transforms = [k for k in ACTION_WORDS if any(k in representations(out, m) for m in out.models)]
+    changed = {k for m in out.models for x in sorted(out.raw(m, CURVE, "choices/layer") or [])[:-1]
+               for k in sign_changers(out, m, x, pooling)}
+    mid = [k for k in transforms if k in changed]
+    last = {m: ks for m in out.models if (ks := sign_changers(out, m, pooling=pooling))}
+    at_last = [k for k in transforms if any(k in ks for ks in last.values())]
+    subject = mid or at_last or transforms
+    if not subject:
+        return "no representation that removes it is recorded"
+    text = (f"{_names(subject)}, which {'removes it, changes' if len(subject) == 1 else 'remove it, each change'} "
+            f"the {'sign' if mid or last else 'size but not the sign'} of the category-level r")
+    where = f"at the last layer of {join_words([out.display(m) for m in last])}"
+    if not mid:
+        return f"{text} {where}" if last else text
+    m, layer = next((m, x) for m in out.models if (x := widest_sign_change(out, m, pooling)) is not None)
+    which = f"{_names(sign_changers(out, m, layer, pooling))} at " if len(mid) > 1 else ""
+    layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
+    text += f" at intermediate layers (e.g. {which}layer {layer_v} of {out.display(m)})"
     if not last:
         return text + ", not at the last layer"
-    return text + f"{' and' if mid else ''} at the last layer of {join_words([out.display(m) for m in last])}"
+    return text + (f" and {where}" if at_last == mid else f", and {_names(at_last)} {where}")

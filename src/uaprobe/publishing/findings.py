@@ -181,24 +181,25 @@ def curve_conclusion(out: Outputs) -> str:
 def confound_abstract(out: Outputs) -> str:
     """The confound as one number-free sentence: whether the most influential category is the one whose
     framings differ most in length, whether leaving it out reverses the models' last-layer r, what it does to
-    the lexical baseline's, and whether the summed NLL moves r."""
+    the lexical baseline's, and whether the summed NLL moves r (for which models, where not all of those the
+    sentence opens with)."""
     same = confound_models(out)
     if not same:
         return ("The category that most influences the correlation is not the one whose framings differ most "
                 "in length.")
     flips = [m for m in same if out.display(m) in reversing_models(out)]
     baseline = lexical_without_words(out, same)
-    who = join_words([out.display(m) for m in flips])
-    if len(flips) == len(out.models):
-        who = "both" if len(flips) == 2 else "every model"
+
+    def for_whom(models: list[str]) -> str:
+        return "" if models == same else f" for {join_words([out.display(m) for m in models])}"
+
     text = (f"For {'both models' if len(same) == len(out.models) == 2 else join_words([out.display(m) for m in same])}, "
             "the most influential category is the one whose framings differ most in length")
     if flips:
-        text += f"; without it the last-layer r (mean pooling) changes sign for {who}, while a lexical baseline's {baseline}"
+        text += f"; without it the last-layer r (mean pooling) changes sign{for_whom(flips)}, while a lexical baseline's {baseline}"
     else:
         text += f"; without it no model's last-layer r changes sign, and a lexical baseline's {baseline}"
     moved = [m for m in same if normalisation_moves(out, m)]
     if moved:
-        text += (", and summing rather than averaging the NLL moves r for "
-                 f"{'both' if len(moved) == len(out.models) == 2 else join_words([out.display(m) for m in moved])}")
+        text += f", and summing rather than averaging the NLL moves r{for_whom(moved)}"
     return text + "."

@@ -87,7 +87,8 @@ def pair_phrase(out: Outputs, pooling: str = "mean") -> str:
         knn.append(f"from {out.v(m, PAIRS, f'{b}/partial_r_min')} to {out.v(m, PAIRS, f'{b}/partial_r_max')} over the "
                    f"layers of {out.display(m)}, against a median {med} for the lexical baseline (significant for "
                    f"{sig} of {seeds} seeds)")
-    return text + f" The partial r of the kNN density asymmetry runs {'; '.join(knn)}."
+    lead = "With position 0 excluded, the partial r" if differ else "The partial r"
+    return text + f" {lead} of the kNN density asymmetry runs {'; '.join(knn)}."
 
 
 def most_layers(out: Outputs, policy: str = "sink_excluded", pooling: str = "mean") -> tuple[str, str] | None:
@@ -126,9 +127,11 @@ def lexical_word(out: Outputs, m: str, metric: str = KNN, pooling: str = "mean")
     return "nearly reaches" if lex * strongest > 0 and abs(lex) >= abs(strongest) - MATCH_TOLERANCE else "falls short of"
 
 
-def lexical_comparison(out: Outputs, pooling: str = "mean") -> str:
+def lexical_comparison(out: Outputs, pooling: str = "mean", *, name_policy: bool = False) -> str:
     """Per model, the lexical baseline's median partial r for the kNN density asymmetry against the model's
-    largest, with the numbers: ``exceeds the model's largest for A (+x vs +y) and nearly reaches it for B (…)``."""
+    largest, both with position 0 excluded, with the numbers: ``exceeds the model's largest for A (+x vs +y)
+    and nearly reaches it for B (…)``; with ``name_policy``, the clause says that policy (as where it follows
+    a clause under the default policy)."""
     parts = []
     for m in out.models:
         gap = lexical_gap(out, m, pooling=pooling)
@@ -137,7 +140,8 @@ def lexical_comparison(out: Outputs, pooling: str = "mean") -> str:
         word = lexical_word(out, m, pooling=pooling)
         obj = "the model's largest" if not parts else "it"
         parts.append(f"{word} {obj} for {out.display(m)} ({gap[0]} vs {gap[1]})")
-    return ("the lexical baseline's partial r for the kNN density asymmetry " + join_words(parts)) if parts else \
+    policy = "with position 0 excluded, " if name_policy else ""
+    return (f"{policy}the lexical baseline's partial r for the kNN density asymmetry " + join_words(parts)) if parts else \
         "no lexical baseline is recorded"
 
 
@@ -155,14 +159,15 @@ def pair_verdict(out: Outputs, pooling: str = "mean") -> str:
             f"{out.display(m)}, of {n_layers(out, m)} layers)" if n.raw else
             f"with {POOLING_WORDS.get(pooling, pooling)} pooling and position 0 excluded, no metric survives Holm's "
             "correction at any layer of any model")
-    default = most_layers(out, "default", pooling)
+    default, named = most_layers(out, "default", pooling), False
     if default is not None and default != best:
         dm, dk = default
         dn = holm_count(out, dm, dk, "default", pooling)
         if dn.raw > n.raw:
             most += (f"; under the default policy, the {METRIC_WORDS.get(dk, pretty(dk))} of {out.display(dm)} survives "
                      f"at {dn} of {n_layers(out, dm)}")
-    return f"{most}, and {lexical_comparison(out, pooling)}"
+            named = True
+    return f"{most}, and {lexical_comparison(out, pooling, name_policy=named)}"
 
 
 def other_poolings(out: Outputs, pooling: str = "mean") -> list[tuple[str, str]]:
@@ -203,10 +208,40 @@ CONSTANT = 1e-3
 """A partial r whose range over the layers is below this is "the same at every layer"."""
 
 
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def _how_many(n: int, total: int) -> str:
+    """``one model``, ``both models``, ``every model``, ``three models``: ``n`` of ``total`` models, no digits."""
+    if n == total:
+        return "both models" if n == 2 else "every model" if n > 2 else "the model"
+    return f"{NUMBER_WORDS.get(n, str(n))} {plural(n, 'model')}"
+
+
+@prose
+def more_poolings_words(out: Outputs, pooling: str = "mean") -> str:
+    """Which other poolings give the kNN density asymmetry more Holm-surviving layers (:func:`other_poolings`),
+    for how many models, without model names: ``first-token pooling gives more for one, last-token for the
+    other``, ``last-token pooling gives more for both models``."""
+    by: dict[str, list[str]] = {}
+    for m, p in other_poolings(out, pooling):
+        by.setdefault(p, []).append(m)
+    if not by:
+        return "no other pooling gives more"
+    groups, total = list(by.items()), len(out.models)
+    each = total == 2 and len(groups) == 2 and all(len(ms) == 1 for _, ms in groups) and groups[0][1] != groups[1][1]
+    parts = []
+    for i, (p, ms) in enumerate(groups):
+        who = ("the other" if i else "one") if each else _how_many(len(ms), total)
+        parts.append(f"{POOLING_WORDS.get(p, p)}{'' if i else ' pooling gives more'} for {who}")
+    return ", ".join(parts) if each else join_words(parts)
+
+
 @prose
 def pair_abstract(out: Outputs, pooling: str = "mean") -> str:
     """The kNN result in one clause, without model names: with ``pooling``, the most layers at which it
-    survives Holm in any model, whether other poolings give more, and how the lexical baseline compares."""
+    survives Holm in any model, which other poolings give more (:func:`more_poolings_words`), and how the lexical
+    baseline compares."""
     counts = [holm_count(out, m, KNN, pooling=pooling) for m in out.models]
     top = max(counts, key=lambda v: v.raw)
     words = [lexical_word(out, m, pooling=pooling) for m in out.models]
@@ -217,11 +252,11 @@ def pair_abstract(out: Outputs, pooling: str = "mean") -> str:
     elif all(w == "falls short of" for w in words):
         lex = "it does better than a lexical baseline"
     elif "falls short of" not in words:
-        lex = ("a lexical baseline does as well for one model and nearly for the other" if len(words) == 2 else
+        lex = ("a lexical baseline does as well for one model, nearly for the other" if len(words) == 2 else
                "a lexical baseline does as well for some models and nearly for the others")
     else:
         lex = "a lexical baseline does as well for some models but not for others"
-    more = " (other poolings give more)" if other_poolings(out, pooling) else ""
+    more = f" ({more_poolings_words(out, pooling)})" if other_poolings(out, pooling) else ""
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling the original's kNN density asymmetry survives Holm "
             f"correction {survive}{more}, and {lex}")
 
