@@ -12,7 +12,7 @@ import numpy as np
 from test_phrases import Panel, layerwise, robustness
 from uaprobe.publishing import curve as cv
 from uaprobe.publishing import findings as fd
-from uaprobe.publishing import pairlevel as pl
+from uaprobe.publishing import pair_findings as pl
 from uaprobe.publishing import phrases as ph
 from uaprobe.publishing.tables import confound_table, length_category, other_range
 from uaprobe.publishing.values import plain_text
