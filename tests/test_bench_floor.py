@@ -127,6 +127,22 @@ def test_floor_grows_quadratically_in_the_pairs_at_large_n():
     assert 3.9 < g_large / g_small < 4.1
 
 
+def test_shape_defaults_are_the_analysis_settings_of_params_yaml():
+    from uaprobe.config import load_params
+
+    analysis = load_params(floor.PARAMS).analysis
+    sizes = dict(n_pairs=12, dim=5, n_layers=2, category_sizes=(5, 4, 3), tokens_per_statement=3.0, aniso_tokens=4,
+                 vocabulary=9)
+    s = floor.Shape(**sizes)
+    assert s == floor.Shape.of(**sizes, params=analysis)
+    assert (s.bins_k, s.bins_partitions, s.ci_k) == (analysis.bins.k, analysis.bins.partitions, analysis.bins.ci_k)
+    assert (s.resamples, s.permutations) == (analysis.bootstrap_resamples, analysis.permutations)
+    r = analysis.robustness
+    assert (s.null_partitions, s.lexical_seeds, s.aniso_resamples) == (r.null_partitions, r.lexical_seeds,
+                                                                       r.anisotropy_bootstrap)
+    assert floor.Shape(**sizes, permutations=7).permutations == 7
+
+
 def test_ops_arithmetic_and_seconds():
     a = floor.Ops(gemm=2e10, add=1e10, draw=1e8)
     assert (a + a).seconds(RATES) == pytest.approx(6.0)
