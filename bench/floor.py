@@ -1,6 +1,7 @@
 """The floor of the ``analyze`` computation: operation counts of each component's cheapest exact form.
 
-Pure arithmetic (no timing, no I/O): :func:`components` counts, for one run of
+Pure arithmetic (no timing; the only I/O is ``params.yaml``, read once for the defaults of
+:class:`Shape`): :func:`components` counts, for one run of
 :func:`~uaprobe.analysis.pipeline.analyze_model` on ``n`` pairs, the operations of every component
 in the cheapest exact float64 form, in three kinds:
 
@@ -23,10 +24,35 @@ checks the counts against direct counts on tiny cases.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Sequence
+from dataclasses import dataclass, field, fields
+from functools import cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from uaprobe.config import AnalysisParams, load_params
 
 KINDS = ("gemm", "add", "draw")
+PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+"""The project's parameters: the defaults of :class:`Shape`'s analysis settings."""
+
+
+def settings(analysis: AnalysisParams) -> dict[str, Any]:
+    """The fields of :class:`Shape` that the ``analysis`` section of params.yaml sets."""
+    return {"bins_k": tuple(analysis.bins.k), "bins_partitions": analysis.bins.partitions,
+            "ci_k": analysis.bins.ci_k, "null_partitions": analysis.robustness.null_partitions,
+            "resamples": analysis.bootstrap_resamples, "permutations": analysis.permutations,
+            "lexical_seeds": analysis.robustness.lexical_seeds,
+            "aniso_resamples": analysis.robustness.anisotropy_bootstrap}
+
+
+@cache
+def _project_settings() -> dict[str, Any]:
+    return settings(load_params(PARAMS).analysis)
+
+
+def _from_params(name: str) -> Any:
+    """A field's default: its value in the project's params.yaml."""
+    return field(default_factory=lambda: _project_settings()[name])
 
 
 @dataclass(frozen=True)
@@ -74,15 +100,16 @@ class Shape:
     """T: token states of the anisotropy prompts per layer."""
     vocabulary: int = 0
     """Distinct token ids of the statements (the lexical baseline draws one Gaussian vector each)."""
-    bins_k: tuple[int, ...] = (10, 15, 20, 25, 30)
-    bins_partitions: int = 200
-    ci_k: int = 20
+    # the analysis settings: by default params.yaml's (:func:`settings`)
+    bins_k: tuple[int, ...] = _from_params("bins_k")
+    bins_partitions: int = _from_params("bins_partitions")
+    ci_k: int = _from_params("ci_k")
     schemes: int = 2
-    null_partitions: int = 1000
-    resamples: int = 10000
-    permutations: int = 10000
-    lexical_seeds: int = 5
-    aniso_resamples: int = 100
+    null_partitions: int = _from_params("null_partitions")
+    resamples: int = _from_params("resamples")
+    permutations: int = _from_params("permutations")
+    lexical_seeds: int = _from_params("lexical_seeds")
+    aniso_resamples: int = _from_params("aniso_resamples")
     policies: int = 2
     poolings: int = 3
     optionb_metrics: int = 8
@@ -103,11 +130,7 @@ class Shape:
         """From the extraction's shapes and ``params.analysis`` (:class:`~uaprobe.config.AnalysisParams`)."""
         return cls(n_pairs=n_pairs, dim=dim, n_layers=n_layers, category_sizes=tuple(int(s) for s in category_sizes),
                    tokens_per_statement=float(tokens_per_statement), aniso_tokens=int(aniso_tokens),
-                   vocabulary=int(vocabulary),
-                   bins_k=tuple(params.bins.k), bins_partitions=params.bins.partitions, ci_k=params.bins.ci_k,
-                   null_partitions=params.robustness.null_partitions, resamples=params.bootstrap_resamples,
-                   permutations=params.permutations, lexical_seeds=params.robustness.lexical_seeds,
-                   aniso_resamples=params.robustness.anisotropy_bootstrap)
+                   vocabulary=int(vocabulary), **settings(params))
 
 
 def pairs_within(sizes: Sequence[int]) -> float:

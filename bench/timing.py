@@ -9,7 +9,10 @@ Each is the best of a few rounds, so a moment of load from other processes lower
 
 :class:`ComponentClock` wraps the functions behind each component of :func:`floor.components` for
 the duration of a ``with`` block and adds up their wall time on the main thread, exclusively (a
-component called inside another is taken out of the outer one).
+component called inside another is taken out of the outer one). The wrapping is by attribute name,
+so it checks that it took: a target that is no function of its module (renamed, moved) fails before
+the block, and one the block never reached (its callers now reach it under another name or from
+another module) fails after it, instead of leaving its time to "other".
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class ComponentClock:
         self.seconds: dict[str, float] = {}
         self._stack: list[tuple[str, float]] = []
         self._main = threading.main_thread()
+        self._timed: dict[str, int] = {}  # target -> calls given a component (on any thread)
 
     def _enter(self, name: str) -> None:
         now = time.perf_counter()
@@ -102,9 +106,11 @@ class ComponentClock:
         if self._stack:
             self._stack[-1] = (self._stack[-1][0], now)
 
-    def _wrap(self, fn: Callable, name: str | Callable[[], str | None]) -> Callable:
+    def _wrap(self, fn: Callable, name: str | Callable[[], str | None], target: str = "") -> Callable:
         def wrapped(*args, **kwargs):
             label = name() if callable(name) else name
+            if label is not None:
+                self._timed[target] = self._timed.get(target, 0) + 1
             if label is None or threading.current_thread() is not self._main:
                 return fn(*args, **kwargs)
             self._enter(label)
@@ -116,10 +122,14 @@ class ComponentClock:
 
     @contextmanager
     def patched(self) -> Iterator["ComponentClock"]:
-        """Wrap the components' functions while the block runs."""
+        """Wrap the components' functions while the block, one whole ``analyze_model``, runs.
+
+        Raises RuntimeError before the block where a target is not a function of its owner, and
+        after it where a target was never called with a component (nothing of it was timed)."""
+        null_caller = _function(policy_run, "cosine_pass").__name__
 
         def null_or_none() -> str | None:  # Cosines.uniformity called by cosine_pass is the null
-            return "size-matched null" if sys._getframe(2).f_code.co_name == "cosine_pass" else None
+            return "size-matched null" if sys._getframe(2).f_code.co_name == null_caller else None
 
         targets = [
             (policy_run, "pooling_cosines", "categories, pair scores"),
@@ -134,11 +144,31 @@ class ComponentClock:
             (centroid_score, "analyze_centroid_scores", "bootstrap, permutation tests"),
             (anisotropy, "analyze_anisotropy", "anisotropy"),
         ]
-        saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in targets]
+        saved = [(owner, attr, _function(owner, attr)) for owner, attr, _ in targets]
+        self._timed = {}
         try:
             for owner, attr, name in targets:
-                setattr(owner, attr, self._wrap(getattr(owner, attr), name))
+                setattr(owner, attr, self._wrap(getattr(owner, attr), name, target=_where(owner, attr)))
             yield self
         finally:
             for owner, attr, fn in saved:
                 setattr(owner, attr, fn)
+        missed = [_where(owner, attr) for owner, attr, _ in targets if not self._timed.get(_where(owner, attr))]
+        if missed:
+            raise RuntimeError(f"bench/timing.py: {', '.join(missed)} never called with a component during the "
+                               "analysis: the wrapper did not take (the library calls it under another name or "
+                               "from another module, or its caller was renamed); update ComponentClock.patched")
+
+
+def _where(owner: object, attr: str) -> str:
+    """``module.attr`` or ``Class.attr`` of a target."""
+    return f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
+
+
+def _function(owner: object, attr: str) -> Callable:
+    """``owner.attr``, which must be a function: else a RuntimeError naming it (renamed or moved)."""
+    fn = getattr(owner, attr, None)
+    if not callable(fn):
+        raise RuntimeError(f"bench/timing.py: {_where(owner, attr)} is not a function (renamed or moved in the "
+                           "library?); update the targets of ComponentClock.patched")
+    return fn

@@ -266,19 +266,24 @@ def test_progress_steps_are_counted_in_advance(panel):
 
 
 @pytest.mark.parametrize("kind", ["zscore", "abtt"])
-def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind):
+def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind, monkeypatch):
     """The layer-wise r under a representation is the specification curve's line of that representation
-    (computed apart, from the raw states), and every file names the representation."""
+    (computed apart, from the raw states), and every file names the representation. Each policy's
+    pooled and pre-norm states are transformed once, for every analysis that reads them."""
     import dataclasses
 
-    from uaprobe.analysis import speccurve
+    from uaprobe.analysis import pipeline, speccurve
     from uaprobe.analysis.pipeline import analyze_model
     from uaprobe.config import load_params
-    from uaprobe.extraction.store import read_embeddings
+    from uaprobe.extraction.store import POLICIES, read_embeddings
 
+    calls = []
+    transform_all = pipeline.transform_all
+    monkeypatch.setattr(pipeline, "transform_all", lambda *a, **kw: calls.append(1) or transform_all(*a, **kw))
     params = dataclasses.replace(load_params(panel["params"]).analysis, representation=kind, abtt_k=2)
     emb = read_embeddings(panel["h5"]["rand"])
     out = analyze_model(emb, params=params, model_id="rand")
+    assert len(calls) == 2 * len(POLICIES)
     assert all(body["representation"] == {"kind": kind, "abtt_k": 2} for body in out.results.values())
     sc = out.results["specification_curve"]
     for stem, policy in (("layerwise", out.results["layerwise"]["policy"]), ("sink_excluded/layerwise", "sink_excluded")):

@@ -127,6 +127,22 @@ def test_floor_grows_quadratically_in_the_pairs_at_large_n():
     assert 3.9 < g_large / g_small < 4.1
 
 
+def test_shape_defaults_are_the_analysis_settings_of_params_yaml():
+    from uaprobe.config import load_params
+
+    analysis = load_params(floor.PARAMS).analysis
+    sizes = dict(n_pairs=12, dim=5, n_layers=2, category_sizes=(5, 4, 3), tokens_per_statement=3.0, aniso_tokens=4,
+                 vocabulary=9)
+    s = floor.Shape(**sizes)
+    assert s == floor.Shape.of(**sizes, params=analysis)
+    assert (s.bins_k, s.bins_partitions, s.ci_k) == (analysis.bins.k, analysis.bins.partitions, analysis.bins.ci_k)
+    assert (s.resamples, s.permutations) == (analysis.bootstrap_resamples, analysis.permutations)
+    r = analysis.robustness
+    assert (s.null_partitions, s.lexical_seeds, s.aniso_resamples) == (r.null_partitions, r.lexical_seeds,
+                                                                       r.anisotropy_bootstrap)
+    assert floor.Shape(**sizes, permutations=7).permutations == 7
+
+
 def test_ops_arithmetic_and_seconds():
     a = floor.Ops(gemm=2e10, add=1e10, draw=1e8)
     assert (a + a).seconds(RATES) == pytest.approx(6.0)
@@ -150,3 +166,40 @@ def test_component_clock_attributes_nested_time_exclusively(monkeypatch):
     outer()
     skipped()
     assert clock.seconds == {"outer": 5.0, "inner": 2.0}
+
+
+def test_component_clock_times_every_component_of_an_analysis(tmp_path):
+    import timing  # bench/timing.py
+
+    from synthetic_h5 import write_synthetic_h5
+    from uaprobe.analysis import option_b
+    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
+    from uaprobe.extraction.store import read_embeddings
+
+    emb = read_embeddings(write_synthetic_h5(tmp_path / "s.h5", n_layers=2))
+    params = AnalysisParams(bootstrap_resamples=50, permutations=50, bins=BinsParams(k=(3,), partitions=3, ci_k=3),
+                            robustness=RobustnessParams(lexical_seeds=1, null_partitions=5, anisotropy_bootstrap=3))
+    pair_metrics = option_b.pair_metrics
+    clock = timing.ComponentClock()
+    with clock.patched():
+        analyze_model(emb, params=params, model_id="s")
+    assert option_b.pair_metrics is pair_metrics  # restored
+    assert set(clock.seconds) == {"categories, pair scores", "random bins", "size-matched null", "lexical baseline",
+                                  "bootstrap, permutation tests", "Option B kNN, metrics", "anisotropy"}
+
+
+def test_component_clock_fails_loudly_where_a_target_is_gone_or_never_called(monkeypatch):
+    import timing  # bench/timing.py
+
+    from uaprobe.analysis import option_b
+
+    pair_metrics = option_b.pair_metrics
+    with pytest.raises(RuntimeError, match=r"option_b\.pair_metrics, .* never called .*update ComponentClock"):
+        with timing.ComponentClock().patched():
+            pass  # nothing runs: every target is missed
+    assert option_b.pair_metrics is pair_metrics  # restored before the error
+    monkeypatch.delattr(option_b, "pair_metrics")
+    with pytest.raises(RuntimeError, match=r"option_b\.pair_metrics is not a function"):
+        with timing.ComponentClock().patched():
+            pass

@@ -393,6 +393,11 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
         fresh = option_b.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
                                          params=params, rng=stats.rng_for(seed=params.seed, name="option_b"),
                                          rec=NanReasons().sub(f"poolings/{p}"))
-        assert json.dumps(shared["poolings"][p], sort_keys=True) == json.dumps(fresh, sort_keys=True)
+        assert json.dumps(shared.body["poolings"][p], sort_keys=True) == json.dumps(fresh, sort_keys=True)
+        # the metric values it computed, returned for the pair-level models
+        metrics = option_b.pair_metrics(x[rows_a], x[rows_b])
+        assert set(shared.values[p]) == set(option_b.ALL_METRICS)
+        for name in option_b.ALL_METRICS:
+            assert shared.values[p][name].tobytes() == metrics[name].tobytes(), (p, name)
     with pytest.raises(ValueError):
         option_b.option_b_results(a, b, pref, np.zeros(16), params=params)

@@ -3,6 +3,9 @@ Freedman-Lane permutation within categories, Holm across layers, the lexical bas
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
@@ -218,6 +221,19 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
         "n_holm_layers"]
     cols = pairmodels.plot_columns(body, base={"layer": [0, 1, 2, 3]})
     assert cols["centroid_asymmetry_mean"] == pol["poolings"]["mean"]["centroid_asymmetry"]["partial_r"]
+
+
+def test_option_b_values_give_the_bytes_of_values_computed_here():
+    inp = synthetic_input()
+    params = small_params()
+    pol = inp["policies"]["default"]
+    ob = option_b.option_b_poolings(pooled=pol.pooled, row_a=inp["row_a"], row_b=inp["row_b"],
+                                    preference=inp["preference"], n_content=pol.n_content, params=params,
+                                    rec=NanReasons())
+    given = dict(inp, policies={"default": dataclasses.replace(pol, values=ob.values)})
+    here = pairmodels.pair_models_results(**inp, seeds=[3], params=params, rec=NanReasons())
+    reused = pairmodels.pair_models_results(**given, seeds=[3], params=params, rec=NanReasons())
+    assert json.dumps(reused) == json.dumps(here)
 
 
 def pol_keep(inp) -> np.ndarray:

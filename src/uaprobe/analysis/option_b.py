@@ -30,6 +30,7 @@ in float64, so memory holds one layer of the pairs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -188,7 +189,7 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K, workers: int |
 def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,
                      params: AnalysisParams, rng: np.random.Generator | None = None,
                      draws: Resampling | None = None, rec: Reasons | None = None,
-                     k: int = KNN_K) -> dict[str, Any]:
+                     k: int = KNN_K, values: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Every statistic of the eight metrics against the preference, layer by layer, as a JSON object.
 
     Args:
@@ -202,6 +203,8 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
             (exactly one of the two).
         rec: where missing values' reasons go; default: a fresh one returned as ``nan_reasons``.
         k: neighbours of the kNN density (capped at n - 1).
+        values: :func:`pair_metrics` of ``a`` and ``b`` with this ``k`` where already computed
+            (default: computed here).
 
     Returns:
         ``{"n_pairs", "k_neighbours", "permutation_mode", "phase_layers", "metrics": {name: {...}}}``
@@ -216,7 +219,7 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
         raise ValueError(f"preference and n_content_diff must be ({n},); got {pref.shape} and {zdiff.shape}")
     own = rec is None
     reasons: Reasons = NanReasons() if rec is None else rec
-    values = pair_metrics(a, b, k=k)
+    values = pair_metrics(a, b, k=k) if values is None else values
     x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
     if (rng is None) == (draws is None):
         raise ValueError("give exactly one of rng and draws")
@@ -299,10 +302,21 @@ def control_metrics(body: Mapping[str, Any], *, n_layers: int, pooling: str = "m
             for name, c in body["categories"].items()}
 
 
+@dataclass(frozen=True)
+class OptionB:
+    """:func:`option_b_poolings` of one extraction: the results and the metric values behind them."""
+
+    body: dict[str, Any]
+    """``{"preference_definition", "length_difference", "poolings": {p: option_b_results(...)}}``."""
+    values: dict[str, dict[str, np.ndarray]]
+    """pooling -> metric of :data:`ALL_METRICS` -> (V, n): :func:`pair_metrics` of the pairs (k = :data:`KNN_K`)."""
+
+
 def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
                       preference: np.ndarray, n_content: np.ndarray, params: AnalysisParams, rec: Reasons,
-                      rng_name: str = "option_b") -> dict[str, Any]:
-    """:func:`option_b_results` for every pooling of one extraction: ``{"poolings": {p: ...}}``.
+                      rng_name: str = "option_b") -> OptionB:
+    """:func:`option_b_results` for every pooling of one extraction (``body["poolings"][p]``), with
+    the metric values it computed (the pair-level models read them).
 
     Args:
         pooled: pooling -> (N, L+1, D) states of the N statements (layers only, no prenorm block).
@@ -318,12 +332,13 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
     diff = n_content[row_b] - n_content[row_a]
     draws = Resampling.draw(stats.rng_for(seed=params.seed, name=rng_name), n=len(row_a),
                             resamples=params.bootstrap_resamples, permutations=params.permutations)
-    return {"preference_definition": "NLL(B) - NLL(A)",
+    values = {p: pair_metrics(x[row_a], x[row_b]) for p, x in pooled.items()}
+    body = {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
-            "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params,
-                                             draws=draws,
-                                             rec=rec.sub(f"poolings/{p}"))
+            "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params, draws=draws,
+                                             rec=rec.sub(f"poolings/{p}"), values=values[p])
                          for p, x in pooled.items()}}
+    return OptionB(body=body, values=values)
 
 
 def headline_metrics(body: Mapping[str, Any], *, n_layers: int) -> dict[str, Any]:
@@ -364,10 +379,10 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
         sel = np.flatnonzero(cat == c)
         body = option_b_poolings(pooled=pooled, row_a=np.asarray(row_a)[sel], row_b=np.asarray(row_b)[sel],
                                  preference=np.asarray(preference)[sel], n_content=n_content, params=params,
-                                 rec=rec.sub(f"categories/{name}"), rng_name=f"control/{name}")
+                                 rec=rec.sub(f"categories/{name}"), rng_name=f"control/{name}").body
         out[name] = {"n_pairs": int(sel.size), "poolings": body["poolings"]}
     return {"categories": out}
 
 
-__all__: Sequence[str] = ("option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
+__all__: Sequence[str] = ("OptionB", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
                           "knn_density", "pair_metrics", "option_b_results", "metrics_summary")

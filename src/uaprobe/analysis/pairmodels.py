@@ -35,7 +35,6 @@ import numpy as np
 
 from uaprobe.analysis import controls, option_b, stats
 from uaprobe.analysis.nan_reasons import Reasons
-from uaprobe.analysis.representation import transform_all
 from uaprobe.config import AnalysisParams
 
 if TYPE_CHECKING:
@@ -195,6 +194,10 @@ class PolicyInput:
     """(N,) content tokens behind each pooled state."""
     lexical_keep: np.ndarray
     """(total tokens,) bool: the tokens pooled under the policy (the lexical baseline pools them)."""
+    values: Mapping[str, Mapping[str, np.ndarray]] | None = None
+    """pooling -> metric -> (V, n): :func:`uaprobe.analysis.option_b.pair_metrics` of the pairs of
+    ``pooled`` with the same k, where already computed (:attr:`uaprobe.analysis.option_b.OptionB.values`);
+    None: computed here."""
 
 
 def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarray, row_b: np.ndarray,
@@ -236,7 +239,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         prec = rec.sub(f"policies/{key}")
         poolings: dict[str, Any] = {}
         for p, x in pol.pooled.items():
-            values = option_b.pair_metrics(x[row_a], x[row_b], k=k)
+            values = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
             n_views = x.shape[1]
             t = proj.test(np.concatenate([values[m] for m in names]))
             poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
@@ -287,17 +290,22 @@ def pooled_token_mask(token_offsets: np.ndarray, special: np.ndarray, *, drop: s
     raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
 
 
-def from_embeddings(emb: Embeddings, *, table: PairTable, preference: np.ndarray, params: AnalysisParams,
-                    default_name: str, rec: Reasons) -> dict[str, Any]:
+def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.ndarray]], table: PairTable,
+                    preference: np.ndarray, params: AnalysisParams, default_name: str, rec: Reasons,
+                    values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]] | None = None) -> dict[str, Any]:
     """:func:`pair_models_results` of one extraction: both policies, the lexical seeds of
-    ``analysis.robustness.lexical_seeds``; the pooled states transformed as ``analysis.representation``
-    says (:mod:`uaprobe.analysis.representation`)."""
+    ``analysis.robustness.lexical_seeds``.
+
+    ``states``: policy -> pooling -> the policy's pooled states, already transformed as
+    ``analysis.representation`` says (:mod:`uaprobe.analysis.representation`). ``values``: policy ->
+    :attr:`PolicyInput.values` of those states (Option B's, :attr:`uaprobe.analysis.option_b.OptionB.values`),
+    where already computed."""
     policies = {}
     for key, name, n_content in (("default", default_name, emb.n_content),
                                  ("sink_excluded", "sink_excluded", emb.n_content_sink_excluded)):
-        pooled = transform_all(emb.policy(key)[0], params.representation, k=params.abtt_k)
-        policies[key] = PolicyInput(name=name, pooled=pooled, n_content=n_content,
-                                    lexical_keep=pooled_token_mask(emb.token_offsets, emb.token_special, drop=name))
+        policies[key] = PolicyInput(name=name, pooled=states[key], n_content=n_content,
+                                    lexical_keep=pooled_token_mask(emb.token_offsets, emb.token_special, drop=name),
+                                    values=None if values is None else values[key])
     return pair_models_results(policies=policies, row_a=table.row_a, row_b=table.row_b,
                                category_of_pair=table.category_of_pair, categories=table.categories,
                                preference=preference, token_ids=emb.token_ids, token_offsets=emb.token_offsets,

@@ -92,10 +92,12 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
     out = StageOutputs()
     runs: dict[str, PolicyRun] = {}
+    states: dict[str, dict[str, np.ndarray]] = {}  # policy -> pooling -> transformed pooled states
     kind, k = params.representation, params.abtt_k
     for policy in POLICIES:
         pooled, prenorm = emb.policy(policy)
         pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
+        states[policy] = pooled
         runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
                                       policy_name=default_name if policy == "default" else policy, table=table,
                                       pref=pref, mean_pref=mean_pref, header=header, params=params,
@@ -130,27 +132,30 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     out.metrics = model_metrics(out.results, params=params)
     out.plots = model_plots(out.results, n_layers=n_layers)
 
-    _add_pair_level(out, emb, table=table, pref=pref, header=header, params=params, default_name=default_name)
+    _add_pair_level(out, emb, states=states, table=table, pref=pref, header=header, params=params,
+                    default_name=default_name)
     _add_sweep(out, emb, table=table, header=header, params=params, default_name=default_name)
     if on_step:
         on_step()
     return out
 
 
-def _add_pair_level(out: StageOutputs, emb: Embeddings, *, table: PairTable, pref: np.ndarray,
-                    header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
+def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
+                    table: PairTable, pref: np.ndarray, header: dict[str, Any], params: AnalysisParams,
+                    default_name: str) -> None:
     """Option B and its phase means under both policies, and the pair-level models (length out,
-    permutation within categories): results, and the default policy's metrics and plots."""
+    permutation within categories): results, and the default policy's metrics and plots. ``states``:
+    policy -> pooling -> the pooled states, transformed as ``params.representation`` says."""
     n_layers = emb.n_layers
-    kind, k = params.representation, params.abtt_k
+    values: dict[str, dict[str, dict[str, np.ndarray]]] = {}  # policy -> pooling -> Option B metric -> (V, n)
     # --- Option B and phase means: the original study's pair-level analysis (analysis/option_b.py),
     # under both pooling policies (option_b.json, sink_excluded/option_b.json); metrics and plots
     # of the default policy
     for policy in POLICIES:
-        pooled = transform_all(emb.policy(policy)[0], kind, k=k)
         rec = NanReasons()
-        ob_body = option_b.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
-                                            n_content=emb.n_content, params=params, rec=rec)
+        ob = option_b.option_b_poolings(pooled=states[policy], row_a=table.row_a, row_b=table.row_b,
+                                        preference=pref, n_content=emb.n_content, params=params, rec=rec)
+        ob_body, values[policy] = ob.body, ob.values
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
             ob_body, dict(header, policy=policy_name), rec)
@@ -159,10 +164,11 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, table: PairTable, pre
             out.plots["option_b"] = option_b.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
                                                                          "depth_pct": header["depth_pct"]})
 
-    # --- pair-level models: the Option B metrics, length out, permutation within categories (analysis/pairmodels.py)
+    # --- pair-level models: the Option B metrics (the values above), length out, permutation within
+    # categories (analysis/pairmodels.py)
     rec = NanReasons()
-    pm_body = pairmodels.from_embeddings(emb, table=table, preference=pref, params=params, default_name=default_name,
-                                         rec=rec)
+    pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
+                                         params=params, default_name=default_name, rec=rec)
     out.results["pair_models"] = finish(pm_body, header, rec)
     out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body)
     out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
