@@ -11,6 +11,7 @@ import pytest
 import numpy as np
 from test_phrases import Panel, layerwise, robustness
 from uaprobe.publishing import curve as cv
+from uaprobe.publishing import direction as dr
 from uaprobe.publishing import findings as fd
 from uaprobe.publishing import pair_findings as pl
 from uaprobe.publishing import phrases as ph
@@ -186,36 +187,36 @@ def dimensions(raw: list[float], top1: list[float], pc1: list[float], z: list[fl
 def test_the_direction_phrases_give_the_peaks_and_whether_one_dimension_dominates() -> None:
     p = Panel({"a": {"dimensions": dimensions([0.5, 0.99, 0.9], [0.2, 0.6, 0.95], [0.3, 0.99, 0.5], [0.001, -0.002, 0.0],
                                               sx=[0.4, 0.8, 0.85])}})
-    text = plain_text(cv.direction_phrase(p))
+    text = plain_text(dr.direction_phrase(p))
     assert "peaks at 0.9900 at layer 1 for A (0.8500 at layer 2 with position 0 excluded), where the top dimension " \
            "carries up to 0.950 of the uniformity (layer 2) and the first principal component up to 0.990" in text
     assert text.endswith("the raw cosines mostly measure one dimension")
-    assert plain_text(cv.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, and the mean "
+    assert plain_text(dr.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, and the mean "
                                                      "cosine over all statements stays near zero: between −0.0020 and "
                                                      "+0.0020 at every layer of every model and policy")
     positive = Panel({"a": {"dimensions": dimensions([0.5, 0.9], [0.2, 0.6], [0.3, 0.9], [0.0095, 0.002])}})
-    text = plain_text(cv.standardized_phrase(positive))  # centred, yet above zero: no −1/(n − 1) claimed
+    text = plain_text(dr.standardized_phrase(positive))  # centred, yet above zero: no −1/(n − 1) claimed
     assert "−1/(n − 1)" not in text and text.endswith("between −0.0095 and +0.0095 at every layer of every model and policy")
     low = Panel({"a": {"dimensions": dimensions([0.5, 0.6], [0.2, 0.3], [0.3, 0.2], [0.1, 0.2])}})
-    assert "no single dimension carries most" in plain_text(cv.direction_phrase(low))
-    assert plain_text(cv.standardized_phrase(low)).endswith("every model and policy: some shared direction remains")
-    assert "near zero" not in plain_text(cv.standardized_phrase(low))
+    assert "no single dimension carries most" in plain_text(dr.direction_phrase(low))
+    assert plain_text(dr.standardized_phrase(low)).endswith("every model and policy: some shared direction remains")
+    assert "near zero" not in plain_text(dr.standardized_phrase(low))
 
 
 def test_the_representation_phrase_finds_the_layer_where_the_representations_differ_most() -> None:
     rs = grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8], "abtt": [0.1, -0.6, 0.7]})
     p = Panel({"a": {"specification_curve": curve(rs)}})
-    assert cv.widest_layer(p, "a") == 1
-    text = plain_text(cv.representation_r_phrase(p))
+    assert dr.widest_layer(p, "a") == 1
+    text = plain_text(dr.representation_r_phrase(p))
     assert text.startswith("The representation changes the sign of the category-level r at some layer of A")
     assert "at layer 1 of A, −0.900 raw, +0.300 z-scored, −0.600 ABTT (last layer: +0.900 raw, +0.800 z-scored" in text
     same = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
-    assert plain_text(cv.representation_r_phrase(same)).startswith("The representation changes the size but not the sign")
+    assert plain_text(dr.representation_r_phrase(same)).startswith("The representation changes the size but not the sign")
     p.files["results/models/a/dimensions.json"] = dimensions([0.5, 0.99, 0.9], [0.2, 0.6, 0.95], [0.3, 0.9, 0.5],
                                                              [0.001, -0.002, 0.0])
-    table = cv.representation_table(p)
+    table = dr.representation_table(p)
     assert table.count("\n") == 4 and "median(specs/r where representation=zscore)" in table
-    abstract = plain_text(cv.direction_abstract(p))
+    abstract = plain_text(dr.direction_abstract(p))
     assert abstract.startswith("In raw states one dimension carries most of the cosine uniformity (median over layers: "
                                "0.60). ")
     assert abstract.endswith("Over all specifications, ABTT lowers the median r and z-scoring raises it.")
@@ -351,44 +352,44 @@ def test_the_direction_abstract_follows_the_medians_within_poolings_and_position
     doc["choices"]["pooling"] = ["mean", "first"]
     p = Panel({"a": {"specification_curve": doc,
                      "dimensions": dimensions([0.5, 0.99, 0.9], [0.9, 0.95, 0.97], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}})
-    text = plain_text(cv.direction_abstract(p))
+    text = plain_text(dr.direction_abstract(p))
     assert "within some poolings ABTT's effect reverses" in text and "z-scoring" not in text.split(";")[-1]
     assert "position 0" not in text
     dims = p.files["results/models/a/dimensions.json"]
     dims["policies"]["sink_excluded"]["poolings"]["mean"]["uniformity_share"] = {"top1": [0.3, 0.52, 0.6]}
-    text = plain_text(cv.direction_abstract(p))
+    text = plain_text(dr.direction_abstract(p))
     assert "(median over layers: 0.95; without position 0, 0.52)" in text  # two medians over layers, no maximum
     other = {"specification_curve": doc,
              "dimensions": dimensions([0.5, 0.9, 0.9], [0.9, 0.98, 0.99], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}
     two = Panel({"a": p.results["a"], "b": other})
-    assert "(median over layers: up to 0.98; without position 0, 0.52 for one model)" in plain_text(cv.direction_abstract(two))
-    assert cv.median_share(p, "a", "sink_excluded").source.key.startswith("median(policies/sink_excluded/")
+    assert "(median over layers: up to 0.98; without position 0, 0.52 for one model)" in plain_text(dr.direction_abstract(two))
+    assert dr.median_share(p, "a", "sink_excluded").source.key.startswith("median(policies/sink_excluded/")
 
 
 def test_the_representation_change_names_the_transform_and_the_layers_where_the_sign_differs() -> None:
     mid = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8]}))}})
-    assert plain_text(cv.representation_change(mid)) == ("z-scoring, which removes it, changes the sign of the "
+    assert plain_text(dr.representation_change(mid)) == ("z-scoring, which removes it, changes the sign of the "
                                                          "category-level r at intermediate layers (e.g. layer 1 of A), "
                                                          "not at the last layer")
     abtt = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, -0.3, 0.8],
                                                            "abtt": [0.1, 0.2, 0.7]}))}})
-    assert plain_text(cv.representation_change(abtt)).startswith("ABTT, which removes it, changes the sign")
+    assert plain_text(dr.representation_change(abtt)).startswith("ABTT, which removes it, changes the sign")
     each = Panel({"a": {"specification_curve": curve(grid({"raw": [-0.2, -0.9, 0.9], "zscore": [-0.2, 0.3, 0.8],
                                                            "abtt": [0.1, -0.6, 0.7]}))}})
-    assert plain_text(cv.representation_change(each)) == ("z-scoring and ABTT, which remove it, each change the sign of "
+    assert plain_text(dr.representation_change(each)) == ("z-scoring and ABTT, which remove it, each change the sign of "
                                                           "the category-level r at intermediate layers (e.g. z-scoring at "
                                                           "layer 1 of A), not at the last layer")
     last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, -0.8]}))}})
-    assert plain_text(cv.representation_change(last)).endswith("at intermediate layers (e.g. layer 1 of A) and at the "
+    assert plain_text(dr.representation_change(last)).endswith("at intermediate layers (e.g. layer 1 of A) and at the "
                                                                "last layer of A")
     split = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8],
                                                             "abtt": [0.1, -0.6, -0.7]}))}})
-    assert plain_text(cv.representation_change(split)) == ("z-scoring, which removes it, changes the sign of the "
+    assert plain_text(dr.representation_change(split)) == ("z-scoring, which removes it, changes the sign of the "
                                                            "category-level r at intermediate layers (e.g. layer 1 of A), "
                                                            "and ABTT at the last layer of A")
     only_last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, -0.3]}))}})
-    assert plain_text(cv.representation_change(only_last)) == ("z-scoring, which removes it, changes the sign of the "
+    assert plain_text(dr.representation_change(only_last)) == ("z-scoring, which removes it, changes the sign of the "
                                                                "category-level r at the last layer of A")
     none = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
-    assert plain_text(cv.representation_change(none)) == ("z-scoring, which removes it, changes the size but not the "
+    assert plain_text(dr.representation_change(none)) == ("z-scoring, which removes it, changes the size but not the "
                                                           "sign of the category-level r")

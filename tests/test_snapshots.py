@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing import curve, findings, pair_findings, phrases, tables, tables_original
+from uaprobe.publishing import curve, direction, findings, pair_findings, phrases, tables, tables_original
 from uaprobe.publishing.outputs import Outputs, load_outputs
 from uaprobe.publishing.values import plain_text
 
@@ -30,9 +30,10 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "specification_significance_phrase", "panel_phrase")},
     **{name: getattr(findings, name) for name in (
         "length_phrase", "confound_verdict", "confound_abstract", "conclusion_phrase", "length_limitation")},
-    **{name: getattr(curve, name) for name in (
-        "curve_phrase", "curve_verdict", "curve_abstract", "direction_phrase", "standardized_phrase",
-        "representation_r_phrase", "direction_abstract", "representation_table", "representation_change")},
+    **{name: getattr(curve, name) for name in ("curve_phrase", "curve_verdict", "curve_abstract")},
+    **{name: getattr(direction, name) for name in (
+        "direction_phrase", "standardized_phrase", "representation_r_phrase", "direction_abstract",
+        "representation_table", "representation_change")},
     **{name: getattr(pair_findings, name) for name in (
         "pair_phrase", "pair_verdict", "pair_abstract", "old_knn_phrase", "pair_table", "other_poolings_phrase",
         "pooling_limitation")},

@@ -1,6 +1,6 @@
-"""The paper's main findings as phrases: the length confound and the verdict (the specification curve and
-the shared direction are in :mod:`uaprobe.publishing.curve`, the pair-level models in
-:mod:`uaprobe.publishing.pair_findings`).
+"""The paper's main findings as phrases: the length confound and the verdict (the specification curve is
+in :mod:`uaprobe.publishing.curve`, the shared direction in :mod:`uaprobe.publishing.direction`, the
+pair-level models in :mod:`uaprobe.publishing.pair_findings`).
 
 Each function reads the values it reports and chooses its words from them, so a different result
 gives a different sentence; every number it shows is a sourced
