@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from synthetic_h5 import SYNTHETIC_MODELS
-from uaprobe.publishing import figure_spec, figures, plotting
+from uaprobe.publishing import figure_spec, figures_geometry, figures_groups, figures_layers, plotting
 from uaprobe.schema import Record, read_results
 from uaprobe.schema.categories import Layerwise, Validation
 
@@ -35,18 +35,19 @@ def _docs(root: Path, model: str = "tiny-a") -> dict[str, Record]:
 
 
 DRAWERS = {
-    "layerwise": lambda d: figures.layerwise_figure(d["layerwise"]),
-    "layerwise_last": lambda d: figures.layerwise_figure(d["layerwise"], pooling="last"),
-    "bins": lambda d: figures.bins_figure(d["bins"], n_categories=6),
-    "validation": lambda d: figures.validation_figure(d["validation"], reference=PUBLISHED_SCIENTIFIC_FACTS,
-                                                      reference_category="scientific_facts"),
-    "validation_noref": lambda d: figures.validation_figure(d["validation"]),
-    "anisotropy": lambda d: figures.anisotropy_figure(d["anisotropy"]),
-    "spectrum": lambda d: figures.spectrum_figure(d["anisotropy"]),
-    "pairs": lambda d: figures.pairs_figure(d["pairs"]),
-    "loco": lambda d: figures.loco_figure(d["layerwise"]),
-    "layerwise_sink": lambda d: figures.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"]),
-    "sink": lambda d: figures.sink_figure(d["robustness"]),
+    "layerwise": lambda d: figures_layers.layerwise_figure(d["layerwise"]),
+    "layerwise_last": lambda d: figures_layers.layerwise_figure(d["layerwise"], pooling="last"),
+    "bins": lambda d: figures_groups.bins_figure(d["bins"], n_categories=6),
+    "validation": lambda d: figures_groups.validation_figure(d["validation"], reference=PUBLISHED_SCIENTIFIC_FACTS,
+                                                             reference_category="scientific_facts"),
+    "validation_noref": lambda d: figures_groups.validation_figure(d["validation"]),
+    "anisotropy": lambda d: figures_geometry.anisotropy_figure(d["anisotropy"]),
+    "spectrum": lambda d: figures_geometry.spectrum_figure(d["anisotropy"]),
+    "pairs": lambda d: figures_groups.pairs_figure(d["pairs"]),
+    "loco": lambda d: figures_layers.loco_figure(d["layerwise"]),
+    "layerwise_sink": lambda d: figures_layers.layerwise_figure(d["layerwise"],
+                                                                 sink_excluded=d["sink_excluded/layerwise"]),
+    "sink": lambda d: figures_geometry.sink_figure(d["robustness"]),
 }
 
 
@@ -92,7 +93,7 @@ def test_layerwise_figure_plots_the_results_arrays(tree: Path, model: str) -> No
 def test_sink_figure_plots_the_results_arrays(tree: Path, model: str) -> None:
     d = _docs(tree, model)
     sk = d["robustness"].sink
-    fig = figures.sink_figure(d["robustness"])
+    fig = figures_geometry.sink_figure(d["robustness"])
     ratio_ax, share_ax = fig.get_axes()
     np.testing.assert_array_equal(_line(ratio_ax, "median"), _values(sk.norm_ratio_median))
     np.testing.assert_array_equal(_line(share_ax, "share of the mean-pooled vector"), _values(sk.mean_share_median))
@@ -118,13 +119,13 @@ def test_each_figure_function_draws_from_a_results_file_of_the_synthetic_run(tre
 
 def test_scaling_figure_draws_every_model_of_the_panel(tree: Path) -> None:
     panel = read_results(tree, "results/panel.json")
-    fig = figures.scaling_figure(panel)
+    fig = figures_layers.scaling_figure(panel)
     labels = [t.get_text() for t in fig.get_axes()[0].get_legend().get_texts()]
     assert labels == [SYNTHETIC_MODELS[m]["display"] for m in panel.models]
 
 
 def test_figures_use_the_colour_blind_safe_palette(tree: Path) -> None:
-    fig = figures.layerwise_figure(_docs(tree)["layerwise"])
+    fig = figures_layers.layerwise_figure(_docs(tree)["layerwise"])
     palette = {mcolors.to_hex(c) for c in plotting.OKABE_ITO}
     for ax in fig.get_axes():
         for line in ax.get_lines():
@@ -137,7 +138,7 @@ def test_missing_values_are_gaps_not_errors(tree: Path) -> None:
     raw["poolings"]["mean"]["pearson_r"][2] = None
     raw["poolings"]["mean"]["loco_r"][2] = [None] * len(raw["poolings"]["mean"]["loco_r"][2])
     raw["poolings"]["mean"]["prenorm"]["pearson_r"] = None
-    fig = figures.layerwise_figure(Layerwise.model_validate(raw))
+    fig = figures_layers.layerwise_figure(Layerwise.model_validate(raw))
     ydata = fig.get_axes()[0].get_lines()[0].get_ydata()
     assert np.isnan(ydata[2])
 
@@ -146,7 +147,7 @@ def test_a_missing_key_names_the_key(tree: Path) -> None:
     raw = _raw(tree, "layerwise")
     del raw["poolings"]["mean"]
     with pytest.raises(plotting.FigureDataError, match="results of tiny-a: missing key 'poolings/mean' "):
-        figures.layerwise_figure(Layerwise.model_validate(raw))
+        figures_layers.layerwise_figure(Layerwise.model_validate(raw))
 
 
 def _raw(root: Path, name: str, model: str = "tiny-a") -> dict:
@@ -156,8 +157,10 @@ def _raw(root: Path, name: str, model: str = "tiny-a") -> dict:
 @pytest.mark.parametrize("fmt", ["png", "svg", "pdf"])
 def test_saved_files_are_byte_identical_and_carry_no_dates(tree: Path, tmp_path: Path, fmt: str) -> None:
     d = _docs(tree)
-    first = plotting.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "a" / "fig", formats=(fmt,))
-    second = plotting.save_figure(figures.anisotropy_figure(d["anisotropy"]), tmp_path / "b" / "fig", formats=(fmt,))
+    first = plotting.save_figure(figures_geometry.anisotropy_figure(d["anisotropy"]), tmp_path / "a" / "fig",
+                                 formats=(fmt,))
+    second = plotting.save_figure(figures_geometry.anisotropy_figure(d["anisotropy"]), tmp_path / "b" / "fig",
+                                  formats=(fmt,))
     data = first[0].read_bytes()
     assert data == second[0].read_bytes()
     assert first[0].suffix == f".{fmt}"
@@ -171,8 +174,8 @@ def test_save_figure_rejects_an_unknown_format(tmp_path: Path) -> None:
 
 
 def test_spectrum_key_layers_follow_seed_004() -> None:
-    assert figures.spectrum_key_layers(32, 7) == [0, 3, 7, 19, 32]
-    assert figures.spectrum_key_layers(4, 4) == [0, 2, 4]
+    assert figures_geometry.spectrum_key_layers(32, 7) == [0, 3, 7, 19, 32]
+    assert figures_geometry.spectrum_key_layers(4, 4) == [0, 2, 4]
 
 
 def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_synthetic_project) -> None:
@@ -216,7 +219,7 @@ def _clustered_validation(root: Path) -> Validation:
 
 
 def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend(tree: Path) -> None:
-    fig = figures.validation_figure(_clustered_validation(tree), reference=PUBLISHED_SCIENTIFIC_FACTS,
+    fig = figures_groups.validation_figure(_clustered_validation(tree), reference=PUBLISHED_SCIENTIFIC_FACTS,
                                     reference_category="scientific_facts")
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
@@ -237,7 +240,7 @@ def test_validation_labels_do_not_overlap_each_other_the_markers_or_the_legend(t
 
 
 def test_a_label_moved_away_from_its_point_has_a_leader_line(tree: Path) -> None:
-    fig = figures.validation_figure(_clustered_validation(tree))
+    fig = figures_groups.validation_figure(_clustered_validation(tree))
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[0]
@@ -258,7 +261,7 @@ def test_a_label_moved_away_from_its_point_has_a_leader_line(tree: Path) -> None
 
 @pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
 def test_bar_labels_stay_clear_of_the_error_caps(tree: Path, model: str) -> None:
-    fig = figures.layerwise_figure(_docs(tree, model)["layerwise"])
+    fig = figures_layers.layerwise_figure(_docs(tree, model)["layerwise"])
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[1]
@@ -296,7 +299,7 @@ def test_the_option_b_layer_axis_ends_at_the_last_layer(tree: Path) -> None:
 
 
 def test_the_leave_one_out_legend_covers_no_curve(tree: Path) -> None:
-    fig = figures.loco_figure(_docs(tree, "tiny-a")["layerwise"])
+    fig = figures_layers.loco_figure(_docs(tree, "tiny-a")["layerwise"])
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[0]
@@ -305,7 +308,7 @@ def test_the_leave_one_out_legend_covers_no_curve(tree: Path) -> None:
 
 
 def test_the_sink_legends_cover_no_curve(tree: Path) -> None:
-    fig = figures.sink_figure(_docs(tree, "tiny-a")["robustness"])
+    fig = figures_geometry.sink_figure(_docs(tree, "tiny-a")["robustness"])
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     for ax in fig.axes:
@@ -348,7 +351,7 @@ def test_a_category_on_a_published_marker_leaves_both_visible(tree: Path, refere
     ref_ua, ref_pref = PUBLISHED_SCIENTIFIC_FACTS[reference_name]
     raw = _raw(tree, "validation")
     raw["variants"]["mean"]["table"][0].update(ua=ref_ua, mean_preference=ref_pref)
-    fig = figures.validation_figure(Validation.model_validate(raw), reference=PUBLISHED_SCIENTIFIC_FACTS,
+    fig = figures_groups.validation_figure(Validation.model_validate(raw), reference=PUBLISHED_SCIENTIFIC_FACTS,
                                     reference_category="scientific_facts")
     ax = fig.axes[0]
     i = list(PUBLISHED_SCIENTIFIC_FACTS).index(reference_name)

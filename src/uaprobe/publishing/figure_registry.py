@@ -16,7 +16,7 @@ from typing import Any, Literal
 from matplotlib.figure import Figure
 
 from uaprobe.names import PANEL_RESULTS
-from uaprobe.publishing import figure_spec, figures, figures_original
+from uaprobe.publishing import figure_spec, figures_geometry, figures_groups, figures_layers, figures_original
 
 REFERENCE = "data/published/reference-models.json"
 """The original study's published scientific-facts points, drawn beside the panel in the validation figure."""
@@ -53,30 +53,30 @@ FIGURES: tuple[FigureSpec, ...] = (
            {"layerwise": ("poolings/*/pearson_r", "poolings/*/loco_r", "poolings/mean/permutation_holm_reject",
                           "poolings/mean/sign_changes", "poolings/*/prenorm/pearson_r", "poolings/*/prenorm/loco_r"),
             "sink_excluded/layerwise": ("poolings/mean/pearson_r",)},
-           lambda d: figures.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
+           lambda d: figures_layers.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
     _model("sink", ("robustness",),
            {"robustness": ("sink/norm_ratio_median", "sink/norm_ratio_q10", "sink/norm_ratio_q90",
                            "sink/mean_share_median", "sink/top_dim_share_median")},
-           lambda d: figures.sink_figure(d["robustness"])),
+           lambda d: figures_geometry.sink_figure(d["robustness"])),
     _model("bins", ("bins", "layerwise"),
            {"bins": ("poolings/mean/schemes/*/comparison", "poolings/mean/schemes/*/ci_partition")},
-           lambda d: figures.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories))),
+           lambda d: figures_groups.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories))),
     _model("validation", ("validation", "layerwise"),
            {"validation": ("variants/mean/table/*/ua", "variants/mean/table/*/mean_preference"),
             REFERENCE: ("models",)},
-           lambda d: figures.validation_figure(
+           lambda d: figures_groups.validation_figure(
                d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
                reference_category=d["reference"]["category"], preference_unit=_unit(d))),
     _model("anisotropy", ("anisotropy",),
            {"anisotropy": ("lambda1_ratio", "effective_rank", "mean_cos_to_mean", "eigenvalue_variance", "l_star")},
-           lambda d: figures.anisotropy_figure(d["anisotropy"])),
+           lambda d: figures_geometry.anisotropy_figure(d["anisotropy"])),
     _model("spectrum", ("anisotropy",), {"anisotropy": ("spectrum", "l_star")},
-           lambda d: figures.spectrum_figure(d["anisotropy"])),
+           lambda d: figures_geometry.spectrum_figure(d["anisotropy"])),
     _model("pairs", ("pairs",),
            {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
-           lambda d: figures.pairs_figure(d["pairs"])),
+           lambda d: figures_groups.pairs_figure(d["pairs"])),
     _model("loco", ("layerwise",), {"layerwise": ("poolings/mean/pearson_r", "poolings/mean/loco_r")},
-           lambda d: figures.loco_figure(d["layerwise"])),
+           lambda d: figures_layers.loco_figure(d["layerwise"])),
     _model("option_b", ("option_b",),
            {"option_b": ("poolings/mean/metrics/*/pearson_r", "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_low",
                          "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_high",
@@ -88,7 +88,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("scaling", "panel", (PANEL,),
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),
-               lambda d: figures.scaling_figure(d[PANEL])),
+               lambda d: figures_layers.scaling_figure(d[PANEL])),
 )
 """Every figure, in the order the figures stage draws them (per-model figures for each model, then the panel's)."""
 
