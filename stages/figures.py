@@ -32,7 +32,7 @@ from uaprobe.publishing.figure_registry import FIGURES, PANEL, REFERENCE, manife
 from uaprobe.schema import load_json, read_results, validate
 from uaprobe.stage import ParamsWatch, run_stage
 
-log = logging.getLogger("uaprobe.publishing.figures")
+log = logging.getLogger("uaprobe.stages.figures")
 
 FORMATS = ("png", "svg")
 
