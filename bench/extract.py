@@ -63,6 +63,8 @@ from uaprobe.config import load_params  # noqa: E402
 from uaprobe.extraction.dataset import load_dataset  # noqa: E402
 from uaprobe.extraction.models import load_model  # noqa: E402
 from uaprobe.extraction.store import ExtractionWriter  # noqa: E402
+from uaprobe.extraction.batches import length_sorted_batches  # noqa: E402
+from uaprobe.extraction.tokens import encode, prepare_tokenizer, statement_tokens, token_lengths  # noqa: E402
 
 
 class PeakRSS:
@@ -111,7 +113,7 @@ def seeds_method(model, tokenizer, texts: list[str]) -> None:
 @torch.no_grad()
 def bare_forward(model, tokenizer, texts: list[str], batches: list[np.ndarray]) -> None:
     for rows in batches:
-        enc = extract.encode(tokenizer, [texts[i] for i in rows])
+        enc = encode(tokenizer, [texts[i] for i in rows])
         model(input_ids=enc.input_ids, attention_mask=enc.attention_mask, output_hidden_states=True, use_cache=False)
 
 
@@ -128,7 +130,7 @@ def ours(model, tokenizer, texts: list[str], batches: list[np.ndarray], out: Pat
         pairs=np.arange(len(texts)) // 2 if pairs is None else pairs,
         sides=np.arange(len(texts)) % 2 if sides is None else sides, n_layers=n_layers, hidden_size=d,
         prompts=[f"p{i}" for i in range(int(index.max()) + 1)], aniso_states=states, aniso_prompt_index=index,
-        aniso_special=special, tokens=extract.statement_tokens(tokenizer, texts),
+        aniso_special=special, tokens=statement_tokens(tokenizer, texts),
         attrs={"model_id": "bench", "n_layers": n_layers, "hidden_size": d, "pooling_drop": drop}, resume=False)
     try:
         extract.iterate_batches(model, tokenizer, texts, batches, drop=drop, on_batch=writer.write)
@@ -230,9 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         pinned_vs_unpinned(args)
         return 0
     model, tokenizer, _source, dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
-    extract.prepare_tokenizer(tokenizer)
-    batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size,
-                                            max_batch_tokens=max_batch_tokens)
+    prepare_tokenizer(tokenizer)
+    batches = length_sorted_batches(token_lengths(tokenizer, texts), batch_size,
+                                    max_batch_tokens=max_batch_tokens)
     if args.child:
         return child(args, model, tokenizer, texts, batches, params.pooling.drop)
     print(f"{args.model}: {len(texts)} statements, {len(batches)} batches (at most {batch_size} statements, "

@@ -64,6 +64,8 @@ from uaprobe.analysis.pipeline import analyze_model  # noqa: E402
 from uaprobe.extraction.dataset import load_dataset, load_prompts  # noqa: E402
 from uaprobe.extraction.store import POLICIES, Embeddings, read_embeddings  # noqa: E402
 from uaprobe.extraction.models import load_model  # noqa: E402
+from uaprobe.extraction.batches import length_sorted_batches  # noqa: E402
+from uaprobe.extraction.tokens import prepare_tokenizer, token_lengths  # noqa: E402
 from uaprobe import numerics  # noqa: E402
 from uaprobe.analysis import bins, kernels  # noqa: E402
 from uaprobe.analysis.pair_table import pooling_cosines  # noqa: E402
@@ -102,8 +104,8 @@ def enlarged(raw: dict, factor: int, seed: int = 0) -> dict:
 def measure_extraction(model, tokenizer, dataset, batch_size: int, max_batch_tokens: int, drop: str, out: Path,
                        anisotropy) -> tuple[float, float]:
     texts = dataset.texts
-    batches = extract.length_sorted_batches(extract.token_lengths(tokenizer, texts), batch_size,
-                                            max_batch_tokens=max_batch_tokens)
+    batches = length_sorted_batches(token_lengths(tokenizer, texts), batch_size,
+                                    max_batch_tokens=max_batch_tokens)
     with PeakRSS() as mem:
         start = time.perf_counter()
         ours(model, tokenizer, texts, batches, out, drop, categories=[s.category for s in dataset.statements],
@@ -354,7 +356,7 @@ def extraction(args, params, tmp: Path, large: Path) -> dict:
     """Extract the dataset and its ``factor``-fold enlargement (to ``large``); print memory and throughput."""
     raw = json.loads((REPO / "data" / "dataset.json").read_text(encoding="utf-8"))
     model, tokenizer, _source, _dtype = load_model(params.model(args.model), args.model, device=torch.device("cpu"))
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     anisotropy = extract.anisotropy_states(model, tokenizer, load_prompts(REPO / "data" / "anisotropy_prompts.txt"),
                                            batch_size=params.extract.batch_size,
                                            max_batch_tokens=params.extract.max_batch_tokens)

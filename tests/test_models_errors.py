@@ -31,6 +31,7 @@ from uaprobe.config import ModelSpec
 from uaprobe.errors import ModelSourceError, NumericalError
 from uaprobe.extraction.gguf import GGUFFormatError, read_gguf_summary
 from uaprobe.extraction.models import load_model, resolve_source
+from uaprobe.extraction.tokens import encode, prepare_tokenizer
 
 CPU = torch.device("cpu")
 
@@ -469,7 +470,7 @@ def test_tokenizer_without_pad_token_pads_with_eos(tiny_neox: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_neox)
     assert tokenizer.pad_token is None
     size = len(tokenizer)
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     assert tokenizer.pad_token == tokenizer.eos_token and len(tokenizer) == size
 
 
@@ -480,11 +481,11 @@ def test_tokenizer_without_pad_eos_or_unk_still_batches(tiny_neox: Path) -> None
     tokenizer.bos_token = None
     assert tokenizer.pad_token is None and tokenizer.unk_token is None
     size = len(tokenizer)
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     assert tokenizer.pad_token is None and len(tokenizer) == size == model.config.vocab_size
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special")
     for i, text in enumerate(TEXTS):
-        alone = extract.forward_batch(model, extract.encode(tokenizer, [text]), drop="special")
+        alone = extract.forward_batch(model, encode(tokenizer, [text]), drop="special")
         np.testing.assert_allclose(batch.pooled["mean"][i], alone.pooled["mean"][0], atol=1e-5, rtol=0)
         assert batch.nll_sum[i] == pytest.approx(alone.nll_sum[0], abs=1e-5)
 
@@ -511,11 +512,11 @@ def _poison_layer(model: Any, k: int, *, position: int | None = None, value: flo
 @pytest.mark.parametrize("k", [0, 2])
 def test_nan_in_a_block_names_the_model_and_the_layer(neox, k: int) -> None:
     model, tokenizer = neox
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     handle = _poison_layer(model, k)
     try:
         with pytest.raises(NumericalError) as info:
-            extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special", model_name="tiny")
+            extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special", model_name="tiny")
     finally:
         handle.remove()
     message = str(info.value)
@@ -527,42 +528,42 @@ def test_nan_in_a_block_names_the_model_and_the_layer(neox, k: int) -> None:
 def test_nan_only_in_the_first_token_is_caught_at_its_layer(neox) -> None:
     """Under pooling.drop=first the mean skips position 0; the first-token state still gets checked."""
     model, tokenizer = neox
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     handle = _poison_layer(model, 0, position=0, value=float("inf"))
     try:
         with pytest.raises(NumericalError, match="from layer 1 on"):
-            extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="first", model_name="tiny")
+            extract.forward_batch(model, encode(tokenizer, TEXTS), drop="first", model_name="tiny")
     finally:
         handle.remove()
 
 
 def test_inf_weights_in_the_embedding_are_layer_0(tiny_neox: Path) -> None:
     model, tokenizer, _s, _d = load_model(_spec("local", str(tiny_neox)), "tiny", device=CPU)
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     with torch.no_grad():
         model.gpt_neox.embed_in.weight.fill_(float("inf"))
     with pytest.raises(NumericalError, match="from layer 0 on"):
-        extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special", model_name="tiny")
+        extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special", model_name="tiny")
 
 
 def test_overflow_in_half_precision_suggests_float32(tiny_neox: Path) -> None:
     model, tokenizer, _s, _d = load_model(_spec("local", str(tiny_neox)), "tiny", device=CPU)
     model.to(torch.bfloat16)
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     handle = _poison_layer(model, 1, value=float("inf"))
     with pytest.raises(NumericalError) as info:
-        extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special", model_name="gemma")
+        extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special", model_name="gemma")
     handle.remove()
     assert "runs in bfloat16" in str(info.value) and "set `catalog.gemma.dtype: float32`" in str(info.value)
 
 
 def test_nan_logits_and_nan_anisotropy_states(tiny_neox: Path) -> None:
     model, tokenizer, _s, _d = load_model(_spec("local", str(tiny_neox)), "tiny", device=CPU)
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     with torch.no_grad():
         model.get_output_embeddings().weight[0, 0] = float("nan")
     with pytest.raises(NumericalError, match="model 'tiny': log-likelihoods contain NaN or inf"):
-        extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special", model_name="tiny")
+        extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special", model_name="tiny")
     handle = _poison_layer(model, 2)
     with pytest.raises(NumericalError, match="token states of the anisotropy prompts contain NaN or inf from layer 3"):
         extract.anisotropy_states(model, tokenizer, TEXTS, batch_size=2, model_name="tiny")

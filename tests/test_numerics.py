@@ -109,7 +109,7 @@ WORKLOAD = textwrap.dedent("""\
     if sys.argv[1] == "pinned":
         numerics.pin()
     import numpy as np, scipy.linalg, torch
-    from uaprobe.extraction import extract
+    from uaprobe.extraction.pooling import content_positions, pool, sequence_nll
     assert torch.get_num_threads() == int(sys.argv[2])
     g = np.random.default_rng(0)
     B, T, D, V = 48, 24, 512, 4096
@@ -122,9 +122,9 @@ WORKLOAD = textwrap.dedent("""\
     vml = torch.stack([torch.exp(h / 8), torch.tanh(h), torch.log(h.abs() + 0.1)])  # MKL's vector math
     logits = torch.nn.functional.linear(h, w)
     ids = torch.from_numpy(g.integers(0, V, (B, T)))
-    where = extract.content_positions(mask, torch.zeros_like(mask), "special")
-    pooled = extract.pool([h, x], where)
-    nll = extract.sequence_nll(logits, ids, mask)
+    where = content_positions(mask, torch.zeros_like(mask), "special")
+    pooled = pool([h, x], where)
+    nll = sequence_nll(logits, ids, mask)
     a = g.standard_normal((300, 300))
     digest = hashlib.sha256()
     for t in [*pooled.values(), *nll, torch.log_softmax(logits, -1), vml]:

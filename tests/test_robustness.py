@@ -18,6 +18,7 @@ from uaprobe.analysis.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
 from uaprobe.extraction.sink import sink_statistics
 from uaprobe.extraction.store import read_embeddings
+from uaprobe.extraction.tokens import encode, statement_tokens
 
 # --------------------------------------------------------------------------------------------
 # partial correlation
@@ -103,7 +104,7 @@ TEXTS = ["Value 3.14159", "Water is composed of hydrogen and oxygen atoms", "Nig
 
 def test_sink_excluded_pooling_drops_position_0_without_bos(neox) -> None:
     model, tokenizer = neox
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special")
     for i, text in enumerate(TEXTS):
         enc = tokenizer(text, return_tensors="pt")
         with torch.no_grad():
@@ -117,7 +118,7 @@ def test_sink_excluded_pooling_drops_position_0_without_bos(neox) -> None:
 
 def test_sink_excluded_equals_special_when_the_tokenizer_adds_a_bos(neox_bos) -> None:
     model, tokenizer = neox_bos
-    batch = extract.forward_batch(model, extract.encode(tokenizer, TEXTS), drop="special")
+    batch = extract.forward_batch(model, encode(tokenizer, TEXTS), drop="special")
     for p in ("mean", "first", "last"):
         np.testing.assert_array_equal(batch.pooled_sink_excluded[p], batch.pooled[p])
         np.testing.assert_array_equal(batch.prenorm_sink_excluded[p], batch.prenorm[p])
@@ -125,7 +126,7 @@ def test_sink_excluded_equals_special_when_the_tokenizer_adds_a_bos(neox_bos) ->
 
 def test_statement_tokens_are_the_tokenizer_ids(neox_bos) -> None:
     _model, tokenizer = neox_bos
-    ids, offsets, special = extract.statement_tokens(tokenizer, TEXTS)
+    ids, offsets, special = statement_tokens(tokenizer, TEXTS)
     for i, text in enumerate(TEXTS):
         enc = tokenizer(text, return_special_tokens_mask=True)
         assert ids[offsets[i]:offsets[i + 1]].tolist() == enc["input_ids"]

@@ -58,10 +58,10 @@ def build_tiny_neox(directory: Path, *, bos: bool, layers: int = 3) -> Path:
 
 def load_tiny(directory: Path):
     """A saved tiny model and its tokenizer, loaded on the CPU as the extract stage loads them."""
-    from uaprobe.extraction import extract
     from uaprobe.config import ModelSpec
     from uaprobe.extraction.models import load_model
+    from uaprobe.extraction.tokens import prepare_tokenizer
 
     spec = ModelSpec(display="tiny", source="local", location=str(directory))
     model, tokenizer, _source, _dtype = load_model(spec, "tiny", device=torch.device("cpu"))
-    return model, extract.prepare_tokenizer(tokenizer)
+    return model, prepare_tokenizer(tokenizer)

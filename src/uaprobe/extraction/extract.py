@@ -1,20 +1,19 @@
 """Batched forward passes: masked pooling of every layer and per-sequence NLL, from one pass.
 
-For a batch of B right-padded sequences of length T, one forward pass with
-``output_hidden_states=True`` gives L+1 hidden states (index 0 = token embeddings, L = last block
-after the final norm) and the logits. From them, on the device:
+For a batch of B right-padded sequences of length T (:func:`uaprobe.extraction.tokens.encode`), one
+forward pass with ``output_hidden_states=True`` gives L+1 hidden states (index 0 = token embeddings,
+L = last block after the final norm) and the logits. From them, on the device
+(:mod:`uaprobe.extraction.pooling`):
 
 - pooled states over *content* positions: mean, first and last content token, shape (B, L+1, D);
 - the last block's residual before the final norm (captured by a hook on the final norm), pooled
   the same way, shape (B, D);
 - the NLL of each sequence from the logits in float32: sum, mean and number of scored tokens.
 
-Which positions are content is the pooling policy (:func:`content_positions`):
-``special`` excludes the special tokens actually present (BOS, EOS); ``first`` reproduces the
-seeds' ``hidden[0, 1:]``: position 0 is dropped from the mean whatever it is, and taken as the first
-token. Every batch is also pooled under ``sink_excluded`` (special tokens and position 0 out: the
-attention sink, whether it is a BOS or the first word), and position 0's dominance is measured
-(:mod:`uaprobe.extraction.sink`), so both policies come from one forward pass.
+Every batch is pooled under the configured policy and under ``sink_excluded`` (special tokens and
+position 0 out: the attention sink, whether it is a BOS or the first word), and position 0's
+dominance is measured (:mod:`uaprobe.extraction.sink`), so both policies come from one forward pass.
+Every result is checked finite, naming the first layer that is not.
 
 Right padding keeps every content position's computation identical to the unpadded sequence
 (causal attention never looks right), so no position ids are needed.
@@ -22,7 +21,6 @@ Right padding keeps every content position's computation identical to the unpadd
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,108 +28,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from uaprobe.extraction import layout
 from uaprobe.errors import DatasetError, NumericalError
+from uaprobe.extraction.batches import budget_batches
+from uaprobe.extraction.pooling import SINK_EXCLUDED, content_positions, pool, sequence_nll
 from uaprobe.extraction.sink import sink_statistics
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Positions:
-    """Which positions of a right-padded batch each pooled state covers."""
-
-    mean_mask: torch.Tensor
-    """(B, T) bool: positions averaged by mean pooling."""
-    first: torch.Tensor
-    """(B,) long: index of the first token."""
-    last: torch.Tensor
-    """(B,) long: index of the last token."""
-
-
-def content_positions(attention_mask: torch.Tensor, special_tokens_mask: torch.Tensor, drop: str) -> Positions:
-    """Positions per pooling policy, for right-padded ``attention_mask`` (B, T).
-
-    ``special``: content = attended and not special; first/last = first/last content position.
-    ``first``: the seeds' convention: mean over attended positions 1..; first = 0; last = last
-    attended position.
-    ``sink_excluded``: content = attended, not special and not position 0 (the attention sink, a BOS
-    or the first word); first/last = first/last such position.
-    """
-    attended = attention_mask.bool()
-    positions = torch.arange(attended.shape[1], device=attended.device).expand_as(attended)
-    if drop in ("special", "sink_excluded"):
-        content = attended & ~special_tokens_mask.bool()
-        if drop == "sink_excluded":
-            content = content & (positions > 0)
-        big = torch.full_like(positions, attended.shape[1])
-        first = torch.where(content, positions, big).min(dim=1).values
-        last = torch.where(content, positions, torch.full_like(positions, -1)).max(dim=1).values
-    elif drop == "first":
-        content = attended & (positions > 0)
-        first = torch.zeros(attended.shape[0], dtype=torch.long, device=attended.device)
-        last = attended.sum(dim=1) - 1
-    else:
-        raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
-    return Positions(content, first.long(), last.long())
-
-
-def pool(hidden: torch.Tensor | Sequence[torch.Tensor], where: Positions) -> dict[str, torch.Tensor]:
-    """Pool hidden states over the positions -> mean/first/last, float32.
-
-    ``hidden`` is one (B, T, D) tensor -> each result (B, D); or a sequence of L+1 such tensors
-    (every layer's states, as the model returns them) -> each result (B, L+1, D). Layers are pooled
-    one at a time, so the (B, L+1, T, D) stack of all states is never built.
-    """
-    if isinstance(hidden, torch.Tensor):
-        return _pool_one(hidden, where)
-    per_layer = [_pool_one(h, where) for h in hidden]
-    return {k: torch.stack([p[k] for p in per_layer], dim=1) for k in ("mean", "first", "last")}
-
-
-def _pool_one(hidden: torch.Tensor, where: Positions) -> dict[str, torch.Tensor]:
-    """(B, T, D) -> mean over the mask (a batched matrix product), first and last position; each (B, D)."""
-    hidden = hidden.to(where.mean_mask.device).float()
-    weights = where.mean_mask.to(hidden.dtype)
-    mean = torch.bmm(weights.unsqueeze(1), hidden).squeeze(1) / weights.sum(dim=1, keepdim=True)
-    rows = torch.arange(hidden.shape[0], device=hidden.device)
-    return {"mean": mean, "first": hidden[rows, where.first], "last": hidden[rows, where.last]}
-
-
-NLL_CHUNK_ELEMENTS = 1 << 24
-"""Logit elements per cross-entropy call (64 MiB of float32): bounds its log-softmax temporary."""
-
-
-def sequence_nll(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
-                 chunk_elements: int = NLL_CHUNK_ELEMENTS) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-sequence NLL of a right- or left-padded batch, in float32.
-
-    Token t+1 is scored from position t where both are real tokens
-    (``mask[:, :-1] & mask[:, 1:]``). Returns (sum (B,), mean (B,), scored-token count (B,)).
-    The mean equals the Hugging Face ``loss`` of the same sequence run alone, unpadded.
-
-    The cross-entropy runs over blocks of whole sequences of at most ``chunk_elements`` logits (at
-    least one sequence), so its log-softmax temporary is bounded by the block, not the batch: the
-    logits are the largest tensor of a forward pass, and a full-size copy would double them. Each
-    sequence's values do not depend on the blocks.
-    """
-    batch, length, vocab = logits.shape
-    scored = attention_mask[:, :-1].bool() & attention_mask[:, 1:].bool()
-    # targets aligned with every position (the last one scores nothing), so the (B*T, V) logits are
-    # read in place: no shifted copy, no transpose
-    targets = torch.full_like(input_ids, -100)
-    targets[:, :-1] = input_ids[:, 1:].masked_fill(~scored, -100)
-    rows = max(1, chunk_elements // max(1, length * vocab))
-    token_nll = torch.cat([
-        F.cross_entropy(logits[start:start + rows].reshape(-1, vocab).float(),
-                        targets[start:start + rows].reshape(-1), reduction="none", ignore_index=-100)
-        for start in range(0, batch, rows)
-    ]).view(batch, length)
-    total = token_nll.sum(dim=1, dtype=torch.float64)
-    count = scored.sum(dim=1)
-    return total, total / count, count
+from uaprobe.extraction.tokens import Encoded, encode, token_lengths
 
 
 @contextmanager
@@ -160,10 +63,6 @@ def final_norm(model: torch.nn.Module) -> torch.nn.Module:
         f"{type(model).__name__}: no final norm found on {type(base).__name__} "
         "(looked for norm, final_layer_norm, ln_f, final_layernorm); add its name to uaprobe.extraction.extract.final_norm"
     )
-
-
-SINK_EXCLUDED = "sink_excluded"
-"""The second pooling policy every extraction stores beside the configured one."""
 
 
 @dataclass(frozen=True)
@@ -202,48 +101,6 @@ class BatchResult:
             n_content_sink_excluded=d[f"n_content_{SINK_EXCLUDED}"],
             sink={k.removeprefix("sink/"): v for k, v in d.items() if k.startswith("sink/")},
         )
-
-
-@dataclass(frozen=True)
-class Encoded:
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    special_tokens_mask: torch.Tensor
-
-
-def encode(tokenizer: Any, texts: Sequence[str]) -> Encoded:
-    """Tokenize a batch, right-padded, with the special-tokens mask.
-
-    Padding is done here rather than by the tokenizer, so a tokenizer with no pad token at all works:
-    padded positions hold the pad id (or id 0 if there is none), are masked out of attention and
-    pooling and are never scored, so their id never reaches a result.
-    """
-    enc = tokenizer(list(texts), return_special_tokens_mask=True)
-    rows, special_rows = enc["input_ids"], enc["special_tokens_mask"]
-    width = max([len(r) for r in rows] + [1])
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    special = torch.ones((len(rows), width), dtype=torch.long)
-    for b, (ids, spec) in enumerate(zip(rows, special_rows)):
-        input_ids[b, :len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-        attention[b, :len(ids)] = 1
-        special[b, :len(ids)] = torch.as_tensor(spec, dtype=torch.long)
-    return Encoded(input_ids, attention, special)
-
-
-def prepare_tokenizer(tokenizer: Any) -> Any:
-    """Right padding, with the EOS (or UNK) token as pad token if the tokenizer has none.
-
-    A tokenizer with neither gets no new token (that would need a new embedding row and change the
-    softmax): :func:`encode` pads with id 0, which is masked out everywhere.
-    """
-    tokenizer.padding_side = "right"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
-        log.info("tokenizer has no pad token; padding with %r (masked out everywhere)",
-                 tokenizer.pad_token if tokenizer.pad_token is not None else "id 0")
-    return tokenizer
 
 
 def _numerical_fix(name: str, dtype: torch.dtype | None) -> str:
@@ -334,50 +191,6 @@ def token_states(model: Any, enc: Encoded, *, model_name: str = "model") -> list
     return rows
 
 
-def budget_batches(order: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray, batch_size: int,
-                   max_batch_tokens: int | None = None) -> list[np.ndarray]:
-    """Cut the rows ``order`` (indices into ``lengths``) into consecutive batches, keeping their order.
-
-    A batch holds at most ``batch_size`` rows and at most ``max_batch_tokens`` padded tokens (rows x
-    the longest row in it; no token limit if None), since that is what the memory of a forward pass
-    grows with: every layer's hidden states and the (rows, longest, vocabulary) logits. A new batch
-    starts whenever the next row would break either limit. A row that alone exceeds the token budget
-    gets a batch of its own: one row is the least a forward pass can take (``extract.max_length`` is
-    what refuses statements too long to run).
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if max_batch_tokens is not None and max_batch_tokens < 1:
-        raise ValueError(f"max_batch_tokens must be >= 1 or None, got {max_batch_tokens}")
-    rows = np.asarray(order, dtype=np.int64)
-    sizes = np.asarray(lengths, dtype=np.int64)
-    batches: list[np.ndarray] = []
-    start = longest = 0
-    for i, row in enumerate(rows.tolist()):
-        longest = max(longest, int(sizes[row]))
-        count = i - start + 1
-        over_budget = max_batch_tokens is not None and count * longest > max_batch_tokens
-        if count > 1 and (count > batch_size or over_budget):
-            batches.append(rows[start:i])
-            start, longest = i, int(sizes[row])
-    if start < len(rows):
-        batches.append(rows[start:])
-    return batches
-
-
-def length_sorted_batches(lengths: Sequence[int] | np.ndarray, batch_size: int, *,
-                          max_batch_tokens: int | None = None) -> list[np.ndarray]:
-    """Row indices sorted by token length (stable: ties keep dataset order), cut into batches.
-
-    Each batch holds at most ``batch_size`` statements and at most ``max_batch_tokens`` padded
-    tokens (statements x the longest statement in the batch; no token limit if None), so the memory
-    of a forward pass is bounded by the budget, whatever the number or length of the statements.
-    A statement that alone exceeds the budget gets a batch of its own (see :func:`budget_batches`).
-    """
-    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable")
-    return budget_batches(order, lengths, batch_size, max_batch_tokens)
-
-
 def iterate_batches(model: Any, tokenizer: Any, texts: Sequence[str], batches: Sequence[np.ndarray], *,
                     drop: str, model_name: str = "model",
                     on_batch: Callable[[np.ndarray, BatchResult], None]) -> None:
@@ -393,7 +206,7 @@ def anisotropy_states(model: Any, tokenizer: Any, prompts: Sequence[str], *, bat
     """Token states of every prompt, concatenated: ((T, L+1, D) float32, (T,) prompt index, (T,) special).
 
     The prompts run in file order, in batches of at most ``batch_size`` prompts and
-    ``max_batch_tokens`` padded tokens (see :func:`budget_batches`).
+    ``max_batch_tokens`` padded tokens (see :func:`uaprobe.extraction.batches.budget_batches`).
     """
     states, index, special = [], [], []
     lengths = token_lengths(tokenizer, prompts)
@@ -404,80 +217,6 @@ def anisotropy_states(model: Any, tokenizer: Any, prompts: Sequence[str], *, bat
             special.append(s)
             index.append(np.full(len(s), row, dtype=np.int32))
     return np.concatenate(states), np.concatenate(index), np.concatenate(special)
-
-
-def token_lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
-    return [len(ids) for ids in tokenizer(list(texts))["input_ids"]]
-
-
-def check_lengths(lengths: Sequence[int], labels: Sequence[str], *, limit: int) -> None:
-    """Refuse statements longer than ``limit`` tokens, naming the first one."""
-    for n, label in zip(lengths, labels):
-        if n > limit:
-            raise DatasetError(f"{label}: {n} tokens, more than the limit of {limit} "
-                               "(the model's context, or extract.max_length); shorten the statement")
-
-
-def content_counts(tokenizer: Any, texts: Sequence[str], drop: str) -> list[int]:
-    """Content tokens per text under the pooling policy (what :func:`content_positions` pools over)."""
-    enc = tokenizer(list(texts), return_special_tokens_mask=True)
-    if drop == "special":
-        return [len(s) - sum(s) for s in enc["special_tokens_mask"]]
-    if drop == "first":
-        return [len(ids) - 1 for ids in enc["input_ids"]]
-    if drop == SINK_EXCLUDED:
-        return [sum(1 for i, m in enumerate(s) if i > 0 and not m) for s in enc["special_tokens_mask"]]
-    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
-
-
-def statement_tokens(tokenizer: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every statement's token ids, flat: (ids (total,) int32, offsets (N+1,) int64, special (total,) bool).
-
-    Statement i holds ``ids[offsets[i]:offsets[i+1]]``, as the model reads it (special tokens the
-    tokenizer adds included, flagged in ``special``).
-    """
-    enc = tokenizer(list(texts), return_special_tokens_mask=True)
-    lengths = [len(ids) for ids in enc["input_ids"]]
-    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
-    ids = np.array([i for row in enc["input_ids"] for i in row], dtype=np.int32)
-    special = np.array([bool(m) for row in enc["special_tokens_mask"] for m in row], dtype=bool)
-    return ids, offsets, special
-
-
-def check_content(counts: Sequence[int], lengths: Sequence[int], labels: Sequence[str], *, drop: str) -> None:
-    """Refuse statements with nothing to pool or nothing to score, naming the first one (before any forward pass).
-
-    ``counts`` are content tokens (:func:`content_counts`), ``lengths`` all tokens (:func:`token_lengths`):
-    the NLL scores tokens 2..T, so a one-token statement has no likelihood.
-    """
-    for n, length, label in zip(counts, lengths, labels):
-        if length < 2:
-            raise DatasetError(
-                f"{label}: {length} token(s); the NLL of a statement scores every token after the first, so it "
-                "needs at least 2 tokens; lengthen the statement"
-            )
-        if n < 1:
-            raise DatasetError(
-                f"{label}: no content tokens under pooling.drop={drop!r} (the statement is a single token, or "
-                "only special tokens such as a literal end-of-text marker); lengthen or rewrite it"
-                + (", or use pooling.drop: special" if drop == "first" else "")
-            )
-
-
-def literal_special_tokens(tokenizer: Any, texts: Sequence[str]) -> list[tuple[int, str]]:
-    """(row, token) for texts whose own characters spell a special token (e.g. a literal ``<|endoftext|>``).
-
-    Tokenizers turn such text into the special token's id, which the special-tokens mask does not
-    flag (it marks only tokens the tokenizer adds), so the token is pooled and scored as content.
-    """
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    found = []
-    enc = tokenizer(list(texts), return_special_tokens_mask=True)
-    for row, (ids, mask) in enumerate(zip(enc["input_ids"], enc["special_tokens_mask"])):
-        literal = [i for i, m in zip(ids, mask) if i in special and not m]
-        if literal:
-            found.append((row, tokenizer.convert_ids_to_tokens(literal[0])))
-    return found
 
 
 def context_length(model: Any) -> int:

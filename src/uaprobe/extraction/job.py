@@ -30,10 +30,14 @@ from uaprobe import numerics
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction import extract
+from uaprobe.extraction.batches import length_sorted_batches
 from uaprobe.extraction.dataset import Dataset, load_control, load_dataset, load_prompts, sha256_of
 from uaprobe.extraction.distributed import ShardWriter, current_rank, read_shard, shard_batches, shard_path
 from uaprobe.extraction.models import load_model, pick_device
+from uaprobe.extraction.pooling import SINK_EXCLUDED
 from uaprobe.extraction.store import ExtractionWriter, check_output_path
+from uaprobe.extraction.tokens import (check_content, check_lengths, content_counts, encode, literal_special_tokens,
+                                       prepare_tokenizer, statement_tokens, token_lengths)
 from uaprobe.lockfile import check_recompute
 from uaprobe.stage import ParamsWatch
 
@@ -68,19 +72,19 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     log.info("loading %s from %s on %s", model_id, spec.source, device)
     started = time.perf_counter()
     model, tokenizer, source, dtype = load_model(spec, model_id, device=device)
-    extract.prepare_tokenizer(tokenizer)
+    prepare_tokenizer(tokenizer)
     log.info("loaded %s in %.1f s (%s, %d layers)", spec.display, time.perf_counter() - started, dtype,
              model.config.num_hidden_layers if hasattr(model.config, "num_hidden_layers") else -1)
 
     texts = dataset.texts
-    lengths = extract.token_lengths(tokenizer, texts)
+    lengths = token_lengths(tokenizer, texts)
     limit = min(params.extract.max_length or 1 << 30, extract.context_length(model))
     _check_statements(tokenizer, dataset, prompts, lengths=lengths, limit=limit, drop=params.pooling.drop,
                       dataset_path=dataset_path, prompts_path=prompts_path)
     bos_added = bool(tokenizer("a", return_special_tokens_mask=True)["special_tokens_mask"][0])
 
-    batches = extract.length_sorted_batches(lengths, params.extract.batch_size,
-                                            max_batch_tokens=params.extract.max_batch_tokens)
+    batches = length_sorted_batches(lengths, params.extract.batch_size,
+                                    max_batch_tokens=params.extract.max_batch_tokens)
     if rank.world > 1:
         _compute_shard(model, tokenizer, texts, batches, out=out, rank=rank, drop=params.pooling.drop,
                        model_id=model_id, progress=progress)
@@ -100,7 +104,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
         pairs=np.array([s.pair for s in dataset.statements]), sides=np.array([s.side for s in dataset.statements]),
         n_layers=n_layers, hidden_size=hidden_size, prompts=prompts, aniso_states=aniso,
         aniso_prompt_index=aniso_index, aniso_special=aniso_special,
-        tokens=extract.statement_tokens(tokenizer, texts), attrs=attrs,
+        tokens=statement_tokens(tokenizer, texts), attrs=attrs,
         resume=resume and rank.world == 1,
     )
     try:
@@ -158,12 +162,12 @@ def _check_statements(tokenizer, dataset: Dataset, prompts: list[str], *, length
     """Every statement and prompt within the context, every statement with content tokens under both
     position-0 policies; a warning for a statement that spells a special token."""
     labels = [f"{dataset_path}: {s.json_path}" for s in dataset.statements]
-    extract.check_lengths(lengths, labels, limit=limit)
-    extract.check_lengths(extract.token_lengths(tokenizer, prompts),
-                          [f"{prompts_path}: line {i + 1}" for i in range(len(prompts))], limit=limit)
-    for policy in (drop, extract.SINK_EXCLUDED):
-        extract.check_content(extract.content_counts(tokenizer, dataset.texts, policy), lengths, labels, drop=policy)
-    for row, token in extract.literal_special_tokens(tokenizer, dataset.texts):
+    check_lengths(lengths, labels, limit=limit)
+    check_lengths(token_lengths(tokenizer, prompts),
+                  [f"{prompts_path}: line {i + 1}" for i in range(len(prompts))], limit=limit)
+    for policy in (drop, SINK_EXCLUDED):
+        check_content(content_counts(tokenizer, dataset.texts, policy), lengths, labels, drop=policy)
+    for row, token in literal_special_tokens(tokenizer, dataset.texts):
         log.warning("%s: %s spells the special token %r, which the model reads as that token (pooled and "
                     "scored as content); rewrite the statement if that is not intended",
                     dataset_path, dataset.statements[row].json_path, token)
@@ -220,17 +224,17 @@ def _extract_control(model, tokenizer, *, control: Dataset, control_path: Path, 
     drop, batch_size, max_batch_tokens = params.pooling.drop, params.extract.batch_size, params.extract.max_batch_tokens
     texts = control.texts
     labels = [f"{control_path}: categories.{s.json_path}" for s in control.statements]
-    lengths = extract.token_lengths(tokenizer, texts)
-    extract.check_lengths(lengths, labels, limit=limit)
-    extract.check_content(extract.content_counts(tokenizer, texts, drop), lengths, labels, drop=drop)
-    batches = extract.length_sorted_batches(lengths, batch_size, max_batch_tokens=max_batch_tokens)
+    lengths = token_lengths(tokenizer, texts)
+    check_lengths(lengths, labels, limit=limit)
+    check_content(content_counts(tokenizer, texts, drop), lengths, labels, drop=drop)
+    batches = length_sorted_batches(lengths, batch_size, max_batch_tokens=max_batch_tokens)
     aniso_states, aniso_index, aniso_special = aniso
     writer = ExtractionWriter(
         out, texts=texts, categories=[s.category for s in control.statements],
         pairs=np.array([s.pair for s in control.statements]), sides=np.array([s.side for s in control.statements]),
         n_layers=aniso_states.shape[1] - 1, hidden_size=aniso_states.shape[2], prompts=prompts,
         aniso_states=aniso_states, aniso_prompt_index=aniso_index, aniso_special=aniso_special,
-        tokens=extract.statement_tokens(tokenizer, texts), attrs=dict(attrs, dataset_sha256=control.sha256),
+        tokens=statement_tokens(tokenizer, texts), attrs=dict(attrs, dataset_sha256=control.sha256),
         resume=resume,
     )
     try:
@@ -261,7 +265,7 @@ def _compute_shard(model, tokenizer, texts: list[str], batches: list[np.ndarray]
                disable=not progress, position=rank.rank)
     try:
         for index, rows in mine:
-            result = extract.forward_batch(model, extract.encode(tokenizer, [texts[i] for i in rows]), drop=drop,
+            result = extract.forward_batch(model, encode(tokenizer, [texts[i] for i in rows]), drop=drop,
                                            model_name=model_id)
             shard.write(index, rows, result)
             bar.update(len(rows))
