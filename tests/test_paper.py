@@ -183,6 +183,23 @@ def test_rerendering_the_paper_gives_the_same_bytes(project: Path, tmp_path: Pat
     assert again.pdf.read_bytes() == pdf.read_bytes()
 
 
+ABSTRACT_WORDS, ABSTRACT_NUMBERS = 200, 8
+"""The abstract a reader finishes in a minute: at most 200 words and 8 numbers."""
+
+
+def test_the_abstract_is_short_and_sparing_with_numbers(project: Path) -> None:
+    """Rendered from the outputs, the abstract stays within its word and number budget: every phrase
+    function it calls writes its longest wording for some data, so the synthetic tree's is a real case."""
+    text = rendered(project)[0].read_text(encoding="utf-8")
+    start = text.index('id="abstract"')
+    body = text[text.index(">", start) + 1:text.index("<h1", start)]
+    plain = re.sub(r"<[^>]+>", " ", body.split("</h1>", 1)[1])
+    words = [w for w in plain.split() if re.search(r"\w", w)]
+    numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", plain)
+    assert 50 < len(words) <= ABSTRACT_WORDS, (len(words), plain)
+    assert 0 < len(numbers) <= ABSTRACT_NUMBERS, numbers
+
+
 def test_the_paper_states_its_provenance(project: Path) -> None:
     """The paper names its inputs by their digest and points to the supplementary files, which list every
     input with its hash, the dvc.lock hashes of the outputs read, the software and the CPU code paths."""
