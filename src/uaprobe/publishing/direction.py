@@ -10,6 +10,7 @@ is a derived key (:func:`~uaprobe.publishing.values.median_key`) that the proven
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from uaprobe.publishing.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS, representation_median, representations
@@ -119,12 +120,14 @@ def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling
     return {k: found[k] for k in representations(out, m) if k in found}
 
 
-def widest_layer(out: Outputs, m: str, pooling: str = "mean") -> int | None:
-    """The layer whose r (every category, default policy, mean NLL) differs most between representations."""
+def widest_layer(out: Outputs, m: str, pooling: str = "mean",
+                 keep: Callable[[int], bool] = lambda layer: True) -> int | None:
+    """The layer whose r (every category, default policy, mean NLL) differs most between representations,
+    among the layers ``keep`` accepts (the first of equals)."""
     spread = {}
     for layer in out.raw(m, CURVE, "choices/layer") or []:
         rs = [v.raw for v in representation_rs(out, m, layer=layer, pooling=pooling).values() if v.raw is not None]
-        if len(rs) > 1:
+        if len(rs) > 1 and keep(layer):
             spread[layer] = max(rs) - min(rs)
     return max(spread, key=lambda k: (spread[k], -k)) if spread else None
 
@@ -259,12 +262,8 @@ def widest_sign_change(out: Outputs, m: str, pooling: str = "mean") -> int | Non
     """The layer before the last where some transform gives r of the other sign than the raw representation's
     and the representations differ most, or None."""
     last = max(out.raw(m, CURVE, "choices/layer") or [0])
-    spread = {}
-    for layer in out.raw(m, CURVE, "choices/layer") or []:
-        values = [v.raw for v in representation_rs(out, m, layer=layer, pooling=pooling).values() if v.raw is not None]
-        if layer != last and sign_changers(out, m, layer, pooling):
-            spread[layer] = max(values) - min(values)
-    return max(spread, key=lambda k: (spread[k], -k)) if spread else None
+    return widest_layer(out, m, pooling,
+                        keep=lambda layer: layer != last and bool(sign_changers(out, m, layer, pooling)))
 
 
 def _names(reps: list[str]) -> str:
