@@ -17,6 +17,7 @@ import numpy as np
 
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.analysis.workers import ordered_map
 
 EIGEN_FLOOR = 1e-10
 """Seed 004 floors eigenvalues at this value (``np.maximum(eigenvalues, 1e-10)``)."""
@@ -225,12 +226,13 @@ def bootstrap_l_star(x: np.ndarray, prompt_of_token: np.ndarray, *, rng: np.rand
     prompts, token_prompt = np.unique(np.asarray(prompt_of_token), return_inverse=True)
     gram = x @ np.swapaxes(x, -1, -2)
     draws = rng.integers(0, prompts.size, size=(resamples, prompts.size))
-    out = np.empty(resamples, dtype=np.int64)
-    for i, row in enumerate(draws):
-        mult = np.bincount(row, minlength=prompts.size)[token_prompt]
-        ratio = lambda1_ratio_weighted(gram, mult)
-        out[i] = int(np.nanargmax(ratio)) if np.isfinite(ratio).any() else -1
-    return out
+
+    def l_star(row: np.ndarray) -> int:
+        ratio = lambda1_ratio_weighted(gram, np.bincount(row, minlength=prompts.size)[token_prompt])
+        return int(np.nanargmax(ratio)) if np.isfinite(ratio).any() else -1
+
+    # each resample is one unit on the worker threads (its eigenvalues on one thread)
+    return np.array(ordered_map(l_star, list(draws)), dtype=np.int64).reshape(resamples)
 
 
 def _bell(ratio: np.ndarray, l_star: int, alpha: float) -> dict[str, Any]:

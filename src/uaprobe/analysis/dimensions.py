@@ -11,9 +11,9 @@ variance (``sum of the k largest eigenvalues / trace``) say the same of directio
 coordinates.
 
 :func:`sweep` runs once per model: for every policy, pooling and representation
-(:mod:`uaprobe.analysis.representation`) it transforms the pooled states once and keeps what
-``dimensions.json`` and ``specification_curve.json`` need (per layer: the whole set's mean cosine,
-each category's uniformity of each side), never more than one transformed array at a time.
+(:mod:`uaprobe.analysis.representation`) it transforms the pooled states once, layer by layer on
+the worker threads, and keeps what ``dimensions.json`` and ``specification_curve.json`` need (per
+layer: the whole set's mean cosine, each category's uniformity of each side).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import numpy as np
 
 from uaprobe.analysis import representation as reps
 from uaprobe.analysis.nan_reasons import NanReasons
-from uaprobe.analysis.uniformity import unit_rows, uniformity
+from uaprobe.analysis.uniformity import unit_rows
+from uaprobe.analysis.workers import ordered_map
 
 TOPS: tuple[int, ...] = (1, 5, 10)
 """The k of the top-k shares."""
@@ -78,49 +79,71 @@ class Sweep:
     """``[policy][pooling]`` (L+1, len(TOPS)): raw states, top-k PCs' share of the centred variance."""
 
 
-def category_uniformity(states: np.ndarray, rows: np.ndarray, category_of_pair: np.ndarray,
-                        n_categories: int, *, units: bool = False) -> np.ndarray:
-    """Uniformity of each category's statements ``states[rows]`` per layer: states (N, L+1, D) -> (L+1, C)
-    (``units``: the states are unit rows already)."""
-    out = np.full((states.shape[1], n_categories), np.nan)
-    for c in range(n_categories):
-        members = rows[category_of_pair == c]
-        if units:
-            out[:, c] = _contributions(np.swapaxes(states[members], 0, 1)).sum(axis=-1)
-        else:
-            out[:, c] = uniformity(np.swapaxes(states[members], 0, 1))
-    return out
+@dataclass(frozen=True)
+class _Layer:
+    """What the sweep keeps of one layer of one pooling (see :class:`Sweep`)."""
+
+    mean_cosine: dict[str, float]
+    u_a: dict[str, np.ndarray]
+    """representation -> (C,)"""
+    u_b: dict[str, np.ndarray]
+    uniformity_share: np.ndarray
+    """(len(TOPS),) raw states"""
+    variance_share: np.ndarray
+    """(len(TOPS),)"""
+
+
+def _category_uniformity(units: np.ndarray, rows: np.ndarray, category_of_pair: np.ndarray,
+                         n_categories: int) -> np.ndarray:
+    """Uniformity of each category's statements ``units[rows]`` (unit rows (N, D) of one layer) -> (C,)."""
+    return np.array([_contributions(units[rows[category_of_pair == c]]).sum() for c in range(n_categories)])
+
+
+def _sweep_layer(x: np.ndarray, *, row_a: np.ndarray, row_b: np.ndarray, category_of_pair: np.ndarray,
+                 n_categories: int, k: int) -> _Layer:
+    """One layer's states (N, D) under every representation of :data:`KINDS`."""
+    abtt, variance_share = reps.abtt_and_shares(x, k=k, tops=TOPS)
+    cosines, ua, ub = {}, {}, {}
+    uniformity_share = np.full(len(TOPS), np.nan)
+    for kind in reps.KINDS:
+        # unit rows once per representation: every uniformity below is a sum of their contributions
+        units = unit_rows(abtt if kind == "abtt" else reps.transform_layer(x, kind, k=k))
+        c_all = _contributions(units)  # (D,)
+        if kind == "raw":
+            uniformity_share = top_shares(c_all)
+        cosines[kind] = c_all.sum()
+        ua[kind] = _category_uniformity(units, row_a, category_of_pair, n_categories)
+        ub[kind] = _category_uniformity(units, row_b, category_of_pair, n_categories)
+    return _Layer(cosines, ua, ub, uniformity_share, variance_share)
 
 
 def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray, row_b: np.ndarray,
           category_of_pair: np.ndarray, n_categories: int, k: int) -> Sweep:
-    """Every policy (name -> pooling -> (N, L+1, D)) x pooling x representation of :data:`KINDS`."""
+    """Every policy (name -> pooling -> (N, L+1, D)) x pooling x representation of :data:`KINDS`.
+
+    Each layer of each pooling is one unit of :func:`~uaprobe.analysis.workers.ordered_map` (its
+    eigensolution and its passes over one (N, D) array), so the units run on the worker threads
+    and only a few layers' transformed states are held at a time."""
+    units = [(policy, pooling, layer) for policy, pooled in policies.items() for pooling, raw in pooled.items()
+             for layer in range(raw.shape[1])]
+    done = ordered_map(lambda u: _sweep_layer(policies[u[0]][u[1]][:, u[2]], row_a=row_a, row_b=row_b,
+                                              category_of_pair=category_of_pair, n_categories=n_categories, k=k),
+                       units)
+    layers: dict[tuple[str, str], list[_Layer]] = {}
+    for (policy, pooling, _), one in zip(units, done):
+        layers.setdefault((policy, pooling), []).append(one)
     out = Sweep()
     for policy, pooled in policies.items():
-        for key in ("mean_cosine", "u_a", "u_b"):
+        for key in ("mean_cosine", "u_a", "u_b", "uniformity_share", "variance_share"):
             getattr(out, key)[policy] = {}
-        out.uniformity_share[policy], out.variance_share[policy] = {}, {}
-        for pooling, raw in pooled.items():
-            n_views = raw.shape[1]
-            cosines, ua, ub = {}, {}, {}
-            shares = np.full((n_views, len(TOPS)), np.nan)
-            abtt = np.empty(raw.shape, dtype=np.float64)
-            for layer in range(n_views):
-                abtt[:, layer], shares[layer] = reps.abtt_and_shares(raw[:, layer], k=k, tops=TOPS)
-            out.variance_share[policy][pooling] = shares
-            for kind in reps.KINDS:
-                # unit rows once per representation: every uniformity below is a sum of their contributions
-                units = unit_rows(abtt if kind == "abtt" else reps.transform(raw, kind, k=k))
-                c_all = _contributions(np.swapaxes(units, 0, 1))  # (L+1, D)
-                if kind == "raw":
-                    out.uniformity_share[policy][pooling] = top_shares(c_all)
-                cosines[kind] = c_all.sum(axis=-1)
-                ua[kind] = category_uniformity(units, row_a, category_of_pair, n_categories, units=True)
-                ub[kind] = category_uniformity(units, row_b, category_of_pair, n_categories, units=True)
-                del units
-            del abtt
-            out.mean_cosine[policy][pooling] = cosines
-            out.u_a[policy][pooling], out.u_b[policy][pooling] = ua, ub
+        for pooling in pooled:
+            ls = layers[(policy, pooling)]
+            out.mean_cosine[policy][pooling] = {kind: np.array([one.mean_cosine[kind] for one in ls])
+                                                for kind in reps.KINDS}
+            out.u_a[policy][pooling] = {kind: np.stack([one.u_a[kind] for one in ls]) for kind in reps.KINDS}
+            out.u_b[policy][pooling] = {kind: np.stack([one.u_b[kind] for one in ls]) for kind in reps.KINDS}
+            out.uniformity_share[policy][pooling] = np.stack([one.uniformity_share for one in ls])
+            out.variance_share[policy][pooling] = np.stack([one.variance_share for one in ls])
     return out
 
 
