@@ -159,6 +159,28 @@ def test_lexical_embeddings_do_not_depend_on_the_order_of_the_statements() -> No
     np.testing.assert_allclose(e_r[::-1], e, atol=1e-15)
 
 
+def test_lexical_embeddings_sum_each_statement_in_token_order_as_add_at_does() -> None:
+    # the bytes of the baseline: each statement's kept vectors added in token order from zero, the
+    # order of np.add.at (a pairwise or reordered sum would differ in the last bits); statements with
+    # no kept token (or no token) get zeros
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        n = int(rng.integers(1, 25))
+        lengths = rng.integers(0, 9, n)
+        offsets = np.r_[0, np.cumsum(lengths)]
+        ids = rng.integers(0, 40, offsets[-1])
+        keep = rng.random(offsets[-1]) < 0.7
+        got = controls.lexical_embeddings(ids, offsets, keep, dim=6, seed=2)
+        vocab, inverse = np.unique(ids, return_inverse=True)
+        table = np.random.default_rng(2).standard_normal((vocab.size, 6))
+        owner = np.repeat(np.arange(n), lengths)
+        sums = np.zeros((n, 6))
+        for token in np.flatnonzero(keep):
+            sums[owner[token]] = sums[owner[token]] + table[inverse[token]]
+        counts = np.bincount(owner[keep], minlength=n)
+        assert np.array_equal(got, sums / np.maximum(counts, 1)[:, None])
+
+
 # --------------------------------------------------------------------------------------------
 # the size-matched null and the most influential category
 

@@ -110,9 +110,17 @@ def lexical_embeddings(token_ids: np.ndarray, offsets: np.ndarray, keep: np.ndar
     table = np.random.default_rng(seed).standard_normal((vocab.size, dim))
     n = len(offsets) - 1
     owner = np.repeat(np.arange(n), np.diff(offsets))
+    # each statement's kept tokens are one run of ``owner[keep]`` (nondecreasing); adding the j-th
+    # token of every run at once, j = 0, 1, ..., sums each statement in token order from zero, as
+    # ``np.add.at`` does (the same bytes), with one vectorised step per token position
+    kept, values = owner[keep], table[inverse[keep]]
+    counts = np.bincount(kept, minlength=n).astype(float)
+    position = np.arange(kept.size) - np.repeat(np.cumsum(counts.astype(np.int64)) - counts.astype(np.int64),
+                                                 counts.astype(np.int64))
     sums = np.zeros((n, dim))
-    np.add.at(sums, owner[keep], table[inverse[keep]])
-    counts = np.bincount(owner[keep], minlength=n).astype(float)
+    for j in range(int(counts.max(initial=0))):
+        at = position == j
+        sums[kept[at]] += values[at]
     return sums / np.maximum(counts, 1.0)[:, None]
 
 
