@@ -255,7 +255,13 @@ def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index:
     if x.shape[1] < MIN_ANISOTROPY_TOKENS:
         raise UAProbeError(f"{source}: {x.shape[1]} anisotropy token state(s) after selecting {selection} tokens; "
                            f"the profile needs at least {MIN_ANISOTROPY_TOKENS}")
-    prof = anisotropy_profile(x, spectrum_top=params.spectrum_top)
+    first = position0(prompt_index)
+    selections = (("all_tokens", np.ones(len(special), dtype=bool)),
+                  ("sink_excluded", ~np.asarray(special, dtype=bool) & ~first))
+    variant_states = [np.swapaxes(np.asarray(states[sel], dtype=np.float64), 0, 1) for _, sel in selections]
+    # the three profiles' spectra are independent units on the worker threads
+    prof, *variant_profiles = ordered_map(lambda job: anisotropy_profile(job[0], spectrum_top=job[1]),
+                                          [(x, params.spectrum_top)] + [(xv, 1) for xv in variant_states])
     body = anisotropy_results(profile=prof, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
                               n_prompts=n_prompts, sign_changes=sign_changes, rec=rec)
     body["hidden_size"] = int(x.shape[2])
@@ -276,13 +282,9 @@ def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index:
             "share_in_ties": float(np.isin(boot, body["l_star_ties"]).mean()),
             "mode": int(counts.argmax()),
         }
-    first = position0(prompt_index)
     variants: dict[str, Any] = {}
-    for name, sel in (("all_tokens", np.ones(len(special), dtype=bool)),
-                      ("sink_excluded", ~np.asarray(special, dtype=bool) & ~first)):
-        xv = np.swapaxes(np.asarray(states[sel], dtype=np.float64), 0, 1)
+    for (name, _), xv, pv in zip(selections, variant_states, variant_profiles):
         vrec = rec.sub(f"variants/{name}")
-        pv = anisotropy_profile(xv, spectrum_top=1)
         ratio = pv.lambda1_ratio
         ls = stats.peak(ratio)
         entry: dict[str, Any] = {
