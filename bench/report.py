@@ -47,8 +47,10 @@ def render(record: dict) -> str:
         m_txt = f"{me[name]:.2f} s | {100 * me[name] / total_m:.1f} %" if name in me else "(inside the others) | "
         lines.append(f"| {name} | {f_txt} | {m_txt} |")
     r = last["rates"]
+    gather = f", Gram gather {r['gather'] / 1e9:.2f} G entries/s" if "gather" in r else ""  # recorded since the gather kind
     lines += ["", f"Rates measured before that size: GEMM {r['gemm'] / 1e9:.1f} G multiply-adds/s, L2 sum "
-              f"{r['add'] / 1e9:.1f} G additions/s (all worker threads), draws {r['draw'] / 1e6:.0f} M/s (one stream)."]
+              f"{r['add'] / 1e9:.1f} G additions/s{gather} (all worker threads), draws {r['draw'] / 1e6:.0f} M/s "
+              "(one stream)."]
     return "\n".join(lines) + "\n"
 
 

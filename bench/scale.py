@@ -15,12 +15,13 @@ BLAS as in the DVC stage, the compiled kernels and the worker pool of :mod:`uapr
 on numba's threads) is timed on the first 1, 2, 4 and 20 copies of that extraction, after one
 untimed run on a small subset (the compiled kernels loaded). Before each size the machine's rates
 are measured in this process (:func:`timing.measure_rates`: a float64 GEMM on every worker thread,
-a float64 sum from L2 on every worker thread, the seeded generator's integers), and the floor is
-the operation counts of every component's cheapest exact form (:mod:`floor`) at those rates. Each
-size prints the wall and CPU seconds, the floor, their ratio, the peak resident memory of the
-process and the load average (the machine may be shared: the rates and the time are measured under
-the same load), then each component's floor and measured seconds and their shares, so that the next
-bottleneck is visible. The last line:
+a float64 sum from L2 on every worker thread, float64 entries gathered from a Gram table of that
+size at the pairs inside random groups on every worker thread, the seeded generator's integers),
+and the floor is the operation counts of every component's cheapest exact form (:mod:`floor`) at
+those rates. Each size prints the wall and CPU seconds, the floor, their ratio, the peak resident
+memory of the process and the load average (the machine may be shared: the rates and the time are
+measured under the same load), then each component's floor and measured seconds and their shares,
+so that the next bottleneck is visible. The last line:
 
     analyze N pairs: T s, floor F s, R x floor; worst ratio to floor over sizes W x
 
@@ -311,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         for factor in args.analysis_factors:
             sub = pairs_subset(emb, factor, args.factor)
             shape = shape_of(sub, params)
-            rates = timing.measure_rates(dim=shape.dim)
+            rates = timing.measure_rates(n_pairs=shape.n_pairs, dim=shape.dim)
             floor_s = floor.seconds(floor.components(shape, rates), rates)
             seconds, cpu, rss, rss_above, parts = measure_analysis(sub, params)
             total = sum(floor_s.values())
@@ -323,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"CPU)  peak RSS {rss / 1024:5.2f} GiB (+{rss_above / 1024:4.2f} GiB in the analysis)  cpu {cpu:7.1f} s  "
                   f"load {os.getloadavg()[0]:4.1f}{step}", flush=True)
             print(f"    rates: GEMM {rates.gemm / 1e9:5.1f} G multiply-adds/s, L2 sum {rates.add / 1e9:5.1f} G "
-                  f"additions/s ({kernels.thread_count()} threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")
+                  f"additions/s, Gram gather {rates.gather / 1e9:5.2f} G entries/s ({kernels.thread_count()} "
+                  f"threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")
             print("\n".join(component_table(floor_s, parts)), flush=True)
             if args.cost_check:
                 print(check_cost_model(sub, params), flush=True)

@@ -1,11 +1,13 @@
 """Measurements behind ``bench/scale.py``'s floor: this machine's operation rates, and the analyze
 computation's wall time split by component.
 
-:func:`measure_rates` times, in the calling process, the three kinds of operation that
+:func:`measure_rates` times, in the calling process, the four kinds of operation that
 :mod:`floor` counts: a float64 GEMM (one-thread BLAS on each of the kernels' worker threads, as the
 analyses run it), a float64 sum streaming from L2 (a compiled loop over a 256 KiB block, its additions
-spread over SIMD lanes, on every worker thread at once), and the seeded generator's integers (one stream).
-Each is the best of a few rounds, so a moment of load from other processes lowers no rate much.
+spread over SIMD lanes, on every worker thread at once), a float64 sum gathered from a table of Gram
+entries at the positions of the pairs inside the groups of random partitions (:func:`gather_rate`,
+on every worker thread) and the seeded generator's integers (one stream). Each is the best of a few
+rounds, so a moment of load from other processes lowers no rate much.
 
 :class:`ComponentClock` wraps the functions behind each component of :func:`floor.components` for
 the duration of a ``with`` block and adds up their wall time on the main thread, exclusively (a
@@ -28,8 +30,9 @@ from numba import njit
 
 from floor import Rates  # bench/floor.py
 
-from uaprobe.analysis import anisotropy, bins, layerwise, option_b, centroid_score, policy_run, robustness
-from uaprobe.analysis.uniformity import Cosines
+from uaprobe.analysis import (anisotropy, bins, centroid_score, dimensions, kernels, layerwise, option_b, pairmodels,
+                               policy_run, robustness, speccurve)
+from uaprobe.analysis.uniformity import GRAM_HELD_BYTES, Cosines
 from uaprobe.analysis.workers import ordered_map, worker_count
 
 
@@ -48,9 +51,121 @@ def _best(fn: Callable[[], float], rounds: int = 5) -> float:
     return max(fn() for _ in range(rounds))
 
 
-def measure_rates(*, threads: int | None = None, dim: int = 576) -> Rates:
-    """Operations per second on this machine, now: GEMM multiply-adds and L2 additions on
-    ``threads`` worker threads (default: the kernels' count), random integers on one."""
+@njit(nogil=True, cache=False, boundscheck=False, fastmath=True)
+def _gather(x: np.ndarray, n: int, tile: int, tiles: np.ndarray, order: np.ndarray, starts: np.ndarray,
+            n_groups: int) -> float:  # pragma: no cover - compiled
+    """Sum of the eight lanes of ``x[tri(i, j)]`` over the pairs i < j inside every group of every
+    partition, tile pair by tile pair (``tiles``: (K, 2) rows ti <= tj), every partition's runs
+    of each tile pair before the next, as :func:`uaprobe.analysis.kernels._gram_sums` reads them;
+    ``order``/``starts`` sort each partition's members by (tile, group)."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    for t in range(tiles.shape[0]):
+        ti, tj = tiles[t, 0], tiles[t, 1]
+        for p in range(order.shape[0]):
+            row = order[p]
+            st = starts[p]
+            for g in range(n_groups):
+                s_i, e_i = st[ti * n_groups + g], st[ti * n_groups + g + 1]
+                s_j, e_j = st[tj * n_groups + g], st[tj * n_groups + g + 1]
+                for a in range(s_i, e_i):
+                    i = np.int64(row[a])
+                    base = i * n - (i * (i + 1)) // 2 - i - 1
+                    for b in range(a + 1 if ti == tj else s_j, e_j):
+                        k = (base + row[b]) * 8
+                        a0 += x[k]
+                        a1 += x[k + 1]
+                        a2 += x[k + 2]
+                        a3 += x[k + 3]
+                        a4 += x[k + 4]
+                        a5 += x[k + 5]
+                        a6 += x[k + 6]
+                        a7 += x[k + 7]
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7
+
+
+GATHER_GROUPS = 20
+"""Groups of the gather rate's random partitions (the middle of the bins' k, and their CI partitions' k)."""
+GATHER_PAIRS = 2_000_000
+"""Pairs (eight entries each) one worker thread sums per round of the gather rate."""
+GATHER_PARTITIONS = 128
+"""Partitions one worker thread runs over each tile of the table, past one tile (as a thread of the
+library's kernel takes many partitions over one tile)."""
+
+
+def _tri_start(i: int, n: int) -> int:
+    """Index of pair (i, i + 1) in the strict upper triangle of n members, numbered row by row."""
+    return i * n - i * (i + 1) // 2
+
+
+def gather_members(n_pairs: int, tile: int, cap: int = GRAM_HELD_BYTES) -> int:
+    """Members of the gather rate's table: ``n_pairs``, or fewer where the rows its tiles read (one
+    tile of rows, eight float64 lanes per pair) would take more than ``cap`` bytes."""
+    n = max(n_pairs, 2)
+    while n > 2 and _tri_start(min(tile, n), n) * 8 * 8 > cap:
+        n -= max(1, n // 64)
+    return n
+
+
+def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHER_PAIRS,
+                seed: int = 0) -> tuple[np.ndarray, int, int, np.ndarray, np.ndarray, np.ndarray, int]:
+    """What one worker thread of :func:`gather_rate` sums: (table, n, tile, tile pairs, order,
+    starts, entries). The partitions are drawn as the ``randint`` bins (every member uniform over
+    ``groups``); their members sorted by (tile of :func:`uaprobe.analysis.kernels.gram_tile`
+    members, group), members ascending within a run; the tile pairs are the first ones of the
+    library's order, (0, 0), (0, 1), ..., enough for about ``pairs`` pairs. The table holds the
+    rows those tiles read, eight lanes per pair, ones (every page written, so every read is real)."""
+    tile = kernels.gram_tile(n_pairs)
+    n = gather_members(n_pairs, tile)
+    tile = min(tile, n)
+    n_tiles = -(-n // tile)
+    diagonal = tile * (tile - 1) / (2.0 * groups)  # pairs of one partition in a diagonal tile
+    if n_tiles == 1:
+        parts, k = max(1, int(np.ceil(pairs / diagonal))), 1
+    else:
+        parts = GATHER_PARTITIONS
+        k = min(n_tiles, max(1, int(np.ceil(pairs / (parts * tile * tile / groups)))))
+    tiles = np.array([(0, tj) for tj in range(k)], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, groups, size=(parts, n))
+    key = (np.arange(n) // tile)[None, :] * groups + labels
+    order = np.argsort(key, axis=1, kind="stable").astype(np.int64)
+    counts = np.zeros((parts, n_tiles * groups), dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(parts), n), key.ravel()), 1)
+    starts = np.concatenate([np.zeros((parts, 1), dtype=np.int64), np.cumsum(counts, axis=1)], axis=1)
+    c = counts.reshape(parts, n_tiles, groups)
+    entries = int((c[:, 0] * (c[:, 0] - 1) // 2).sum() + (c[:, 0:1] * c[:, 1:k]).sum()) * 8
+    table = np.ones(_tri_start(min(tile, n), n) * 8)  # the pairs of the first tile of rows
+    return table, n, tile, tiles, order, starts, entries
+
+
+def gather_rate(*, n_pairs: int, threads: int, groups: int = GATHER_GROUPS) -> Callable[[], float]:
+    """A round of the gather rate: float64 entries per second summed from a table of Gram entries at
+    the positions of the pairs inside the groups of random partitions, on ``threads`` worker
+    threads (each its own partitions, all on the same table).
+
+    The table is the kernel's (:func:`uaprobe.analysis.kernels.gram_table`): the strict upper
+    triangle of ``n_pairs`` members row by row, eight views per pair in one cache line (one block
+    of views), so a scattered read brings eight entries; the reads go one tile at a time (at most
+    4 MiB of it), each tile for many partitions, as the library's kernel takes them. Only the
+    rows of the first tile of rows are allocated (the others are never read), at most
+    :data:`~uaprobe.analysis.uniformity.GRAM_HELD_BYTES` (1 GiB, the library's cap on its tables):
+    past it, the table of the largest n under the cap (:func:`gather_members`)."""
+    work = [gather_work(n_pairs, groups=groups, seed=t) for t in range(threads)]
+    total = sum(w[-1] for w in work)
+    small = work[0]
+    _gather(small[0], small[1], small[2], small[3][:1], small[4][:1], small[5][:1], groups)  # compile
+
+    def one() -> float:
+        start = time.perf_counter()
+        ordered_map(lambda w: _gather(w[0], w[1], w[2], w[3], w[4], w[5], groups), work, workers=threads)
+        return total / (time.perf_counter() - start)
+    return one
+
+
+def measure_rates(*, n_pairs: int, threads: int | None = None, dim: int = 576) -> Rates:
+    """Operations per second on this machine, now: GEMM multiply-adds, L2 additions and entries
+    gathered from a Gram table of ``n_pairs`` members (:func:`gather_rate`) on ``threads`` worker
+    threads (default: the kernels' count), random integers on one."""
     threads = worker_count() if threads is None else threads
     rng = np.random.default_rng(0)
     mats = [rng.standard_normal((1024, dim)) for _ in range(threads)]
@@ -80,7 +195,8 @@ def measure_rates(*, threads: int | None = None, dim: int = 576) -> Rates:
         g.integers(0, 4600, size=count)
         return count / (time.perf_counter() - start)
 
-    return Rates(gemm=_best(gemm), add=_best(add), draw=_best(draw))
+    return Rates(gemm=_best(gemm), add=_best(add), draw=_best(draw),
+                 gather=_best(gather_rate(n_pairs=n_pairs, threads=threads)))
 
 
 class ComponentClock:
@@ -143,6 +259,9 @@ class ComponentClock:
             (layerwise, "analyze_layerwise", "bootstrap, permutation tests"),
             (centroid_score, "analyze_centroid_scores", "bootstrap, permutation tests"),
             (anisotropy, "analyze_anisotropy", "anisotropy"),
+            (pairmodels, "from_embeddings", "pair-level models"),
+            (dimensions, "sweep", "representation sweep"),
+            (speccurve, "curve_results", "specification curve"),
         ]
         saved = [(owner, attr, _function(owner, attr)) for owner, attr, _ in targets]
         self._timed = {}

@@ -47,3 +47,11 @@ def test_a_changed_figure_is_caught_and_rewritten(tmp_path):
     new = report.rewrite(text, root=tmp_path)
     assert new != text and "13.5 s" in new and "12.5 s" not in new
     assert new.startswith("intro\n") and new.endswith("<!-- end bench -->\nafter\n")
+
+
+def test_the_gather_rate_is_rendered_where_recorded():
+    old = record()
+    assert "gather" not in report.render(old)  # a results file from before the gather kind renders as it did
+    new = record()
+    new["sizes"][0]["rates"]["gather"] = 3.5e8
+    assert "Gram gather 0.35 G entries/s" in report.render(new)
