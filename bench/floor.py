@@ -3,14 +3,16 @@
 Pure arithmetic (no timing; the only I/O is ``params.yaml``, read once for the defaults of
 :class:`Shape`): :func:`components` counts, for one run of
 :func:`~uaprobe.analysis.pipeline.analyze_model` on ``n`` pairs, the operations of every component
-in the cheapest exact float64 form, in four kinds:
+in the cheapest exact float64 form, in five kinds:
 
 - ``gemm``: multiply-adds of matrix products (rate: a float64 GEMM on all cores);
 - ``add``: float64 additions or comparisons streaming from cache (rate: a float64 sum from L2 on all
   cores);
 - ``gather``: float64 entries of a Gram table summed at the positions of the pairs inside the groups
   of a random partition (rate: such sums from a table of that n, on all cores): the Gram form of the
-  random bins and of the size-matched null, whose pairs are scattered over the table;
+  random bins, whose pairs are scattered over the table;
+- ``gather_null``: the same for the size-matched null's partitions (groups of the categories' sizes:
+  fewer, larger groups, so more of the entries read share a cache line; rate measured on them);
 - ``draw``: random integers of the seeded generators (rate: one generator, one core: a seeded
   stream is sequential).
 
@@ -38,7 +40,7 @@ from typing import Any, Sequence
 
 from uaprobe.config import AnalysisParams, load_params
 
-KINDS = ("gemm", "add", "draw", "gather")
+KINDS = ("gemm", "add", "draw", "gather", "gather_null")
 PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
 """The project's parameters: the defaults of :class:`Shape`'s analysis settings."""
 
@@ -70,6 +72,7 @@ class Ops:
     add: float = 0.0
     draw: float = 0.0
     gather: float = 0.0
+    gather_null: float = 0.0
 
     def __add__(self, other: "Ops") -> "Ops":
         return Ops(*(getattr(self, k) + getattr(other, k) for k in KINDS))
@@ -91,6 +94,9 @@ class Rates:
     add: float
     draw: float
     gather: float
+    """Gram entries per second gathered at the pairs inside the groups of the random bins' partitions."""
+    gather_null: float
+    """The same for partitions into groups of the categories' sizes (the size-matched null)."""
 
 
 @dataclass(frozen=True)
@@ -275,7 +281,7 @@ def cheapest_forms(*, bins_gram: float, bins_vec: float, null_gram: float, null_
             b = Ops(gather=bins_gram, add=table) if b_gram else Ops(add=bins_vec)
             z = Ops()
             if null:
-                z = Ops(gather=null_gram, add=0.0 if b_gram else table) if n_gram else Ops(add=null_vec)
+                z = Ops(gather_null=null_gram, add=0.0 if b_gram else table) if n_gram else Ops(add=null_vec)
             g = gram if (b_gram or (null and n_gram)) else Ops()
             cost = (g + b + z).seconds(rates)
             if best is None or cost < best[0]:

@@ -48,6 +48,8 @@ def render(record: dict) -> str:
         lines.append(f"| {name} | {f_txt} | {m_txt} |")
     r = last["rates"]
     gather = f", Gram gather {r['gather'] / 1e9:.2f} G entries/s" if "gather" in r else ""  # recorded since the gather kind
+    if "gather_null" in r:
+        gather += f" ({r['gather_null'] / 1e9:.2f} G entries/s into the null's groups of the categories' sizes)"
     lines += ["", f"Rates measured before that size: GEMM {r['gemm'] / 1e9:.1f} G multiply-adds/s, L2 sum "
               f"{r['add'] / 1e9:.1f} G additions/s{gather} (all worker threads), draws {r['draw'] / 1e6:.0f} M/s "
               "(one stream)."]

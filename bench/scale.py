@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         for factor in args.analysis_factors:
             sub = pairs_subset(emb, factor, args.factor)
             shape = shape_of(sub, params)
-            rates = timing.measure_rates(n_pairs=shape.n_pairs, dim=shape.dim)
+            rates = timing.measure_rates(n_pairs=shape.n_pairs, category_sizes=shape.category_sizes, dim=shape.dim)
             floor_s = floor.seconds(floor.components(shape, rates), rates)
             seconds, cpu, rss, rss_above, parts = measure_analysis(sub, params)
             total = sum(floor_s.values())
@@ -324,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"CPU)  peak RSS {rss / 1024:5.2f} GiB (+{rss_above / 1024:4.2f} GiB in the analysis)  cpu {cpu:7.1f} s  "
                   f"load {os.getloadavg()[0]:4.1f}{step}", flush=True)
             print(f"    rates: GEMM {rates.gemm / 1e9:5.1f} G multiply-adds/s, L2 sum {rates.add / 1e9:5.1f} G "
-                  f"additions/s, Gram gather {rates.gather / 1e9:5.2f} G entries/s ({kernels.thread_count()} "
+                  f"additions/s, Gram gather {rates.gather / 1e9:5.2f} G entries/s (null's groups {rates.gather_null / 1e9:5.2f}) "
+                  f"({kernels.thread_count()} "
                   f"threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")
             print("\n".join(component_table(floor_s, parts)), flush=True)
             if args.cost_check:

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 from numba import njit
@@ -106,11 +106,13 @@ def gather_members(n_pairs: int, tile: int, cap: int = GRAM_HELD_BYTES) -> int:
     return n
 
 
-def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHER_PAIRS,
-                seed: int = 0) -> tuple[np.ndarray, int, int, np.ndarray, np.ndarray, np.ndarray, int]:
+def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHER_PAIRS, seed: int = 0,
+                shares: Sequence[float] | None = None
+                ) -> tuple[np.ndarray, int, int, np.ndarray, np.ndarray, np.ndarray, int]:
     """What one worker thread of :func:`gather_rate` sums: (table, n, tile, tile pairs, order,
     starts, entries). The partitions are drawn as the ``randint`` bins (every member uniform over
-    ``groups``); their members sorted by (tile of :func:`uaprobe.analysis.kernels.gram_tile`
+    ``groups``), or, with ``shares`` (one per group, summing to 1), every member in group g with
+    probability ``shares[g]`` (the size-matched null's groups of the categories' sizes); their members sorted by (tile of :func:`uaprobe.analysis.kernels.gram_tile`
     members, group), members ascending within a run; the tile pairs are the first ones of the
     library's order, (0, 0), (0, 1), ..., enough for about ``pairs`` pairs. The table holds the
     rows those tiles read, eight lanes per pair, ones (every page written, so every read is real)."""
@@ -118,15 +120,20 @@ def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHE
     n = gather_members(n_pairs, tile)
     tile = min(tile, n)
     n_tiles = -(-n // tile)
-    diagonal = tile * (tile - 1) / (2.0 * groups)  # pairs of one partition in a diagonal tile
+    p = np.full(groups, 1.0 / groups) if shares is None else np.asarray(shares, dtype=float)
+    if p.shape != (groups,) or not np.isclose(p.sum(), 1.0):
+        raise ValueError(f"shares must be {groups} probabilities summing to 1, got {p}")
+    same = float((p * p).sum())  # chance that two members share a group
+    diagonal = tile * (tile - 1) / 2.0 * same  # pairs of one partition in a diagonal tile
     if n_tiles == 1:
         parts, k = max(1, int(np.ceil(pairs / diagonal))), 1
     else:
         parts = GATHER_PARTITIONS
-        k = min(n_tiles, max(1, int(np.ceil(pairs / (parts * tile * tile / groups)))))
+        k = min(n_tiles, max(1, int(np.ceil(pairs / (parts * tile * tile * same)))))
     tiles = np.array([(0, tj) for tj in range(k)], dtype=np.int64)
     rng = np.random.default_rng(seed)
-    labels = rng.integers(0, groups, size=(parts, n))
+    labels = (rng.integers(0, groups, size=(parts, n)) if shares is None
+              else rng.choice(groups, size=(parts, n), p=p))
     key = (np.arange(n) // tile)[None, :] * groups + labels
     order = np.argsort(key, axis=1, kind="stable").astype(np.int64)
     counts = np.zeros((parts, n_tiles * groups), dtype=np.int64)
@@ -138,7 +145,8 @@ def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHE
     return table, n, tile, tiles, order, starts, entries
 
 
-def gather_rate(*, n_pairs: int, threads: int, groups: int = GATHER_GROUPS) -> Callable[[], float]:
+def gather_rate(*, n_pairs: int, threads: int, groups: int = GATHER_GROUPS,
+                shares: Sequence[float] | None = None) -> Callable[[], float]:
     """A round of the gather rate: float64 entries per second summed from a table of Gram entries at
     the positions of the pairs inside the groups of random partitions, on ``threads`` worker
     threads (each its own partitions, all on the same table).
@@ -149,8 +157,9 @@ def gather_rate(*, n_pairs: int, threads: int, groups: int = GATHER_GROUPS) -> C
     4 MiB of it), each tile for many partitions, as the library's kernel takes them. Only the
     rows of the first tile of rows are allocated (the others are never read), at most
     :data:`~uaprobe.analysis.uniformity.GRAM_HELD_BYTES` (1 GiB, the library's cap on its tables):
-    past it, the table of the largest n under the cap (:func:`gather_members`)."""
-    work = [gather_work(n_pairs, groups=groups, seed=t) for t in range(threads)]
+    past it, the table of the largest n under the cap (:func:`gather_members`). ``groups`` and
+    ``shares``: the partitions' groups (:func:`gather_work`)."""
+    work = [gather_work(n_pairs, groups=groups, seed=t, shares=shares) for t in range(threads)]
     total = sum(w[-1] for w in work)
     small = work[0]
     _gather(small[0], small[1], small[2], small[3][:1], small[4][:1], small[5][:1], groups)  # compile
@@ -162,11 +171,41 @@ def gather_rate(*, n_pairs: int, threads: int, groups: int = GATHER_GROUPS) -> C
     return one
 
 
-def measure_rates(*, n_pairs: int, threads: int | None = None, dim: int = 576) -> Rates:
+def kernel_gather_rate(*, n_pairs: int, groups: int = GATHER_GROUPS, shares: Sequence[float] | None = None,
+                       pairs: int = GATHER_PAIRS) -> Callable[[], float]:
+    """A round of the library's own Gram kernel (:func:`uaprobe.analysis.kernels.gram_sums`, on the
+    kernels' threads) on one block of eight views of a table of ``n_pairs`` members, for random
+    partitions drawn as in :func:`gather_work`: float64 entries (eight per pair inside a group) per
+    second. :func:`measure_rates` takes the faster of this and :func:`gather_rate`, so that the
+    gather kinds are never slower than the library's kernel (the floor stays below it)."""
+    n = gather_members(n_pairs, n_pairs, cap=GRAM_HELD_BYTES)
+    p = np.full(groups, 1.0 / groups) if shares is None else np.asarray(shares, dtype=float)
+    per_partition = n * (n - 1) / 2.0 * float((p * p).sum())
+    parts = max(1, min(2000, int(np.ceil(pairs * 2 / max(per_partition, 1.0)))))
+    rng = np.random.default_rng(7)
+    labels = (rng.integers(0, groups, size=(parts, n)) if shares is None
+              else rng.choice(groups, size=(parts, n), p=p))
+    counts = np.stack([np.bincount(row, minlength=groups) for row in labels])
+    entries = float((counts * (counts - 1) // 2).sum()) * kernels.GRAM_LANES
+    table = np.ones((1, n * (n - 1) // 2 * kernels.GRAM_LANES))
+    kernels.gram_sums(table, n, labels[:1], n_groups=groups, n_views=kernels.GRAM_LANES)  # compile, pages in
+
+    def one() -> float:
+        start = time.perf_counter()
+        kernels.gram_sums(table, n, labels, n_groups=groups, n_views=kernels.GRAM_LANES)
+        return entries / (time.perf_counter() - start)
+    return one
+
+
+def measure_rates(*, n_pairs: int, category_sizes: Sequence[int], threads: int | None = None,
+                  dim: int = 576) -> Rates:
     """Operations per second on this machine, now: GEMM multiply-adds, L2 additions and entries
-    gathered from a Gram table of ``n_pairs`` members (:func:`gather_rate`) on ``threads`` worker
-    threads (default: the kernels' count), random integers on one."""
+    gathered from a Gram table of ``n_pairs`` members (:func:`gather_rate`: for the random bins'
+    partitions, and for partitions into groups of ``category_sizes``, the size-matched null's) on
+    ``threads`` worker threads (default: the kernels' count), random integers on one."""
     threads = worker_count() if threads is None else threads
+    sizes = np.asarray(category_sizes, dtype=float)
+    shares = sizes / sizes.sum()
     rng = np.random.default_rng(0)
     mats = [rng.standard_normal((1024, dim)) for _ in range(threads)]
     blocks = [rng.standard_normal(32768) for _ in range(threads)]  # 256 KiB each
@@ -196,7 +235,10 @@ def measure_rates(*, n_pairs: int, threads: int | None = None, dim: int = 576) -
         return count / (time.perf_counter() - start)
 
     return Rates(gemm=_best(gemm), add=_best(add), draw=_best(draw),
-                 gather=_best(gather_rate(n_pairs=n_pairs, threads=threads)))
+                 gather=max(_best(gather_rate(n_pairs=n_pairs, threads=threads)),
+                            _best(kernel_gather_rate(n_pairs=n_pairs), rounds=3)),
+                 gather_null=max(_best(gather_rate(n_pairs=n_pairs, threads=threads, groups=len(sizes), shares=shares)),
+                                 _best(kernel_gather_rate(n_pairs=n_pairs, groups=len(sizes), shares=shares), rounds=3)))
 
 
 class ComponentClock:

@@ -16,7 +16,7 @@ import floor  # noqa: E402  (bench/floor.py)
 
 from uaprobe.analysis import bins  # noqa: E402
 
-RATES = floor.Rates(gemm=2e10, add=1e10, draw=1e8, gather=1e9)
+RATES = floor.Rates(gemm=2e10, add=1e10, draw=1e8, gather=1e9, gather_null=1e9)
 
 
 def direct_pairs(labels: np.ndarray) -> int:
@@ -104,24 +104,24 @@ def test_bins_take_the_cheaper_form_per_view():
 def test_the_forms_are_chosen_by_seconds_not_by_counts():
     forms = dict(bins_gram=1e6, bins_vec=5e6, null_gram=0.0, null_vec=0.0, table=0.0, gram=floor.Ops(), null=False)
     # fewer operations in the Gram form, but gathered at a hundredth of the add rate: the unit vectors win
-    _, bins_ops, _ = floor.cheapest_forms(**forms, rates=floor.Rates(gemm=2e10, add=1e10, draw=1e8, gather=1e8))
+    _, bins_ops, _ = floor.cheapest_forms(**forms, rates=floor.Rates(gemm=2e10, add=1e10, draw=1e8, gather=1e8, gather_null=1e8))
     assert bins_ops == floor.Ops(add=5e6)
-    _, bins_ops, _ = floor.cheapest_forms(**forms, rates=floor.Rates(gemm=2e10, add=1e10, draw=1e8, gather=1e10))
+    _, bins_ops, _ = floor.cheapest_forms(**forms, rates=floor.Rates(gemm=2e10, add=1e10, draw=1e8, gather=1e10, gather_null=1e10))
     assert bins_ops == floor.Ops(gather=1e6)
     # the table goes to the null where only the null gathers; the prenorm view's products with it
     gram = floor.Ops(gemm=1.0)
     g, b, z = floor.cheapest_forms(bins_gram=1e9, bins_vec=1e3, null_gram=10.0, null_vec=1e9, table=7.0, gram=gram,
                                    null=True, rates=RATES)
-    assert (g, b, z) == (gram, floor.Ops(add=1e3), floor.Ops(gather=10.0, add=7.0))
+    assert (g, b, z) == (gram, floor.Ops(add=1e3), floor.Ops(gather_null=10.0, add=7.0))
 
 
 def test_the_null_runs_on_the_mean_pooling_of_each_policy_only():
     s = tiny(dim=10_000)
     ops = floor.components(s, RATES)
     per_view = s.null_partitions * floor.pairs_within(s.category_sizes)
-    assert ops["size-matched null"].gather == pytest.approx(s.policies * s.views * per_view)
+    assert ops["size-matched null"].gather_null == pytest.approx(s.policies * s.views * per_view)
     assert ops["size-matched null"].add == 0  # the table is the bins'
-    assert floor.components(tiny(dim=10_000, policies=1), RATES)["size-matched null"].gather == pytest.approx(
+    assert floor.components(tiny(dim=10_000, policies=1), RATES)["size-matched null"].gather_null == pytest.approx(
         s.views * per_view)
 
 
@@ -142,7 +142,7 @@ def test_draws_are_counted_once_whatever_the_policies():
 
 def test_floor_grows_quadratically_in_the_pairs_at_large_n():
     shape = dict(dim=576, n_layers=30, tokens_per_statement=10.0, aniso_tokens=200, vocabulary=2000)
-    rates = dataclasses.replace(RATES, gather=1e8)  # the unit vectors at both sizes: no prenorm Gram matrices
+    rates = dataclasses.replace(RATES, gather=1e8, gather_null=1e8)  # the unit vectors at both sizes: no prenorm Gram matrices
     small = floor.components(floor.Shape(n_pairs=2300, category_sizes=(400,) * 5 + (300,), **shape), rates)
     large = floor.components(floor.Shape(n_pairs=4600, category_sizes=(800,) * 5 + (600,), **shape), rates)
     g_small, g_large = small["Gram matrices (shared)"].gemm, large["Gram matrices (shared)"].gemm
@@ -336,8 +336,10 @@ def test_gather_sums_the_entries_of_the_pairs_inside_the_groups(monkeypatch):
     import timing  # bench/timing.py
 
     monkeypatch.setattr(timing, "GATHER_PARTITIONS", 3)
-    for n, groups, pairs in ((40, 3, 2000), (600, 4, 10**9), (600, 4, 1)):
-        table, m, tile, tiles, order, starts, entries = timing.gather_work(n, groups=groups, pairs=pairs, seed=1)
+    for n, groups, pairs, shares in ((40, 3, 2000, None), (600, 4, 10**9, None), (600, 4, 1, None),
+                                     (40, 3, 2000, (0.6, 0.3, 0.1)), (600, 4, 10**9, (0.1, 0.2, 0.3, 0.4))):
+        table, m, tile, tiles, order, starts, entries = timing.gather_work(n, groups=groups, pairs=pairs, seed=1,
+                                                                           shares=shares)
         assert m == n and tile == (n if n <= 512 else 256)
         x = np.arange(table.size, dtype=np.float64)  # entry (pair t, lane w) holds 8 t + w
         labels = np.empty(order.shape, dtype=np.int64)  # each member's group, back from the sorted runs
@@ -356,6 +358,16 @@ def test_gather_sums_the_entries_of_the_pairs_inside_the_groups(monkeypatch):
                         direct_sum += 64 * t + 28
         assert entries == direct_entries > 0
         assert timing._gather(x, m, tile, tiles, order, starts, groups) == direct_sum
+
+
+def test_gather_partitions_follow_the_shares_of_their_groups():
+    import timing  # bench/timing.py
+
+    _, _, tile, _, order, starts, _ = timing.gather_work(512, groups=3, pairs=10**6, seed=2, shares=(0.6, 0.3, 0.1))
+    sizes = np.diff(starts, axis=1).reshape(order.shape[0], -1, 3).sum(axis=(0, 1)) / order.size
+    np.testing.assert_allclose(sizes, (0.6, 0.3, 0.1), atol=0.01)
+    with pytest.raises(ValueError, match="summing to 1"):
+        timing.gather_work(40, groups=2, shares=(0.5, 0.4))
 
 
 def test_gather_table_is_capped():
