@@ -333,14 +333,11 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
     draws = Resampling.draw(stats.rng_for(seed=params.seed, name=rng_name), n=len(row_a),
                             resamples=params.bootstrap_resamples, permutations=params.permutations)
     values = {p: pair_metrics(x[row_a], x[row_b]) for p, x in pooled.items()}
-    # one pooling per worker thread (the draws are shared and read only; the reasons are sorted by path)
-    names = list(pooled)
-    done = ordered_map(lambda p: option_b_results(pooled[p][row_a], pooled[p][row_b], preference, diff, params=params,
-                                                  draws=draws, rec=rec.sub(f"poolings/{p}"), values=values[p]),
-                       names)
     body = {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
-            "poolings": dict(zip(names, done))}
+            "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params, draws=draws,
+                                             rec=rec.sub(f"poolings/{p}"), values=values[p])
+                         for p, x in pooled.items()}}
     return OptionB(body=body, values=values)
 
 
