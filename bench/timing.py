@@ -108,23 +108,36 @@ def gather_members(n_pairs: int, tile: int, cap: int = GRAM_HELD_BYTES) -> int:
     return n
 
 
+def _group_shares(groups: int, shares: Sequence[float] | None) -> np.ndarray:
+    """Each group's probability: ``shares`` (checked), or uniform over ``groups`` where None."""
+    p = np.full(groups, 1.0 / groups) if shares is None else np.asarray(shares, dtype=float)
+    if p.shape != (groups,) or not np.isclose(p.sum(), 1.0):
+        raise ValueError(f"shares must be {groups} probabilities summing to 1, got {p}")
+    return p
+
+
+def _labels(rng: np.random.Generator, groups: int, shares: Sequence[float] | None, size: tuple[int, int]) -> np.ndarray:
+    """Random partitions' labels: uniform over ``groups`` (the ``randint`` bins) or by ``shares``."""
+    if shares is None:
+        return rng.integers(0, groups, size=size)
+    return rng.choice(groups, size=size, p=_group_shares(groups, shares))
+
+
 def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHER_PAIRS, seed: int = 0,
                 shares: Sequence[float] | None = None, tile: int | None = None
                 ) -> tuple[np.ndarray, int, int, np.ndarray, np.ndarray, np.ndarray, int]:
     """What one worker thread of :func:`gather_rate` sums: (table, n, tile, tile pairs, order,
     starts, entries). The partitions are drawn as the ``randint`` bins (every member uniform over
     ``groups``), or, with ``shares`` (one per group, summing to 1), every member in group g with
-    probability ``shares[g]`` (the size-matched null's groups of the categories' sizes); their members sorted by (tile of :func:`uaprobe.analysis.kernels.gram_tile`
-    members, group), members ascending within a run; the tile pairs are the first ones of the
+    probability ``shares[g]`` (the size-matched null's groups of the categories' sizes); their
+    members sorted by (tile of :func:`uaprobe.analysis.kernels.gram_tile` members, group), members ascending within a run; the tile pairs are the first ones of the
     library's order, (0, 0), (0, 1), ..., enough for about ``pairs`` pairs. The table holds the
     rows those tiles read, eight lanes per pair, ones (every page written, so every read is real)."""
     tile = kernels.gram_tile(n_pairs) if tile is None else tile
     n = gather_members(n_pairs, tile)
     tile = min(tile, n)
     n_tiles = -(-n // tile)
-    p = np.full(groups, 1.0 / groups) if shares is None else np.asarray(shares, dtype=float)
-    if p.shape != (groups,) or not np.isclose(p.sum(), 1.0):
-        raise ValueError(f"shares must be {groups} probabilities summing to 1, got {p}")
+    p = _group_shares(groups, shares)
     same = float((p * p).sum())  # chance that two members share a group
     diagonal = tile * (tile - 1) / 2.0 * same  # pairs of one partition in a diagonal tile
     if n_tiles == 1:
@@ -133,9 +146,7 @@ def gather_work(n_pairs: int, *, groups: int = GATHER_GROUPS, pairs: int = GATHE
         parts = GATHER_PARTITIONS
         k = min(n_tiles, max(1, int(np.ceil(pairs / (parts * tile * tile * same)))))
     tiles = np.array([(0, tj) for tj in range(k)], dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    labels = (rng.integers(0, groups, size=(parts, n)) if shares is None
-              else rng.choice(groups, size=(parts, n), p=p))
+    labels = _labels(np.random.default_rng(seed), groups, shares, (parts, n))
     key = (np.arange(n) // tile)[None, :] * groups + labels
     order = np.argsort(key, axis=1, kind="stable").astype(np.int64)
     counts = np.zeros((parts, n_tiles * groups), dtype=np.int64)
@@ -180,13 +191,11 @@ def kernel_gather_rate(*, n_pairs: int, groups: int = GATHER_GROUPS, shares: Seq
     partitions drawn as in :func:`gather_work`: float64 entries (eight per pair inside a group) per
     second. :func:`measure_rates` takes the faster of this and :func:`gather_rate`, so that the
     gather kinds are never slower than the library's kernel (the floor stays below it)."""
-    n = gather_members(n_pairs, n_pairs, cap=GRAM_HELD_BYTES)
-    p = np.full(groups, 1.0 / groups) if shares is None else np.asarray(shares, dtype=float)
+    n = gather_members(n_pairs, n_pairs)
+    p = _group_shares(groups, shares)
     per_partition = n * (n - 1) / 2.0 * float((p * p).sum())
     parts = max(1, min(2000, int(np.ceil(pairs * 2 / max(per_partition, 1.0)))))
-    rng = np.random.default_rng(7)
-    labels = (rng.integers(0, groups, size=(parts, n)) if shares is None
-              else rng.choice(groups, size=(parts, n), p=p))
+    labels = _labels(np.random.default_rng(7), groups, shares, (parts, n))
     counts = np.stack([np.bincount(row, minlength=groups) for row in labels])
     entries = float((counts * (counts - 1) // 2).sum()) * kernels.GRAM_LANES
     table = np.ones((1, n * (n - 1) // 2 * kernels.GRAM_LANES))
@@ -207,7 +216,6 @@ def measure_rates(*, n_pairs: int, category_sizes: Sequence[int], threads: int |
     ``threads`` worker threads (default: the kernels' count), random integers on one."""
     threads = worker_count() if threads is None else threads
     sizes = np.asarray(category_sizes, dtype=float)
-    shares = sizes / sizes.sum()
     # the library's tile, and one whose block of eight views fits a 1 MiB L2 (the faster where the
     # library's 4 MiB tiles spill it): the gather rates are the best of the ways measured
     tiles = sorted({kernels.gram_tile(n_pairs), min(n_pairs, GATHER_L2_TILE)})
@@ -241,13 +249,14 @@ def measure_rates(*, n_pairs: int, category_sizes: Sequence[int], threads: int |
         g.integers(0, 4600, size=count)
         return count / (time.perf_counter() - start)
 
-    return Rates(gemm=_best(gemm), add=_best(add), draw=_best(draw),
-                 gather=max([_best(gather_rate(n_pairs=n_pairs, threads=threads, tile=t)) for t in tiles]
-                            + [_best(kernel_gather_rate(n_pairs=n_pairs), rounds=3)]),
-                 gather_null=max([_best(gather_rate(n_pairs=n_pairs, threads=threads, groups=len(sizes), shares=shares,
-                                                    tile=t)) for t in tiles]
-                                 + [_best(kernel_gather_rate(n_pairs=n_pairs, groups=len(sizes), shares=shares),
-                                          rounds=3)]))
+    def gather(groups: int, shares: Sequence[float] | None) -> float:
+        """The best of the emulated reads at every tile and the library's kernel."""
+        emulated = [_best(gather_rate(n_pairs=n_pairs, threads=threads, groups=groups, shares=shares, tile=t))
+                    for t in tiles]
+        return max(emulated + [_best(kernel_gather_rate(n_pairs=n_pairs, groups=groups, shares=shares), rounds=3)])
+
+    return Rates(gemm=_best(gemm), add=_best(add), draw=_best(draw), gather=gather(GATHER_GROUPS, None),
+                 gather_null=gather(len(sizes), list(sizes / sizes.sum())))
 
 
 class ComponentClock:
