@@ -114,14 +114,13 @@ def lexical_embeddings(token_ids: np.ndarray, offsets: np.ndarray, keep: np.ndar
     # token of every run at once, j = 0, 1, ..., sums each statement in token order from zero, as
     # ``np.add.at`` does (the same bytes), with one vectorised step per token position
     kept, values = owner[keep], table[inverse[keep]]
-    counts = np.bincount(kept, minlength=n).astype(float)
-    position = np.arange(kept.size) - np.repeat(np.cumsum(counts.astype(np.int64)) - counts.astype(np.int64),
-                                                 counts.astype(np.int64))
+    counts = np.bincount(kept, minlength=n)
+    position = np.arange(kept.size) - np.repeat(np.cumsum(counts) - counts, counts)  # within its statement
     sums = np.zeros((n, dim))
     for j in range(int(counts.max(initial=0))):
         at = position == j
         sums[kept[at]] += values[at]
-    return sums / np.maximum(counts, 1.0)[:, None]
+    return sums / np.maximum(counts, 1).astype(float)[:, None]
 
 
 def size_matched_labels(rng: np.random.Generator, *, sizes: np.ndarray, partitions: int) -> np.ndarray:
