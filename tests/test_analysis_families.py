@@ -276,6 +276,23 @@ def test_centroid_cosines_match_direct_computation():
             assert got[layer, i] == pytest.approx(expected, abs=1e-12)
 
 
+def test_centroid_cosines_a_chunk_at_a_time_are_the_same_bytes():
+    """The per-statement dot products and norms, taken a chunk of statements at a time, equal the
+    whole-array einsum and norms bit for bit (a count of statements that is not a multiple of the chunk)."""
+    from uaprobe.analysis.uniformity import UNIT_CHUNK_ROWS
+    rng = np.random.default_rng(3)
+    n = 2 * UNIT_CHUNK_ROWS + 7
+    units = rng.standard_normal((n, 4, 33))
+    cat = rng.integers(0, 5, n)
+    sums = np.einsum("nc,nvd->cvd", np.eye(5)[cat], units)
+    own = np.einsum("nvd,nvd->vn", units, sums[cat])
+    norms = np.linalg.norm(sums, axis=-1).T[:, cat] * np.linalg.norm(units, axis=-1).T
+    want = own / norms
+    got = centroid_score.centroid_cosines(units, category_of_pair=cat, n_categories=5)
+    assert np.array_equal(got, want)
+    assert got.strides == want.strides  # the layout too: the bootstrap's sums over the scores follow it
+
+
 def test_pair_level_planted_score_predicts_preference():
     # each pair's A statement leans towards its category direction in proportion to its preference
     rng = np.random.default_rng(4)

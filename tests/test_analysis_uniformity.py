@@ -422,3 +422,16 @@ def test_the_pieces_are_offered_where_the_tables_do_not_fit_and_cost_their_produ
     assert pieces == pytest.approx(Cosines(x, x + 0.1).costs(sizes, "diff")["gram"])  # the held table's first call
     cos.uniformity(rng.integers(0, 4, size=(50, n)), n_groups=4, side="diff")
     assert cos._tables == {} and cos.costs(sizes, "diff")["gram"] == pieces  # charged again
+
+
+def test_unit_rows_a_chunk_at_a_time_are_the_same_bytes(rng):
+    """:func:`unit_rows_of` writes chunks of rows (the temporaries of one chunk) and equals the unit
+    rows of the whole concatenation bit for bit, on a row count that is not a multiple of the chunk."""
+    from uaprobe.analysis.uniformity import UNIT_CHUNK_ROWS, unit_rows, unit_rows_of
+    n = 3 * UNIT_CHUNK_ROWS + 5
+    a = rng.standard_normal((n, 3, 20)).astype(np.float32)
+    b = rng.standard_normal((n, 2, 20)).astype(np.float32)
+    b[4, 1] = 0.0  # a zero row: divided by the guard alone
+    want = unit_rows(np.concatenate([a, b], axis=1))
+    got = unit_rows_of(a, b)
+    assert got.dtype == np.float64 and np.array_equal(got, want)

@@ -18,7 +18,7 @@ import numpy as np
 
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.groupstats import GroupStats, Resampling, group_stats
-from uaprobe.analysis.uniformity import Cosines
+from uaprobe.analysis.uniformity import UNIT_CHUNK_ROWS, Cosines
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.config import AnalysisParams
 
@@ -31,9 +31,13 @@ def centroid_cosines(units: np.ndarray, *, category_of_pair: np.ndarray, n_categ
     cat = np.asarray(category_of_pair)
     onehot = np.eye(n_categories)[cat]  # (n, C)
     sums = np.einsum("nc,nvd->cvd", onehot, units)  # (C, V, D): per-category sums of unit vectors
-    own = np.einsum("nvd,nvd->vn", units, sums[cat])
+    own = np.empty(units.shape[:2]).T  # (V, n), laid out (n, V) as numpy's einsum lays it: the later
+    self_norm = np.empty(units.shape[:2]).T  # reductions over these scores then add in the same order
+    for start in range(0, cat.size, UNIT_CHUNK_ROWS):  # per statement: the same bytes a chunk at a time
+        rows = slice(start, start + UNIT_CHUNK_ROWS)
+        own[:, rows] = np.einsum("nvd,nvd->vn", units[rows], sums[cat[rows]])
+        self_norm[:, rows] = np.linalg.norm(units[rows], axis=-1).T
     centroid_norm = np.linalg.norm(sums, axis=-1).T[:, cat]  # (V, n)
-    self_norm = np.linalg.norm(units, axis=-1).T  # (V, n)
     with np.errstate(divide="ignore", invalid="ignore"):
         cos = own / (self_norm * centroid_norm)
     return np.where((self_norm > 0) & (centroid_norm > 0), cos, np.nan)

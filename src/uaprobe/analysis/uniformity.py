@@ -35,6 +35,27 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
     return x / (np.linalg.norm(x, axis=-1, keepdims=True) + NORM_EPS)
 
 
+UNIT_CHUNK_ROWS = 16
+"""Rows of the float64 unit vectors :func:`unit_rows_of` computes at a time (its temporaries are
+this many rows, not the whole array)."""
+
+
+def unit_rows_of(*parts: np.ndarray) -> np.ndarray:
+    """:func:`unit_rows` of ``np.concatenate(parts, axis=1)`` (each (n, V_i, D)), written into the
+    result :data:`UNIT_CHUNK_ROWS` rows at a time: every operation of :func:`unit_rows` is within
+    one row, so the values are the same bytes, while the float64 copy, the squares and the norms are
+    held for a chunk of rows rather than for the whole array."""
+    n, dim = parts[0].shape[0], parts[0].shape[-1]
+    out = np.empty((n, sum(p.shape[1] for p in parts), dim))
+    for start in range(0, n, UNIT_CHUNK_ROWS):
+        rows = slice(start, min(n, start + UNIT_CHUNK_ROWS))
+        view = 0
+        for part in parts:
+            out[rows, view:view + part.shape[1]] = unit_rows(part[rows])
+            view += part.shape[1]
+    return out
+
+
 def uniformity(x: np.ndarray) -> np.ndarray:
     """Uniformity of the set ``x`` (..., n, D) -> (...) through the sum-of-unit-vectors identity.
 
@@ -240,7 +261,7 @@ class Cosines:
             raise ValueError(f"a and b must both be (n, V, D), got {a.shape} and {b.shape}")
         self.n, self.n_views, self.dim = a.shape
         self.form: CosineForm | None = form
-        self._both = np.ascontiguousarray(unit_rows(np.concatenate([a, b], axis=1)))  # (n, 2V, D)
+        self._both = unit_rows_of(a, b)  # (n, 2V, D)
         self.gram_bytes = min(self._both.nbytes, GRAM_HELD_BYTES) if gram_bytes is None else gram_bytes
         self._pieces = gram_pieces.piece_rows(self.n, kernels.gram_tile(self.n), piece_bytes)
         self.units = {"a": self._both[:, :self.n_views], "b": self._both[:, self.n_views:]}
