@@ -140,3 +140,41 @@ def test_sweep_matches_direct_cosines_per_representation(rng):
     for layer in range(2):
         np.testing.assert_allclose(sw.variance_share["default"]["mean"][layer],
                                    reps.variance_shares(x[:, layer], dimensions.TOPS), atol=1e-12)
+
+
+@pytest.mark.parametrize("n,d", [(40, 7), (300, 64), (97, 2)])
+def test_zscore_is_the_same_bytes_as_numpys_formula(rng, n, d):
+    """The compiled columns give numpy's exact values (the same additions in the same order), so
+    the representation's outputs do not move by a bit; also on a strided layer and with a constant
+    dimension."""
+    x = (rng.standard_normal((n, 3, d)) * 3.0 + rng.standard_normal(d)).astype(np.float32)
+    x[:, 1, 0] = 1.5
+    for layer in range(3):
+        col = np.asarray(x[:, layer], dtype=np.float64)
+        xc = col - col.mean(axis=0)
+        constant = np.ptp(col, axis=0) == 0
+        want = np.where(constant, 0.0, xc / np.where(constant, 1.0, xc.std(axis=0)))
+        assert np.array_equal(reps.zscore_layer(x[:, layer]), want)
+
+
+def test_zscore_of_one_column_takes_numpys_path(rng):
+    x = rng.standard_normal((50, 1))
+    want = (x - x.mean(axis=0)) / (x - x.mean(axis=0)).std(axis=0)
+    assert np.array_equal(reps.zscore_layer(x), want)
+
+
+@pytest.mark.parametrize("d", [1, 2, 48])
+def test_group_contributions_are_the_same_bytes_as_each_groups_own(rng, d):
+    """The one-pass column sums over every group equal, bit for bit, the contributions of each
+    group's rows taken out and summed by numpy (groups in any row order, one of a single row)."""
+    units = rng.standard_normal((60, d))
+    row_a, row_b = rng.permutation(60)[:30], rng.permutation(60)[30:]
+    cat = rng.integers(0, 4, 30)
+    cat[cat == 3] = 2
+    cat[0] = 3  # category 3: one pair, so one statement per side
+    groups = dimensions._Groups.of(n_rows=60, row_a=row_a, row_b=row_b, category_of_pair=cat, n_categories=4)
+    got = dimensions._group_contributions(units, groups)
+    want = [dimensions._contributions(units)] + [dimensions._contributions(units[side[cat == c]])
+                                                 for side in (row_a, row_b) for c in range(4)]
+    for g, w in enumerate(want):
+        np.testing.assert_array_equal(got[g], w)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
+from numba import njit
 
 from uaprobe.analysis import representation as reps
 from uaprobe.analysis.nan_reasons import NanReasons
@@ -93,14 +94,57 @@ class _Layer:
     """(len(TOPS),)"""
 
 
-def _category_uniformity(units: np.ndarray, rows: np.ndarray, category_of_pair: np.ndarray,
-                         n_categories: int) -> np.ndarray:
-    """Uniformity of each category's statements ``units[rows]`` (unit rows (N, D) of one layer) -> (C,)."""
-    return np.array([_contributions(units[rows[category_of_pair == c]]).sum() for c in range(n_categories)])
+@njit(cache=True, boundscheck=False, nogil=True)
+def _column_sums(u: np.ndarray, rows: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Per group g (the rows ``rows[bounds[g]:bounds[g + 1]]`` of ``u`` (N, D)): the column sums of
+    its rows and of their squares, (G, D) each, each added row after row in the order of ``rows``:
+    numpy's order for ``u[rows].sum(axis=0)`` and ``(u[rows] ** 2).sum(axis=0)`` where D >= 2
+    (a reduction over the outer axis adds whole rows in turn), in one pass and no copy."""
+    dim = u.shape[1]
+    n_groups = bounds.size - 1
+    total = np.zeros((n_groups, dim))
+    squares = np.zeros((n_groups, dim))
+    for g in range(n_groups):
+        for t in range(bounds[g], bounds[g + 1]):
+            r = rows[t]
+            for d in range(dim):
+                v = u[r, d]
+                total[g, d] += v
+                squares[g, d] += v * v
+    return total, squares
 
 
-def _sweep_layer(x: np.ndarray, *, row_a: np.ndarray, row_b: np.ndarray, category_of_pair: np.ndarray,
-                 n_categories: int, k: int) -> _Layer:
+@dataclass(frozen=True)
+class _Groups:
+    """The sets a layer's uniformities are taken over, as runs of statement rows: all statements
+    (in row order), then each category's A statements, then each category's B statements."""
+
+    rows: np.ndarray
+    bounds: np.ndarray
+    sizes: np.ndarray
+
+    @classmethod
+    def of(cls, *, n_rows: int, row_a: np.ndarray, row_b: np.ndarray, category_of_pair: np.ndarray,
+           n_categories: int) -> "_Groups":
+        runs = [np.arange(n_rows)] + [side[category_of_pair == c] for side in (row_a, row_b)
+                                      for c in range(n_categories)]
+        sizes = np.array([r.size for r in runs])
+        return cls(rows=np.concatenate(runs).astype(np.int64), bounds=np.concatenate([[0], np.cumsum(sizes)]),
+                   sizes=sizes)
+
+
+def _group_contributions(units: np.ndarray, groups: _Groups) -> np.ndarray:
+    """:func:`_contributions` of each group's rows of ``units`` (N, D) -> (G, D), the same bytes."""
+    if units.shape[1] < 2:  # one column: numpy sums it pairwise, as a contiguous axis
+        return np.stack([_contributions(units[groups.rows[a:b]]) for a, b in zip(groups.bounds[:-1], groups.bounds[1:])])
+    total, squares = _column_sums(np.ascontiguousarray(units), groups.rows, groups.bounds)
+    n = groups.sizes[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (total * total - squares) / (n * (n - 1))
+    return np.where(n < 2, np.nan, out)
+
+
+def _sweep_layer(x: np.ndarray, *, groups: _Groups, n_categories: int, k: int) -> _Layer:
     """One layer's states (N, D) under every representation of :data:`KINDS`."""
     abtt, variance_share = reps.abtt_and_shares(x, k=k, tops=TOPS)
     cosines, ua, ub = {}, {}, {}
@@ -108,12 +152,12 @@ def _sweep_layer(x: np.ndarray, *, row_a: np.ndarray, row_b: np.ndarray, categor
     for kind in reps.KINDS:
         # unit rows once per representation: every uniformity below is a sum of their contributions
         units = unit_rows(abtt if kind == "abtt" else reps.transform_layer(x, kind, k=k))
-        c_all = _contributions(units)  # (D,)
+        c = _group_contributions(units, groups)  # (1 + 2C, D): all statements, A by category, B by category
         if kind == "raw":
-            uniformity_share = top_shares(c_all)
-        cosines[kind] = c_all.sum()
-        ua[kind] = _category_uniformity(units, row_a, category_of_pair, n_categories)
-        ub[kind] = _category_uniformity(units, row_b, category_of_pair, n_categories)
+            uniformity_share = top_shares(c[0])
+        cosines[kind] = c[0].sum()
+        ua[kind] = np.array([c[1 + i].sum() for i in range(n_categories)])
+        ub[kind] = np.array([c[1 + n_categories + i].sum() for i in range(n_categories)])
     return _Layer(cosines, ua, ub, uniformity_share, variance_share)
 
 
@@ -126,8 +170,11 @@ def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray
     and only a few layers' transformed states are held at a time."""
     units = [(policy, pooling, layer) for policy, pooled in policies.items() for pooling, raw in pooled.items()
              for layer in range(raw.shape[1])]
-    done = ordered_map(lambda u: _sweep_layer(policies[u[0]][u[1]][:, u[2]], row_a=row_a, row_b=row_b,
-                                              category_of_pair=category_of_pair, n_categories=n_categories, k=k),
+    n_rows = {raw.shape[0] for pooled in policies.values() for raw in pooled.values()}
+    groups = {n: _Groups.of(n_rows=n, row_a=np.asarray(row_a), row_b=np.asarray(row_b),
+                            category_of_pair=np.asarray(category_of_pair), n_categories=n_categories) for n in n_rows}
+    done = ordered_map(lambda u: _sweep_layer(policies[u[0]][u[1]][:, u[2]], groups=groups[policies[u[0]][u[1]].shape[0]],
+                                              n_categories=n_categories, k=k),
                        units)
     layers: dict[tuple[str, str], list[_Layer]] = {}
     for (policy, pooling, _), one in zip(units, done):
