@@ -22,8 +22,8 @@ from typing import Literal
 
 import numpy as np
 from numba import njit
-from scipy import linalg
 
+from uaprobe.analysis.eigen import eigh_subset
 from uaprobe.names import REPRESENTATIONS
 
 Kind = Literal["raw", "zscore", "abtt"]
@@ -39,7 +39,7 @@ def _top_eigh(xc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, bool]:
     g = xc @ xc.T if in_rows else xc.T @ xc
     m = g.shape[0]
     k = min(k, m)
-    w, v = linalg.eigh(g, subset_by_index=[m - k, m - 1])
+    w, v = eigh_subset(g, m - k, m - 1)  # scipy's eigh, without the GIL (the sweep's units run on threads)
     return np.clip(w[::-1], 0.0, None), v[:, ::-1], in_rows
 
 
