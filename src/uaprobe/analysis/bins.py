@@ -6,7 +6,7 @@ sizes differ by at most one). For each k: mean and std of r and mean p over the 
 layer. One seeded partition with k = ``ci_k`` gets the full statistics (bootstrap CI of r over its
 bins), compared with the category-level result (n = 6).
 
-All partitions of one scheme (every k) are evaluated in one call of the resampling kernel,
+All partitions of both schemes (every k) are evaluated in one call of the resampling kernel,
 :meth:`~uaprobe.analysis.uniformity.Cosines.uniformity` (which picks Gram entries or sums of unit
 vectors by cost); bin preferences come from a weighted bincount, correlations from masked,
 vectorised moments.
@@ -92,15 +92,23 @@ def summarize_many(*, cosines: Cosines, preference: np.ndarray, labels_by_k: Map
     """:func:`summarize_partitions` for several k at once: all partitions go through one call of
     the resampling kernel (groups numbered up to the largest k; the bins a partition lacks are
     empty), so its embeddings are read once for all of them."""
-    n_groups = max(labels_by_k)
-    stacked = np.concatenate([np.asarray(lab) for lab in labels_by_k.values()], axis=0)
+    batches = [(k, np.asarray(lab)) for k, lab in labels_by_k.items()]
+    return dict(zip(labels_by_k, _summaries(cosines=cosines, preference=preference, batches=batches, level=level)))
+
+
+def _summaries(*, cosines: Cosines, preference: np.ndarray, batches: Sequence[tuple[int, np.ndarray]],
+               level: float) -> list[KSummary]:
+    """One :class:`KSummary` per batch ``(k, labels (P, n))``, every batch's partitions in one call
+    of :meth:`Cosines.uniformity` (each partition's values do not depend on the others in the call)."""
+    n_groups = max(k for k, _ in batches)
+    stacked = np.concatenate([lab for _, lab in batches], axis=0)
     ua_all, sizes_all = cosines.uniformity(stacked, n_groups=n_groups, side="diff")  # (V, sum P, max k)
-    out, start = {}, 0
-    for k, lab in labels_by_k.items():
+    out, start = [], 0
+    for k, lab in batches:
         rows = slice(start, start + len(lab))
         start += len(lab)
-        out[k] = _summary(ua=ua_all[:, rows, :k], sizes=sizes_all[rows, :k], preference=preference,
-                          labels=np.asarray(lab), k=k, level=level)
+        out.append(_summary(ua=ua_all[:, rows, :k], sizes=sizes_all[rows, :k], preference=preference,
+                            labels=lab, k=k, level=level))
     return out
 
 
@@ -148,6 +156,18 @@ class CiPartition:
 def ci_partition(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray, k: int,
                  params: AnalysisParams, rng: np.random.Generator) -> CiPartition:
     """Full statistics of r across the bins of one partition ``labels`` (n,)."""
+    return _ci_partition(cosines=cosines, preference=preference, labels=labels, k=k, params=params,
+                         draws=_ci_draws(labels, k=k, params=params, rng=rng))
+
+
+def _ci_draws(labels: np.ndarray, *, k: int, params: AnalysisParams, rng: np.random.Generator) -> Resampling:
+    """The bootstrap and permutation draws over the used bins (>= 2 pairs) of the partition ``labels``."""
+    used = int((np.bincount(np.asarray(labels), minlength=k) >= MIN_BIN_PAIRS).sum())
+    return Resampling.draw(rng, n=used, resamples=params.bootstrap_resamples, permutations=params.permutations)
+
+
+def _ci_partition(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray, k: int,
+                  params: AnalysisParams, draws: Resampling) -> CiPartition:
     lab = np.asarray(labels)[None, :]
     u_a, sizes = cosines.uniformity(lab, n_groups=k, side="a")
     u_b, _ = cosines.uniformity(lab, n_groups=k, side="b")
@@ -155,8 +175,6 @@ def ci_partition(*, cosines: Cosines, preference: np.ndarray, labels: np.ndarray
     used = np.flatnonzero(sizes[0] >= MIN_BIN_PAIRS)
     x = (u_a[:, 0, used] - u_b[:, 0, used])
     y = pref[0, used]
-    draws = Resampling.draw(rng, n=used.size, resamples=params.bootstrap_resamples,
-                            permutations=params.permutations)
     gs = group_stats(x=x, y=y, draws=draws, level=params.ci_level)
     return CiPartition(k=k, assignment=np.asarray(labels), bin_ids=used, bin_sizes=sizes[0, used], mean_preference=y,
                        u_a=u_a[:, 0, used], u_b=u_b[:, 0, used], stats=gs)
@@ -172,21 +190,28 @@ def analyze_bins(*, cosines: Cosines, preference: np.ndarray, params: AnalysisPa
                  rng: np.random.Generator, on_step: Callable[[], None] | None = None) -> dict[str, SchemeResult]:
     """Both schemes for one pooling, every view of ``cosines``. Draw order from ``rng``: per scheme,
     the partitions of each k (in params order), then the ci_k partition, then its bootstrap and
-    permutation draws. ``on_step`` is called after each of those :func:`bins_steps` steps."""
+    permutation draws. Every partition of both schemes then goes through one call of the resampling
+    kernel (a Gram table built in pieces is built once for all of them). ``on_step`` is called
+    after each of those :func:`bins_steps` steps."""
     n = preference.size
     check_bins(params, n_pairs=n)
-    out = {}
+    drawn = {}
     for scheme in SCHEMES:
         labels_by_k = {k: partitions(rng, scheme=scheme, n=n, k=k, count=params.bins.partitions)
                        for k in params.bins.k}
-        by_k = summarize_many(cosines=cosines, preference=preference, labels_by_k=labels_by_k,
-                              level=params.ci_level)
+        ci_labels = partitions(rng, scheme=scheme, n=n, k=params.bins.ci_k, count=1)[0]
+        drawn[scheme] = (labels_by_k, ci_labels, _ci_draws(ci_labels, k=params.bins.ci_k, params=params, rng=rng))
+    summaries = iter(_summaries(cosines=cosines, preference=preference, level=params.ci_level,
+                                batches=[(k, lab) for labels_by_k, _, _ in drawn.values()
+                                         for k, lab in labels_by_k.items()]))
+    out = {}
+    for scheme, (labels_by_k, ci_labels, ci_draws) in drawn.items():
+        by_k = {k: next(summaries) for k in labels_by_k}
         if on_step:
             for _k in params.bins.k:
                 on_step()
-        ci_labels = partitions(rng, scheme=scheme, n=n, k=params.bins.ci_k, count=1)[0]
-        ci = ci_partition(cosines=cosines, preference=preference, labels=ci_labels,
-                          k=params.bins.ci_k, params=params, rng=rng)
+        ci = _ci_partition(cosines=cosines, preference=preference, labels=ci_labels, k=params.bins.ci_k,
+                           params=params, draws=ci_draws)
         out[scheme] = SchemeResult(by_k=by_k, ci=ci)
         if on_step:
             on_step()
