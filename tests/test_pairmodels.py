@@ -92,6 +92,20 @@ def test_within_category_permutations_keep_every_categorys_multiset_of_residuals
     assert np.array_equal(orders, again)
 
 
+def test_inversely_permuted_columns_are_the_gather_they_replace():
+    """The scattered build gives the very array of ``w.T[:, argsort(orders)]`` laid out (n, m B), C
+    order: the GEMM over it then adds in the same order, so the permuted r keep their bytes."""
+    rng = np.random.default_rng(5)
+    cat = rng.integers(0, 4, 37)
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=23)
+    w = rng.standard_normal((37, 3))
+    want = np.ascontiguousarray(w.T[:, np.argsort(orders, axis=1)].reshape(3 * 23, -1).T)
+    got = pairmodels.inversely_permuted(w, orders)
+    assert np.array_equal(got, want) and got.strides == want.strides
+    with pytest.raises(ValueError, match="index the 37 rows"):
+        pairmodels.inversely_permuted(w, orders + 1)
+
+
 def test_permutation_p_equals_a_brute_force_freedman_lane_loop():
     cat, lengths, pref = design(n_per_cat=8, n_cat=3, seed=5)
     rng = np.random.default_rng(6)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
+from numba import njit
 
 from uaprobe.analysis import controls, option_b, stats
 from uaprobe.analysis.nan_reasons import Reasons
@@ -89,6 +90,34 @@ class PartialTest:
     reason: np.ndarray
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def _inversely_permuted(w: np.ndarray, orders: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    n, m = w.shape
+    draws = orders.shape[0]
+    inverse = np.empty((n, draws), dtype=np.int32)  # inverse[i, b] = t where orders[b, t] = i
+    for b in range(draws):
+        for t in range(n):
+            inverse[orders[b, t], b] = t
+    out = np.empty((n, m * draws))
+    for i in range(n):
+        for j in range(m):
+            for b in range(draws):
+                out[i, j * draws + b] = w[inverse[i, b], j]
+    return out
+
+
+def inversely_permuted(w: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """(n, m B): column ``j B + b`` holds column j of ``w`` (n, m) inversely permuted by the order
+    ``orders[b]`` (B, n), i.e. ``w.T[:, argsort(orders, axis=1)]`` laid out as the GEMM reads it.
+    The same values as that expression (copies, no arithmetic), built by scattering each order once
+    instead of sorting it, and without the (m, B, n) intermediate and its transposed copy."""
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    orders = np.ascontiguousarray(orders, dtype=np.int64)
+    if orders.size and (orders.min() < 0 or orders.max() >= w.shape[0]):
+        raise ValueError(f"orders must index the {w.shape[0]} rows of w")
+    return _inversely_permuted(w, orders)
+
+
 class PermutedProjections:
     """What the permuted partial r of any metric needs from the preference, the covariates and the
     permutations, computed once.
@@ -104,12 +133,11 @@ class PermutedProjections:
         self.covariates = np.asarray(covariates, dtype=float).reshape(self.y.size, -1)
         self.q = covariate_basis(self.covariates)
         self.ry = self.y - self.q @ (self.q.T @ self.y)
-        inverse = np.argsort(orders, axis=1)
         w = np.column_stack([self.ry, self.q[:, 1:]])  # (n, m): the constant column projects to 0
         self.m = w.shape[1]
         self.permutations = int(orders.shape[0])
         # (n, m * B): column j * B + b holds column j of w inversely permuted by draw b
-        self.w_perm = np.ascontiguousarray(w.T[:, inverse].reshape(self.m * self.permutations, -1).T)
+        self.w_perm = inversely_permuted(w, np.asarray(orders))
 
     def residuals(self, x: np.ndarray) -> np.ndarray:
         """(R, n) residuals of every row of ``x`` on the covariates."""
