@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 from scipy.spatial.distance import cdist
 
-from uaprobe.analysis import option_b, phases, stats
+from uaprobe.analysis import knn, option_b, phases, stats
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams
 
@@ -114,7 +114,7 @@ def test_knn_density_matches_scipy_cosine_distances():
     np.testing.assert_allclose(option_b.knn_density(x, k=1), 1e10)
     # blocks of rows give the same numbers
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(option_b, "KNN_BLOCK_ROWS", 4)
+    monkey.setattr(knn, "KNN_BLOCK_ROWS", 4)
     np.testing.assert_allclose(option_b.knn_density(x, k=k), expected, rtol=1e-10)
     monkey.undo()
 
@@ -135,7 +135,7 @@ def test_knn_density_in_symmetric_blocks_matches_the_full_distance_matrix(block)
     for k in (1, 2, 10, 301):
         expected = 1.0 / (np.sort(d, axis=1)[:, :k].mean(axis=1) + 1e-10)
         monkey = pytest.MonkeyPatch()
-        monkey.setattr(option_b, "KNN_BLOCK_ROWS", block)
+        monkey.setattr(knn, "KNN_BLOCK_ROWS", block)
         got = option_b.knn_density(x, k=k)
         monkey.undo()
         np.testing.assert_allclose(got, expected, rtol=1e-12)
@@ -401,3 +401,33 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
             assert shared.values[p][name].tobytes() == metrics[name].tobytes(), (p, name)
     with pytest.raises(ValueError):
         option_b.option_b_results(a, b, pref, np.zeros(16), params=params)
+
+
+def test_the_k_nearest_do_not_depend_on_the_order_they_are_offered_in():
+    """The two-pass offer (flag against the limits, then take) keeps the same k smallest distances as
+    offering every distance of the full matrix in turn, so the densities are the same bytes;
+    several blocks, ties at distance 0 and a zero row included."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(150, 12))
+    x[9] = x[3]
+    x[77] = 0.0
+    u = np.divide(x, np.linalg.norm(x, axis=1, keepdims=True), out=np.zeros_like(x),
+                  where=np.linalg.norm(x, axis=1, keepdims=True) > 0)
+    for k in (1, 4, 10):
+        nearest = np.full((150, k), np.inf)
+        for i in range(150):  # every distance of every row offered in turn, the plain way
+            for j in range(150):
+                d = 0.0 if i == j else min(max(1.0 - float(u[i] @ u[j]), 0.0), 2.0)
+                top = int(np.argmax(nearest[i]))
+                if d < nearest[i, top]:
+                    nearest[i, top] = d
+        blocks = 32
+        got_nearest = np.full((150, k), np.inf)
+        farthest, limit = np.zeros(150, dtype=np.int64), np.full(150, np.inf)
+        for r in range(0, 150, blocks):
+            for c in range(r, 150, blocks):
+                dots = np.array([[float(u[i] @ u[j]) for j in range(c, min(150, c + blocks))]
+                                 for i in range(r, min(150, r + blocks))])
+                knn._offer_block(dots, r, c, got_nearest, farthest, limit)
+        assert np.array_equal(np.sort(got_nearest, axis=1), np.sort(nearest, axis=1))
+        assert np.array_equal(limit, got_nearest.max(axis=1))

@@ -34,23 +34,18 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from numba import njit
 
 from uaprobe.analysis import controls, phases, stats
 from uaprobe.analysis.groupstats import Resampling, group_stats
+from uaprobe.analysis.knn import EPS, knn_density
 from uaprobe.analysis.nan_reasons import NanReasons, Reasons
 from uaprobe.analysis.workers import ordered_map
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
 from uaprobe.names import OPTION_B_METRICS
 
-EPS = 1e-10
-"""The notebook's guard in every cosine, density and z-score denominator."""
 KNN_K = 10
 """The notebook's k of the kNN density (``min(10, n - 1)``)."""
-
-KNN_BLOCK_ROWS = 1024
-"""Rows of the cosine-distance matrix held at once by :func:`knn_density` (memory linear in n)."""
 
 METRICS: tuple[str, ...] = OPTION_B_METRICS
 """The five metrics of the original, in its order."""
@@ -82,60 +77,6 @@ def zscore(v: np.ndarray) -> np.ndarray:
     """``(v - mean) / (std + 1e-10)`` along the last axis, population std (numpy's default)."""
     v = np.asarray(v, dtype=float)
     return (v - v.mean(axis=-1, keepdims=True)) / (v.std(axis=-1, keepdims=True) + EPS)
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
-def _offer_block(dots: np.ndarray, first_row: int, first_col: int, nearest: np.ndarray,
-                 farthest: np.ndarray) -> None:  # pragma: no cover - compiled
-    """Offer the cosine distances ``clip(1 - dots, 0, 2)`` of the block of rows ``first_row..`` by
-    columns ``first_col..`` to the k nearest of their rows and, off the diagonal blocks, of their
-    columns (the block below the diagonal is this one transposed). ``nearest`` (n, k) holds each
-    row's k smallest distances so far, ``farthest`` (n,) the position of the largest of them; a
-    row's distance to itself is 0."""
-    k = nearest.shape[1]
-    diagonal = first_row == first_col
-    for a in range(dots.shape[0]):
-        i = first_row + a
-        for b in range(dots.shape[1]):
-            j = first_col + b
-            d = 0.0 if i == j else min(max(1.0 - dots[a, b], 0.0), 2.0)
-            targets = 1 if diagonal else 2
-            for t in range(targets):
-                row = i if t == 0 else j
-                slot = farthest[row]
-                if d < nearest[row, slot]:
-                    nearest[row, slot] = d
-                    top = 0
-                    for s in range(1, k):
-                        if nearest[row, s] > nearest[row, top]:
-                            top = s
-                    farthest[row] = top
-
-
-def knn_density(x: np.ndarray, *, k: int) -> np.ndarray:
-    """(n,) ``1 / (mean cosine distance to the k nearest rows of x, the row itself included + 1e-10)``.
-
-    ``x`` (n, D). Cosine distance ``1 - cos`` clipped to [0, 2], rows normalised without a guard
-    (a zero row has distance 1 to everything), the distance of a row to itself 0: the convention
-    of scikit-learn's ``NearestNeighbors(metric="cosine")`` the notebook used. The cosines are
-    computed in blocks of :data:`KNN_BLOCK_ROWS` on and above the diagonal only (the matrix is
-    symmetric: half the products of the full matrix, memory linear in n); each block's distances go
-    to the k nearest of its rows and of its columns.
-    """
-    x = np.asarray(x, dtype=float)
-    n = x.shape[0]
-    if not 1 <= k <= n:
-        raise ValueError(f"k = {k} neighbours among {n} points")
-    norm = np.linalg.norm(x, axis=1, keepdims=True)
-    u = np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
-    nearest = np.full((n, k), np.inf)
-    farthest = np.zeros(n, dtype=np.int64)
-    for first_row in range(0, n, KNN_BLOCK_ROWS):
-        rows = u[first_row:first_row + KNN_BLOCK_ROWS]
-        for first_col in range(first_row, n, KNN_BLOCK_ROWS):
-            dots = rows @ u[first_col:first_col + KNN_BLOCK_ROWS].T
-            _offer_block(dots, first_row, first_col, nearest, farthest)
-    return 1.0 / (np.sort(nearest, axis=1).mean(axis=1) + EPS)
 
 
 def _check(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
