@@ -100,6 +100,4 @@ def knn_density(x: np.ndarray, *, k: int) -> np.ndarray:
     return 1.0 / (np.sort(nearest, axis=1).mean(axis=1) + EPS)
 
 
-
-
 __all__ = ("EPS", "KNN_BLOCK_ROWS", "knn_density")

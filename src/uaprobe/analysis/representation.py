@@ -53,7 +53,7 @@ def remove_top(xc: np.ndarray, k: int) -> np.ndarray:
 
 @njit(cache=True, boundscheck=False, nogil=True)
 def _zscore_columns(x: np.ndarray, constant: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """``(x - mean) / std`` per column of ``x`` (N, D), D >= 2, zeros where ``constant``: numpy's
+    """``(x - mean) / std`` per column of the float64 ``x`` (N, D), D >= 2, zeros where ``constant``: numpy's
     ``xc = x - x.mean(axis=0)``, ``xc.std(axis=0)`` step by step (sums over the rows added row after
     row, as numpy adds along an outer axis; ``std`` centres ``xc`` once more on its own mean), in
     four passes over the rows and no temporary arrays."""
@@ -62,12 +62,12 @@ def _zscore_columns(x: np.ndarray, constant: np.ndarray) -> np.ndarray:  # pragm
     total = np.zeros(dim)
     for i in range(n):
         for d in range(dim):
-            total[d] += np.float64(x[i, d])
+            total[d] += x[i, d]
     mean = total / n
     again = np.zeros(dim)
     for i in range(n):
         for d in range(dim):
-            c = np.float64(x[i, d]) - mean[d]
+            c = x[i, d] - mean[d]
             out[i, d] = c
             again[d] += c
     again = again / n
