@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uaprobe.analysis import dimensions, representation as reps
+from uaprobe.analysis.uniformity import unit_rows
 from uaprobe.config import analysis_from_mapping
 from uaprobe.errors import ConfigError
 
@@ -161,6 +162,26 @@ def test_zscore_of_one_column_takes_numpys_path(rng):
     x = rng.standard_normal((50, 1))
     want = (x - x.mean(axis=0)) / (x - x.mean(axis=0)).std(axis=0)
     assert np.array_equal(reps.zscore_layer(x), want)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("d", [1, 2, 48])
+@pytest.mark.parametrize("block", [1, 7, 128])
+def test_group_contributions_by_blocks_of_rows_are_the_same_bytes(rng, monkeypatch, ordered, d, block):
+    """Unit rows made a block of rows at a time and added to their groups as each block goes by give
+    the bytes of the whole array's unit rows summed per group: groups in ascending row order (the
+    blocked path, blocks that split groups and a last short block) and in any order (the whole path)."""
+    x = rng.standard_normal((61, d)).astype(np.float32)  # float32 states, as the raw representation reads them
+    order = np.arange(61) if ordered else rng.permutation(61)
+    row_a, row_b = order[0:60:2], order[1:60:2]
+    cat = np.sort(rng.integers(0, 3, 30)) if ordered else rng.integers(0, 3, 30)
+    groups = dimensions._Groups.of(n_rows=61, row_a=row_a, row_b=row_b, category_of_pair=cat, n_categories=3)
+    assert groups.ascending == ordered
+    monkeypatch.setattr(dimensions, "UNIT_BLOCK_ROWS", block)
+    want = dimensions._group_contributions(unit_rows(x), groups)
+    got = dimensions.group_contributions_of(x, groups)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(dimensions.group_contributions_of(x.astype(np.float64), groups), want, equal_nan=True)
 
 
 @pytest.mark.parametrize("d", [1, 2, 48])

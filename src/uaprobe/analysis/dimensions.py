@@ -122,6 +122,8 @@ class _Groups:
     rows: np.ndarray
     bounds: np.ndarray
     sizes: np.ndarray
+    ascending: bool
+    """Every group's rows in ascending order (then they can be visited a block of rows at a time)."""
 
     @classmethod
     def of(cls, *, n_rows: int, row_a: np.ndarray, row_b: np.ndarray, category_of_pair: np.ndarray,
@@ -130,7 +132,49 @@ class _Groups:
                                       for c in range(n_categories)]
         sizes = np.array([r.size for r in runs])
         return cls(rows=np.concatenate(runs).astype(np.int64), bounds=np.concatenate([[0], np.cumsum(sizes)]),
-                   sizes=sizes)
+                   sizes=sizes, ascending=all(bool((np.diff(r) > 0).all()) for r in runs))
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _add_block(u: np.ndarray, first: int, rows: np.ndarray, bounds: np.ndarray, cursor: np.ndarray,
+               total: np.ndarray, squares: np.ndarray) -> None:  # pragma: no cover - compiled
+    """:func:`_column_sums` over the rows ``first..first + len(u)`` of the whole array, given as the block
+    ``u``: each group's rows in that range, from its ``cursor`` on (each group's rows ascending), added to
+    ``total`` and ``squares`` in the order :func:`_column_sums` adds them."""
+    end = first + u.shape[0]
+    dim = u.shape[1]
+    for g in range(bounds.size - 1):
+        t = cursor[g]
+        while t < bounds[g + 1] and rows[t] < end:
+            r = rows[t] - first
+            for d in range(dim):
+                v = u[r, d]
+                total[g, d] += v
+                squares[g, d] += v * v
+            t += 1
+        cursor[g] = t
+
+
+UNIT_BLOCK_ROWS = 128
+"""Rows of unit vectors :func:`group_contributions_of` holds at a time (a block that stays in cache)."""
+
+
+def group_contributions_of(x: np.ndarray, groups: _Groups) -> np.ndarray:
+    """:func:`_group_contributions` of :func:`~uaprobe.analysis.uniformity.unit_rows` of ``x`` (N, D), the
+    same bytes, without the (N, D) float64 unit vectors: they are made :data:`UNIT_BLOCK_ROWS` rows at a
+    time (every operation of ``unit_rows`` is within one row) and each block's rows are added to their
+    groups' sums at once, in the order of the whole pass (each group's rows ascending). Groups in another
+    order, and a single column, take the whole array's path."""
+    if x.shape[1] < 2 or not groups.ascending:
+        return _group_contributions(unit_rows(x), groups)
+    n_groups = groups.bounds.size - 1
+    total = np.zeros((n_groups, x.shape[1]))
+    squares = np.zeros((n_groups, x.shape[1]))
+    cursor = groups.bounds[:-1].copy()
+    for first in range(0, x.shape[0], UNIT_BLOCK_ROWS):
+        _add_block(unit_rows(x[first:first + UNIT_BLOCK_ROWS]), first, groups.rows, groups.bounds, cursor,
+                   total, squares)
+    return _finish(total, squares, groups)
 
 
 def _group_contributions(units: np.ndarray, groups: _Groups) -> np.ndarray:
@@ -138,6 +182,11 @@ def _group_contributions(units: np.ndarray, groups: _Groups) -> np.ndarray:
     if units.shape[1] < 2:  # one column: numpy sums it pairwise, as a contiguous axis
         return np.stack([_contributions(units[groups.rows[a:b]]) for a, b in zip(groups.bounds[:-1], groups.bounds[1:])])
     total, squares = _column_sums(np.ascontiguousarray(units), groups.rows, groups.bounds)
+    return _finish(total, squares, groups)
+
+
+def _finish(total: np.ndarray, squares: np.ndarray, groups: _Groups) -> np.ndarray:
+    """Each group's ``c_d`` from its column sums of the unit rows and of their squares."""
     n = groups.sizes[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (total * total - squares) / (n * (n - 1))
@@ -151,8 +200,8 @@ def _sweep_layer(x: np.ndarray, *, groups: _Groups, n_categories: int, k: int) -
     uniformity_share = np.full(len(TOPS), np.nan)
     for kind in reps.KINDS:
         # unit rows once per representation: every uniformity below is a sum of their contributions
-        units = unit_rows(abtt if kind == "abtt" else reps.transform_layer(x, kind, k=k))
-        c = _group_contributions(units, groups)  # (1 + 2C, D): all statements, A by category, B by category
+        c = group_contributions_of(abtt if kind == "abtt" else reps.transform_layer(x, kind, k=k), groups)
+        # (1 + 2C, D): all statements, A by category, B by category
         if kind == "raw":
             uniformity_share = top_shares(c[0])
         cosines[kind] = c[0].sum()
