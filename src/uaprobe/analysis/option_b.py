@@ -39,6 +39,7 @@ from uaprobe.analysis import controls, phases, stats
 from uaprobe.analysis.groupstats import Resampling, group_stats
 from uaprobe.analysis.knn import EPS, knn_density
 from uaprobe.analysis.nan_reasons import NanReasons, Reasons
+from uaprobe.analysis.view_geometry import GEOMETRY_METRICS, view_geometry
 from uaprobe.analysis.workers import ordered_map
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
@@ -90,25 +91,13 @@ def _check(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _view_metrics(xa: np.ndarray, xb: np.ndarray, k: int) -> dict[str, np.ndarray]:
-    """The eight metrics of one view: xa, xb (n, D) -> name -> (n,)."""
-    xa = xa.astype(float)
-    xb = xb.astype(float)
-    n = xa.shape[0]
-    out: dict[str, np.ndarray] = {}
-    ca, cb = xa.mean(axis=0), xb.mean(axis=0)
-    out["centroid_asymmetry"] = cosine(xa, ca) - cosine(xb, cb)
-    out["cross_centroid"] = cosine(xa, cb) - cosine(xb, ca)
-    out["within_pair_sim"] = cosine(xa, xb)
+    """The eight metrics of one view: xa, xb (n, D) -> name -> (n,): the kNN densities
+    (:func:`~uaprobe.analysis.knn.knn_density`) and the seven from centroids and norms
+    (:func:`~uaprobe.analysis.view_geometry.view_geometry`, the bytes of the numpy expressions
+    ``cosine(xa, xa.mean(0)) - cosine(xb, xb.mean(0))`` and so on, see :data:`DEFINITIONS`)."""
+    geometry = view_geometry(xa, xb, EPS)
+    out = {name: geometry[row] for row, name in enumerate(GEOMETRY_METRICS)}
     out["knn_density_asymmetry"] = zscore(knn_density(xa, k=k)) - zscore(knn_density(xb, k=k))
-    mid = (ca + cb) / 2.0
-    out["margin_asymmetry"] = np.linalg.norm(xa - mid, axis=1) - np.linalg.norm(xb - mid, axis=1)
-    # leave-one-out: pair i's own statements out of the centroids it meets
-    ca_loo = (xa.sum(axis=0) - xa) / (n - 1)
-    cb_loo = (xb.sum(axis=0) - xb) / (n - 1)
-    out["centroid_asymmetry_loo"] = cosine(xa, ca_loo) - cosine(xb, cb_loo)
-    out["cross_centroid_loo"] = cosine(xa, cb_loo) - cosine(xb, ca_loo)
-    mid_loo = (ca_loo + cb_loo) / 2.0
-    out["margin_asymmetry_loo"] = np.linalg.norm(xa - mid_loo, axis=1) - np.linalg.norm(xb - mid_loo, axis=1)
     return out
 
 

@@ -1,0 +1,74 @@
+"""The compiled pair-level geometry (:mod:`uaprobe.analysis.view_geometry`) against the numpy
+expressions it replaces: the same bytes, not merely close values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uaprobe.analysis import option_b
+from uaprobe.analysis.view_geometry import GEOMETRY_METRICS, pairwise_dot, scratch, view_geometry
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(11)
+
+
+def numpy_geometry(xa: np.ndarray, xb: np.ndarray) -> dict[str, np.ndarray]:
+    """The seven metrics as numpy expressions, as the notebook writes them (the reference)."""
+    xa, xb = xa.astype(float), xb.astype(float)
+    n = xa.shape[0]
+    cos = option_b.cosine
+    ca, cb = xa.mean(axis=0), xb.mean(axis=0)
+    mid = (ca + cb) / 2.0
+    ca_loo = (xa.sum(axis=0) - xa) / (n - 1)
+    cb_loo = (xb.sum(axis=0) - xb) / (n - 1)
+    mid_loo = (ca_loo + cb_loo) / 2.0
+    return {
+        "centroid_asymmetry": cos(xa, ca) - cos(xb, cb),
+        "cross_centroid": cos(xa, cb) - cos(xb, ca),
+        "within_pair_sim": cos(xa, xb),
+        "margin_asymmetry": np.linalg.norm(xa - mid, axis=1) - np.linalg.norm(xb - mid, axis=1),
+        "centroid_asymmetry_loo": cos(xa, ca_loo) - cos(xb, cb_loo),
+        "cross_centroid_loo": cos(xa, cb_loo) - cos(xb, ca_loo),
+        "margin_asymmetry_loo": np.linalg.norm(xa - mid_loo, axis=1) - np.linalg.norm(xb - mid_loo, axis=1),
+    }
+
+
+def test_pairwise_dot_is_numpys_sum_of_the_products(rng):
+    """Every run length numpy's pairwise summation treats differently (below 8, up to 128 with a
+    remainder, split in halves rounded to multiples of 8), from the start of an array and inside it."""
+    for n in list(range(1, 300)) + [576, 640, 1023, 2049, 5000]:
+        a = rng.standard_normal(n) * rng.uniform(0.01, 100.0)
+        b = rng.standard_normal(n)
+        ones = np.ones(n + 1)
+        assert 0.0 + pairwise_dot(a, ones, 0, n, *scratch()) == np.add.reduce(a), n
+        assert 0.0 + pairwise_dot(np.concatenate([[7.0], a]), ones, 1, n, *scratch()) == np.add.reduce(a), n
+        assert 0.0 + pairwise_dot(a, b, 0, n, *scratch()) == np.add.reduce(a * b), n
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,d", [(2, 1), (3, 7), (50, 130), (40, 576), (9, 9)])
+def test_view_geometry_is_the_same_bytes_as_the_numpy_expressions(rng, dtype, n, d):
+    """On strided views of (n, V, D) states, as the views of one pooling are read, offset from the
+    origin as hidden states are (norms far from 1)."""
+    a = (rng.standard_normal((n, 3, d)) * 2.0 + rng.standard_normal(d) * 5.0).astype(dtype)
+    b = (rng.standard_normal((n, 3, d)) * 2.0 + rng.standard_normal(d) * 5.0).astype(dtype)
+    for v in range(3):
+        got = view_geometry(a[:, v], b[:, v], option_b.EPS)
+        want = numpy_geometry(a[:, v], b[:, v])
+        for row, name in enumerate(GEOMETRY_METRICS):
+            assert np.array_equal(got[row], want[name]), name
+
+
+def test_view_geometry_with_zero_and_repeated_rows(rng):
+    """A zero state (its cosines 0 through the guard) and pairs whose two statements are one state."""
+    a = rng.standard_normal((20, 16))
+    b = rng.standard_normal((20, 16))
+    a[3] = 0.0
+    b[5] = a[5]
+    got = view_geometry(a, b, option_b.EPS)
+    want = numpy_geometry(a, b)
+    for row, name in enumerate(GEOMETRY_METRICS):
+        assert np.array_equal(got[row], want[name]), name
