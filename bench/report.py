@@ -45,7 +45,8 @@ def render(record: dict) -> str:
     for name in list(fl) + [n for n in me if n not in fl]:
         f_txt = f"{fl[name]:.2f} s | {100 * fl[name] / total_f:.1f} %" if name in fl else " | "
         m_txt = f"{me[name]:.2f} s | {100 * me[name] / total_m:.1f} %" if name in me else "(inside the others) | "
-        lines.append(f"| {name} | {f_txt} | {m_txt} |")
+        mark = " (beside the main thread)" if name in last.get("beside_components", ()) else ""
+        lines.append(f"| {name}{mark} | {f_txt} | {m_txt} |")
     r = last["rates"]
     gather = f", Gram gather {r['gather'] / 1e9:.2f} G entries/s" if "gather" in r else ""  # recorded since the gather kind
     if "gather_null" in r:

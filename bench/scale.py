@@ -46,6 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS as in the analyze stage (torch keeps its threads)
 
@@ -182,18 +183,20 @@ def tiled(emb: Embeddings, factor: int, seed: int = 0) -> Embeddings:
     return dataclasses.replace(out, **changes)
 
 
-def measure_analysis(emb: Embeddings, params) -> tuple[float, float, float, float, dict[str, float]]:
+def measure_analysis(emb: Embeddings, params) -> tuple[float, float, float, float, dict[str, float], list[str]]:
     """Wall-clock and CPU seconds (all threads) of the analyze computation, its peak resident memory
     (MiB: the whole process, the extraction it holds included; and above the process's memory when
-    the analysis started) and the wall seconds of each component (:class:`timing.ComponentClock`)."""
+    the analysis started), the wall seconds of each component (:class:`timing.ComponentClock`) and
+    the components that ran beside the main thread (their seconds overlap the others'; "other" is
+    the main thread's time outside every component)."""
     clock = timing.ComponentClock()
     with PeakRSS() as mem, clock.patched():
         start, cpu = time.perf_counter(), time.process_time()
         analyze_model(emb, params=params.analysis, model_id="bench")
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     parts = dict(clock.seconds)
-    parts["other"] = max(0.0, seconds - sum(parts.values()))
-    return seconds, cpu, mem.peak / 2**20, mem.above_baseline_mb, parts
+    parts["other"] = max(0.0, seconds - clock.main_seconds())
+    return seconds, cpu, mem.peak / 2**20, mem.above_baseline_mb, parts, sorted(clock.beside)
 
 
 def shape_of(emb: Embeddings, params) -> floor.Shape:
@@ -234,15 +237,16 @@ def commit() -> str:
     return head + ("+modified" if dirty else "")
 
 
-def component_table(floor_s: dict[str, float], measured: dict[str, float]) -> list[str]:
-    """Each component's floor and measured seconds and their shares of the totals."""
+def component_table(floor_s: dict[str, float], measured: dict[str, float], beside: Sequence[str] = ()) -> list[str]:
+    """Each component's floor and measured seconds and their shares of the totals; ``beside``: the
+    components that ran beside the main thread (marked; their seconds overlap the others')."""
     total_f, total_m = sum(floor_s.values()), sum(measured.values())
     lines = [f"    {'component':<30} {'floor':>8} {'share':>6}   {'measured':>8} {'share':>6}"]
     for name in list(floor_s) + [m for m in measured if m not in floor_s]:
         f, m = floor_s.get(name), measured.get(name)
         f_txt = f"{f:7.2f}s {100 * f / total_f:5.1f}%" if f is not None else f"{'':>8} {'':>6}"
         m_txt = f"{m:7.2f}s {100 * m / total_m:5.1f}%" if m is not None else "(inside bins, null, kNN)"
-        lines.append(f"    {name:<30} {f_txt}   {m_txt}")
+        lines.append(f"    {name:<30} {f_txt}   {m_txt}{'  beside the main thread' if name in beside else ''}")
     return lines
 
 
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             shape = shape_of(sub, params)
             rates = timing.measure_rates(n_pairs=shape.n_pairs, category_sizes=shape.category_sizes, dim=shape.dim)
             floor_s = floor.seconds(floor.components(shape, rates), rates)
-            seconds, cpu, rss, rss_above, parts = measure_analysis(sub, params)
+            seconds, cpu, rss, rss_above, parts, beside = measure_analysis(sub, params)
             total = sum(floor_s.values())
             step = ""
             if previous is not None:
@@ -327,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"additions/s, Gram gather {rates.gather / 1e9:5.2f} G entries/s (null's groups {rates.gather_null / 1e9:5.2f}) "
                   f"({kernels.thread_count()} "
                   f"threads); draws {rates.draw / 1e6:5.0f} M/s (one stream)")
-            print("\n".join(component_table(floor_s, parts)), flush=True)
+            print("\n".join(component_table(floor_s, parts, beside)), flush=True)
             if args.cost_check:
                 print(check_cost_model(sub, params), flush=True)
             record["sizes"].append({"pairs": shape.n_pairs, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
@@ -336,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                                     "rates": {k: float(f"{v:.3g}") for k, v in
                                                                           dataclasses.asdict(rates).items()},
                                     "floor_components": {k: round(v, 3) for k, v in floor_s.items()},
-                                    "measured_components": {k: round(v, 3) for k, v in parts.items()}})
+                                    "measured_components": {k: round(v, 3) for k, v in parts.items()},
+                                    "beside_components": beside})
             previous = (shape.n_pairs, seconds)
             record["worst_ratio"] = max(size["ratio"] for size in record["sizes"])
             write_record(args, record)  # after every size: a run stopped early keeps what it measured

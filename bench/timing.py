@@ -10,8 +10,9 @@ on every worker thread) and the seeded generator's integers (one stream). Each i
 rounds, so a moment of load from other processes lowers no rate much.
 
 :class:`ComponentClock` wraps the functions behind each component of :func:`floor.components` for
-the duration of a ``with`` block and adds up their wall time on the main thread, exclusively (a
-component called inside another is taken out of the outer one). The wrapping is by attribute name,
+the duration of a ``with`` block and adds up their wall time on the main thread and on the thread
+the analysis runs beside it, each exclusively (a component called inside another is taken out of
+the outer one). The wrapping is by attribute name,
 so it checks that it took: a target that is no function of its module (renamed, moved) fails before
 the block, and one the block never reached (its callers now reach it under another name or from
 another module) fails after it, instead of leaving its time to "other".
@@ -32,6 +33,7 @@ from floor import Rates  # bench/floor.py
 
 from uaprobe.analysis import (anisotropy, bins, centroid_score, dimensions, kernels, layerwise, option_b, pairmodels,
                                policy_run, robustness, speccurve)
+from uaprobe.analysis.pipeline import BESIDE_THREAD
 from uaprobe.analysis.uniformity import GRAM_HELD_BYTES, Cosines
 from uaprobe.analysis.workers import ordered_map, worker_count
 
@@ -260,34 +262,55 @@ def measure_rates(*, n_pairs: int, category_sizes: Sequence[int], threads: int |
 
 
 class ComponentClock:
-    """Wall seconds of each component of one analyze run (see :func:`floor.components` for names)."""
+    """Wall seconds of each component of one analyze run (see :func:`floor.components` for names).
+
+    Components are timed on the main thread and on the thread :func:`~uaprobe.analysis.pipeline.analyze_model`
+    runs beside it (:data:`~uaprobe.analysis.pipeline.BESIDE_THREAD`), each thread exclusively (a
+    component called inside another is taken out of the outer one); ``beside`` lists the components
+    timed on the second thread, whose seconds overlap the main thread's."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
-        self._stack: list[tuple[str, float]] = []
+        self.beside: set[str] = set()
+        self._stacks: dict[int, list[tuple[str, float]]] = {}  # thread ident -> its open components
         self._main = threading.main_thread()
         self._timed: dict[str, int] = {}  # target -> calls given a component (on any thread)
 
+    def main_seconds(self) -> float:
+        """The seconds of the components timed on the main thread."""
+        return sum(v for k, v in self.seconds.items() if k not in self.beside)
+
+    def _stack(self) -> list[tuple[str, float]]:
+        return self._stacks.setdefault(threading.get_ident(), [])
+
     def _enter(self, name: str) -> None:
         now = time.perf_counter()
-        if self._stack:
-            outer, since = self._stack[-1]
+        stack = self._stack()
+        if stack:
+            outer, since = stack[-1]
             self.seconds[outer] = self.seconds.get(outer, 0.0) + now - since
-        self._stack.append((name, now))
+        stack.append((name, now))
+        if threading.current_thread() is not self._main:
+            self.beside.add(name)
 
     def _exit(self) -> None:
         now = time.perf_counter()
-        name, since = self._stack.pop()
+        stack = self._stack()
+        name, since = stack.pop()
         self.seconds[name] = self.seconds.get(name, 0.0) + now - since
-        if self._stack:
-            self._stack[-1] = (self._stack[-1][0], now)
+        if stack:
+            stack[-1] = (stack[-1][0], now)
+
+    @staticmethod
+    def _timed_thread(thread: threading.Thread, main: threading.Thread) -> bool:
+        return thread is main or thread.name.startswith(BESIDE_THREAD)
 
     def _wrap(self, fn: Callable, name: str | Callable[[], str | None], target: str = "") -> Callable:
         def wrapped(*args, **kwargs):
             label = name() if callable(name) else name
             if label is not None:
                 self._timed[target] = self._timed.get(target, 0) + 1
-            if label is None or threading.current_thread() is not self._main:
+            if label is None or not self._timed_thread(threading.current_thread(), self._main):
                 return fn(*args, **kwargs)
             self._enter(label)
             try:

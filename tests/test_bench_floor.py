@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,29 @@ def test_component_clock_attributes_nested_time_exclusively(monkeypatch):
     assert clock.seconds == {"outer": 5.0, "inner": 2.0}
 
 
+def test_component_clock_times_the_thread_beside_the_main_one_on_its_own(monkeypatch):
+    """A component on the analysis's second thread is timed there, on its own stack (it overlaps the
+    main thread's), and listed as beside; a worker thread's calls are not timed."""
+    import threading
+
+    import timing  # bench/timing.py
+    from uaprobe.analysis.pipeline import BESIDE_THREAD
+
+    clock = timing.ComponentClock()
+    beside = clock._wrap(lambda: time.sleep(0.05), "beside")
+    worker = clock._wrap(lambda: time.sleep(0.05), "worker")
+    main = clock._wrap(lambda: None, "main")
+    threads = [threading.Thread(target=beside, name=f"{BESIDE_THREAD}_0"), threading.Thread(target=worker)]
+    for t in threads:
+        t.start()
+    main()
+    for t in threads:
+        t.join()
+    assert set(clock.seconds) == {"beside", "main"} and clock.beside == {"beside"}
+    assert clock.seconds["beside"] >= 0.04
+    assert clock.main_seconds() == clock.seconds["main"]
+
+
 def test_component_clock_times_every_component_of_an_analysis(tmp_path):
     import timing  # bench/timing.py
 
@@ -219,6 +243,7 @@ def test_component_clock_times_every_component_of_an_analysis(tmp_path):
                                   "pair-level models", "representation sweep", "specification curve"}
     floor_names = set(floor.components(tiny(), RATES))
     assert set(clock.seconds) <= floor_names  # every timed component has a floor
+    assert clock.beside == {"representation sweep", "anisotropy"}  # they run beside the rest
 
 
 def test_component_clock_fails_loudly_where_a_target_is_gone_or_never_called(monkeypatch):

@@ -7,6 +7,7 @@ Nothing here touches the file system: the stage writes what it returns.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +24,10 @@ from uaprobe.analysis.uniformity import CosineForm
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.store import POLICIES, POOLINGS, Embeddings
+
+BESIDE_THREAD = "uaprobe-beside"
+"""Name prefix of the thread :func:`analyze_model` runs the representation sweep and the anisotropy on,
+beside the rest."""
 
 __all__ = ["BIN_POOLINGS", "analysis_steps", "analyze_control", "analyze_model", "table_from_embeddings"]
 
@@ -90,54 +95,68 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     mean_pref = preference.category_means(pref, category_of_pair=table.category_of_pair, n_categories=n_cat)
     default_name = str(plain(emb.attrs.get("pooling_drop", "special")))
 
-    out = StageOutputs()
-    runs: dict[str, PolicyRun] = {}
-    states: dict[str, dict[str, np.ndarray]] = {}  # policy -> pooling -> transformed pooled states
-    kind, k = params.representation, params.abtt_k
-    for policy in POLICIES:
-        pooled, prenorm = emb.policy(policy)
-        pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
-        states[policy] = pooled
-        runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
-                                      policy_name=default_name if policy == "default" else policy, table=table,
-                                      pref=pref, mean_pref=mean_pref, header=header, params=params,
-                                      form=form, on_step=on_step)
-        prefix = "" if policy == "default" else f"{policy}/"
-        for stem, body in runs[policy].results.items():
-            out.results[prefix + stem] = body
+    # the representation sweep reads only the raw states and the table, the anisotropy only its own
+    # token states and the default policy's sign changes: they run on a thread beside the rest, one
+    # after the other, so that their units fill the cores the main thread's serial steps leave idle
+    # (each unit's bytes do not depend on which thread runs it)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=BESIDE_THREAD) as beside:
+        sweep = beside.submit(dimensions.sweep, {policy: emb.policy(policy)[0] for policy in POLICIES},
+                              row_a=table.row_a, row_b=table.row_b, category_of_pair=table.category_of_pair,
+                              n_categories=n_cat, k=params.abtt_k)
+        out = StageOutputs()
+        runs: dict[str, PolicyRun] = {}
+        states: dict[str, dict[str, np.ndarray]] = {}  # policy -> pooling -> transformed pooled states
+        kind, k = params.representation, params.abtt_k
+        for policy in POLICIES:
+            pooled, prenorm = emb.policy(policy)
+            pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
+            states[policy] = pooled
+            runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
+                                          policy_name=default_name if policy == "default" else policy, table=table,
+                                          pref=pref, mean_pref=mean_pref, header=header, params=params,
+                                          form=form, on_step=on_step)
+            prefix = "" if policy == "default" else f"{policy}/"
+            for stem, body in runs[policy].results.items():
+                out.results[prefix + stem] = body
+            if policy == "default":  # the anisotropy needs the default policy's sign changes, nothing else
+                aniso = beside.submit(_anisotropy, emb, sign_changes=out.results["layerwise"]["poolings"]["mean"]
+                                      ["sign_changes"], header=header, params=params, default_name=default_name,
+                                      source=source)
+        out.results["anisotropy"] = aniso.result()
 
-    # --- anisotropy (seed 004), with and without position 0 of every prompt
+        # --- robustness: the sink, the controls, the nulls, the inference
+        rec = NanReasons()
+        r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
+        r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
+        rob_body = robustness.robustness_results(
+            default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
+            mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
+            tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
+            bootstrap_counts=runs["default"].layerwise_draws.counts,
+            permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
+            seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec)
+        out.results["robustness"] = finish(rob_body, header, rec)
+
+        out.metrics = model_metrics(out.results, params=params)
+        out.plots = model_plots(out.results, n_layers=n_layers)
+
+        _add_pair_level(out, emb, states=states, table=table, pref=pref, header=header, params=params,
+                        default_name=default_name)
+        _add_sweep(out, sweep.result(), emb, table=table, header=header, params=params, default_name=default_name)
+        if on_step:
+            on_step()
+        return out
+
+
+def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], params: AnalysisParams,
+                default_name: str, source: str) -> dict[str, Any]:
+    """``anisotropy.json``: seed 004's profile, with and without position 0 of every prompt."""
     rec = NanReasons()
-    lw_default = out.results["layerwise"]["poolings"]["mean"]
-    an_body = anisotropy.analyze_anisotropy(
+    body = anisotropy.analyze_anisotropy(
         states=emb.aniso_states, special=emb.aniso_special, prompt_index=emb.aniso_prompt_index,
-        pooling_drop=default_name, n_layers=n_layers, n_prompts=len(emb.prompts), params=params,
-        sign_changes=lw_default["sign_changes"], rng=rng_for(seed=params.seed, name="anisotropy"), source=source,
-        rec=rec)
-    out.results["anisotropy"] = finish(an_body, header, rec)
-
-    # --- robustness: the sink, the controls, the nulls, the inference
-    rec = NanReasons()
-    r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
-    r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
-    rob_body = robustness.robustness_results(
-        default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
-        mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
-        tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
-        bootstrap_counts=runs["default"].layerwise_draws.counts,
-        permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
-        seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec)
-    out.results["robustness"] = finish(rob_body, header, rec)
-
-    out.metrics = model_metrics(out.results, params=params)
-    out.plots = model_plots(out.results, n_layers=n_layers)
-
-    _add_pair_level(out, emb, states=states, table=table, pref=pref, header=header, params=params,
-                    default_name=default_name)
-    _add_sweep(out, emb, table=table, header=header, params=params, default_name=default_name)
-    if on_step:
-        on_step()
-    return out
+        pooling_drop=default_name, n_layers=emb.n_layers, n_prompts=len(emb.prompts), params=params,
+        sign_changes=sign_changes, rng=rng_for(seed=params.seed, name="anisotropy"), source=source, rec=rec)
+    return finish(body, header, rec)
 
 
 def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
@@ -175,16 +194,13 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
                                                                       "depth_pct": header["depth_pct"]})
 
 
-def _add_sweep(out: StageOutputs, emb: Embeddings, *, table: PairTable, header: dict[str, Any],
-               params: AnalysisParams, default_name: str) -> None:
-    """Every representation and policy at once, from the raw states: the per-dimension breakdown and
-    the specification curve."""
-    n_layers, n_cat, k = emb.n_layers, len(table.categories), params.abtt_k
+def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, table: PairTable,
+               header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
+    """The sweep ``sw`` over every representation and policy (:func:`dimensions.sweep` of the raw
+    states): the per-dimension breakdown and the specification curve."""
+    n_layers, n_cat = emb.n_layers, len(table.categories)
     categories = list(table.categories)
-    # --- every representation and policy at once: the per-dimension breakdown and the specification curve
     policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}
-    sw = dimensions.sweep({policy: emb.policy(policy)[0] for policy in POLICIES}, row_a=table.row_a,
-                          row_b=table.row_b, category_of_pair=table.category_of_pair, n_categories=n_cat, k=k)
     rec = NanReasons()
     out.results["dimensions"] = finish(dimensions.dimensions_results(sw, policy_names=policy_names, rec=rec),
                                         header, rec)
