@@ -246,7 +246,7 @@ def component_table(floor_s: dict[str, float], measured: dict[str, float], besid
         f, m = floor_s.get(name), measured.get(name)
         f_txt = f"{f:7.2f}s {100 * f / total_f:5.1f}%" if f is not None else f"{'':>8} {'':>6}"
         m_txt = f"{m:7.2f}s {100 * m / total_m:5.1f}%" if m is not None else "(inside bins, null, kNN)"
-        lines.append(f"    {name:<30} {f_txt}   {m_txt}{'  beside the main thread' if name in beside else ''}")
+        lines.append(f"    {name:<30} {f_txt}   {m_txt}{'  (beside the main thread)' if name in beside else ''}")
     return lines
 
 

@@ -10,7 +10,7 @@ on every worker thread) and the seeded generator's integers (one stream). Each i
 rounds, so a moment of load from other processes lowers no rate much.
 
 :class:`ComponentClock` wraps the functions behind each component of :func:`floor.components` for
-the duration of a ``with`` block and adds up their wall time on the main thread and on the thread
+the duration of a ``with`` block and adds up their wall time on the main thread and on the threads
 the analysis runs beside it, each exclusively (a component called inside another is taken out of
 the outer one). The wrapping is by attribute name,
 so it checks that it took: a target that is no function of its module (renamed, moved) fails before
@@ -264,21 +264,29 @@ def measure_rates(*, n_pairs: int, category_sizes: Sequence[int], threads: int |
 class ComponentClock:
     """Wall seconds of each component of one analyze run (see :func:`floor.components` for names).
 
-    Components are timed on the main thread and on the thread :func:`~uaprobe.analysis.pipeline.analyze_model`
+    Components are timed on the main thread and on the threads :func:`~uaprobe.analysis.pipeline.analyze_model`
     runs beside it (:data:`~uaprobe.analysis.pipeline.BESIDE_THREAD`), each thread exclusively (a
     component called inside another is taken out of the outer one); ``beside`` lists the components
-    timed on the second thread, whose seconds overlap the main thread's."""
+    timed (wholly or in part) on those threads, whose seconds overlap the main thread's."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self.beside: set[str] = set()
+        self._on_main = 0.0
         self._stacks: dict[int, list[tuple[str, float]]] = {}  # thread ident -> its open components
         self._main = threading.main_thread()
         self._timed: dict[str, int] = {}  # target -> calls given a component (on any thread)
 
     def main_seconds(self) -> float:
         """The seconds of the components timed on the main thread."""
-        return sum(v for k, v in self.seconds.items() if k not in self.beside)
+        return self._on_main
+
+    def _add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        if threading.current_thread() is self._main:
+            self._on_main += seconds
+        else:
+            self.beside.add(name)
 
     def _stack(self) -> list[tuple[str, float]]:
         return self._stacks.setdefault(threading.get_ident(), [])
@@ -288,16 +296,14 @@ class ComponentClock:
         stack = self._stack()
         if stack:
             outer, since = stack[-1]
-            self.seconds[outer] = self.seconds.get(outer, 0.0) + now - since
+            self._add(outer, now - since)
         stack.append((name, now))
-        if threading.current_thread() is not self._main:
-            self.beside.add(name)
 
     def _exit(self) -> None:
         now = time.perf_counter()
         stack = self._stack()
         name, since = stack.pop()
-        self.seconds[name] = self.seconds.get(name, 0.0) + now - since
+        self._add(name, now - since)
         if stack:
             stack[-1] = (stack[-1][0], now)
 

@@ -7,7 +7,7 @@ Nothing here touches the file system: the stage writes what it returns.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -26,8 +26,12 @@ from uaprobe.errors import UAProbeError
 from uaprobe.extraction.store import POLICIES, POOLINGS, Embeddings
 
 BESIDE_THREAD = "uaprobe-beside"
-"""Name prefix of the thread :func:`analyze_model` runs the representation sweep and the anisotropy on,
-beside the rest."""
+"""Name prefix of the threads :func:`analyze_model` runs the sections on that need only the states and the
+table (the representation sweep, Option B of each policy) or one earlier result (the anisotropy), beside
+the rest."""
+BESIDE_WORKERS = 2
+"""Threads beside the main one: with the main thread's, the sections' units keep two cores busy
+through the serial steps of each section."""
 
 __all__ = ["BIN_POOLINGS", "analysis_steps", "analyze_control", "analyze_model", "table_from_embeddings"]
 
@@ -95,22 +99,26 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     mean_pref = preference.category_means(pref, category_of_pair=table.category_of_pair, n_categories=n_cat)
     default_name = str(plain(emb.attrs.get("pooling_drop", "special")))
 
-    # the representation sweep reads only the raw states and the table, the anisotropy only its own
-    # token states and the default policy's sign changes: they run on a thread beside the rest, one
-    # after the other, so that their units fill the cores the main thread's serial steps leave idle
-    # (each unit's bytes do not depend on which thread runs it)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=BESIDE_THREAD) as beside:
+    # the representation sweep reads only the raw states and the table, Option B a policy's transformed
+    # states and the table, the anisotropy its own token states and the default policy's sign changes:
+    # they run on threads beside the rest, so that their units fill the cores the main thread's serial
+    # steps leave idle (each unit's bytes do not depend on which thread runs it; each analysis draws
+    # from its own named generator)
+    with ThreadPoolExecutor(max_workers=BESIDE_WORKERS, thread_name_prefix=BESIDE_THREAD) as beside:
         sweep = beside.submit(dimensions.sweep, {policy: emb.policy(policy)[0] for policy in POLICIES},
                               row_a=table.row_a, row_b=table.row_b, category_of_pair=table.category_of_pair,
                               n_categories=n_cat, k=params.abtt_k)
         out = StageOutputs()
         runs: dict[str, PolicyRun] = {}
         states: dict[str, dict[str, np.ndarray]] = {}  # policy -> pooling -> transformed pooled states
+        option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]] = {}
         kind, k = params.representation, params.abtt_k
         for policy in POLICIES:
             pooled, prenorm = emb.policy(policy)
             pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
             states[policy] = pooled
+            option_b_of[policy] = beside.submit(_option_b, pooled, table=table, pref=pref, n_content=emb.n_content,
+                                                params=params)
             runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
                                           policy_name=default_name if policy == "default" else policy, table=table,
                                           pref=pref, mean_pref=mean_pref, header=header, params=params,
@@ -140,8 +148,8 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         out.metrics = model_metrics(out.results, params=params)
         out.plots = model_plots(out.results, n_layers=n_layers)
 
-        _add_pair_level(out, emb, states=states, table=table, pref=pref, header=header, params=params,
-                        default_name=default_name)
+        _add_pair_level(out, emb, states=states, option_b_of=option_b_of, table=table, pref=pref, header=header,
+                        params=params, default_name=default_name)
         _add_sweep(out, sweep.result(), emb, table=table, header=header, params=params, default_name=default_name)
         if on_step:
             on_step()
@@ -159,21 +167,28 @@ def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], p
     return finish(body, header, rec)
 
 
+def _option_b(pooled: dict[str, np.ndarray], *, table: PairTable, pref: np.ndarray, n_content: np.ndarray,
+              params: AnalysisParams) -> tuple[option_b.OptionB, NanReasons]:
+    """Option B and its phase means under one policy, and the reasons of its missing values."""
+    rec = NanReasons()
+    return option_b.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
+                                      n_content=n_content, params=params, rec=rec), rec
+
+
 def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
-                    table: PairTable, pref: np.ndarray, header: dict[str, Any], params: AnalysisParams,
-                    default_name: str) -> None:
-    """Option B and its phase means under both policies, and the pair-level models (length out,
-    permutation within categories): results, and the default policy's metrics and plots. ``states``:
-    policy -> pooling -> the pooled states, transformed as ``params.representation`` says."""
+                    option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]], table: PairTable,
+                    pref: np.ndarray, header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
+    """Option B and its phase means under both policies (``option_b_of``: policy -> :func:`_option_b`,
+    running), and the pair-level models (length out, permutation within categories): results, and the
+    default policy's metrics and plots. ``states``: policy -> pooling -> the pooled states, transformed
+    as ``params.representation`` says."""
     n_layers = emb.n_layers
     values: dict[str, dict[str, dict[str, np.ndarray]]] = {}  # policy -> pooling -> Option B metric -> (V, n)
     # --- Option B and phase means: the original study's pair-level analysis (analysis/option_b.py),
     # under both pooling policies (option_b.json, sink_excluded/option_b.json); metrics and plots
     # of the default policy
     for policy in POLICIES:
-        rec = NanReasons()
-        ob = option_b.option_b_poolings(pooled=states[policy], row_a=table.row_a, row_b=table.row_b,
-                                        preference=pref, n_content=emb.n_content, params=params, rec=rec)
+        ob, rec = option_b_of[policy].result()
         ob_body, values[policy] = ob.body, ob.values
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
