@@ -401,6 +401,15 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
             assert shared.values[p][name].tobytes() == metrics[name].tobytes(), (p, name)
     with pytest.raises(ValueError):
         option_b.option_b_results(a, b, pref, np.zeros(16), params=params)
+    # the caller's draws (drawn once for both policies) give the same results; draws of other pairs do not fit
+    given = option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
+                                       n_content=n_content, params=params, rec=NanReasons(),
+                                       draws=option_b.option_b_draws(n_pairs=16, params=params))
+    assert json.dumps(given.body, sort_keys=True) == json.dumps(shared.body, sort_keys=True)
+    with pytest.raises(ValueError, match="draws for 15 pairs given for 16 pairs"):
+        option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref, n_content=n_content,
+                                   params=params, rec=NanReasons(),
+                                   draws=option_b.option_b_draws(n_pairs=15, params=params))
 
 
 def test_the_k_nearest_do_not_depend_on_the_order_they_are_offered_in():

@@ -242,9 +242,16 @@ class OptionB:
     """pooling -> metric of :data:`ALL_METRICS` -> (V, n): :func:`pair_metrics` of the pairs (k = :data:`KNN_K`)."""
 
 
+def option_b_draws(*, n_pairs: int, params: AnalysisParams, rng_name: str = "option_b") -> Resampling:
+    """The draws of :func:`option_b_poolings` over ``n_pairs`` pairs: the bootstrap resamples, then the
+    permutations, from the generator named ``rng_name``; the same for every pooling and policy."""
+    return Resampling.draw(stats.rng_for(seed=params.seed, name=rng_name), n=n_pairs,
+                           resamples=params.bootstrap_resamples, permutations=params.permutations)
+
+
 def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
                       preference: np.ndarray, n_content: np.ndarray, params: AnalysisParams, rec: Reasons,
-                      rng_name: str = "option_b") -> OptionB:
+                      rng_name: str = "option_b", draws: Resampling | None = None) -> OptionB:
     """:func:`option_b_results` for every pooling of one extraction (``body["poolings"][p]``), with
     the metric values it computed (the pair-level models read them).
 
@@ -257,11 +264,15 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
         rec: reasons of missing values (paths ``poolings/<p>/...``).
         rng_name: names the analysis's generator (one per pooling, the same draws for every pooling:
             they are drawn once and shared).
+        draws: :func:`option_b_draws` of these pairs, where the caller has them (they are the same for
+            every pooling policy); drawn here otherwise.
     """
     n_content = np.asarray(n_content)
     diff = n_content[row_b] - n_content[row_a]
-    draws = Resampling.draw(stats.rng_for(seed=params.seed, name=rng_name), n=len(row_a),
-                            resamples=params.bootstrap_resamples, permutations=params.permutations)
+    if draws is None:
+        draws = option_b_draws(n_pairs=len(row_a), params=params, rng_name=rng_name)
+    elif draws.counts.shape[1] != len(row_a):
+        raise ValueError(f"draws for {draws.counts.shape[1]} pairs given for {len(row_a)} pairs")
     values = {p: pair_metrics(x[row_a], x[row_b]) for p, x in pooled.items()}
     body = {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
@@ -314,5 +325,5 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
     return {"categories": out}
 
 
-__all__: Sequence[str] = ("OptionB", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
+__all__: Sequence[str] = ("OptionB", "option_b_draws", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
                           "knn_density", "pair_metrics", "option_b_results", "metrics_summary")

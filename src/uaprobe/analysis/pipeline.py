@@ -16,6 +16,7 @@ from uaprobe.analysis import anisotropy, bins, dimensions, option_b, pairmodels,
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
 from uaprobe.analysis.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
+from uaprobe.analysis.groupstats import Resampling
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.representation import transform_all
 from uaprobe.analysis.stats import rng_for
@@ -105,6 +106,8 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     # steps leave idle (each unit's bytes do not depend on which thread runs it; each analysis draws
     # from its own named generator)
     with ThreadPoolExecutor(max_workers=BESIDE_WORKERS, thread_name_prefix=BESIDE_THREAD) as beside:
+        # submitted first, so it runs before the Option B units that wait on it
+        option_b_draws = beside.submit(option_b.option_b_draws, n_pairs=table.n_pairs, params=params)
         sweep = beside.submit(dimensions.sweep, {policy: emb.policy(policy)[0] for policy in POLICIES},
                               row_a=table.row_a, row_b=table.row_b, category_of_pair=table.category_of_pair,
                               n_categories=n_cat, k=params.abtt_k)
@@ -117,8 +120,8 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
             pooled, prenorm = emb.policy(policy)
             pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
             states[policy] = pooled
-            option_b_of[policy] = beside.submit(_option_b, pooled, table=table, pref=pref, n_content=emb.n_content,
-                                                params=params)
+            option_b_of[policy] = beside.submit(_option_b, pooled, draws=option_b_draws, table=table, pref=pref,
+                                                n_content=emb.n_content, params=params)
             runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
                                           policy_name=default_name if policy == "default" else policy, table=table,
                                           pref=pref, mean_pref=mean_pref, header=header, params=params,
@@ -167,12 +170,13 @@ def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], p
     return finish(body, header, rec)
 
 
-def _option_b(pooled: dict[str, np.ndarray], *, table: PairTable, pref: np.ndarray, n_content: np.ndarray,
-              params: AnalysisParams) -> tuple[option_b.OptionB, NanReasons]:
-    """Option B and its phase means under one policy, and the reasons of its missing values."""
+def _option_b(pooled: dict[str, np.ndarray], *, draws: Future[Resampling], table: PairTable, pref: np.ndarray,
+              n_content: np.ndarray, params: AnalysisParams) -> tuple[option_b.OptionB, NanReasons]:
+    """Option B and its phase means under one policy, and the reasons of its missing values; ``draws``:
+    :func:`option_b.option_b_draws`, the same for both policies (drawn once)."""
     rec = NanReasons()
     return option_b.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
-                                      n_content=n_content, params=params, rec=rec), rec
+                                      n_content=n_content, params=params, rec=rec, draws=draws.result()), rec
 
 
 def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
