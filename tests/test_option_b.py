@@ -15,6 +15,7 @@ from scipy.spatial.distance import cdist
 from uaprobe.analysis import knn, option_b, phases, stats
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams
+from uaprobe.errors import UAProbeError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published" / "pythia-6-9b.json"
 
@@ -378,6 +379,23 @@ def test_pair_metrics_give_the_same_bytes_on_any_number_of_workers():
     for v in range(a.shape[1]):
         ref = metrics_loop(a, b, v, 10)
         np.testing.assert_allclose(one["knn_density_asymmetry"][v], ref["knn_density_asymmetry"], rtol=1e-10)
+
+
+def test_pair_metrics_of_rows_are_the_bytes_of_the_copied_rows():
+    """Each view's rows taken when its unit runs give the bytes of the metrics of ``x[row_a]`` and
+    ``x[row_b]`` (rows in any order); too few pairs or mismatched rows are refused."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((40, 3, 12)) + 2.0).astype(np.float32)
+    order = rng.permutation(40)
+    row_a, row_b = order[:20], order[20:]
+    got = option_b.pair_metrics_of_rows(x, row_a, row_b)
+    want = option_b.pair_metrics(x[row_a], x[row_b])
+    for name in option_b.ALL_METRICS:
+        assert got[name].tobytes() == want[name].tobytes(), name
+    with pytest.raises(UAProbeError, match="at least 2 pairs"):
+        option_b.pair_metrics_of_rows(x, row_a[:1], row_b[:1])
+    with pytest.raises(ValueError, match="two \\(n,\\) arrays"):
+        option_b.pair_metrics_of_rows(x, row_a, row_b[:5])
 
 
 def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_pooling():

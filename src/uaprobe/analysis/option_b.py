@@ -31,7 +31,7 @@ in float64, so memory holds one layer of the pairs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -109,10 +109,29 @@ def pair_metrics(a: np.ndarray, b: np.ndarray, *, k: int = KNN_K, workers: int |
     (:func:`~uaprobe.analysis.workers.ordered_map`; the same bytes on any number).
     """
     a, b = _check(a, b)
-    n, n_views, _ = a.shape
+    return _by_view(lambda v: (a[:, v, :], b[:, v, :]), n=a.shape[0], n_views=a.shape[1], k=k, workers=workers)
+
+
+def pair_metrics_of_rows(x: np.ndarray, row_a: np.ndarray, row_b: np.ndarray, *, k: int = KNN_K,
+                         workers: int | None = None) -> dict[str, np.ndarray]:
+    """:func:`pair_metrics` of ``x[row_a]`` and ``x[row_b]`` (x: (N, V, D) states of the statements),
+    the same bytes, each view's rows taken when its unit runs: one view's (n, D) copies held per
+    worker instead of two (n, V, D) copies of the whole pooling."""
+    row_a, row_b = np.asarray(row_a), np.asarray(row_b)
+    if x.ndim != 3 or row_a.shape != row_b.shape or row_a.ndim != 1:
+        raise ValueError(f"x must be (N, V, D) and the rows two (n,) arrays; got {x.shape}, {row_a.shape}, "
+                         f"{row_b.shape}")
+    if row_a.size < 2:
+        raise UAProbeError(f"the pair-level metrics need at least 2 pairs, got {row_a.size}")
+    return _by_view(lambda v: (x[row_a, v], x[row_b, v]), n=row_a.size, n_views=x.shape[1], k=k, workers=workers)
+
+
+def _by_view(view: Callable[[int], tuple[np.ndarray, np.ndarray]], *, n: int, n_views: int, k: int,
+             workers: int | None) -> dict[str, np.ndarray]:
+    """The metrics of each view ``v`` of ``view(v) = (xa, xb)``, the views on ``workers`` threads."""
     k_used = min(k, n - 1)
-    per_view = ordered_map(lambda v: _view_metrics(a[:, v, :], b[:, v, :], k_used), range(n_views), workers=workers)
-    return {name: np.stack([view[name] for view in per_view]) if per_view else np.empty((0, n))
+    per_view = ordered_map(lambda v: _view_metrics(*view(v), k_used), range(n_views), workers=workers)
+    return {name: np.stack([one[name] for one in per_view]) if per_view else np.empty((0, n))
             for name in ALL_METRICS}
 
 
@@ -142,14 +161,21 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
         ``rec`` is None.
     """
     a, b = _check(a, b)
-    n, n_views, _ = a.shape
+    values = pair_metrics(a, b, k=k) if values is None else values
+    return _results(values, n=a.shape[0], n_views=a.shape[1], preference=preference, n_content_diff=n_content_diff,
+                    params=params, rng=rng, draws=draws, rec=rec, k=k)
+
+
+def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preference: np.ndarray,
+             n_content_diff: np.ndarray, params: AnalysisParams, rng: np.random.Generator | None,
+             draws: Resampling | None, rec: Reasons | None, k: int) -> dict[str, Any]:
+    """:func:`option_b_results` from the metric values (:func:`pair_metrics`) of n pairs and V views."""
     pref = np.asarray(preference, dtype=float)
     zdiff = np.asarray(n_content_diff, dtype=float)
     if pref.shape != (n,) or zdiff.shape != (n,):
         raise ValueError(f"preference and n_content_diff must be ({n},); got {pref.shape} and {zdiff.shape}")
     own = rec is None
     reasons: Reasons = NanReasons() if rec is None else rec
-    values = pair_metrics(a, b, k=k) if values is None else values
     x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
     if (rng is None) == (draws is None):
         raise ValueError("give exactly one of rng and draws")
@@ -273,11 +299,12 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
         draws = option_b_draws(n_pairs=len(row_a), params=params, rng_name=rng_name)
     elif draws.counts.shape[1] != len(row_a):
         raise ValueError(f"draws for {draws.counts.shape[1]} pairs given for {len(row_a)} pairs")
-    values = {p: pair_metrics(x[row_a], x[row_b]) for p, x in pooled.items()}
+    values = {p: pair_metrics_of_rows(x, row_a, row_b) for p, x in pooled.items()}
     body = {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
-            "poolings": {p: option_b_results(x[row_a], x[row_b], preference, diff, params=params, draws=draws,
-                                             rec=rec.sub(f"poolings/{p}"), values=values[p])
+            "poolings": {p: _results(values[p], n=len(row_a), n_views=x.shape[1], preference=preference,
+                                     n_content_diff=diff, params=params, rng=None, draws=draws,
+                                     rec=rec.sub(f"poolings/{p}"), k=KNN_K)
                          for p, x in pooled.items()}}
     return OptionB(body=body, values=values)
 
@@ -326,4 +353,4 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
 
 
 __all__: Sequence[str] = ("OptionB", "option_b_draws", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
-                          "knn_density", "pair_metrics", "option_b_results", "metrics_summary")
+                          "knn_density", "pair_metrics", "pair_metrics_of_rows", "option_b_results", "metrics_summary")
