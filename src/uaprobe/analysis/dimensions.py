@@ -94,26 +94,6 @@ class _Layer:
     """(len(TOPS),)"""
 
 
-@njit(cache=True, boundscheck=False, nogil=True)
-def _column_sums(u: np.ndarray, rows: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Per group g (the rows ``rows[bounds[g]:bounds[g + 1]]`` of ``u`` (N, D)): the column sums of
-    its rows and of their squares, (G, D) each, each added row after row in the order of ``rows``:
-    numpy's order for ``u[rows].sum(axis=0)`` and ``(u[rows] ** 2).sum(axis=0)`` where D >= 2
-    (a reduction over the outer axis adds whole rows in turn), in one pass and no copy."""
-    dim = u.shape[1]
-    n_groups = bounds.size - 1
-    total = np.zeros((n_groups, dim))
-    squares = np.zeros((n_groups, dim))
-    for g in range(n_groups):
-        for t in range(bounds[g], bounds[g + 1]):
-            r = rows[t]
-            for d in range(dim):
-                v = u[r, d]
-                total[g, d] += v
-                squares[g, d] += v * v
-    return total, squares
-
-
 @dataclass(frozen=True)
 class _Groups:
     """The sets a layer's uniformities are taken over, as runs of statement rows: all statements
@@ -138,9 +118,12 @@ class _Groups:
 @njit(cache=True, boundscheck=False, nogil=True)
 def _add_block(u: np.ndarray, first: int, rows: np.ndarray, bounds: np.ndarray, cursor: np.ndarray,
                total: np.ndarray, squares: np.ndarray) -> None:  # pragma: no cover - compiled
-    """:func:`_column_sums` over the rows ``first..first + len(u)`` of the whole array, given as the block
-    ``u``: each group's rows in that range, from its ``cursor`` on (each group's rows ascending), added to
-    ``total`` and ``squares`` in the order :func:`_column_sums` adds them."""
+    """Per group g (the rows ``rows[bounds[g]:bounds[g + 1]]`` of the whole (N, D) array): the column sums
+    of its rows and of their squares, added to ``total`` and ``squares`` (G, D) row after row in the order
+    of ``rows`` (numpy's order for ``u[rows].sum(axis=0)`` and ``(u[rows] ** 2).sum(axis=0)`` where
+    D >= 2: a reduction over the outer axis adds whole rows in turn), over the rows ``first..first +
+    len(u)`` given as the block ``u``: each group's rows from its ``cursor`` on while they fall in the
+    block (the whole array as one block takes every row; blocks in turn need each group's rows ascending)."""
     end = first + u.shape[0]
     dim = u.shape[1]
     for g in range(bounds.size - 1):
@@ -181,7 +164,10 @@ def _group_contributions(units: np.ndarray, groups: _Groups) -> np.ndarray:
     """:func:`_contributions` of each group's rows of ``units`` (N, D) -> (G, D), the same bytes."""
     if units.shape[1] < 2:  # one column: numpy sums it pairwise, as a contiguous axis
         return np.stack([_contributions(units[groups.rows[a:b]]) for a, b in zip(groups.bounds[:-1], groups.bounds[1:])])
-    total, squares = _column_sums(np.ascontiguousarray(units), groups.rows, groups.bounds)
+    # the whole array as one block: every group's rows, in the order of ``rows`` (ascending or not)
+    total = np.zeros((groups.bounds.size - 1, units.shape[1]))
+    squares = np.zeros_like(total)
+    _add_block(np.ascontiguousarray(units), 0, groups.rows, groups.bounds, groups.bounds[:-1].copy(), total, squares)
     return _finish(total, squares, groups)
 
 

@@ -105,17 +105,28 @@ def scratch() -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _dot(x: np.ndarray, y: np.ndarray, t: np.ndarray, nodes: np.ndarray,
-         values: np.ndarray) -> float:  # pragma: no cover - compiled
+def _dot(x: np.ndarray, y: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> float:  # pragma: no cover - compiled
     """``np.add.reduce(x * y)`` of two 1-D float64 arrays as numpy makes it: 0 plus the pairwise sum of
     the products (a contiguous axis)."""
     return 0.0 + pairwise_dot(x, y, 0, x.size, nodes, values)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def _norm(x: np.ndarray, t: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> float:  # pragma: no cover - compiled
+def _norm(x: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> float:  # pragma: no cover - compiled
     """``np.linalg.norm(x, axis=-1)`` of a 1-D float64 array: the square root of ``(x * x).sum()``."""
-    return np.sqrt(_dot(x, x, t, nodes, values))
+    return np.sqrt(_dot(x, x, nodes, values))
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _margin(a: np.ndarray, b: np.ndarray, centre: np.ndarray, u: np.ndarray, nodes: np.ndarray,
+            values: np.ndarray) -> float:  # pragma: no cover - compiled
+    """``norm(a - centre) - norm(b - centre)``, each difference made in ``u``."""
+    for d in range(a.size):
+        u[d] = a[d] - centre[d]
+    margin_a = _norm(u, nodes, values)
+    for d in range(b.size):
+        u[d] = b[d] - centre[d]
+    return margin_a - _norm(u, nodes, values)
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
@@ -136,14 +147,13 @@ def view_geometry(xa: np.ndarray, xb: np.ndarray, eps: float) -> np.ndarray:  # 
     mid = (ca + cb) / 2.0
     a = np.empty(dim)
     b = np.empty(dim)
-    t = np.empty(dim)
     u = np.empty(dim)
     ca_loo = np.empty(dim)
     cb_loo = np.empty(dim)
     mid_loo = np.empty(dim)
     w, v = scratch()
-    norm_ca = _norm(ca, t, w, v)
-    norm_cb = _norm(cb, t, w, v)
+    norm_ca = _norm(ca, w, v)
+    norm_cb = _norm(cb, w, v)
     out = np.empty((len(GEOMETRY_METRICS), n))
     for i in range(n):
         for d in range(dim):
@@ -152,29 +162,19 @@ def view_geometry(xa: np.ndarray, xb: np.ndarray, eps: float) -> np.ndarray:  # 
             ca_loo[d] = (sa[d] - a[d]) / (n - 1)
             cb_loo[d] = (sb[d] - b[d]) / (n - 1)
             mid_loo[d] = (ca_loo[d] + cb_loo[d]) / 2.0
-        norm_a = _norm(a, t, w, v)
-        norm_b = _norm(b, t, w, v)
-        out[0, i] = _dot(a, ca, t, w, v) / (norm_a * norm_ca + eps) - _dot(b, cb, t, w, v) / (norm_b * norm_cb + eps)
-        out[1, i] = _dot(a, cb, t, w, v) / (norm_a * norm_cb + eps) - _dot(b, ca, t, w, v) / (norm_b * norm_ca + eps)
-        out[2, i] = _dot(a, b, t, w, v) / (norm_a * norm_b + eps)
-        for d in range(dim):
-            u[d] = a[d] - mid[d]
-        margin_a = _norm(u, t, w, v)
-        for d in range(dim):
-            u[d] = b[d] - mid[d]
-        out[3, i] = margin_a - _norm(u, t, w, v)
-        norm_ca_loo = _norm(ca_loo, t, w, v)
-        norm_cb_loo = _norm(cb_loo, t, w, v)
-        out[4, i] = (_dot(a, ca_loo, t, w, v) / (norm_a * norm_ca_loo + eps)
-                     - _dot(b, cb_loo, t, w, v) / (norm_b * norm_cb_loo + eps))
-        out[5, i] = (_dot(a, cb_loo, t, w, v) / (norm_a * norm_cb_loo + eps)
-                     - _dot(b, ca_loo, t, w, v) / (norm_b * norm_ca_loo + eps))
-        for d in range(dim):
-            u[d] = a[d] - mid_loo[d]
-        margin_a = _norm(u, t, w, v)
-        for d in range(dim):
-            u[d] = b[d] - mid_loo[d]
-        out[6, i] = margin_a - _norm(u, t, w, v)
+        norm_a = _norm(a, w, v)
+        norm_b = _norm(b, w, v)
+        out[0, i] = _dot(a, ca, w, v) / (norm_a * norm_ca + eps) - _dot(b, cb, w, v) / (norm_b * norm_cb + eps)
+        out[1, i] = _dot(a, cb, w, v) / (norm_a * norm_cb + eps) - _dot(b, ca, w, v) / (norm_b * norm_ca + eps)
+        out[2, i] = _dot(a, b, w, v) / (norm_a * norm_b + eps)
+        out[3, i] = _margin(a, b, mid, u, w, v)
+        norm_ca_loo = _norm(ca_loo, w, v)
+        norm_cb_loo = _norm(cb_loo, w, v)
+        out[4, i] = (_dot(a, ca_loo, w, v) / (norm_a * norm_ca_loo + eps)
+                     - _dot(b, cb_loo, w, v) / (norm_b * norm_cb_loo + eps))
+        out[5, i] = (_dot(a, cb_loo, w, v) / (norm_a * norm_cb_loo + eps)
+                     - _dot(b, ca_loo, w, v) / (norm_b * norm_ca_loo + eps))
+        out[6, i] = _margin(a, b, mid_loo, u, w, v)
     return out
 
 
