@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from uaprobe.analysis import option_b
-from uaprobe.analysis.view_geometry import GEOMETRY_METRICS, pairwise_dot, scratch, view_geometry
+from uaprobe.analysis.view_geometry import GEOMETRY_METRICS, view_geometry
 
 
 @pytest.fixture
@@ -34,18 +34,6 @@ def numpy_geometry(xa: np.ndarray, xb: np.ndarray) -> dict[str, np.ndarray]:
         "cross_centroid_loo": cos(xa, cb_loo) - cos(xb, ca_loo),
         "margin_asymmetry_loo": np.linalg.norm(xa - mid_loo, axis=1) - np.linalg.norm(xb - mid_loo, axis=1),
     }
-
-
-def test_pairwise_dot_is_numpys_sum_of_the_products(rng):
-    """Every run length numpy's pairwise summation treats differently (below 8, up to 128 with a
-    remainder, split in halves rounded to multiples of 8), from the start of an array and inside it."""
-    for n in list(range(1, 300)) + [576, 640, 1023, 2049, 5000]:
-        a = rng.standard_normal(n) * rng.uniform(0.01, 100.0)
-        b = rng.standard_normal(n)
-        ones = np.ones(n + 1)
-        assert 0.0 + pairwise_dot(a, ones, 0, n, *scratch()) == np.add.reduce(a), n
-        assert 0.0 + pairwise_dot(np.concatenate([[7.0], a]), ones, 1, n, *scratch()) == np.add.reduce(a), n
-        assert 0.0 + pairwise_dot(a, b, 0, n, *scratch()) == np.add.reduce(a * b), n
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -22,7 +22,7 @@ from typing import Iterator, Literal
 import numpy as np
 from scipy import sparse
 
-from uaprobe.analysis import gram_pieces, kernels
+from uaprobe.analysis import gram_pieces, kernels, pairwise
 from uaprobe.analysis.workers import ordered_map, worker_count
 
 NORM_EPS = 1e-10
@@ -30,9 +30,29 @@ NORM_EPS = 1e-10
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows (last axis) of ``x`` (..., D) divided by ``norm + 1e-10``, in float64."""
+    """Rows (last axis) of ``x`` (..., D) divided by ``norm + 1e-10``, in float64: the bytes of
+    ``x / (np.linalg.norm(x, axis=-1, keepdims=True) + 1e-10)`` on ``x`` as float64 (tested). Float
+    rows laid out in order (the last axis contiguous, the rows after one another: any C-contiguous
+    array, or a strided (N, D) slice of one) are made a row at a time by the compiled
+    :func:`~uaprobe.analysis.pairwise.unit_rows_into`, which sums each row's squares in numpy's
+    order; other layouts, where numpy may add along another axis, and rows of one entry take numpy."""
+    x = np.asarray(x)
+    if _rows_in_order(x):
+        out = np.empty(x.shape)
+        pairwise.unit_rows_into(x.reshape(-1, x.shape[-1]), NORM_EPS, out.reshape(-1, x.shape[-1]))
+        return out
     x = np.asarray(x, dtype=np.float64)
     return x / (np.linalg.norm(x, axis=-1, keepdims=True) + NORM_EPS)
+
+
+def _rows_in_order(x: np.ndarray) -> bool:
+    """Whether ``x`` is float32/float64 rows of at least two entries that numpy's norm sums pairwise
+    along the row: C-contiguous, or 2-D with contiguous rows that follow one another."""
+    if x.dtype not in (np.float32, np.float64) or x.ndim == 0 or x.shape[-1] < 2 or x.size == 0:
+        return False
+    if x.flags.c_contiguous:
+        return True
+    return x.ndim == 2 and x.strides[1] == x.itemsize and x.strides[0] >= x.shape[1] * x.itemsize
 
 
 UNIT_CHUNK_ROWS = 16
