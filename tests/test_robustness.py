@@ -258,6 +258,22 @@ def test_weighted_lambda1_ratio_equals_the_profile_of_the_repeated_tokens() -> N
                                anisotropy.anisotropy_profile(repeated, spectrum_top=1).lambda1_ratio, rtol=1e-7)
 
 
+def test_weighted_centring_is_the_numpy_expressions_bytes() -> None:
+    """The compiled centring and scaling of the weighted Gram matrices against the expression it
+    replaces, on Gram matrices of states offset from the origin and the weights of a resample."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((4, 37, 50)) + rng.standard_normal(50) * 3.0
+    g = x @ np.swapaxes(x, -1, -2)
+    w = rng.integers(1, 4, 37).astype(float)
+    s = w.sum()
+    gw = g @ w
+    wgw = gw @ w
+    root = np.sqrt(w)
+    want = (g - gw[:, :, None] / s - gw[:, None, :] / s + (wgw / (s * s))[:, None, None]) \
+        * root[None, :, None] * root[None, None, :]
+    assert np.array_equal(anisotropy._weighted_centred(g, gw / s, wgw / (s * s), root), want)
+
+
 def test_position0_marks_the_first_token_of_each_prompt() -> None:
     assert anisotropy.position0(np.array([0, 0, 0, 1, 1, 2])).tolist() == [True, False, False, True, False, True]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+from numba import njit
 
 from uaprobe.analysis import curves, stats
 from uaprobe.analysis.nan_reasons import Reasons
@@ -192,6 +193,23 @@ def l_star_ties(ratio: np.ndarray, *, tolerance: float) -> list[int]:
     return [int(i) for i in np.flatnonzero(np.isfinite(r) & (r >= top - tolerance * abs(top)))]
 
 
+@njit(cache=True, boundscheck=False, nogil=True)
+def _weighted_centred(g: np.ndarray, row_mean: np.ndarray, mean: np.ndarray,
+                      root: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``(g - row_mean[:, :, None] - row_mean[:, None, :] + mean[:, None, None]) * root[None, :, None] *
+    root[None, None, :]`` for g (L, T, T), row_mean (L, T), mean (L,), root (T,): the same operations
+    on each element in the same order as numpy's expression, in one pass and no temporaries."""
+    layers, t = g.shape[0], g.shape[1]
+    out = np.empty((layers, t, t))
+    for layer in range(layers):
+        c = mean[layer]
+        for i in range(t):
+            a, r = row_mean[layer, i], root[i]
+            for j in range(t):
+                out[layer, i, j] = ((((g[layer, i, j] - a) - row_mean[layer, j]) + c) * r) * root[j]
+    return out
+
+
 def lambda1_ratio_weighted(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """lambda1 / sum(lambda) of the covariance of tokens repeated ``weights`` times, from their Gram matrices.
 
@@ -208,9 +226,7 @@ def lambda1_ratio_weighted(gram: np.ndarray, weights: np.ndarray) -> np.ndarray:
     s = w.sum()
     gw = g @ w  # (L, T')
     wgw = gw @ w  # (L,)
-    centred = g - gw[:, :, None] / s - gw[:, None, :] / s + (wgw / (s * s))[:, None, None]
-    root = np.sqrt(w)
-    k = centred * root[None, :, None] * root[None, None, :]
+    k = _weighted_centred(g, gw / s, wgw / (s * s), np.sqrt(w))
     lam = np.linalg.eigvalsh(k)  # ascending
     total = np.trace(k, axis1=-2, axis2=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
