@@ -109,6 +109,30 @@ def test_bootstrap_pearson_matches_a_loop(rng):
                 assert got[m, b] == pytest.approx(np.corrcoef(xb, yb)[0, 1], abs=1e-10)
 
 
+def test_bootstrap_pearson_is_the_bytes_of_its_array_expressions(rng):
+    """The compiled pass from the count-weighted sums against the array expressions it replaces, with
+    degenerate resamples (a point drawn every time) among them, and the same memory layout."""
+    x = rng.standard_normal((5, 12)) + 3.0
+    x[4] = x[4, 0]  # a constant row: every resample degenerate
+    y = rng.standard_normal(12)
+    idx = stats.bootstrap_indices(rng, n=12, resamples=400)
+    idx[:7] = 3  # resamples of one point
+    counts = stats.resample_counts(idx, n=12)
+    n = 12
+    xc = x - x.mean(axis=-1, keepdims=True)
+    yc = y - y.mean()
+    sx, sxx, sxy = counts @ xc.T, counts @ (xc * xc).T, counts @ (xc * yc).T
+    sy, syy = (counts @ yc)[:, None], (counts @ (yc * yc))[:, None]
+    vx, vy, cxy = sxx - sx * sx / n, syy - sy * sy / n, sxy - sx * sy / n
+    ok = (vx > stats.DEGENERATE_RELATIVE_VARIANCE * (xc * xc).sum(axis=-1)[None, :]) \
+        & (vy > stats.DEGENERATE_RELATIVE_VARIANCE * float((yc * yc).sum()))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(ok, np.clip(cxy / np.sqrt(vx * vy), -1.0, 1.0), np.nan).T
+    got = stats.bootstrap_pearson(x, y, counts)
+    assert np.array_equal(got, want, equal_nan=True) and got.strides == want.strides
+    assert np.isnan(got[4]).all() and np.isnan(got[:, :7]).all() and np.isfinite(got[:4, 7:]).any()
+
+
 def test_bootstrap_resample_without_variance_is_dropped_not_zero():
     x = np.array([[0.1, 0.2, 0.3]])
     y = np.array([1.0, 2.0, 4.0])

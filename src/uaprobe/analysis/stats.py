@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from numba import njit
 from scipy import special
 from scipy import stats as scipy_stats
 
@@ -210,17 +211,32 @@ def bootstrap_pearson(x: np.ndarray, y: np.ndarray, counts: FloatArray) -> Float
     yc = y - y.mean()
     # the three (B, n) x (n, M) products run as independent units on the worker threads
     sx, sxx, sxy = ordered_map(lambda right: counts @ right, (xc.T, (xc * xc).T, (xc * yc).T))  # (B, M) each
-    sy = (counts @ yc)[:, None]
-    syy = (counts @ (yc * yc))[:, None]
-    vx = sxx - sx * sx / n
-    vy = syy - sy * sy / n
-    cxy = sxy - sx * sy / n
-    tol_x = DEGENERATE_RELATIVE_VARIANCE * (xc * xc).sum(axis=-1)[None, :]
+    sy = counts @ yc
+    syy = counts @ (yc * yc)
+    tol_x = DEGENERATE_RELATIVE_VARIANCE * (xc * xc).sum(axis=-1)
     tol_y = DEGENERATE_RELATIVE_VARIANCE * float((yc * yc).sum())
-    ok = (vx > tol_x) & (vy > tol_y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = cxy / np.sqrt(vx * vy)
-    return np.where(ok, np.clip(r, -1.0, 1.0), np.nan).T
+    return _moments_r(sx, sxx, sxy, sy, syy, float(n), tol_x, tol_y).T
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def _moments_r(sx: np.ndarray, sxx: np.ndarray, sxy: np.ndarray, sy: np.ndarray, syy: np.ndarray, n: float,
+               tol_x: np.ndarray, tol_y: float) -> np.ndarray:  # pragma: no cover - compiled
+    """r of every resample (B, M) from its count-weighted sums (B, M) and (B,), in one pass: per entry
+    the operations of ``vx = sxx - sx * sx / n``, ``vy = syy - sy * sy / n``, ``cxy = sxy - sx * sy / n``,
+    ``clip(cxy / sqrt(vx * vy), -1, 1)`` where ``vx > tol_x`` and ``vy > tol_y``, else NaN, in numpy's
+    order (the same bytes as those array expressions, tested)."""
+    resamples, m = sx.shape
+    out = np.empty((resamples, m))
+    for i in range(resamples):
+        vy = syy[i] - sy[i] * sy[i] / n
+        for j in range(m):
+            vx = sxx[i, j] - sx[i, j] * sx[i, j] / n
+            cxy = sxy[i, j] - sx[i, j] * sy[i] / n
+            if vx > tol_x[j] and vy > tol_y:
+                out[i, j] = min(max(cxy / np.sqrt(vx * vy), -1.0), 1.0)
+            else:
+                out[i, j] = np.nan
+    return out
 
 
 def bootstrap_mean(x: np.ndarray, counts: FloatArray) -> FloatArray:
