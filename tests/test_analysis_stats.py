@@ -109,6 +109,31 @@ def test_bootstrap_pearson_matches_a_loop(rng):
                 assert got[m, b] == pytest.approx(np.corrcoef(xb, yb)[0, 1], abs=1e-10)
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 6, 7, 8, 9, 10, 16, 17, 30, 127, 128, 129, 300])
+def test_pearson_compiled_rows_are_the_bytes_of_the_array_expressions(rng, k):
+    """Every row length numpy's pairwise summation treats differently, masked and broadcast as the
+    random bins call it, with constant, non-finite and NaN rows among them: the count, the flags and
+    the unclipped r of the compiled pass against the array expressions it replaces."""
+    x = rng.standard_normal((4, 7, k)) * 3.0 + 1.0
+    y = rng.standard_normal((1, 7, k))
+    mask = rng.random((1, 7, k)) > 0.2
+    x[0, 0] = 2.5
+    y[0, 1] = 1.0
+    x[1, 2, 0] = np.nan
+    y[0, 3, k - 1] = np.inf
+    for xx, yy, mm in ((x, y, mask), (x, y, None), (x[2, 4], y[0, 4], None), (x, y[0], mask[0])):
+        xb, yb = np.broadcast_arrays(np.asarray(xx, dtype=float), np.asarray(yy, dtype=float))
+        w = np.ones(xb.shape, dtype=bool) if mm is None else np.broadcast_to(mm, xb.shape)
+        xs, ys = np.where(w, xb, 0.0), np.where(w, yb, 0.0)
+        with np.errstate(invalid="ignore"):
+            want = stats._pearson_arrays(xb, yb, w, xs, ys)
+        got = stats._pearson_rows(xs.reshape(-1, k), ys.reshape(-1, k), np.ascontiguousarray(w).reshape(-1, k))
+        for g, v in zip(got, want):
+            assert np.array_equal(g.reshape(xs.shape[:-1]), v, equal_nan=True)
+        corr = stats.pearson(xx, yy, mask=mm)
+        assert np.shape(corr.r) == np.shape(corr.n) == xs.shape[:-1]
+
+
 def test_bootstrap_pearson_is_the_bytes_of_its_array_expressions(rng):
     """The compiled pass from the count-weighted sums against the array expressions it replaces, with
     degenerate resamples (a point drawn every time) among them, and the same memory layout."""

@@ -20,6 +20,7 @@ from numba import njit
 from scipy import special
 from scipy import stats as scipy_stats
 
+from uaprobe.analysis.pairwise import pairwise_dot, scratch
 from uaprobe.analysis.workers import ordered_map
 
 FloatArray = np.ndarray
@@ -96,6 +97,65 @@ def pearson_p(*, r: FloatArray, n: np.ndarray) -> FloatArray:
     return np.where(np.isfinite(r) & (df > 0), np.clip(p, 0.0, 1.0), np.nan)
 
 
+def _pearson_arrays(x: np.ndarray, y: np.ndarray, w: np.ndarray, xs: np.ndarray,
+                    ys: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`pearson`'s per-row quantities as array expressions: the selected points' count, whether
+    one is non-finite, whether x and y are constant over them, and the unclipped r."""
+    n = w.sum(axis=-1)
+    nonfinite = (w & ~(np.isfinite(x) & np.isfinite(y))).any(axis=-1)
+    nn = np.maximum(n, 1)
+    xc = np.where(w, xs - (xs.sum(axis=-1) / nn)[..., None], 0.0)
+    yc = np.where(w, ys - (ys.sum(axis=-1) / nn)[..., None], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = (xc * yc).sum(axis=-1) / np.sqrt((xc * xc).sum(axis=-1) * (yc * yc).sum(axis=-1))
+    return n, nonfinite, _constant(xs, w), _constant(ys, w), r
+
+
+@njit(cache=True, boundscheck=False, nogil=True, error_model="numpy")
+def _pearson_rows(xs: np.ndarray, ys: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
+    """:func:`_pearson_arrays` of C-ordered rows (R, n) in one pass per row: the same operations in the
+    same order (each row's sums numpy's pairwise sums along it, from 0; NaN among the selected points
+    makes neither variable constant, as ``max == min`` of them is then false), so the same bytes."""
+    rows, m = xs.shape
+    count = np.zeros(rows, dtype=np.int64)
+    nonfinite = np.zeros(rows, dtype=np.bool_)
+    const_x = np.zeros(rows, dtype=np.bool_)
+    const_y = np.zeros(rows, dtype=np.bool_)
+    r = np.empty(rows)
+    xr, yr, xc, yc, ones = np.empty(m), np.empty(m), np.empty(m), np.empty(m), np.ones(m)
+    nodes, values = scratch()
+    for i in range(rows):
+        c = 0
+        bad = nan_x = nan_y = False
+        hx = hy = -np.inf
+        lx = ly = np.inf
+        for j in range(m):
+            a, b = xs[i, j], ys[i, j]
+            xr[j], yr[j] = a, b
+            if w[i, j]:
+                c += 1
+                bad |= not (np.isfinite(a) and np.isfinite(b))
+                nan_x |= np.isnan(a)
+                nan_y |= np.isnan(b)
+                hx, lx = max(hx, a), min(lx, a)
+                hy, ly = max(hy, b), min(ly, b)
+        count[i], nonfinite[i] = c, bad
+        const_x[i] = not nan_x and hx == lx
+        const_y[i] = not nan_y and hy == ly
+        nn = max(c, 1)
+        mean_x = (0.0 + pairwise_dot(xr, ones, 0, m, nodes, values)) / nn
+        mean_y = (0.0 + pairwise_dot(yr, ones, 0, m, nodes, values)) / nn
+        for j in range(m):
+            selected = w[i, j]
+            xc[j] = xr[j] - mean_x if selected else 0.0
+            yc[j] = yr[j] - mean_y if selected else 0.0
+        sxy = 0.0 + pairwise_dot(xc, yc, 0, m, nodes, values)
+        sxx = 0.0 + pairwise_dot(xc, xc, 0, m, nodes, values)
+        syy = 0.0 + pairwise_dot(yc, yc, 0, m, nodes, values)
+        r[i] = sxy / np.sqrt(sxx * syy)
+    return count, nonfinite, const_x, const_y, r
+
+
 def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min_n: int = 3,
             x_name: str = "x", y_name: str = "y") -> Correlation:
     """Pearson r of ``x`` and ``y`` (broadcast to ``(..., n)``) along the last axis.
@@ -111,17 +171,16 @@ def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min
         w = np.ones(x.shape, dtype=bool)
     else:
         x, y, w = np.broadcast_arrays(x, y, np.asarray(mask, dtype=bool))
-    n = w.sum(axis=-1)
-    nonfinite = (w & ~(np.isfinite(x) & np.isfinite(y))).any(axis=-1)
     xs = np.where(w, x, 0.0)
     ys = np.where(w, y, 0.0)
-    nn = np.maximum(n, 1)
-    xc = np.where(w, xs - (xs.sum(axis=-1) / nn)[..., None], 0.0)
-    yc = np.where(w, ys - (ys.sum(axis=-1) / nn)[..., None], 0.0)
-    const_x = _constant(xs, w)
-    const_y = _constant(ys, w)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = (xc * yc).sum(axis=-1) / np.sqrt((xc * xc).sum(axis=-1) * (yc * yc).sum(axis=-1))
+    if xs.flags.c_contiguous and ys.flags.c_contiguous and xs.size > 0:
+        # rows in order: numpy sums each along the row, pairwise, as the compiled pass does
+        flat = (-1, xs.shape[-1])
+        n, nonfinite, const_x, const_y, r = (
+            a.reshape(xs.shape[:-1])[()] for a in _pearson_rows(xs.reshape(flat), ys.reshape(flat),
+                                                             np.ascontiguousarray(w).reshape(flat)))
+    else:
+        n, nonfinite, const_x, const_y, r = _pearson_arrays(x, y, w, xs, ys)
     reason = first_reason(
         (n < min_n, f"fewer than {min_n} points"),
         (nonfinite, "non-finite input"),
@@ -218,7 +277,7 @@ def bootstrap_pearson(x: np.ndarray, y: np.ndarray, counts: FloatArray) -> Float
     return _moments_r(sx, sxx, sxy, sy, syy, float(n), tol_x, tol_y).T
 
 
-@njit(cache=True, boundscheck=False, nogil=True)
+@njit(cache=True, boundscheck=False, nogil=True, error_model="numpy")
 def _moments_r(sx: np.ndarray, sxx: np.ndarray, sxy: np.ndarray, sy: np.ndarray, syy: np.ndarray, n: float,
                tol_x: np.ndarray, tol_y: float) -> np.ndarray:  # pragma: no cover - compiled
     """r of every resample (B, M) from its count-weighted sums (B, M) and (B,), in one pass: per entry
