@@ -8,7 +8,7 @@ import pytest
 
 from uaprobe.analysis import pairwise
 from uaprobe.analysis.pairwise import pairwise_dot, scratch
-from uaprobe.analysis.uniformity import NORM_EPS, _rows_in_order, unit_rows
+from uaprobe.analysis.uniformity import NORM_EPS, unit_rows
 
 RUN_LENGTHS = [1, 2, 7, 8, 9, 15, 16, 17, 127, 128, 129, 136, 255, 256, 257, 576, 640, 1023, 2049]
 """Every kind of run numpy's pairwise summation treats differently: below 8, up to 128 with a
@@ -51,7 +51,7 @@ def test_unit_rows_are_numpys_bytes_in_every_layout_it_compiles(rng, dtype, d):
 
 
 def pairwise_compiled(x: np.ndarray) -> bool:
-    return _rows_in_order(np.asarray(x))
+    return pairwise.rows_in_order(np.asarray(x))
 
 
 def test_unit_rows_other_layouts_and_inputs_take_numpy(rng):
@@ -74,3 +74,20 @@ def test_unit_rows_into_holds_each_row_of_any_strides(rng):
     for i in range(x.shape[0]):
         row = x[i].astype(np.float64)
         assert np.array_equal(out[i], row / (np.linalg.norm(row, axis=-1) + NORM_EPS))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_directions_are_numpys_bytes_zero_and_non_finite_rows_left_zero(rng, dtype):
+    """The kNN's unguarded unit rows against ``np.divide(x, norm, where=norm > 0)``: rows of every run
+    length, a zero row and a row with a NaN (its norm is not positive: zeros, as numpy leaves them)."""
+    for d in RUN_LENGTHS[1:]:
+        x = (rng.standard_normal((12, 2, d)) * 7.0 + 1.0).astype(dtype)[:, 1]
+        x[3] = 0.0
+        x[5, 0] = np.nan
+        x64 = x.astype(np.float64)
+        norm = np.linalg.norm(x64, axis=1, keepdims=True)
+        want = np.divide(x64, norm, out=np.zeros_like(x64), where=norm > 0)
+        got = np.empty(x.shape)
+        pairwise.directions_into(x, got)
+        assert np.array_equal(got, want), d
+        assert (got[3] == 0).all() and (got[5] == 0).all()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from uaprobe.analysis import pairwise
+
 EPS = 1e-10
 """The notebook's guard in every cosine, density and z-score denominator of the pair-level metrics."""
 KNN_BLOCK_ROWS = 1024
@@ -73,6 +75,19 @@ def _offer_block(dots: np.ndarray, first_row: int, first_col: int, nearest: np.n
                     _take(nearest, farthest, limit, first_col + b, d)
 
 
+def _directions(x: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` (n, D) over their norms, zero rows left 0, in float64: one compiled pass where
+    numpy would sum each row's squares along the row (:func:`~uaprobe.analysis.pairwise.directions_into`,
+    the same bytes), else numpy's expression."""
+    if x.ndim == 2 and pairwise.rows_in_order(x):
+        u = np.empty(x.shape)
+        pairwise.directions_into(x, u)
+        return u
+    x = np.asarray(x, dtype=float)
+    norm = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
 def knn_density(x: np.ndarray, *, k: int) -> np.ndarray:
     """(n,) ``1 / (mean cosine distance to the k nearest rows of x, the row itself included + 1e-10)``.
 
@@ -83,12 +98,11 @@ def knn_density(x: np.ndarray, *, k: int) -> np.ndarray:
     symmetric: half the products of the full matrix, memory linear in n); each block's distances go
     to the k nearest of its rows and of its columns.
     """
-    x = np.asarray(x, dtype=float)
+    x = np.asarray(x)
     n = x.shape[0]
     if not 1 <= k <= n:
         raise ValueError(f"k = {k} neighbours among {n} points")
-    norm = np.linalg.norm(x, axis=1, keepdims=True)
-    u = np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+    u = _directions(x)
     nearest = np.full((n, k), np.inf)
     farthest = np.zeros(n, dtype=np.int64)
     limit = np.full(n, np.inf)

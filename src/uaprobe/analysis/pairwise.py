@@ -7,8 +7,8 @@ result added to 0. :func:`pairwise_dot` is that algorithm step by step over the 
 float64 arrays, so a compiled loop that calls it rounds every addition as numpy does (numba
 contracts no multiply-add without ``fastmath``). :func:`unit_rows_into` is
 ``x / (np.linalg.norm(x, axis=-1, keepdims=True) + eps)`` a row at a time, without its float64
-copy, its squares and its norms as whole arrays. Tested against numpy at every run length it
-treats differently.
+copy, its squares and its norms as whole arrays, and :func:`directions_into` the same without the
+guard (zero rows stay zero). Tested against numpy at every run length it treats differently.
 """
 
 from __future__ import annotations
@@ -125,4 +125,35 @@ def unit_rows_into(x: np.ndarray, eps: float, out: np.ndarray) -> None:  # pragm
             oi[d] = row[d] / denominator
 
 
-__all__ = ("dot", "norm", "pairwise_dot", "scratch", "unit_rows_into")
+@njit(cache=True, boundscheck=False, nogil=True)
+def directions_into(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``out[i] = x[i] / norm(x[i])`` where that norm is positive, else zeros, for every row of ``x`` (R, D),
+    float32 or float64, any strides: ``np.divide(x, norm, out=zeros, where=norm > 0)`` with numpy's
+    norm of a row-ordered array (a zero or non-finite norm leaves the row 0)."""
+    rows, dim = x.shape
+    row = np.empty(dim)
+    w, v = scratch()
+    for i in range(rows):
+        xi, oi = x[i], out[i]
+        for d in range(dim):
+            row[d] = np.float64(xi[d])
+        length = norm(row, w, v)
+        if length > 0.0:
+            for d in range(dim):
+                oi[d] = row[d] / length
+        else:
+            for d in range(dim):
+                oi[d] = 0.0
+
+
+def rows_in_order(x: np.ndarray) -> bool:
+    """Whether ``x`` is float32/float64 rows of at least two entries that numpy's norm sums pairwise
+    along the row: C-contiguous, or 2-D with contiguous rows that follow one another."""
+    if x.dtype not in (np.float32, np.float64) or x.ndim == 0 or x.shape[-1] < 2 or x.size == 0:
+        return False
+    if x.flags.c_contiguous:
+        return True
+    return x.ndim == 2 and x.strides[1] == x.itemsize and x.strides[0] >= x.shape[1] * x.itemsize
+
+
+__all__ = ("directions_into", "dot", "norm", "pairwise_dot", "rows_in_order", "scratch", "unit_rows_into")

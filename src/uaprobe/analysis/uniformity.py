@@ -37,22 +37,12 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
     :func:`~uaprobe.analysis.pairwise.unit_rows_into`, which sums each row's squares in numpy's
     order; other layouts, where numpy may add along another axis, and rows of one entry take numpy."""
     x = np.asarray(x)
-    if _rows_in_order(x):
+    if pairwise.rows_in_order(x):
         out = np.empty(x.shape)
         pairwise.unit_rows_into(x.reshape(-1, x.shape[-1]), NORM_EPS, out.reshape(-1, x.shape[-1]))
         return out
     x = np.asarray(x, dtype=np.float64)
     return x / (np.linalg.norm(x, axis=-1, keepdims=True) + NORM_EPS)
-
-
-def _rows_in_order(x: np.ndarray) -> bool:
-    """Whether ``x`` is float32/float64 rows of at least two entries that numpy's norm sums pairwise
-    along the row: C-contiguous, or 2-D with contiguous rows that follow one another."""
-    if x.dtype not in (np.float32, np.float64) or x.ndim == 0 or x.shape[-1] < 2 or x.size == 0:
-        return False
-    if x.flags.c_contiguous:
-        return True
-    return x.ndim == 2 and x.strides[1] == x.itemsize and x.strides[0] >= x.shape[1] * x.itemsize
 
 
 UNIT_CHUNK_ROWS = 16
