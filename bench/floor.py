@@ -115,6 +115,9 @@ class Shape:
     """T: token states of the anisotropy prompts per layer."""
     vocabulary: int = 0
     """Distinct token ids of the statements (the lexical baseline draws one Gaussian vector each)."""
+    aniso_prompts: int = 0
+    """P: the anisotropy prompts, which the L* bootstrap draws with replacement (0: every token counted
+    in every resample)."""
     # the analysis settings: by default params.yaml's (:func:`settings`)
     bins_k: tuple[int, ...] = _from_params("bins_k")
     bins_partitions: int = _from_params("bins_partitions")
@@ -152,11 +155,20 @@ class Shape:
 
     @classmethod
     def of(cls, *, n_pairs: int, dim: int, n_layers: int, category_sizes: Sequence[int],
-           tokens_per_statement: float, aniso_tokens: int, vocabulary: int, params) -> "Shape":
+           tokens_per_statement: float, aniso_tokens: int, vocabulary: int, params,
+           aniso_prompts: int = 0) -> "Shape":
         """From the extraction's shapes and ``params.analysis`` (:class:`~uaprobe.config.AnalysisParams`)."""
         return cls(n_pairs=n_pairs, dim=dim, n_layers=n_layers, category_sizes=tuple(int(s) for s in category_sizes),
                    tokens_per_statement=float(tokens_per_statement), aniso_tokens=int(aniso_tokens),
-                   vocabulary=int(vocabulary), **settings(params))
+                   vocabulary=int(vocabulary), aniso_prompts=int(aniso_prompts), **settings(params))
+
+    @property
+    def aniso_drawn_tokens(self) -> float:
+        """The token states of one L* bootstrap resample's eigenvalue problems: those of the prompts it
+        draws at least once (a prompt drawn twice is a weight, not a row), on average ``1 - (1 - 1/P)^P``
+        of them; the cube of that mean is at most the mean cube (Jensen), so the count stays a floor."""
+        p = self.aniso_prompts
+        return self.aniso_tokens * (1.0 - (1.0 - 1.0 / p) ** p if p > 0 else 1.0)
 
 
 def pairs_within(sizes: Sequence[int]) -> float:
@@ -336,7 +348,8 @@ def components(shape: Shape, rates: Rates) -> dict[str, Ops]:
     out.update(_resampling(s))
     out.update(_pair_level_and_sweep(s))
     t = s.aniso_tokens
-    out["anisotropy"] = Ops(gemm=s.layers * t * t * d + s.aniso_resamples * s.layers * (2.0 / 3.0) * t ** 3)
+    out["anisotropy"] = Ops(gemm=s.layers * t * t * d
+                            + s.aniso_resamples * s.layers * (2.0 / 3.0) * s.aniso_drawn_tokens ** 3)
     return out
 
 

@@ -206,7 +206,7 @@ def shape_of(emb: Embeddings, params) -> floor.Shape:
                           category_sizes=table.pairs_per_category,
                           tokens_per_statement=emb.token_ids.size / len(emb.text),
                           aniso_tokens=emb.aniso_states.shape[0], vocabulary=np.unique(emb.token_ids).size,
-                          params=params.analysis)
+                          aniso_prompts=len(emb.prompts), params=params.analysis)
 
 
 def cpu_slug(model: str) -> str:

@@ -404,3 +404,17 @@ def test_gather_table_is_capped():
     n = timing.gather_members(10**6, 256, cap=1 << 24)
     assert timing._tri_start(256, n) * 64 <= 1 << 24 < timing._tri_start(256, n + n // 32) * 64
     assert timing.gather_members(230, 230) == 230
+
+
+def test_anisotropy_bootstrap_counts_the_tokens_of_the_prompts_a_resample_draws():
+    """Every resample of P = 3 prompts of 4 tokens each enumerated: the floor's tokens per resample are
+    the mean number the library keeps (the prompts drawn at least once), and its cube at most the mean
+    cube, so the count stays below the work; with P unknown every token is counted."""
+    draws = list(itertools.product(range(3), repeat=3))
+    kept = [4 * len(set(d)) for d in draws]
+    s = tiny(aniso_tokens=12, aniso_prompts=3)
+    assert s.aniso_drawn_tokens == pytest.approx(np.mean(kept))
+    assert s.aniso_drawn_tokens ** 3 <= np.mean(np.array(kept, dtype=float) ** 3)
+    assert tiny(aniso_tokens=12).aniso_drawn_tokens == 12
+    more = floor.components(tiny(aniso_tokens=12), RATES)["anisotropy"].gemm
+    assert floor.components(s, RATES)["anisotropy"].gemm < more
