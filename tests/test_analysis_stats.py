@@ -134,6 +134,12 @@ def test_pearson_compiled_rows_are_the_bytes_of_the_array_expressions(rng, k):
         assert np.shape(corr.r) == np.shape(corr.n) == xs.shape[:-1]
 
 
+def test_pearson_of_single_values_is_undefined_not_an_error():
+    """0-d inputs are one point each: too few for an r (numpy's path, as before the compiled rows)."""
+    corr = stats.pearson(1.0, 2.0)
+    assert np.isnan(corr.r) and corr.n == 1 and corr.reason == "fewer than 3 points"
+
+
 def test_bootstrap_pearson_is_the_bytes_of_its_array_expressions(rng):
     """The compiled pass from the count-weighted sums against the array expressions it replaces, with
     degenerate resamples (a point drawn every time) among them, and the same memory layout."""

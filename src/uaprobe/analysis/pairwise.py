@@ -9,6 +9,9 @@ contracts no multiply-add without ``fastmath``). :func:`unit_rows_into` is
 ``x / (np.linalg.norm(x, axis=-1, keepdims=True) + eps)`` a row at a time, without its float64
 copy, its squares and its norms as whole arrays, and :func:`directions_into` the same without the
 guard (zero rows stay zero). Tested against numpy at every run length it treats differently.
+One thing is not reproduced: where a sum meets NaNs of both signs, which sign survives depends on
+the order each compiler gives an addition's operands; the analyses' states are finite (extraction
+refuses others), so their bytes are unaffected.
 """
 
 from __future__ import annotations
@@ -129,7 +132,8 @@ def unit_rows_into(x: np.ndarray, eps: float, out: np.ndarray) -> None:  # pragm
 def directions_into(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out[i] = x[i] / norm(x[i])`` where that norm is positive, else zeros, for every row of ``x`` (R, D),
     float32 or float64, any strides: ``np.divide(x, norm, out=zeros, where=norm > 0)`` with numpy's
-    norm of a row-ordered array (a zero or non-finite norm leaves the row 0)."""
+    norm of a row-ordered array (a zero or NaN norm leaves the row 0; an infinite one divides, as
+    numpy does)."""
     rows, dim = x.shape
     row = np.empty(dim)
     w, v = scratch()

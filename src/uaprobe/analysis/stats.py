@@ -173,7 +173,7 @@ def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min
         x, y, w = np.broadcast_arrays(x, y, np.asarray(mask, dtype=bool))
     xs = np.where(w, x, 0.0)
     ys = np.where(w, y, 0.0)
-    if xs.flags.c_contiguous and ys.flags.c_contiguous and xs.size > 0:
+    if xs.ndim >= 1 and xs.flags.c_contiguous and ys.flags.c_contiguous and xs.size > 0:
         # rows in order: numpy sums each along the row, pairwise, as the compiled pass does
         flat = (-1, xs.shape[-1])
         n, nonfinite, const_x, const_y, r = (
