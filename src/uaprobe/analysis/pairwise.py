@@ -111,29 +111,12 @@ def norm(x: np.ndarray, nodes: np.ndarray, values: np.ndarray) -> float:  # prag
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
-def unit_rows_into(x: np.ndarray, eps: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+def _rows_over_norms(x: np.ndarray, eps: float, zero_unless_positive: bool,
+                     out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out[i] = x[i] / (norm(x[i]) + eps)`` for every row of ``x`` (R, D), float32 or float64, any
     strides, into the float64 ``out`` (R, D): each row converted to float64, its norm the square root
-    of numpy's pairwise sum of its squares, each entry divided by the norm plus ``eps``, as
-    ``np.linalg.norm`` and ``/`` make them on a row-ordered array."""
-    rows, dim = x.shape
-    row = np.empty(dim)
-    w, v = scratch()
-    for i in range(rows):
-        xi, oi = x[i], out[i]
-        for d in range(dim):
-            row[d] = np.float64(xi[d])
-        denominator = norm(row, w, v) + eps
-        for d in range(dim):
-            oi[d] = row[d] / denominator
-
-
-@njit(cache=True, boundscheck=False, nogil=True)
-def directions_into(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
-    """``out[i] = x[i] / norm(x[i])`` where that norm is positive, else zeros, for every row of ``x`` (R, D),
-    float32 or float64, any strides: ``np.divide(x, norm, out=zeros, where=norm > 0)`` with numpy's
-    norm of a row-ordered array (a zero or NaN norm leaves the row 0; an infinite one divides, as
-    numpy does)."""
+    of numpy's pairwise sum of its squares, each entry divided as ``/`` divides; with
+    ``zero_unless_positive`` a row whose norm is not positive is left 0 instead."""
     rows, dim = x.shape
     row = np.empty(dim)
     w, v = scratch()
@@ -142,12 +125,28 @@ def directions_into(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover
         for d in range(dim):
             row[d] = np.float64(xi[d])
         length = norm(row, w, v)
-        if length > 0.0:
-            for d in range(dim):
-                oi[d] = row[d] / length
-        else:
+        if zero_unless_positive and not length > 0.0:
             for d in range(dim):
                 oi[d] = 0.0
+            continue
+        denominator = length + eps
+        for d in range(dim):
+            oi[d] = row[d] / denominator
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def unit_rows_into(x: np.ndarray, eps: float, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``x / (np.linalg.norm(x, axis=-1, keepdims=True) + eps)`` of the rows of ``x`` (R, D), as numpy makes
+    it on a row-ordered array, into ``out`` (:func:`_rows_over_norms`)."""
+    _rows_over_norms(x, eps, False, out)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
+def directions_into(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``np.divide(x, norm, out=zeros, where=norm > 0)`` of the rows of ``x`` (R, D) with numpy's norm of a
+    row-ordered array, into ``out`` (:func:`_rows_over_norms` with no guard: a zero or NaN norm leaves
+    the row 0; an infinite one divides, as numpy does; ``norm + 0.0`` is the norm itself)."""
+    _rows_over_norms(x, 0.0, True, out)
 
 
 def rows_in_order(x: np.ndarray) -> bool:
