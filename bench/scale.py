@@ -12,8 +12,9 @@ and the statements per second of the extraction (goal: memory grows < 1.2x, thro
 
 Then the ``analyze`` computation (:func:`~uaprobe.analysis.pipeline.analyze_model`, single-threaded
 BLAS as in the DVC stage, the compiled kernels and the worker pool of :mod:`uaprobe.analysis.workers`
-on numba's threads) is timed on the first 1, 2, 4 and 20 copies of that extraction, after one
-untimed run on a small subset (the compiled kernels loaded). Before each size the machine's rates
+on numba's threads) is timed on the first 1, 2, 4 and 20 copies of that extraction, after untimed
+runs on a small subset that load every compiled kernel (:mod:`warm`; a size that loads one anyway
+says so). Before each size the machine's rates
 are measured in this process (:func:`timing.measure_rates`: a float64 GEMM on every worker thread,
 a float64 sum from L2 on every worker thread, float64 entries gathered from a Gram table of that
 size at the pairs inside random groups on every worker thread, the seeded generator's integers),
@@ -59,6 +60,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from extract import PeakRSS, ours  # noqa: E402  (bench/extract.py)
 import floor  # noqa: E402  (bench/floor.py)
 import timing  # noqa: E402  (bench/timing.py)
+import warm  # noqa: E402  (bench/warm.py)
 
 from uaprobe.extraction import extract  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
@@ -310,15 +312,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analyze: {len(POLICIES)} pooling policies x 3 poolings x {emb.n_layers + 1} layers + prenorm, "
               f"hidden size {emb.pooled['mean'].shape[-1]}; kernels on {kernels.thread_count()} thread(s); "
               f"floor: bench/floor.py's operation counts at the rates measured before each size", flush=True)
-        # untimed: the compiled kernels are loaded (or compiled) and every code path run once
-        analyze_model(pairs_subset(emb, 1, args.factor, at_most=12), params=params.analysis, model_id="bench")
+        # untimed: every compiled kernel loaded (in a fresh clone: compiled) and every code path run once
+        warm.warm_up(pairs_subset(emb, 1, args.factor, at_most=12), params)
         previous = None
         for factor in args.analysis_factors:
             sub = pairs_subset(emb, factor, args.factor)
             shape = shape_of(sub, params)
             rates = timing.measure_rates(n_pairs=shape.n_pairs, category_sizes=shape.category_sizes, dim=shape.dim)
             floor_s = floor.seconds(floor.components(shape, rates), rates)
+            loaded = warm.signatures()
             seconds, cpu, rss, rss_above, parts, beside = measure_analysis(sub, params)
+            late = sorted(warm.signatures() - loaded)
+            if late:  # compiled (or read from numba's cache) inside the time: the warm-up missed them
+                print(f"  warning: {len(late)} kernel signature(s) first loaded inside the timed analysis: "
+                      + ", ".join(f"{name}{sig}" for name, sig in late), flush=True)
             total = sum(floor_s.values())
             step = ""
             if previous is not None:
