@@ -348,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                           dataclasses.asdict(rates).items()},
                                     "floor_components": {k: round(v, 3) for k, v in floor_s.items()},
                                     "measured_components": {k: round(v, 3) for k, v in parts.items()},
-                                    "beside_components": beside})
+                                    "beside_components": beside,
+                                    "kernels_loaded_late": [f"{name}{sig}" for name, sig in late]})
             previous = (shape.n_pairs, seconds)
             record["worst_ratio"] = max(size["ratio"] for size in record["sizes"])
             write_record(args, record)  # after every size: a run stopped early keeps what it measured

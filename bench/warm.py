@@ -24,7 +24,8 @@ from uaprobe.extraction.store import Embeddings
 
 def signatures() -> set[tuple[str, str]]:
     """(kernel, signature) of every compiled overload of the uaprobe modules' kernels loaded in this
-    process (compiled, or read from numba's cache)."""
+    process (compiled, or read from numba's cache). It finds the kernels bound at a module's top level,
+    as every ``@njit`` of the library is; one made inside a function would not be listed."""
     out = set()
     for name, module in list(sys.modules.items()):
         if not name.startswith("uaprobe") or module is None:
