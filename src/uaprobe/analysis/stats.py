@@ -20,7 +20,7 @@ from numba import njit
 from scipy import special
 from scipy import stats as scipy_stats
 
-from uaprobe.analysis.pairwise import pairwise_dot, scratch
+from uaprobe.analysis.pairwise import dot, scratch
 from uaprobe.analysis.workers import ordered_map
 
 FloatArray = np.ndarray
@@ -143,15 +143,15 @@ def _pearson_rows(xs: np.ndarray, ys: np.ndarray, w: np.ndarray) -> tuple[np.nda
         const_x[i] = not nan_x and hx == lx
         const_y[i] = not nan_y and hy == ly
         nn = max(c, 1)
-        mean_x = (0.0 + pairwise_dot(xr, ones, 0, m, nodes, values)) / nn
-        mean_y = (0.0 + pairwise_dot(yr, ones, 0, m, nodes, values)) / nn
+        mean_x = dot(xr, ones, nodes, values) / nn
+        mean_y = dot(yr, ones, nodes, values) / nn
         for j in range(m):
             selected = w[i, j]
             xc[j] = xr[j] - mean_x if selected else 0.0
             yc[j] = yr[j] - mean_y if selected else 0.0
-        sxy = 0.0 + pairwise_dot(xc, yc, 0, m, nodes, values)
-        sxx = 0.0 + pairwise_dot(xc, xc, 0, m, nodes, values)
-        syy = 0.0 + pairwise_dot(yc, yc, 0, m, nodes, values)
+        sxy = dot(xc, yc, nodes, values)
+        sxx = dot(xc, xc, nodes, values)
+        syy = dot(yc, yc, nodes, values)
         r[i] = sxy / np.sqrt(sxx * syy)
     return count, nonfinite, const_x, const_y, r
 
