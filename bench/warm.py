@@ -17,8 +17,9 @@ import sys
 import numpy as np
 from numba.core.dispatcher import Dispatcher
 
+from uaprobe.analysis.pair_table import pooling_cosines
 from uaprobe.analysis.pipeline import analyze_model, table_from_embeddings
-from uaprobe.analysis.uniformity import SIDES, Cosines
+from uaprobe.analysis.uniformity import SIDES
 from uaprobe.extraction.store import Embeddings
 
 
@@ -40,16 +41,12 @@ def signatures() -> set[tuple[str, str]]:
 def warm_up(small: Embeddings, params) -> None:
     """Run every code path of the analysis once on ``small`` (a few pairs per category): the default
     form of the cosines, the unit-vector form, and the Gram form in pieces on the sides ``a``, ``b``
-    and ``diff`` (:class:`~uaprobe.analysis.uniformity.Cosines` with no table held)."""
+    and ``diff`` (:class:`~uaprobe.analysis.uniformity.Cosines` with no table held: ``gram_bytes`` 0)."""
     for form in (None, "vectors"):
         analyze_model(small, params=params.analysis, model_id="bench", form=form)
     table = table_from_embeddings(small)
-    pooled, prenorm = small.pooled["mean"], small.prenorm["mean"]
-
-    def side(rows: np.ndarray) -> np.ndarray:  # as pair_table.pooling_cosines lays out the views
-        return np.concatenate([pooled[rows], prenorm[rows][:, None, :]], axis=1)
-
-    cos = Cosines(side(table.row_a), side(table.row_b), form="gram", gram_bytes=0)
+    cos = pooling_cosines(pooled=small.pooled["mean"], prenorm=small.prenorm["mean"], table=table, form="gram")
+    cos.gram_bytes = 0  # no table held: every call builds and sums the table in pieces
     labels = (np.arange(table.n_pairs) % 3)[None, :].repeat(2, axis=0)
     for s in SIDES:
         cos.uniformity(labels, n_groups=3, side=s)

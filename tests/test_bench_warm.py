@@ -21,8 +21,9 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     import warm
     from synthetic_h5 import write_synthetic_h5
+    from uaprobe.analysis.pair_table import pooling_cosines
     from uaprobe.analysis.pipeline import analyze_model, table_from_embeddings
-    from uaprobe.analysis.uniformity import SIDES, Cosines
+    from uaprobe.analysis.uniformity import SIDES
     from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
     from uaprobe.extraction.store import read_embeddings
 
@@ -44,11 +45,8 @@ SCRIPT = textwrap.dedent("""
     for form in (None, "vectors"):
         analyze_model(big, params=params, model_id="b", form=form)
     table = table_from_embeddings(big)
-
-    def side(rows):
-        return np.concatenate([big.pooled["mean"][rows], big.prenorm["mean"][rows][:, None, :]], axis=1)
-
-    cos = Cosines(side(table.row_a), side(table.row_b), form="gram", gram_bytes=0)
+    cos = pooling_cosines(pooled=big.pooled["mean"], prenorm=big.prenorm["mean"], table=table, form="gram")
+    cos.gram_bytes = 0
     for s in SIDES:
         cos.uniformity(np.arange(table.n_pairs)[None, :] % 7, n_groups=7, side=s)
     print(json.dumps({{"before": len(loaded), "late": sorted(n for n, _ in warm.signatures() - loaded)}}))
