@@ -3,9 +3,10 @@
 numba compiles a kernel for each signature on its first call and keeps it in its on-disk cache; a
 fresh clone has no cache, so a kernel that the timed analysis meets first is compiled inside its
 time (at 230 pairs on a fresh clone that was about 6 s of the unit-vector form's kernels, which a
-small subset's analysis, where the Gram form is always the cheaper, never ran). :func:`warm_up`
-runs the analysis on a small subset in the cosines' default form and in the unit-vector form, and
-the Gram form in pieces (the form where its tables would pass their cap) on every side.
+small subset's analysis, where the Gram form is always the cheaper, never ran). :func:`every_path`
+runs the analysis in the cosines' default form and in the unit-vector form, and the Gram form in
+pieces (the form where its tables would pass their cap) on every side; the benchmark runs it on a
+small subset first.
 :func:`signatures` lists every kernel signature loaded in this process, so a benchmark can check
 that the timed runs loaded none that the warm-up did not.
 """
@@ -38,14 +39,15 @@ def signatures() -> set[tuple[str, str]]:
     return out
 
 
-def warm_up(small: Embeddings, params) -> None:
-    """Run every code path of the analysis once on ``small`` (a few pairs per category): the default
-    form of the cosines, the unit-vector form, and the Gram form in pieces on the sides ``a``, ``b``
-    and ``diff`` (:class:`~uaprobe.analysis.uniformity.Cosines` with no table held: ``gram_bytes`` 0)."""
+def every_path(emb: Embeddings, params) -> None:
+    """Run every code path of the analysis once on ``emb`` (for the warm-up: a few pairs per category):
+    the default form of the cosines, the unit-vector form, and the Gram form in pieces on the sides
+    ``a``, ``b`` and ``diff`` (:class:`~uaprobe.analysis.uniformity.Cosines` with no table held:
+    ``gram_bytes`` 0)."""
     for form in (None, "vectors"):
-        analyze_model(small, params=params.analysis, model_id="bench", form=form)
-    table = table_from_embeddings(small)
-    cos = pooling_cosines(pooled=small.pooled["mean"], prenorm=small.prenorm["mean"], table=table, form="gram")
+        analyze_model(emb, params=params.analysis, model_id="bench", form=form)
+    table = table_from_embeddings(emb)
+    cos = pooling_cosines(pooled=emb.pooled["mean"], prenorm=emb.prenorm["mean"], table=table, form="gram")
     cos.gram_bytes = 0  # no table held: every call builds and sums the table in pieces
     labels = (np.arange(table.n_pairs) % 3)[None, :].repeat(2, axis=0)
     for s in SIDES:

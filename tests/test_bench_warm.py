@@ -12,18 +12,16 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 TESTS = Path(__file__).resolve().parent
 
 # In a fresh process (the kernels a process has loaded are process-wide): a small file is analysed
-# as ``WARM`` says, then a larger one (past the 512 pairs where the Gram kernel sums tile by tile) in
-# the cosines' default form, the unit-vector form and the Gram form in pieces; prints the kernel
+# by the warm-up (``full``) or by one analysis in the default form, then a larger one (past the 512
+# pairs where the Gram kernel sums tile by tile) along every path of ``warm.every_path``: the
+# cosines' default form, the unit-vector form and the Gram form in pieces; prints the kernel
 # signatures the larger analysis loaded first.
 SCRIPT = textwrap.dedent("""
     import json, sys
     sys.path[:0] = [{bench!r}, {tests!r}]
-    import numpy as np
     import warm
     from synthetic_h5 import write_synthetic_h5
-    from uaprobe.analysis.pair_table import pooling_cosines
-    from uaprobe.analysis.pipeline import analyze_model, table_from_embeddings
-    from uaprobe.analysis.uniformity import SIDES
+    from uaprobe.analysis.pipeline import analyze_model
     from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
     from uaprobe.extraction.store import read_embeddings
 
@@ -38,17 +36,11 @@ SCRIPT = textwrap.dedent("""
         analysis = params
 
     if {full!r}:
-        warm.warm_up(small, P)
+        warm.every_path(small, P)
     else:
         analyze_model(small, params=params, model_id="s")
     loaded = warm.signatures()
-    for form in (None, "vectors"):
-        analyze_model(big, params=params, model_id="b", form=form)
-    table = table_from_embeddings(big)
-    cos = pooling_cosines(pooled=big.pooled["mean"], prenorm=big.prenorm["mean"], table=table, form="gram")
-    cos.gram_bytes = 0
-    for s in SIDES:
-        cos.uniformity(np.arange(table.n_pairs)[None, :] % 7, n_groups=7, side=s)
+    warm.every_path(big, P)
     print(json.dumps({{"before": len(loaded), "late": sorted(n for n, _ in warm.signatures() - loaded)}}))
 """)
 
