@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
               f"hidden size {emb.pooled['mean'].shape[-1]}; kernels on {kernels.thread_count()} thread(s); "
               f"floor: bench/floor.py's operation counts at the rates measured before each size", flush=True)
         # untimed: every compiled kernel loaded (in a fresh clone: compiled) and every code path run once
-        warm.every_path(pairs_subset(emb, 1, args.factor, at_most=12), params)
+        warm.every_path(pairs_subset(emb, 1, args.factor, at_most=12), params.analysis)
         previous = None
         for factor in args.analysis_factors:
             sub = pairs_subset(emb, factor, args.factor)

@@ -21,6 +21,7 @@ from numba.core.dispatcher import Dispatcher
 from uaprobe.analysis.pair_table import pooling_cosines
 from uaprobe.analysis.pipeline import analyze_model, table_from_embeddings
 from uaprobe.analysis.uniformity import SIDES
+from uaprobe.config import AnalysisParams
 from uaprobe.extraction.store import Embeddings
 
 
@@ -39,13 +40,13 @@ def signatures() -> set[tuple[str, str]]:
     return out
 
 
-def every_path(emb: Embeddings, params) -> None:
+def every_path(emb: Embeddings, params: AnalysisParams) -> None:
     """Run every code path of the analysis once on ``emb`` (for the warm-up: a few pairs per category):
     the default form of the cosines, the unit-vector form, and the Gram form in pieces on the sides
     ``a``, ``b`` and ``diff`` (:class:`~uaprobe.analysis.uniformity.Cosines` with no table held:
     ``gram_bytes`` 0)."""
     for form in (None, "vectors"):
-        analyze_model(emb, params=params.analysis, model_id="bench", form=form)
+        analyze_model(emb, params=params, model_id="bench", form=form)
     table = table_from_embeddings(emb)
     cos = pooling_cosines(pooled=emb.pooled["mean"], prenorm=emb.prenorm["mean"], table=table, form="gram")
     cos.gram_bytes = 0  # no table held: every call builds and sums the table in pieces

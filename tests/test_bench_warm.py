@@ -32,15 +32,12 @@ SCRIPT = textwrap.dedent("""
     big = read_embeddings(write_synthetic_h5({tmp!r} + "/big.h5", pairs_per_category=(150, 140, 160, 150),
                                              n_layers=2, hidden=8, seed=1))
 
-    class P:
-        analysis = params
-
     if {full!r}:
-        warm.every_path(small, P)
+        warm.every_path(small, params)
     else:
         analyze_model(small, params=params, model_id="s")
     loaded = warm.signatures()
-    warm.every_path(big, P)
+    warm.every_path(big, params)
     print(json.dumps({{"before": len(loaded), "late": sorted(n for n, _ in warm.signatures() - loaded)}}))
 """)
 
