@@ -45,7 +45,8 @@ from uaprobe import numerics
 # The benchmark runs pinned, as the stages do; `--unpinned` (used by phase (d)) leaves the
 # numeric libraries to pick their own CPU code paths; `--previous-pins` (phase (e)) sets the pins of
 # the previous revision: the AVX2 pins without MKL's Intel code path and MKL_CBWR.
-PREVIOUS_PINS = {k: v for k, v in numerics.ISA_PINS.items() if k != "MKL_CBWR"}
+# Like the pins, only on a CPU that runs their kernels (numerics.pins_for): nowhere an ISA it lacks.
+PREVIOUS_PINS = {k: v for k, v in numerics.pins_for(flags=numerics.cpu_flags()).items() if k != "MKL_CBWR"}
 if __name__ == "__main__" and "--previous-pins" in sys.argv:
     os.environ.pop("MKL_CBWR", None)
     os.environ.update(PREVIOUS_PINS)

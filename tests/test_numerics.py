@@ -32,19 +32,46 @@ def test_cpu_flags_and_model_come_from_the_first_processor() -> None:
     assert numerics.cpu_flags("processor : 0\n") is None
 
 
+HASWELL = frozenset(numerics.REQUIRED_FLAGS)
+ZEN3 = HASWELL | {"sse2", "sse4_2"}  # AVX2 and FMA, no AVX-512 (a hypervisor may hide it too)
+SAPPHIRE_RAPIDS = ZEN3 | {"avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd"}
+
+
+def test_the_foreign_settings_ask_only_for_kernels_the_cpu_has(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    """The hostile caller of the pin test is chosen from the CPU's flags: a CPU without AVX-512 (or with
+    only part of it) is never asked for VML's AVX-512 family, which would kill it with SIGILL. The flags
+    are read through the same function as on a real machine, from a fake /proc/cpuinfo."""
+    real_read = Path.read_text
+    for flags, avx512, family in ((ZEN3, False, "0"), (SAPPHIRE_RAPIDS, True, "5"),
+                                  (ZEN3 | {"avx512f"}, False, "0")):
+        fake = CPUINFO.replace("fpu sse2 avx fma avx2 bmi2", " ".join(sorted(flags)))
+        monkeypatch.setattr(Path, "read_text", lambda self, *a, _f=fake, **k:
+                            _f if str(self) == "/proc/cpuinfo" else real_read(self, *a, **k))
+        here = numerics.cpu_flags()
+        assert here == flags and numerics.has_avx512(here) is avx512
+        assert numerics.foreign_settings(here)["MKL_VML_DEBUG_CPU_TYPE"] == family
+        assert numerics.machine_record()["avx512"] is avx512
+        assert numerics.pins_for("x86_64", here) == dict(numerics.ISA_PINS)  # the pins themselves are AVX2
+    settings = numerics.foreign_settings(ZEN3)
+    assert set(settings) <= set(numerics.ISA_PINS) and all(settings[k] != numerics.ISA_PINS[k] for k in settings)
+    assert numerics.has_avx512(None) is None
+
+
 def test_pins_apply_only_where_the_avx2_kernels_run() -> None:
-    avx2 = frozenset({"avx2", "fma"})
+    avx2 = HASWELL
     assert numerics.pins_for("x86_64", avx2) == dict(numerics.ISA_PINS)
     assert numerics.pins_for("AMD64", None) == dict(numerics.ISA_PINS)  # flags unknown: x86-64 is enough
     assert numerics.pins_for("x86_64", frozenset({"avx", "sse4_2"})) == {}
     assert numerics.pins_for("aarch64", avx2) == {}
     assert "lacks avx2, fma" in numerics.pinnable("x86_64", frozenset({"avx"}))[1]
+    assert "lacks movbe" in numerics.pinnable("x86_64", HASWELL - {"movbe"})[1], "numba's haswell target needs it"
 
 
 def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> None:
     env = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
            "OMP_NUM_THREADS": "8", "HOME": "/x"}
-    set_ = numerics.pin(analysis=True, environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    set_ = numerics.pin(analysis=True, environ=env, modules={}, flags=HASWELL)
     assert env["MKL_CBWR"] == "AVX2,STRICT", "the caller's MKL_CBWR changes the bytes: overridden"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
     assert all(env[v] == "1" for v in numerics.THREAD_VARIABLES) and env["HOME"] == "/x"
@@ -53,12 +80,12 @@ def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> No
     assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}, **preload}
     # child processes load the MKL dispatch library at their start; a caller's own preloads are kept
     env = {"LD_PRELOAD": "/x/libother.so"}
-    numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    numerics.pin(environ=env, modules={}, flags=HASWELL)
     assert env["LD_PRELOAD"].split() == ([str(library)] if library else []) + ["/x/libother.so"]
     assert numerics.unpinned_environ({**env, "HOME": "/x"}) == {"LD_PRELOAD": "/x/libother.so", "HOME": "/x"}
     # the extraction holds torch to its own count, whatever the caller's or the machine's
     env = {"OMP_NUM_THREADS": "8"}
-    numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    numerics.pin(environ=env, modules={}, flags=HASWELL)
     assert all(env[v] == str(numerics.EXTRACTION_THREADS) for v in numerics.THREAD_VARIABLES)
 
 
@@ -150,8 +177,7 @@ def _workload(mode: str, threads: int, **env: str) -> dict:
 
 @needs_avx2
 def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None:
-    hostile = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OPENBLAS_CORETYPE": "Sandybridge",
-               "NPY_DISABLE_CPU_FEATURES": "X86_V3", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_VML_DEBUG_CPU_TYPE": "5"}
+    hostile = numerics.foreign_settings(numerics.cpu_flags() or frozenset())  # only kernels this CPU runs
     base = _workload("pinned", 1)
     assert _workload("pinned", 3) == base
     assert _workload("pinned", 2, **hostile) == base
@@ -242,5 +268,5 @@ def test_a_dispatch_library_path_with_spaces_is_not_preloaded(monkeypatch: pytes
     warning in every child), so it is left out and each child's own pin() loads the library."""
     monkeypatch.setattr(numerics, "mkl_dispatch_library", lambda: Path("/a checkout/_mkl_dispatch.so"))
     env = {"LD_PRELOAD": "/x/libother.so"}
-    numerics.pin(environ=env, modules={}, flags=frozenset({"avx2", "fma"}))
+    numerics.pin(environ=env, modules={}, flags=HASWELL)
     assert env["LD_PRELOAD"] == "/x/libother.so" and env["MKL_CBWR"] == "AVX2,STRICT"

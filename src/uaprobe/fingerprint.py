@@ -207,13 +207,17 @@ def compare(expected: dict[str, Any], measured: dict[str, dict[str, Any]]) -> li
     return rows
 
 
+def _yes_no(value: Any) -> str:
+    return "unknown" if value is None else "yes" if value else "no"
+
+
 def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, Any]], checked_on: list[Any]) -> str:
     """The table ``uaprobe fingerprint`` prints, with the machine, the settings and the verdict."""
     machine = next((m["machine"] for m in measured.values() if "machine" in m), numerics.machine_record())
     settings = next((m["numerics"] for m in measured.values() if "numerics" in m), {})
     width = max((len(op) for _, op, _, _ in rows), default=10)
     lines = [f"CPU: {machine.get('cpu_model')} ({machine.get('cpu_vendor')}, "
-             f"avx512f {'yes' if machine.get('avx512f') else 'no'}, {machine.get('logical_cpus')} logical CPUs)",
+             f"AVX-512 {_yes_no(machine.get('avx512'))}, {machine.get('logical_cpus')} logical CPUs)",
              f"settings: isa {settings.get('isa')}, MKL {settings.get('mkl_dispatch')}, pins "
              + " ".join(f"{k}={v}" for k, v in sorted(settings.get("pins", {}).items())),
              "", f"{'part':<11} {'operation':<{width}}  threads: result"]
@@ -251,7 +255,7 @@ def fingerprint(*, update: bool = False, with_model: bool = True, path: Path = D
             print("\n".join(errors))
             return 1
         machine = measured["extraction"]["machine"]
-        entry = {"cpu": machine["cpu_model"], "vendor": machine["cpu_vendor"], "avx512f": machine["avx512f"]}
+        entry = {"cpu": machine["cpu_model"], "vendor": machine["cpu_vendor"], "avx512": machine["avx512"]}
         doc["digests"] = {part: measured[part]["digests"] for part in PARTS}
         doc["checked_on"] = [c for c in doc.get("checked_on", []) if c != entry] + [entry]
         write_file(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")

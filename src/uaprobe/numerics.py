@@ -136,8 +136,19 @@ over), and one thread fixes the order of every summation a BLAS call makes."""
 NUMERIC_MODULES: tuple[str, ...] = ("numpy", "scipy", "torch")
 """Libraries that read the pins when they are first imported."""
 
-REQUIRED_FLAGS: tuple[str, ...] = ("avx2", "fma")
-"""CPU flags (``/proc/cpuinfo`` spelling) the pinned kernels need."""
+REQUIRED_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx", "f16c", "bmi1", "bmi2", "movbe", "abm", "popcnt")
+"""CPU flags (``/proc/cpuinfo`` spelling) the pinned kernels need: AVX2 and FMA for ATen's, MKL's,
+OpenBLAS's and numpy's AVX2 kernels, and the rest of Haswell's instruction set, which LLVM may emit
+for ``NUMBA_CPU_NAME=haswell`` (``abm`` is LZCNT). A hypervisor can hide any of them."""
+
+AVX512_FLAGS: tuple[str, ...] = ("avx512f", "avx512dq", "avx512bw", "avx512vl")
+"""CPU flags of the AVX-512 subsets the libraries' AVX-512 kernels (MKL's, numpy's) need together."""
+
+FOREIGN_VML_FAMILY = {True: "5", False: "0"}
+"""A value of ``MKL_VML_DEBUG_CPU_TYPE`` other than the pinned one that this CPU can execute, by whether
+it has AVX-512: 5 is VML's AVX-512 family, 0 its baseline SSE family (0 to 2 gave the same bytes and 3
+other ones on an Intel Xeon; 4 crashed there). The variable names a kernel family outright, without
+VML's own check of the CPU: a family the CPU lacks dies of SIGILL."""
 
 MACHINE_LOG_DIR = Path("logs")
 """Where stages write their machine-local record (ignored by git, never a DVC output)."""
@@ -186,6 +197,20 @@ def pinnable(machine: str | None = None, flags: frozenset[str] | None = None) ->
     if missing:
         return False, f"the processor lacks {', '.join(missing)}"
     return True, ""
+
+
+def has_avx512(flags: frozenset[str] | None) -> bool | None:
+    """Whether the CPU offers every subset in :data:`AVX512_FLAGS`; None where its flags are unknown."""
+    return None if flags is None else all(f in flags for f in AVX512_FLAGS)
+
+
+def foreign_settings(flags: frozenset[str]) -> dict[str, str]:
+    """Settings a caller's environment may hold that move each pinned library to other kernels, every
+    one of them executable on a CPU with these flags (``pin`` must override them all). Only the VML
+    family depends on the CPU: the others lower a ceiling or name an older instruction set."""
+    return {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OPENBLAS_CORETYPE": "Sandybridge",
+            "NPY_DISABLE_CPU_FEATURES": "X86_V3", "ONEDNN_MAX_CPU_ISA": "SSE41",
+            "MKL_VML_DEBUG_CPU_TYPE": FOREIGN_VML_FAMILY[bool(has_avx512(flags))]}
 
 
 def pins_for(machine: str | None = None, flags: frozenset[str] | None = None) -> dict[str, str]:
@@ -379,7 +404,7 @@ def machine_record() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "cpu_vendor": cpu_vendor(),
         "logical_cpus": os.cpu_count(),
-        "avx512f": None if flags is None else "avx512f" in flags,
+        "avx512": has_avx512(flags),
         "pinned": ok,
         "not_pinned_because": why,
         "platform": platform.platform(),
