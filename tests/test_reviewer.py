@@ -5,23 +5,18 @@ These tests run the real pipeline through `dvc repro` in throw-away git reposito
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline_project import dvc, git, make_project, output_digests, run
+from pipeline_project import dvc, git, http_server, make_project, output_digests, run
 from tiny_models import build_tiny_neox
 
 pytestmark = pytest.mark.slow
@@ -115,27 +110,9 @@ def test_the_committed_paper_renders_again_at_its_own_commit(author: Path, works
         assert git("status", "--porcelain", cwd=project).stdout == "", f"later commit: {later}"
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _http_server(directory: Path) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_reviewer_pulls_over_http_read_only(author: Path, workspace: Path) -> None:
     reviewer = _clone(author, workspace / "reviewer-http")
-    with _http_server(workspace / "uaprobe-dvc-remote") as url:
+    with http_server(workspace / "uaprobe-dvc-remote") as url:
         dvc("remote", "add", "--local", "-d", "web", url, cwd=reviewer)
         dvc("pull", cwd=reviewer)
     assert output_digests(reviewer) == output_digests(author)

@@ -23,7 +23,7 @@ from uaprobe.atomic import os_reason
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
-from uaprobe.verify import check_repo
+from uaprobe.verify import check_repo, find_repo
 
 log = logging.getLogger("uaprobe")
 
@@ -92,10 +92,12 @@ def provenance(path: Path) -> int:
 def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     """Compare the values the paper shows at ``rev`` and ``rev2`` (default: the working tree); write the
     marked page to ``out``; print the summary. Exit 0 either way: a difference is not a failure."""
-    from uaprobe.atomic import write_file
+    from uaprobe.atomic import check_writable, write_file
     from uaprobe.publishing import paperdiff
 
     check_repo(repo)
+    check_writable(out.parent, output=out, fix="pass --out a path where the diff page can be written (e.g. "
+                   "--out /tmp/diff.html): nothing else is written")
 
     unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
 
@@ -122,11 +124,14 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     return 0
 
 
+REPO_HELP = "the checkout, or any directory in it (default: the one the working directory is in)"
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="uaprobe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     p_verify = sub.add_parser("verify", help="check outputs against dvc.lock and the extraction inputs")
-    p_verify.add_argument("--repo", type=Path, default=Path("."))
+    p_verify.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
     p_verify.add_argument("--cache", action="store_true", help="also re-hash every cache object dvc.lock names")
     p_verify.add_argument("--remote", metavar="NAME", help="also re-hash every object dvc.lock names on this DVC "
                           "remote (`dvc remote list`)")
@@ -144,10 +149,10 @@ def parser() -> argparse.ArgumentParser:
     p_diff = sub.add_parser("paper-diff", help="mark every number of the paper that differs between two revisions")
     p_diff.add_argument("rev", metavar="REV", help="a git revision or DVC experiment")
     p_diff.add_argument("rev2", metavar="REV2", nargs="?", help="another one (default: the working tree)")
-    p_diff.add_argument("--repo", type=Path, default=Path("."))
+    p_diff.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
     p_diff.add_argument("--out", type=Path, default=None, help="the diff page (default: paper/_output/diff.html)")
     p_doc = sub.add_parser("schema-doc", help="rewrite the generated part of docs/results.md from the results schema")
-    p_doc.add_argument("--doc", type=Path, default=Path("docs/results.md"))
+    p_doc.add_argument("--doc", type=Path, default=None, help="default: docs/results.md of the repository")
     p_doc.add_argument("--check", action="store_true", help="only check that it is current (exit 1 if not)")
     return ap
 
@@ -173,6 +178,8 @@ def schema_doc(doc: Path, *, check: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command in ("verify", "paper-diff"):
+        args.repo = find_repo(args.repo)  # from any directory of the checkout, as git and DVC do
     if args.command == "verify" and args.against:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
@@ -189,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
 
         return fingerprint(update=args.update)
     if args.command == "schema-doc":
-        return schema_doc(args.doc, check=args.check)
+        return schema_doc(args.doc or find_repo() / "docs" / "results.md", check=args.check)
     return provenance(args.file)
 
 
