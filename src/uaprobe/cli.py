@@ -7,6 +7,8 @@
     uaprobe verify --against REV|DIR   every number of the metrics/results/plots files within a tolerance
     uaprobe provenance FILE.h5         what an extraction file was made from
     uaprobe fingerprint                whether this machine computes the bytes the repository records
+    uaprobe review                     the reviewer's whole check (pull, fingerprint, verify workspace, cache and
+                                       remote, the paper rendered again), written to review.html; exit 0 if all agree
     uaprobe paper-diff REV [REV2]      every number of the paper compared between two revisions
                                        (REV2: the working tree), written to paper/_output/diff.html
 """
@@ -17,6 +19,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from uaprobe import numdiff, numerics
 from uaprobe.atomic import os_reason
@@ -141,6 +144,11 @@ def parser() -> argparse.ArgumentParser:
                           help=f"absolute tolerance (default {numdiff.DEFAULT_ATOL:g})")
     p_verify.add_argument("--rtol", type=float, default=numdiff.DEFAULT_RTOL,
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
+    p_review = sub.add_parser("review", help="the reviewer's whole check: pull, fingerprint, verify the workspace, "
+                              "cache and remote, render the paper again; writes review.html")
+    p_review.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
+    p_review.add_argument("--remote", metavar="NAME", help="the DVC remote to check (default: the default remote)")
+    p_review.add_argument("--out", type=Path, default=None, help="the page (default: review.html in the checkout)")
     p_fp = sub.add_parser("fingerprint", help="check, in seconds, that this machine computes the recorded bytes")
     p_fp.add_argument("--update", action="store_true", help="record this machine's digests instead (after a "
                       "deliberate change of the numeric libraries)")
@@ -177,18 +185,29 @@ def schema_doc(doc: Path, *, check: bool) -> int:
     return 0
 
 
+def _verify_checks() -> dict[str, Any]:
+    """What verify checks beyond the bytes: each extraction against its inputs, each results file's settings."""
+    from uaprobe.analysis.documents import settings
+    from uaprobe.config import analysis_from_mapping
+
+    return {"extra": extraction_mismatches, "settings": lambda recorded: settings(analysis_from_mapping(recorded))}
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.command in ("verify", "paper-diff"):
+    if args.command in ("verify", "paper-diff", "review"):
         args.repo = find_repo(args.repo)  # from any directory of the checkout, as git and DVC do
     if args.command == "verify" and args.against:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         from uaprobe import verify
-        from uaprobe.analysis.documents import settings
-        from uaprobe.config import analysis_from_mapping
 
-        return verify.run(args.repo, cache=args.cache, remote=args.remote, extra=extraction_mismatches,
-                          settings=lambda recorded: settings(analysis_from_mapping(recorded)))
+        return verify.run(args.repo, cache=args.cache, remote=args.remote, **_verify_checks())
+    if args.command == "review":
+        from uaprobe import review
+        from uaprobe.fingerprint import fingerprint
+
+        return review.run(args.repo, remote=args.remote, out=args.out or args.repo / review.PAGE,
+                          fingerprint=lambda: fingerprint(update=False), verify_kwargs=_verify_checks())
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     if args.command == "fingerprint":

@@ -54,6 +54,8 @@ class LockedStage:
     deps: tuple[Mapping[str, Any], ...] = ()
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     outs: tuple[Output, ...] = ()
+    cmd: str = ""
+    """The command the stage ran (several joined with `` && ``)."""
 
 
 def damaged(root: Path, why: str) -> LockDamaged:
@@ -105,7 +107,8 @@ def parse_lock(root: Path, data: bytes) -> dict[str, LockedStage]:
         params = body.get("params", {})
         if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
             raise damaged(root, f"stage {name}: `params` is not a mapping of files to values")
-        stages[name] = LockedStage(name, tuple(_entries(root, name, body, "deps")), params, tuple(outs))
+        cmd = body["cmd"] if isinstance(body["cmd"], str) else " && ".join(map(str, body["cmd"]))
+        stages[name] = LockedStage(name, tuple(_entries(root, name, body, "deps")), params, tuple(outs), cmd)
     return stages
 
 
