@@ -272,6 +272,8 @@ def test_a_read_only_checkout_is_verified_without_dvc_lock(project: Path, tmpfs)
     bad = verify("--cache", "--remote", "store", cwd=root)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert bad.stdout.startswith("note: this checkout is read-only") and "other bytes: d/a.json" in bad.stdout
+    diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", cwd=root, check=False)
+    assert diff.returncode == 2 and "pass --out a path where the diff page can be written" in diff.stderr, diff.stderr
 
 
 def test_a_damaged_remote_object_is_named_and_verify_true_stops_the_pull(project: Path) -> None:
@@ -460,3 +462,59 @@ def test_against_and_paper_diff_on_a_fresh_clone_without_cache(tmp_path: Path) -
     diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD~1", cwd=clone, check=False)
     assert diff.returncode == 0, diff.stdout + diff.stderr
     assert "not compared: paper/_output/paper.html at working tree" in diff.stdout and "`dvc pull`" in diff.stdout
+
+
+def test_verify_true_on_the_remote_does_not_check_a_directory_listing(project: Path) -> None:
+    """What docs/reproducibility.md says: another commit's listing in place of a directory's is pulled without a
+    word under `verify = true`; verify names the directory, and `--remote` the listing."""
+    remote = project.parent / "remote"
+    before = recorded(project, "d")
+    sh("git", "tag", "before", cwd=project)
+    (project / "make.py").write_text(MAKE.replace('{"x": 1}', '{"x": 3}'))
+    dvc("repro", "-q", cwd=project)
+    dvc("push", "-q", cwd=project)
+    sh("git", "commit", "-q", "-am", "other listing", cwd=project)
+    after = recorded(project, "d")
+    shutil.copyfile(remote / "files" / "md5" / after[:2] / after[2:], remote / "files" / "md5" / before[:2] / before[2:])
+    clone = project.parent / "clone"
+    sh("git", "clone", "-q", "--branch", "before", str(project), str(clone), cwd=project.parent)
+    dvc("remote", "modify", "--local", "store", "verify", "true", cwd=clone)
+    assert dvc("pull", cwd=clone).returncode == 0  # DVC re-hashes the files it downloads, not the listing
+    assert (clone / "d" / "a.json").read_text() == '{"x": 3}'
+    bad = verify("--remote", "store", cwd=clone)
+    assert bad.returncode == 1 and f"d: its bytes hash to {after}" in bad.stdout, bad.stdout
+    assert f"d: object on remote 'store' {remote / 'files' / 'md5' / before[:2] / before[2:]}: damaged listing" \
+        in bad.stdout, bad.stdout
+
+
+def test_conflict_markers_are_a_merge_not_damage(tmp_path: Path) -> None:
+    from uaprobe.config import load_params
+    from uaprobe.conflicts import MergeConflict, marker_line
+    from uaprobe.lockfile import parse_lock
+    from uaprobe.publishing.paperdiff import parse
+
+    merged = b"a: 1\n<<<<<<< HEAD\nb: 2\n=======\nb: 3\n>>>>>>> theirs\n"
+    assert marker_line(merged) == 2
+    assert marker_line(b"Title\n=======\n") is None  # an underline, no conflict
+    assert marker_line(b"<<<<<<< HEAD\nstill being written\n") is None  # no end marker: not git's
+    (tmp_path / "params.yaml").write_bytes(merged)
+    with pytest.raises(MergeConflict, match=r"params.yaml: an unresolved git merge \(conflict markers from line 2\)"):
+        load_params(tmp_path / "params.yaml")
+    with pytest.raises(MergeConflict, match=r"`git checkout --ours dvc.lock` \(or `--theirs`\), then `dvc repro`"):
+        parse_lock(tmp_path, merged)
+    with pytest.raises(MergeConflict, match=r"^params.yaml at HEAD: an unresolved git merge.*`git add params.yaml"):
+        parse(merged, "params.yaml", "HEAD")
+
+
+def test_the_review_verdict_agrees_only_when_every_check_does() -> None:
+    from uaprobe.review import Check, Review, _html
+
+    review = Review({"CPU": "x"}, "abc123 (no changes)", [Check("pull", True, "ok"), Check("verify", True, "ok")])
+    assert review.passed and review.verdict.startswith("AGREES")
+    review.checks.append(Check("remote", None, "--remote cache: <http://x> cannot be reached"))
+    assert not review.passed and review.verdict == "DOES NOT AGREE: not checked: remote"
+    review.checks.append(Check("paper", False, "1 of 4 paper file(s) rendered again differ"))
+    assert review.verdict == "DOES NOT AGREE: failed: paper; not checked: remote"
+    page = _html(review)
+    assert "&lt;http://x&gt; cannot be reached" in page and "abc123" in page and "<http://x>" not in page
+    assert not Review({}, "abc").passed  # nothing checked is no agreement
