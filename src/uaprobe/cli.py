@@ -195,7 +195,8 @@ def _verify_checks() -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     if args.command in ("verify", "paper-diff", "review"):
-        args.repo = find_repo(args.repo)  # from any directory of the checkout, as git and DVC do
+        # from any directory of the checkout, as git and DVC do (--against also compares plain directories)
+        args.repo = find_repo(args.repo, required=not (args.command == "verify" and args.against))
     if args.command == "verify" and args.against:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":

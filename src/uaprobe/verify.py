@@ -67,17 +67,20 @@ def check_repo(repo: Path) -> Path:
     return repo
 
 
-def find_repo(start: Path | None = None) -> Path:
+def find_repo(start: Path | None = None, *, required: bool = True) -> Path:
     """The root of the DVC project ``start`` (default: the working directory) is in: the nearest directory at or
-    above it holding ``.dvc/``, as git and DVC find theirs."""
+    above it holding ``.dvc/``, as git and DVC find theirs. Not ``required``: ``start`` itself where there is
+    none (a plain directory of outputs)."""
     here = Path.cwd() if start is None else start
     if not here.is_dir():
-        return check_repo(here)  # names what it is instead
+        return here  # the command's check names what it is instead
     for candidate in (here, *here.resolve().parents):
         if (candidate / ".dvc").is_dir():
-            return check_repo(candidate)
-    raise UAProbeError(f"{here.resolve()}: not inside a DVC repository (no .dvc directory here or above); run it "
-                       "inside a uaprobe checkout, or pass --repo its root")
+            return here if candidate.resolve() == here.resolve() else candidate
+    if not required:
+        return here
+    raise UAProbeError(f"{here}: not a DVC repository (no .dvc directory in it or above it); run it inside a "
+                       "uaprobe checkout, or pass --repo its root")
 
 
 # --- repairs -------------------------------------------------------------------------------------------
