@@ -108,14 +108,14 @@ def unreachable(name: str, url: str, exc: BaseException) -> Unreachable:
 
 
 def remote_odb(repo: Any, name: str, hash_name: str) -> Any:
-    """The object database of the DVC remote ``name`` (:class:`UAProbeError` if there is none by that name or
-    its directory is absent)."""
+    """The object database of the DVC remote ``name`` (:class:`UAProbeError` if there is none by that name,
+    :class:`Unreachable` if its directory is absent or it does not answer)."""
     from dvc.exceptions import DvcException
 
     try:
         odb = repo.cloud.get_remote_odb(name, "uaprobe verify --remote", hash_name=hash_name)
         if odb.fs.protocol in ("local", "file") and not odb.fs.exists(odb.path):
-            raise UAProbeError(f"--remote {name}: its directory {odb.path} does not exist: create it and fill it "
+            raise Unreachable(f"--remote {name}: its directory {odb.path} does not exist: create it and fill it "
                                f"with `dvc push -r {name}`, or point the remote elsewhere (`dvc remote modify --local "
                                f"{name} url DIR`)")
     except DvcException as exc:
