@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import html
 import io
-import os
 import platform
 import shlex
 import subprocess
@@ -205,14 +204,12 @@ def _html(review: Review) -> str:
 def run(root: Path, *, remote: str | None, out: Path, fingerprint: Callable[[], int],
         verify_kwargs: dict[str, Any]) -> int:
     """``uaprobe review``: every check, one line each and the verdict; ``out`` written; 0 only if all agree."""
-    from dvc.repo import Repo
-
     from uaprobe.atomic import check_writable, write_file
     from uaprobe.numerics import machine_record
 
     verify.check_repo(root)
     check_writable(out.parent, output=out, fix="pass --out a path where the review page can be written")
-    with Repo(os.fspath(root)) as repo:
+    with verify.open_repo(root) as (repo, _notes):
         remote = remote or repo.config["core"].get("remote") or None
         uncached = verify.uncached_outputs(repo, root)
     record = machine_record()
