@@ -142,7 +142,9 @@ def damage_cache(root: Path, path: str) -> None:
 
 # under a link cache a damaged cache object is a damaged workspace file: an edit in place covers both
 @pytest.mark.parametrize("cache_type, damage, target", [("copy", "edit", "f.bin"), ("copy", "cache", "f.bin"),
+                                                        ("copy", "missing", "f.bin"),
                                                         ("symlink", "edit", "d/sub/b.txt"),
+                                                        ("symlink", "cache-missing", "f.bin"),
                                                         ("hardlink", "edit", "f.bin")])
 def test_every_printed_repair_restores_the_bytes(project: Path, cache_type: str, damage: str, target: str) -> None:
     """Each way the repair offers, run as printed, gives back the recorded bytes in the workspace and the cache.
@@ -155,6 +157,10 @@ def test_every_printed_repair_restores_the_bytes(project: Path, cache_type: str,
     for way in range(2):
         if damage == "edit":
             edit_in_place(project / target)
+        elif damage == "missing":
+            (project / target).unlink()
+        elif damage == "cache-missing":
+            cache_object(project, recorded(project, target)).unlink()
         else:
             damage_cache(project, target)
         if damage == "cache" and cache_type == "copy":
@@ -314,7 +320,9 @@ def test_a_wrong_md5_in_dvc_lock_says_what_checkout_would_do(project: Path) -> N
     bad = verify(cwd=project)
     assert bad.returncode == 1
     assert "f.bin:" in bad.stdout and "`dvc checkout` would delete this file" in bad.stdout, bad.stdout
-    assert "`git checkout dvc.lock`" in bad.stdout
+    assert repairs(bad.stdout, "f.bin")[0] == ["git checkout dvc.lock"], bad.stdout
+    sh("git", "checkout", "dvc.lock", cwd=project)
+    assert verify(cwd=project).returncode == 0
 
 
 @pytest.mark.parametrize("cut", ["mid-line", "at-a-line"])

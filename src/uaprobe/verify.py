@@ -172,7 +172,7 @@ def workspace_problems(root: Path, outs: list[Output], cache: Any, *, has_remote
         elif bad and not damaged:
             what = (f"its bytes hash to {actual}, but dvc.lock records {out.md5}, which the cache does not hold: "
                     f"`dvc checkout` would delete this file")
-            repair = ("if dvc.lock is what changed (`git diff dvc.lock`), restore it: `git checkout dvc.lock`; or, if "
+            repair = ("if dvc.lock is what changed (`git diff dvc.lock`), restore it: `git checkout dvc.lock`; or if "
                       f"the file is what changed, {_from_store(out, has_remote, [])}")
         else:
             what = (f"its bytes hash to {actual}, but dvc.lock records {out.md5}{files} (`dvc status` does not "
