@@ -247,8 +247,14 @@ def _merge_conflict(root: Path, file: str, old: str, ours: str, theirs: str) -> 
     assert sh("git", "merge", "-q", "theirs", cwd=root, check=False).returncode != 0
 
 
-@pytest.mark.parametrize("file", ["dvc.lock", "params.yaml"])
+@pytest.mark.parametrize("file", ["dvc.lock", "params.yaml", "m.json"])
 def test_a_merge_conflict_is_named_with_the_way_out(project: Path, file: str) -> None:
+    if file == "m.json":  # a `cache: false` output, in git: a finding (exit 1), not a stop
+        _merge_conflict(project, file, "0.5", "0.6", "0.7")
+        bad = verify(cwd=project)
+        assert bad.returncode == 1 and "m.json: an unresolved git merge (conflict markers from line 1" in bad.stdout
+        assert "`git checkout --ours m.json`" in bad.stdout and "`git add m.json`" in bad.stdout, bad.stdout
+        return
     if file == "params.yaml":
         (project / "params.yaml").write_text("make:\n  seed: 1\n")
         sh("git", "add", "params.yaml", cwd=project)

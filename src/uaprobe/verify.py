@@ -133,7 +133,13 @@ def _which_files(out: Output, actual: dict[str, str] | None, recorded: dict[str,
     return (f" [{'; '.join(parts)}]" if parts else ""), changed
 
 
-def _uncached_problem(out: Output, actual: str | None) -> Problem:
+def _uncached_problem(root: Path, out: Output, actual: str | None) -> Problem:
+    with contextlib.suppress(OSError):
+        if not out.is_dir and (line := conflicts.marker_line((root / out.path).read_bytes())) is not None:
+            return Problem(out.path, f"an unresolved git merge (conflict markers from line {line}; a `cache: false` "
+                           "output: git holds it)", f"take one side: `git checkout --ours {out.path}` (or "
+                           f"`--theirs`), then `dvc repro` (it rewrites it from the merged sources) and "
+                           f"`git add {out.path}`")
     what = (f"missing (dvc.lock records md5 {out.md5})" if actual is None else
             f"its bytes hash to {actual}, but dvc.lock records {out.md5}")
     return Problem(out.path, f"{what} (a `cache: false` output: git holds it, not the DVC cache or a remote)",
@@ -161,7 +167,7 @@ def workspace_problems(root: Path, outs: list[Output], cache: Any, *, has_remote
         if actual == out.md5:
             continue
         if out.path in uncached:
-            problems.append(_uncached_problem(out, actual))
+            problems.append(_uncached_problem(root, out, actual))
             continue
         files, changed = _which_files(out, entries, recorded_entries(cache, out)) if out.is_dir else ("", [out.path])
         bad = check_store(cache, [out], lambda o, shown, location, what: (shown, location, what), jobs=1)
