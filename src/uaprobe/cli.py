@@ -7,6 +7,8 @@
     uaprobe verify --against REV|DIR   every number of the metrics/results/plots files within a tolerance
     uaprobe provenance FILE.h5         what an extraction file was made from
     uaprobe fingerprint                whether this machine computes the bytes the repository records
+    uaprobe review                     the reviewer's whole check (pull, fingerprint, verify workspace, cache and
+                                       remote, the paper rendered again), written to review.html; exit 0 if all agree
     uaprobe paper-diff REV [REV2]      every number of the paper compared between two revisions
                                        (REV2: the working tree), written to paper/_output/diff.html
 """
@@ -17,13 +19,14 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from uaprobe import numdiff, numerics
 from uaprobe.atomic import os_reason
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
-from uaprobe.verify import check_repo
+from uaprobe.verify import check_repo, find_repo
 
 log = logging.getLogger("uaprobe")
 
@@ -92,10 +95,12 @@ def provenance(path: Path) -> int:
 def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     """Compare the values the paper shows at ``rev`` and ``rev2`` (default: the working tree); write the
     marked page to ``out``; print the summary. Exit 0 either way: a difference is not a failure."""
-    from uaprobe.atomic import write_file
+    from uaprobe.atomic import check_writable, write_file
     from uaprobe.publishing import paperdiff
 
     check_repo(repo)
+    check_writable(out.parent, output=out, fix="pass --out a path where the diff page can be written (e.g. "
+                   "--out /tmp/diff.html): nothing else is written")
 
     unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
 
@@ -122,11 +127,14 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     return 0
 
 
+REPO_HELP = "the checkout, or any directory in it (default: the one the working directory is in)"
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="uaprobe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     p_verify = sub.add_parser("verify", help="check outputs against dvc.lock and the extraction inputs")
-    p_verify.add_argument("--repo", type=Path, default=Path("."))
+    p_verify.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
     p_verify.add_argument("--cache", action="store_true", help="also re-hash every cache object dvc.lock names")
     p_verify.add_argument("--remote", metavar="NAME", help="also re-hash every object dvc.lock names on this DVC "
                           "remote (`dvc remote list`)")
@@ -136,6 +144,11 @@ def parser() -> argparse.ArgumentParser:
                           help=f"absolute tolerance (default {numdiff.DEFAULT_ATOL:g})")
     p_verify.add_argument("--rtol", type=float, default=numdiff.DEFAULT_RTOL,
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
+    p_review = sub.add_parser("review", help="the reviewer's whole check: pull, fingerprint, verify the workspace, "
+                              "cache and remote, render the paper again; writes review.html")
+    p_review.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
+    p_review.add_argument("--remote", metavar="NAME", help="the DVC remote to check (default: the default remote)")
+    p_review.add_argument("--out", type=Path, default=None, help="the page (default: review.html in the checkout)")
     p_fp = sub.add_parser("fingerprint", help="check, in seconds, that this machine computes the recorded bytes")
     p_fp.add_argument("--update", action="store_true", help="record this machine's digests instead (after a "
                       "deliberate change of the numeric libraries)")
@@ -144,10 +157,10 @@ def parser() -> argparse.ArgumentParser:
     p_diff = sub.add_parser("paper-diff", help="mark every number of the paper that differs between two revisions")
     p_diff.add_argument("rev", metavar="REV", help="a git revision or DVC experiment")
     p_diff.add_argument("rev2", metavar="REV2", nargs="?", help="another one (default: the working tree)")
-    p_diff.add_argument("--repo", type=Path, default=Path("."))
+    p_diff.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
     p_diff.add_argument("--out", type=Path, default=None, help="the diff page (default: paper/_output/diff.html)")
     p_doc = sub.add_parser("schema-doc", help="rewrite the generated part of docs/results.md from the results schema")
-    p_doc.add_argument("--doc", type=Path, default=Path("docs/results.md"))
+    p_doc.add_argument("--doc", type=Path, default=None, help="default: docs/results.md of the repository")
     p_doc.add_argument("--check", action="store_true", help="only check that it is current (exit 1 if not)")
     return ap
 
@@ -172,16 +185,30 @@ def schema_doc(doc: Path, *, check: bool) -> int:
     return 0
 
 
+def _verify_checks() -> dict[str, Any]:
+    """What verify checks beyond the bytes: each extraction against its inputs, each results file's settings."""
+    from uaprobe.analysis.documents import settings
+    from uaprobe.config import analysis_from_mapping
+
+    return {"extra": extraction_mismatches, "settings": lambda recorded: settings(analysis_from_mapping(recorded))}
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.command in ("verify", "paper-diff", "review"):
+        # from any directory of the checkout, as git and DVC do (--against also compares plain directories)
+        args.repo = find_repo(args.repo, required=not (args.command == "verify" and args.against))
     if args.command == "verify" and args.against:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
         from uaprobe import verify
-        from uaprobe.analysis.documents import settings
-        from uaprobe.config import analysis_from_mapping
 
-        return verify.run(args.repo, cache=args.cache, remote=args.remote, extra=extraction_mismatches,
-                          settings=lambda recorded: settings(analysis_from_mapping(recorded)))
+        return verify.run(args.repo, cache=args.cache, remote=args.remote, **_verify_checks())
+    if args.command == "review":
+        from uaprobe import review
+        from uaprobe.fingerprint import fingerprint
+
+        return review.run(args.repo, remote=args.remote, out=args.out or args.repo / review.PAGE,
+                          fingerprint=lambda: fingerprint(update=False), verify_kwargs=_verify_checks())
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     if args.command == "fingerprint":
@@ -189,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
         return fingerprint(update=args.update)
     if args.command == "schema-doc":
-        return schema_doc(args.doc, check=args.check)
+        return schema_doc(args.doc or find_repo() / "docs" / "results.md", check=args.check)
     return provenance(args.file)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
+from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
 from uaprobe.errors import ConfigError, unreadable, unusable
 
 SourceKind = Literal["hub", "local", "gguf", "packaged"]
@@ -457,6 +458,8 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
+        if (line := marker_line(text.encode("utf-8"))) is not None:
+            raise MergeConflict(conflict_message(path, line))
         mapping = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found; run from the repository root or pass --params") from None

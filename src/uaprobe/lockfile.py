@@ -2,7 +2,8 @@
 
 DVC writes ``dvc.lock`` whole (YAML, ending in a newline). A file that does not parse, ends mid-line,
 lacks the keys DVC always writes, or is a truncated copy of the committed one is *damaged*: the fix is
-``git checkout dvc.lock``, not a recomputation. :func:`read_lock` returns the recorded stages, or
+``git checkout dvc.lock``, not a recomputation. One holding git's conflict markers is an unresolved merge
+(:mod:`uaprobe.conflicts`), named as such. :func:`read_lock` returns the recorded stages, or
 raises :class:`LockDamaged` with that message.
 
 :func:`changed_params` and :func:`changed_deps` compare one recorded stage with the files now in the
@@ -21,6 +22,7 @@ from typing import Any
 import yaml
 
 from uaprobe.config import lookup
+from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
 from uaprobe.errors import UAProbeError
 
 LOCK = "dvc.lock"
@@ -52,6 +54,8 @@ class LockedStage:
     deps: tuple[Mapping[str, Any], ...] = ()
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     outs: tuple[Output, ...] = ()
+    cmd: str = ""
+    """The command the stage ran (several joined with `` && ``)."""
 
 
 def damaged(root: Path, why: str) -> LockDamaged:
@@ -73,7 +77,10 @@ def _entries(root: Path, stage: str, body: Mapping[str, Any], key: str) -> list[
 
 
 def parse_lock(root: Path, data: bytes) -> dict[str, LockedStage]:
-    """The stages recorded in ``data`` (the bytes of ``root/dvc.lock``); :class:`LockDamaged` if it is damaged."""
+    """The stages recorded in ``data`` (the bytes of ``root/dvc.lock``); :class:`LockDamaged` if it is damaged,
+    :class:`~uaprobe.conflicts.MergeConflict` if it holds an unresolved merge."""
+    if (line := marker_line(data)) is not None:
+        raise MergeConflict(conflict_message(root / LOCK, line))
     if not data.strip():
         raise damaged(root, "empty")
     if not data.endswith(b"\n"):
@@ -100,7 +107,8 @@ def parse_lock(root: Path, data: bytes) -> dict[str, LockedStage]:
         params = body.get("params", {})
         if not isinstance(params, dict) or not all(isinstance(v, dict) for v in params.values()):
             raise damaged(root, f"stage {name}: `params` is not a mapping of files to values")
-        stages[name] = LockedStage(name, tuple(_entries(root, name, body, "deps")), params, tuple(outs))
+        cmd = body["cmd"] if isinstance(body["cmd"], str) else " && ".join(map(str, body["cmd"]))
+        stages[name] = LockedStage(name, tuple(_entries(root, name, body, "deps")), params, tuple(outs), cmd)
     return stages
 
 
@@ -136,7 +144,7 @@ def changed_params(root: Path, stage: LockedStage) -> list[str]:
 
 def changed_deps(root: Path, stage: LockedStage) -> list[str]:
     """The recorded dependencies of ``stage`` whose bytes in the checkout differ (every one re-hashed)."""
-    from uaprobe.verify import workspace_hash
+    from uaprobe.hashing import workspace_hash
 
     out = []
     for dep in stage.deps:

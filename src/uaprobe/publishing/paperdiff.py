@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.readback import VALUE_TAG, parse_values, shown_text
 from uaprobe.publishing.values import ValueSourceError, lookup
@@ -47,6 +48,8 @@ class Change:
 
 
 def parse(data: bytes, file: str, label: str) -> Any:
+    if (line := marker_line(data)) is not None:
+        raise MergeConflict(conflict_message(file, line, at=label))
     try:
         text = data.decode("utf-8")
         return yaml.safe_load(text) if file.endswith((".yaml", ".yml")) else json.loads(text)
