@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from uaprobe import numdiff, numerics
-from uaprobe.atomic import os_reason
+from uaprobe.atomic import locked_by_another_process, locked_message, os_reason
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
@@ -47,7 +47,8 @@ def extraction_mismatches(repo: Path) -> list[str]:
             with h5py.File(h5, "r") as fh:
                 attrs = dict(fh.attrs)
         except OSError as exc:
-            problems.append(f"{h5}: not a readable HDF5 file ({os_reason(exc)})")
+            problems.append(locked_message(h5, exc) if locked_by_another_process(exc)
+                            else f"{h5}: not a readable HDF5 file ({os_reason(exc)})")
             continue
         # <model>.control.h5 holds the control pairs (the extract stage's --control)
         dataset = repo / "data" / ("neutral_control.json" if h5.name.endswith(".control.h5") else "dataset.json")
@@ -81,6 +82,8 @@ def provenance(path: Path) -> int:
         with h5py.File(path, "r") as fh:
             attrs = {key: fh.attrs[key] for key in sorted(fh.attrs)}
     except OSError as exc:
+        if locked_by_another_process(exc):
+            raise UAProbeError(locked_message(path, exc)) from None
         raise UAProbeError(f"{path}: not a readable HDF5 file ({os_reason(exc)}); {fix}") from None
     if not attrs:
         raise UAProbeError(f"{path}: an HDF5 file without provenance attributes, not an extraction file; {fix}")

@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from uaprobe.atomic import os_reason
+from uaprobe.atomic import locked_by_another_process, locked_message, os_reason
 from uaprobe.errors import UAProbeError
 
 EXIT_ERROR = 2
@@ -56,6 +56,8 @@ def foreseeable_message(exc: BaseException) -> str | None:
     """The one-line message of a foreseeable failure, or None for a bug."""
     if isinstance(exc, UAProbeError):
         return str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None and locked_by_another_process(exc):
+        return locked_message(exc.filename, exc)
     if isinstance(exc, OSError) and exc.filename is not None:
         return (f"{exc.filename}: {os_reason(exc)}; check that the path exists and is readable, and that its "
                 "directory is writable and its disk has space")
