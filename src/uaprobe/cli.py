@@ -94,11 +94,13 @@ def provenance(path: Path) -> int:
 
 def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     """Compare the values the paper shows at ``rev`` and ``rev2`` (default: the working tree); write the
-    marked page to ``out``; print the summary. Exit 0 either way: a difference is not a failure."""
-    from uaprobe.atomic import write_file
+    marked page to ``out``; print the summary, whose first line counts what differs and what could not be
+    compared. Exit 0 either way: a difference is not a failure."""
+    from uaprobe.atomic import check_writable, write_file
     from uaprobe.publishing import paperdiff
 
     check_repo(repo)
+    check_writable(out.parent, output=out, fix="point --out at a writable path (e.g. --out /tmp/diff.html)")
 
     unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
 
@@ -106,17 +108,21 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
     read_old, read_new = numdiff.byte_reader(old_tree, unavailable), numdiff.byte_reader(new_tree, unavailable)
     labels = (rev, rev2 or "working tree")
+
+    def unreadable(side: int, file: str) -> bool:
+        return f"{file} at {labels[side]}" in unavailable
+
     data = read_new(paperdiff.PAGE)
     if data is None and not unavailable:
         raise UAProbeError(f"{paperdiff.PAGE} at {labels[1]}: no rendered paper; run `dvc repro` there first")
-    if data is not None:
+    if data is None:
+        print(f"nothing compared: the rendered paper at {labels[1]} could not be read (below)")
+    else:
         page = data.decode("utf-8")
         old_data = read_old(paperdiff.PAGE)
-        changes = paperdiff.compare(page, read_old, read_new,
-                                    old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
-        # a value whose file the older side cannot read is not new: it was not compared
-        changes = [c for c in changes if f"{c.file} at {labels[0]}" not in unavailable]
-        figures = paperdiff.changed_figures(read_old, read_new)
+        changes = paperdiff.compare(page, read_old, read_new, labels=labels, unreadable=unreadable,
+                                    old_page=None if old_data is None else old_data.decode("utf-8"))
+        figures = paperdiff.changed_figures(read_old, read_new, unreadable=unreadable)
         write_file(out, paperdiff.diff_page(page, changes, figures, labels))
         print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
         print(f"wrote {out}")
