@@ -201,6 +201,17 @@ def test_a_bug_names_the_stage_and_its_arguments_then_shows_the_traceback(capsys
     assert rest.startswith("Traceback (most recent call last):") and "KeyError: 'poolings'" in rest
 
 
+def test_running_out_of_memory_is_one_message_not_a_bug_report(caplog: pytest.LogCaptureFixture,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    def allocates(_argv: Any) -> int:
+        raise MemoryError("Unable to allocate 149. GiB for an array with shape (1000000000, 20)")
+
+    with caplog.at_level(logging.ERROR):
+        assert stage_main("analyze", allocates, []) == EXIT_ERROR
+    assert caplog.records[-1].getMessage().startswith("out of memory (MemoryError)")
+    assert "bug" not in capsys.readouterr().err
+
+
 def test_an_os_error_without_a_file_is_a_bug_not_a_guess(capsys: pytest.CaptureFixture) -> None:
     def fails(_argv: Any) -> int:
         raise OSError(errno.EIO, "Input/output error")

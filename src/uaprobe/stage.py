@@ -56,6 +56,10 @@ def foreseeable_message(exc: BaseException) -> str | None:
     """The one-line message of a foreseeable failure, or None for a bug."""
     if isinstance(exc, UAProbeError):
         return str(exc)
+    if isinstance(exc, MemoryError):  # what the stages' own estimates did not foresee
+        return ("out of memory (MemoryError): this machine cannot hold what the run allocates; close other programs, "
+                "or lower the sizes params.yaml sets (the resampling counts of `analysis`, `extract.batch_size` and "
+                "`extract.max_batch_tokens`) and rerun")
     if isinstance(exc, OSError) and exc.filename is not None and locked_by_another_process(exc):
         return locked_message(exc.filename, exc)
     if isinstance(exc, OSError) and exc.filename is not None:
