@@ -655,6 +655,25 @@ def test_an_extraction_held_open_by_another_process_is_named_intact(runs: dict, 
     assert done.returncode == 0 and "complete: True" in done.stdout, done.stderr
 
 
+def test_an_extraction_the_system_refuses_to_read_is_not_called_damaged(runs: dict, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permission denied (or an I/O error of the disk) says nothing against the file: no "delete it"."""
+    h5 = tmp_path / "m.h5"
+    shutil.copyfile(runs["reference"], h5)
+
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        raise PermissionError(errno.EACCES, f"Unable to synchronously open file (unable to open file: name = '{h5}', "
+                                            "errno = 13, error message = 'Permission denied', flags = 0, o_flags = 0)")
+
+    monkeypatch.setattr(store.h5py, "File", refused)
+    with pytest.raises(UAProbeError) as caught:
+        read_embeddings(h5)
+    message = str(caught.value)
+    assert message.startswith(f"{h5}: cannot be read (Permission denied [errno 13])"), message
+    assert "check its permissions" in message and "do not delete it" in message
+    assert "delete it and rerun" not in message
+
+
 @pytest.mark.parametrize("resume", [True, False])
 def test_a_partial_file_another_run_writes_is_neither_resumed_nor_removed(runs: dict, tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch,

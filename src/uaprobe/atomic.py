@@ -32,7 +32,7 @@ class OutputError(UAProbeError):
     """An output cannot be written: its directory is missing, read-only or full."""
 
 
-def _errno_of(exc: BaseException) -> int | None:
+def os_errno(exc: BaseException) -> int | None:
     """The operating-system error number of an I/O error, also when HDF5 buried it in its message."""
     number = getattr(exc, "errno", None)
     if not number:
@@ -43,7 +43,7 @@ def _errno_of(exc: BaseException) -> int | None:
 
 def os_reason(exc: BaseException) -> str:
     """The operating-system reason behind an I/O error, also when HDF5 buried it in its message."""
-    number = _errno_of(exc)
+    number = os_errno(exc)
     if number:
         return f"{os.strerror(number)} [errno {number}]"
     lines = str(exc).strip().splitlines()
@@ -54,7 +54,7 @@ def locked_by_another_process(exc: BaseException) -> bool:
     """An open refused because another process holds the file's lock: HDF5 locks every file it opens
     (``flock``, exclusive for writing), and the second opener gets EAGAIN (``BlockingIOError``, "unable to
     lock file"). The file itself is intact."""
-    return _errno_of(exc) in (errno.EAGAIN, errno.EWOULDBLOCK) or "unable to lock file" in str(exc)
+    return os_errno(exc) in (errno.EAGAIN, errno.EWOULDBLOCK) or "unable to lock file" in str(exc)
 
 
 def locked_message(path: Path | str, exc: BaseException, *, writing: bool = False) -> str:

@@ -101,8 +101,10 @@ def memory_needs(params: AnalysisParams, sizes: Sizes) -> dict[str, int]:
         "analysis.bootstrap_resamples": FLOAT * params.bootstrap_resamples * (7 * n + ROWS_PER_LAYER * layers),
         # the pair models' permuted operand (n, m B) and orders (B, n), and a row block's projections
         "analysis.permutations": FLOAT * params.permutations * (8 * n + 4 * 64),
-        # one label per pair per partition and bin count, and their correlations
-        "analysis.bins.partitions": FLOAT * params.bins.partitions * len(params.bins.k) * 2 * (n + layers),
+        # the labels of every partition of every bin count and both schemes, with their group sums (per pair),
+        # and the per-bin uniformities of every view (rows x bins)
+        "analysis.bins.partitions": FLOAT * params.bins.partitions * len(params.bins.k)
+        * (14 * n + max(params.bins.k) * ROWS_PER_LAYER),
         "analysis.robustness.null_partitions": FLOAT * rob.null_partitions * 2 * (n + POOLINGS * layers),
         "analysis.robustness.anisotropy_bootstrap": FLOAT * rob.anisotropy_bootstrap * 4 * POOLINGS * layers,
     }

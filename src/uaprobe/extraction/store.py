@@ -32,7 +32,7 @@ import numpy as np
 
 from uaprobe.extraction import layout
 from uaprobe.atomic import (check_writable, is_io_error, locked_by_another_process, locked_message, move_into_place,
-                            os_reason)
+                            os_errno, os_reason)
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.layout import POLICIES, POOLINGS, SINK_STATISTICS
 
@@ -167,6 +167,10 @@ def read_embeddings(path: str | Path) -> Embeddings:
     except OSError as exc:
         if locked_by_another_process(exc):
             raise UAProbeError(locked_message(path, exc)) from None
+        if os_errno(exc):  # the system refused the read (permissions, the disk): nothing says the file is bad
+            raise UAProbeError(f"{path}: cannot be read ({os_reason(exc)}); the system refused the read, which says "
+                               "nothing against the file itself: check its permissions and the disk, then rerun "
+                               "(do not delete it)") from None
         raise UAProbeError(f"{path}: not a readable HDF5 file ({os_reason(exc)}); delete it and rerun the extract "
                            "stage") from None
     with fh:
