@@ -32,7 +32,7 @@ def test_abtt_refuses_as_many_directions_as_the_rank_bound(n: int, d: int) -> No
     kept = reps.transform(x, "abtt", k=bound - 1)
     xc = x[:, 0] - x[:, 0].mean(axis=0)
     assert np.linalg.norm(kept[:, 0]) > 1e-3 * np.linalg.norm(xc)
-    sizes = limits.Sizes(statements=n, layers=2, hidden=d, categories=2)
+    sizes = limits.Sizes(statements=n, layers=2, hidden=d)
     assert limits.abtt_bound(sizes) == bound
     limits.check_abtt(AnalysisParams(abtt_k=bound - 1), sizes, source="f.h5")
     with pytest.raises(ConfigError, match=rf"analysis\.abtt_k: got {bound}, expected an integer from 1 to {bound - 1} "
@@ -41,16 +41,17 @@ def test_abtt_refuses_as_many_directions_as_the_rank_bound(n: int, d: int) -> No
 
 
 def test_the_memory_check_names_the_largest_count_and_a_value_that_fits() -> None:
-    sizes = limits.Sizes(statements=460, layers=31, hidden=576, categories=6)
+    sizes = limits.Sizes(statements=460, layers=31, hidden=576)
     params = AnalysisParams(bootstrap_resamples=10**9)
     needs = limits.memory_needs(params, sizes)
     # the bootstrap's (B, n) multiplicities and indices and (rows, B) correlations, directly
-    assert needs["analysis.bootstrap_resamples"] == 8 * 10**9 * (7 * 230 + 24 * 31)
+    assert needs["analysis.bootstrap_resamples"] == 8 * 10**9 * (8 * 230 + 24 * 31)
     available = 16 * 2**30
     with pytest.raises(ConfigError) as caught:
         limits.check_memory(params, sizes, available=available, source="x.h5")
     message = str(caught.value)
-    assert message.startswith("analysis.bootstrap_resamples: got 1,000,000,000, which needs about 17,538.7 GiB")
+    gib = needs["analysis.bootstrap_resamples"] / 2**30
+    assert message.startswith(f"analysis.bootstrap_resamples: got 1,000,000,000, which needs about {gib:,.1f} GiB")
     assert "230 pairs, 31 layers" in message and "16.0 GiB available" in message
     fit = int(message.rsplit("analysis.bootstrap_resamples=", 1)[1].rstrip("`)"))
     limits.check_memory(dataclasses.replace(params, bootstrap_resamples=fit), sizes, available=available, source="x")
@@ -88,17 +89,22 @@ def _traced_peak(emb: object, params: AnalysisParams, source: str) -> int:
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("key", ["bootstrap_resamples", "permutations"])
-def test_the_estimate_bounds_the_memory_the_analysis_takes(tmp_path: Path, key: str) -> None:
-    """The peak the analysis' allocations reach grows with a count by no more than the estimate says (and
-    by more than a quarter of it: the estimate is not a blanket refusal)."""
+@pytest.mark.parametrize("key,large,tight", [("bootstrap_resamples", 20_100, True), ("permutations", 20_100, True),
+                                             ("bins.partitions", 1_505, False)])
+def test_the_estimate_bounds_the_memory_the_analysis_takes(tmp_path: Path, key: str, large: int, tight: bool) -> None:
+    """The peak the analysis' allocations reach grows with a count by no more than the estimate says (and,
+    where the count's arrays outgrow the rest of the run at a test's size, by more than a quarter of it: the
+    estimate is not a blanket refusal; the partitions' arrays stay below the run's own peak here, or the
+    test would take minutes)."""
     h5 = write_synthetic_h5(tmp_path / "m.h5", pairs_per_category=(16, 16, 16, 16, 16, 16), n_layers=4, hidden=16,
                             category_names=CATEGORIES)
     emb = read_embeddings(h5)
     small = AnalysisParams(bootstrap_resamples=100, permutations=100, bins=BinsParams(k=(3,), partitions=5, ci_k=3),
                            robustness=RobustnessParams(lexical_seeds=1, null_partitions=10, anisotropy_bootstrap=5))
-    large = dataclasses.replace(small, **{key: 20_100})
+    large_params = (dataclasses.replace(small, bins=dataclasses.replace(small.bins, partitions=large))
+                    if key == "bins.partitions" else dataclasses.replace(small, **{key: large}))
     sizes = limits.sizes_of(emb)
-    estimated = limits.memory_needs(large, sizes)[f"analysis.{key}"] - limits.memory_needs(small, sizes)[f"analysis.{key}"]
-    grown = _traced_peak(emb, large, str(h5)) - _traced_peak(emb, small, str(h5))
-    assert estimated / 4 < grown <= estimated, (grown, estimated)
+    needs = [limits.memory_needs(p, sizes)[f"analysis.{key}"] for p in (small, large_params)]
+    grown = _traced_peak(emb, large_params, str(h5)) - _traced_peak(emb, small, str(h5))
+    assert grown <= needs[1] - needs[0], (grown, needs)
+    assert not tight or grown > (needs[1] - needs[0]) / 4, (grown, needs)
