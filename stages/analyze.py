@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from uaprobe.analysis import limits
 from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
 from uaprobe.schema.text import csv_text
 from uaprobe.analysis.uniformity import cosine_form_for
@@ -53,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     h5 = args.embeddings or Path("data/embeddings") / f"{args.model}.h5"
     emb = read_embeddings(h5)  # checked against uaprobe.extraction.layout: dtypes, shapes, attributes, finite values
     control = read_embeddings(args.control) if args.control is not None else None
+    # values the file or the machine cannot take (abtt_k at the states' rank, counts beyond the memory),
+    # refused before anything is allocated
+    available = limits.available_memory()
+    limits.check(params.analysis, limits.sizes_of(emb), available=available, source=str(h5))
+    if control is not None:
+        limits.check(params.analysis, limits.sizes_of(control), available=available, source=str(args.control),
+                     transformed=params.analysis.representation == "abtt")
     res_dir = args.results / args.model
     for directory, option in ((res_dir, "--results"), (args.metrics, "--metrics"), (args.plots, "--plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")

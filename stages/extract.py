@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:  # not the main thread: leave signals alone
         previous = None
     try:
+        numerics.check_mkl(torch)  # MKL answered by the dispatch library, proven by a product, or nothing is run
         run(model_id=args.model, params_path=args.params, dataset_path=args.dataset, prompts_path=args.prompts,
             out=out, resume=not args.no_resume, progress=True, control_path=args.control)
     except UAProbeError as exc:

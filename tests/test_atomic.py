@@ -22,7 +22,7 @@ from conftest import remount_read_only
 from uaprobe import atomic
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_file, write_files
 from uaprobe.errors import UAProbeError
-from uaprobe.stage import EXIT_BUG, EXIT_ERROR, foreseeable_message, stage_main
+from uaprobe.stage import EXIT_BUG, EXIT_CLOSED_PIPE, EXIT_ERROR, foreseeable_message, stage_main
 
 
 def listing(directory: Path) -> dict[str, bytes]:
@@ -201,12 +201,64 @@ def test_a_bug_names_the_stage_and_its_arguments_then_shows_the_traceback(capsys
     assert rest.startswith("Traceback (most recent call last):") and "KeyError: 'poolings'" in rest
 
 
+def test_running_out_of_memory_is_one_message_not_a_bug_report(caplog: pytest.LogCaptureFixture,
+                                                                 capsys: pytest.CaptureFixture) -> None:
+    def allocates(_argv: Any) -> int:
+        raise MemoryError("Unable to allocate 149. GiB for an array with shape (1000000000, 20)")
+
+    with caplog.at_level(logging.ERROR):
+        assert stage_main("analyze", allocates, []) == EXIT_ERROR
+    assert caplog.records[-1].getMessage().startswith("out of memory (MemoryError)")
+    assert "bug" not in capsys.readouterr().err
+
+
 def test_an_os_error_without_a_file_is_a_bug_not_a_guess(capsys: pytest.CaptureFixture) -> None:
     def fails(_argv: Any) -> int:
         raise OSError(errno.EIO, "Input/output error")
 
     assert stage_main("figures", fails, []) == EXIT_BUG
     assert "Traceback" in capsys.readouterr().err
+
+
+def _closed_reader(args: list[str], **kwargs: Any) -> tuple[int, str]:
+    """Run ``args`` with standard output a pipe its reader closes at once (a pager quit early):
+    (exit code, standard error)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=120), err
+
+
+def test_a_closed_pipe_ends_quietly_as_git_does(tmp_path: Path) -> None:
+    """``uaprobe ... | head``: no message, no traceback, exit 141 -- for the wrapper every stage and every
+    ``uaprobe`` command ends through, and for a real command that prints more than a pipe holds."""
+    script = tmp_path / "talks.py"
+    script.write_text("import sys\nfrom uaprobe.stage import stage_main\n"
+                      "sys.exit(stage_main('figures', lambda _argv: print('x' * 200_000), []))\n")
+    assert _closed_reader([sys.executable, str(script)]) == (EXIT_CLOSED_PIPE, "")
+
+    import h5py
+
+    h5 = tmp_path / "many.h5"
+    with h5py.File(h5, "w") as fh:
+        for i in range(3000):
+            fh.attrs[f"key_{i:04d}"] = "v" * 40
+    assert _closed_reader([sys.executable, "-m", "uaprobe.cli", "provenance", str(h5)]) == (EXIT_CLOSED_PIPE, "")
+
+
+def test_a_broken_pipe_that_is_not_standard_output_is_still_a_bug(capsys: pytest.CaptureFixture) -> None:
+    def writes_to_a_closed_pipe(_argv: Any) -> int:
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            os.write(write, b"x")
+        finally:
+            os.close(write)
+        return 0
+
+    assert stage_main("extract", writes_to_a_closed_pipe, []) == EXIT_BUG
+    assert "unexpected BrokenPipeError" in capsys.readouterr().err
 
 
 def test_every_stage_ends_through_the_one_wrapper() -> None:

@@ -590,3 +590,105 @@ def test_reading_damaged_or_foreign_files(runs: dict, tmp_path: Path) -> None:
         fh.attrs["complete"] = False
     with pytest.raises(UAProbeError, match="incomplete extraction file"):
         read_embeddings(unfinished)
+
+
+# ---------------------------------------------------------------------------------------------
+# A file another process holds open: named as such, intact, never "delete it"
+# ---------------------------------------------------------------------------------------------
+
+class held_open:  # noqa: N801 - used as a context manager, like open()
+    """Another process (a notebook) holding ``path`` open with ``h5py.File(path, mode)`` until the block ends."""
+
+    def __init__(self, path: Path, mode: str = "r+") -> None:
+        self.path, self.mode = path, mode
+
+    def __enter__(self) -> None:
+        code = (f"import h5py, sys, time\nfh = h5py.File({str(self.path)!r}, {self.mode!r})\n"
+                "print('open', flush=True)\nsys.stdin.read()\n")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "open"
+
+    def __exit__(self, *_exc: object) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def _says_locked_and_intact(message: str, path: Path) -> None:
+    assert f"{path}: locked by another process that has it open" in message, message
+    assert "the file is intact" in message and "Resource temporarily unavailable [errno 11]" in message
+    assert "delete" not in message and "rerun the extract stage" not in message, message
+
+
+def test_an_extraction_held_open_by_another_process_is_named_intact(runs: dict, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """A notebook's ``h5py.File(..., 'r+')`` on the extraction: the analyze stage's reader, ``uaprobe
+    provenance`` and ``uaprobe verify`` say the file is locked and intact and how to go on; it stays as it was."""
+    from uaprobe import cli
+    from uaprobe.stage import foreseeable_message
+
+    h5 = tmp_path / "data" / "embeddings" / "m.h5"
+    h5.parent.mkdir(parents=True)
+    shutil.copyfile(runs["reference"], h5)
+    with held_open(h5):
+        with pytest.raises(UAProbeError) as caught:
+            read_embeddings(h5)
+        _says_locked_and_intact(str(caught.value), h5)
+        assert "close it there" in str(caught.value) and "HDF5_USE_FILE_LOCKING=FALSE" in str(caught.value)
+        with pytest.raises(UAProbeError) as caught:
+            cli.provenance(h5)
+        _says_locked_and_intact(str(caught.value), h5)
+        (problem,) = cli.extraction_mismatches(tmp_path)
+        _says_locked_and_intact(problem, h5)
+        try:
+            h5py.File(h5, "r")
+        except OSError as exc:
+            exc.filename = str(h5)  # the wrapper's net for any other reader of a locked file
+            _says_locked_and_intact(foreseeable_message(exc) or "", h5)
+    assert digest(h5) == digest(runs["reference"])
+    # with the lock switched off, as the message says, a reader beside a process that only reads goes on
+    env = {**os.environ, "HDF5_USE_FILE_LOCKING": "FALSE"}
+    with held_open(h5):
+        done = subprocess.run([sys.executable, "-m", "uaprobe.cli", "provenance", str(h5)], env=env,
+                              capture_output=True, text=True)
+    assert done.returncode == 0 and "complete: True" in done.stdout, done.stderr
+
+
+def test_an_extraction_the_system_refuses_to_read_is_not_called_damaged(runs: dict, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permission denied (or an I/O error of the disk) says nothing against the file: no "delete it"."""
+    h5 = tmp_path / "m.h5"
+    shutil.copyfile(runs["reference"], h5)
+
+    def refused(*_args: Any, **_kwargs: Any) -> Any:
+        raise PermissionError(errno.EACCES, f"Unable to synchronously open file (unable to open file: name = '{h5}', "
+                                            "errno = 13, error message = 'Permission denied', flags = 0, o_flags = 0)")
+
+    monkeypatch.setattr(store.h5py, "File", refused)
+    with pytest.raises(UAProbeError) as caught:
+        read_embeddings(h5)
+    message = str(caught.value)
+    assert message.startswith(f"{h5}: cannot be read (Permission denied [errno 13])"), message
+    assert "check its permissions" in message and "do not delete it" in message
+    assert "delete it and rerun" not in message
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_partial_file_another_run_writes_is_neither_resumed_nor_removed(runs: dict, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch,
+                                                                           caplog: pytest.LogCaptureFixture,
+                                                                           resume: bool) -> None:
+    out = tmp_path / "tiny.h5"
+    _fail_at_write(monkeypatch, 4, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        run_stage(runs["project"], out)
+    monkeypatch.undo()
+    partial = partial_path(out)
+    before = digest(partial)
+    with held_open(partial), caplog.at_level(logging.ERROR):
+        assert stage().main(stage_args(runs["project"], out, *([] if resume else ["--no-resume"]))) == 2
+    (message,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    _says_locked_and_intact(message, partial)
+    assert "let that run finish or stop it" in message
+    assert digest(partial) == before and not out.exists()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe import numerics
+from uaprobe import mkl_pin, numerics
 
 REPO = Path(__file__).resolve().parents[1]
 HERE_PINNABLE, WHY_NOT = numerics.pinnable(flags=numerics.cpu_flags())
@@ -75,7 +75,7 @@ def test_pin_overrides_the_callers_environment_and_pins_analysis_threads() -> No
     assert env["MKL_CBWR"] == "AVX2,STRICT", "the caller's MKL_CBWR changes the bytes: overridden"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
     assert all(env[v] == "1" for v in numerics.THREAD_VARIABLES) and env["HOME"] == "/x"
-    library = numerics.mkl_dispatch_library()
+    library = mkl_pin.library()
     preload = {"LD_PRELOAD": str(library)} if library else {}
     assert set_ == {**numerics.ISA_PINS, **{v: "1" for v in numerics.THREAD_VARIABLES}, **preload}
     # child processes load the MKL dispatch library at their start; a caller's own preloads are kept
@@ -192,23 +192,6 @@ def test_pinned_bytes_ignore_the_callers_cpu_settings_and_thread_count() -> None
     assert unpinned["record"]["mkl_dispatch"] == "vendor path"
 
 
-def test_the_mkl_dispatch_library_is_built_and_answers_intel() -> None:
-    """The library is part of the install (setup.py), exports exactly MKL's two vendor checks, and
-    both answer 1; torch's MKL resolves them to it in a pinned process (the record says so)."""
-    import ctypes
-
-    library = numerics.mkl_dispatch_library()
-    assert library is not None, "uaprobe._mkl_dispatch was not built: run `make setup` with a C compiler"
-    lib = ctypes.CDLL(str(library))
-    assert lib.mkl_serv_intel_cpu_true() == 1 and lib.mkl_serv_intel_cpu() == 1
-    probe = ("from uaprobe import numerics; numerics.pin(); import ctypes, torch; "
-             "f = ctypes.CDLL(None).mkl_serv_intel_cpu_true; print(f(), numerics.record()['mkl_dispatch'])")
-    env = numerics.unpinned_environ()
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1", "intel", "path"]
-
-
 @needs_avx2
 def test_the_test_process_runs_under_the_stages_pins() -> None:
     """conftest.py pins before any numeric import, as the analysis stages do: the environment holds
@@ -217,7 +200,7 @@ def test_the_test_process_runs_under_the_stages_pins() -> None:
 
     assert {k: os.environ.get(k) for k in numerics.ISA_PINS} == dict(numerics.ISA_PINS)
     assert all(os.environ.get(v) == str(numerics.ANALYSIS_THREADS) for v in numerics.THREAD_VARIABLES)
-    assert numerics.mkl_dispatch_state() == "intel path"
+    assert mkl_pin.state() == mkl_pin.INTEL_PATH
     core = np._core._multiarray_umath
     enabled = [t for t in core.__cpu_dispatch__ if core.__cpu_features__.get(t)]
     assert not set(enabled) & set(numerics.ISA_PINS["NPY_DISABLE_CPU_FEATURES"].split()), enabled
@@ -266,7 +249,7 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
 def test_a_dispatch_library_path_with_spaces_is_not_preloaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """LD_PRELOAD splits on spaces and colons: such a path would be two missing libraries (and a loader
     warning in every child), so it is left out and each child's own pin() loads the library."""
-    monkeypatch.setattr(numerics, "mkl_dispatch_library", lambda: Path("/a checkout/_mkl_dispatch.so"))
+    monkeypatch.setattr(mkl_pin, "library", lambda: Path("/a checkout/_mkl_dispatch.so"))
     env = {"LD_PRELOAD": "/x/libother.so"}
     numerics.pin(environ=env, modules={}, flags=HASWELL)
     assert env["LD_PRELOAD"] == "/x/libother.so" and env["MKL_CBWR"] == "AVX2,STRICT"

@@ -254,6 +254,38 @@ def test_fuzz_analyze_on_generated_broken_files(built: Path, tmp_path_factory: p
     assert listing(root) == before
 
 
+IMPOSSIBLE_VALUES = {
+    # a count whose arrays no machine holds: refused with its key before anything is allocated
+    "bootstrap_resamples": (("bootstrap_resamples",), 1_000_000_000,
+                            ["analysis.bootstrap_resamples: got 1,000,000,000", "GiB", "available", "at most about"]),
+    "permutations": (("permutations",), 10**10, ["analysis.permutations: got 10,000,000,000", "available"]),
+    "bins.partitions": (("bins", "partitions"), 10**12, ["analysis.bins.partitions", "available"]),
+    "null_partitions": (("robustness", "null_partitions"), 10**12, ["analysis.robustness.null_partitions"]),
+    # as many directions as the states' rank: refused with the range (24 pairs, hidden size 12)
+    "abtt_k": (("abtt_k",), 100_000, ["analysis.abtt_k: got 100000, expected an integer from 1 to 11",
+                                      "data/embeddings/m1.h5", "rank is at most 12"]),
+    "abtt_k at the rank": (("abtt_k",), 12, ["analysis.abtt_k: got 12", "from 1 to 11"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPOSSIBLE_VALUES))
+def test_analyze_refuses_a_value_the_file_or_the_machine_cannot_take(project: Path, case: str,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     caplog: pytest.LogCaptureFixture,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """``-S analysis.bootstrap_resamples=1000000000`` or ``-S analysis.abtt_k=100000``: exit 2 with the key, the
+    reason and what fits, before the analysis starts -- no MemoryError, no clamped removal."""
+    path, value, names = IMPOSSIBLE_VALUES[case]
+    doc = yaml.safe_load((project / "params.yaml").read_text())
+    section = doc["analysis"]
+    for part in path[:-1]:
+        section = section[part]
+    section[path[-1]] = value
+    (project / "params.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
+    run_refused("analyze", ["--model", "m1"], root=project, names=names, caplog=caplog, capsys=capsys)
+
+
 def test_analyze_on_a_full_disk_leaves_every_earlier_output(project: Path, monkeypatch: pytest.MonkeyPatch,
                                                             caplog: pytest.LogCaptureFixture,
                                                             capsys: pytest.CaptureFixture) -> None:

@@ -131,6 +131,10 @@ def test_paper_diff_reads_a_revision_through_git_and_the_dvc_cache(tmp_path: Pat
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     named = [line for line in proc.stdout.splitlines() if line.startswith("not compared: results/r.json at HEAD")]
     assert len(named) == 1 and "dvc fetch" in named[0], proc.stdout
+    # ... and the first line counts them: what could not be read is neither the same nor changed
+    assert proc.stdout.splitlines()[0] == ("no difference in what could be compared between HEAD and working tree; "
+                                           "2 value(s) and 0 figure(s) could not be compared (a file unreadable at "
+                                           "one side, listed below)"), proc.stdout
     # a results file that is not JSON at one revision
     (tmp_path / "results" / "r.json").write_text("{not json", encoding="utf-8")
     proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "--repo", ".")
@@ -148,3 +152,75 @@ def test_a_summary_of_a_list_differs_only_when_the_summary_does() -> None:
     assert [(c.key, c.old, c.new) for c in changes] == [("x", "+0.500", "+0.500")]  # below the shown precision
     more_rows = b'{"rows": [1, 2, 3], "x": 0.5}'
     assert [(c.key, c.old, c.new) for c in compare(page, lambda _: old, lambda _: more_rows)] == [("rows", "2", "3")]
+
+
+def test_what_one_side_cannot_read_is_counted_as_not_compared_never_as_changed() -> None:
+    """After ``dvc gc -w -f`` the older revision's objects are gone: its values and figures are "not
+    compared", counted on the first line, and no figure is called changed for want of its bytes."""
+    import json
+
+    from uaprobe.publishing import paperdiff
+
+    page = ('<html><body><p><a href="#prov-1" class="uav" data-file="r.json" data-key="x" data-fmt="r">+0.500</a> '
+            '<a href="#prov-2" class="uav" data-file="s.json" data-key="y" data-fmt="r">+0.250</a></p></body></html>')
+    manifest = json.dumps({"figures": [{"png": "a.png"}, {"png": "b.png"}]}).encode()
+    new = {"r.json": b'{"x": 0.5}', "s.json": b'{"y": 0.25}', paperdiff.MANIFEST: manifest, "a.png": b"A", "b.png": b"B2"}
+    old = {"s.json": b'{"y": 0.75}', paperdiff.MANIFEST: manifest, "b.png": b"B1"}  # r.json, a.png: objects gone
+    gone = {(0, "r.json"), (0, "a.png")}
+
+    def unreadable(side: int, file: str) -> bool:
+        return (side, file) in gone
+
+    changes = paperdiff.compare(page, old.get, new.get, labels=("HEAD~1", "working tree"), unreadable=unreadable)
+    assert [(c.file, c.status) for c in changes] == [("s.json", "changed"), ("r.json", paperdiff.NOT_COMPARED)]
+    figures = paperdiff.changed_figures(old.get, new.get, unreadable=unreadable)
+    assert [(f.png, f.status) for f in figures] == [("a.png", paperdiff.NOT_COMPARED), ("b.png", "changed")]
+    lines = paperdiff.summary_lines(changes, figures, ("HEAD~1", "working tree"))
+    assert lines[0] == ("1 value(s) and 1 figure(s) differ between HEAD~1 and working tree; 1 value(s) and 1 "
+                        "figure(s) could not be compared (a file unreadable at one side, listed below) (largest "
+                        "relative change first):")
+    assert not any("a.png" in line or "r.json" in line for line in lines[1:])
+    marked = paperdiff.diff_page(page, changes, figures, ("HEAD~1", "working tree"))
+    assert marked.count('<mark class="uav-diff"') == 1 and "a.png" not in marked
+    # the older side's manifest itself unreadable: no figure is compared, none is called added or changed
+    old.pop(paperdiff.MANIFEST)
+    figures = paperdiff.changed_figures(old.get, new.get, unreadable=lambda side, f: side == 0)
+    assert {f.status for f in figures} == {paperdiff.NOT_COMPARED} and len(figures) == 2
+    # a file absent from a side that could read everything is still added / removed
+    figures = paperdiff.changed_figures(old.get, new.get)
+    assert {(f.png, f.status) for f in figures} == {("a.png", "added"), ("b.png", "added")}
+
+
+def test_paper_diff_names_a_merge_conflict_in_params_yaml_and_the_option_for_an_unwritable_page(tmp_path: Path
+                                                                                                 ) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+
+    def git(*args: str) -> None:
+        assert run("git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args).returncode == 0
+
+    git("init", "-q")
+    assert run(sys.executable, "-m", "dvc", "init", "-q").returncode == 0
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    (tmp_path / "params.yaml").write_text("analysis:\n  seed: 42\n", encoding="utf-8")
+    page = tmp_path / "paper" / "_output" / "paper.html"
+    page.parent.mkdir(parents=True)
+    page.write_text('<html><body><a href="#prov-1" class="uav" data-file="params.yaml" data-key="analysis/seed" '
+                    'data-fmt="int">42</a></body></html>', encoding="utf-8")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    (tmp_path / "params.yaml").write_text("analysis:\n<<<<<<< HEAD\n  seed: 42\n=======\n  seed: 7\n"
+                                          ">>>>>>> other\n", encoding="utf-8")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "params.yaml at working tree: an unresolved git merge" in proc.stderr, proc.stderr
+    assert "git checkout --ours params.yaml" in proc.stderr and "git add params.yaml" in proc.stderr
+    assert "not a valid results file" not in proc.stderr
+    git("checkout", "params.yaml")
+    # the diff page cannot be written where --out points: the message names --out
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("", encoding="utf-8")
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "--out", str(blocker / "diff.html"))
+    assert proc.returncode == 2 and "point --out at a writable path" in proc.stderr, proc.stderr
+    proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "HEAD")
+    assert proc.returncode == 0 and proc.stdout.startswith("no change"), proc.stdout + proc.stderr

@@ -285,7 +285,7 @@ def test_a_read_only_checkout_is_verified_without_dvc_lock(project: Path, tmpfs)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert bad.stdout.startswith("note: this checkout is read-only") and "other bytes: d/a.json" in bad.stdout
     diff = sh(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", cwd=root, check=False)
-    assert diff.returncode == 2 and "pass --out a path where the diff page can be written" in diff.stderr, diff.stderr
+    assert diff.returncode == 2 and "point --out at a writable path" in diff.stderr, diff.stderr
 
 
 def test_a_damaged_remote_object_is_named_and_verify_true_stops_the_pull(project: Path) -> None:

@@ -32,16 +32,41 @@ class OutputError(UAProbeError):
     """An output cannot be written: its directory is missing, read-only or full."""
 
 
-def os_reason(exc: BaseException) -> str:
-    """The operating-system reason behind an I/O error, also when HDF5 buried it in its message."""
+def os_errno(exc: BaseException) -> int | None:
+    """The operating-system error number of an I/O error, also when HDF5 buried it in its message."""
     number = getattr(exc, "errno", None)
     if not number:
         found = re.search(r"errno = (\d+)", str(exc))
         number = int(found.group(1)) if found else None
+    return number or None
+
+
+def os_reason(exc: BaseException) -> str:
+    """The operating-system reason behind an I/O error, also when HDF5 buried it in its message."""
+    number = os_errno(exc)
     if number:
         return f"{os.strerror(number)} [errno {number}]"
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def locked_by_another_process(exc: BaseException) -> bool:
+    """An open refused because another process holds the file's lock: HDF5 locks every file it opens
+    (``flock``, exclusive for writing), and the second opener gets EAGAIN (``BlockingIOError``, "unable to
+    lock file"). The file itself is intact."""
+    return os_errno(exc) in (errno.EAGAIN, errno.EWOULDBLOCK) or "unable to lock file" in str(exc)
+
+
+def locked_message(path: Path | str, exc: BaseException, *, writing: bool = False) -> str:
+    """What to tell the user when :func:`locked_by_another_process`: the file is intact, who holds it, how
+    to go on. ``writing``: this process meant to write the file (where the lock must not be switched off)."""
+    head = f"{path}: locked by another process that has it open ({os_reason(exc)}); the file is intact"
+    if writing:
+        return (f"{head}. Another run writing the same output (another `dvc repro` or extract stage) holds it: "
+                "let that run finish or stop it, then rerun")
+    return (f"{head}. HDF5 locks a file while a process has it open for writing, e.g. a notebook's "
+            "`h5py.File(..., 'r+')`: close it there (or end that process) and rerun; if that process only reads "
+            "it, `HDF5_USE_FILE_LOCKING=FALSE` in this command's environment reads it beside that process")
 
 
 def is_io_error(exc: BaseException) -> bool:

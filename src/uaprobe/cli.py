@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from uaprobe import numdiff, numerics
-from uaprobe.atomic import os_reason
+from uaprobe.atomic import locked_by_another_process, locked_message, os_reason
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
@@ -50,7 +50,8 @@ def extraction_mismatches(repo: Path) -> list[str]:
             with h5py.File(h5, "r") as fh:
                 attrs = dict(fh.attrs)
         except OSError as exc:
-            problems.append(f"{h5}: not a readable HDF5 file ({os_reason(exc)})")
+            problems.append(locked_message(h5, exc) if locked_by_another_process(exc)
+                            else f"{h5}: not a readable HDF5 file ({os_reason(exc)})")
             continue
         # <model>.control.h5 holds the control pairs (the extract stage's --control)
         dataset = repo / "data" / ("neutral_control.json" if h5.name.endswith(".control.h5") else "dataset.json")
@@ -84,6 +85,8 @@ def provenance(path: Path) -> int:
         with h5py.File(path, "r") as fh:
             attrs = {key: fh.attrs[key] for key in sorted(fh.attrs)}
     except OSError as exc:
+        if locked_by_another_process(exc):
+            raise UAProbeError(locked_message(path, exc)) from None
         raise UAProbeError(f"{path}: not a readable HDF5 file ({os_reason(exc)}); {fix}") from None
     if not attrs:
         raise UAProbeError(f"{path}: an HDF5 file without provenance attributes, not an extraction file; {fix}")
@@ -94,13 +97,14 @@ def provenance(path: Path) -> int:
 
 def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     """Compare the values the paper shows at ``rev`` and ``rev2`` (default: the working tree); write the
-    marked page to ``out``; print the summary. Exit 0 either way: a difference is not a failure."""
+    marked page to ``out``; print the summary, whose first line counts what differs and what could not be
+    compared. Exit 0 either way: a difference is not a failure."""
     from uaprobe.atomic import check_writable, write_file
     from uaprobe.publishing import paperdiff
 
     check_repo(repo)
-    check_writable(out.parent, output=out, fix="pass --out a path where the diff page can be written (e.g. "
-                   "--out /tmp/diff.html): nothing else is written")
+    check_writable(out.parent, output=out, fix="point --out at a writable path (e.g. --out /tmp/diff.html): "
+                   "nothing else is written")
 
     unavailable: dict[str, str] = {}  # "<file> at <side>" -> the command that fetches it
 
@@ -108,17 +112,21 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     new_tree = numdiff.Revision(repo, rev2) if rev2 else numdiff.Checkout(repo, label="working tree")
     read_old, read_new = numdiff.byte_reader(old_tree, unavailable), numdiff.byte_reader(new_tree, unavailable)
     labels = (rev, rev2 or "working tree")
+
+    def unreadable(side: int, file: str) -> bool:
+        return f"{file} at {labels[side]}" in unavailable
+
     data = read_new(paperdiff.PAGE)
     if data is None and not unavailable:
         raise UAProbeError(f"{paperdiff.PAGE} at {labels[1]}: no rendered paper; run `dvc repro` there first")
-    if data is not None:
+    if data is None:
+        print(f"nothing compared: the rendered paper at {labels[1]} could not be read (below)")
+    else:
         page = data.decode("utf-8")
         old_data = read_old(paperdiff.PAGE)
-        changes = paperdiff.compare(page, read_old, read_new,
-                                    old_page=None if old_data is None else old_data.decode("utf-8"), labels=labels)
-        # a value whose file the older side cannot read is not new: it was not compared
-        changes = [c for c in changes if f"{c.file} at {labels[0]}" not in unavailable]
-        figures = paperdiff.changed_figures(read_old, read_new)
+        changes = paperdiff.compare(page, read_old, read_new, labels=labels, unreadable=unreadable,
+                                    old_page=None if old_data is None else old_data.decode("utf-8"))
+        figures = paperdiff.changed_figures(read_old, read_new, unreadable=unreadable)
         write_file(out, paperdiff.diff_page(page, changes, figures, labels))
         print("\n".join(paperdiff.summary_lines(changes, figures, labels)))
         print(f"wrote {out}")

@@ -14,7 +14,11 @@ in ``fingerprint.json`` beside this module:
   reductions, a symmetric eigendecomposition, the compiled uniformity kernels in both exact forms and
   the bootstrap correlations; the compiled ones on 1, 2 and 3 threads.
 
-Each part runs in a child process (the pins must be set before the libraries load), in seconds. A
+Each part runs in a child process (the pins must be set before the libraries load), in seconds, as
+the stages run: with the MKL dispatch library first in ``LD_PRELOAD``. One more child keeps the
+caller's own ``LD_PRELOAD`` order and says which library answers MKL's vendor check there, and
+whether MKL consulted the dispatch library (:mod:`uaprobe.mkl_pin`): a library the caller preloads
+that answers first is named, with what the extract stage does about it. A
 difference names the operation and thread count, with the CPU and the settings in effect, before a
 ten-minute ``dvc repro`` finds the same thing in an output hash. ``--update`` records this machine's
 digests (after a deliberate change of the pinned libraries) and adds it to the machines they were
@@ -174,6 +178,45 @@ def run_part(part: str, *, with_model: bool = True) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def caller_binding() -> dict[str, Any] | None:
+    """Which library answers MKL's vendor check under the caller's own ``LD_PRELOAD`` order (the pins' entry
+    taken out), from a child that loads the dispatch library as :func:`uaprobe.numerics.pin` does but
+    executes nothing again, and runs a small product: ``{"binding", "library", "calls", "state"}``, or
+    ``{"error"}``; None where the pins do not apply or the library was not built."""
+    from uaprobe import mkl_pin
+
+    if not numerics.pins_for(flags=numerics.cpu_flags()) or mkl_pin.library() is None:
+        return None
+    env = dict(os.environ)
+    env.pop(mkl_pin.REEXECUTED, None)
+    env.pop("LD_PRELOAD", None)
+    caller = numerics.unpinned_environ().get("LD_PRELOAD")
+    if caller:
+        env["LD_PRELOAD"] = caller
+    done = subprocess.run([sys.executable, "-m", "uaprobe.mkl_pin"], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": f"the MKL binding probe failed (exit {done.returncode}): {done.stderr.strip()[-500:]}"}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "preload": caller or ""}
+
+
+def binding_line(found: dict[str, Any] | None) -> str:
+    """What the caller's preload order does to MKL's vendor check, in one line of the report."""
+    if found is None:
+        return "MKL's vendor check: not pinned on this machine (see the settings above)"
+    if "error" in found:
+        return f"MKL's vendor check under this environment's LD_PRELOAD: {found['error']}"
+    where = f"under this environment's LD_PRELOAD ({found['preload']})" if found["preload"] else \
+        "under this environment (no LD_PRELOAD of its own)"
+    if found["state"] == "intel path":
+        return (f"MKL's vendor check {where}: answered by uaprobe's dispatch library; MKL consulted it "
+                f"({found['calls']} call(s) in a small product)")
+    who = (f"answered by {found['binding']}, found before uaprobe's dispatch library" if found["binding"]
+           and "answered by" in found["state"] else found["state"].removeprefix("vendor path: "))
+    return (f"MKL's vendor check {where}: {who}; MKL did not consult uaprobe's dispatch library there "
+            f"({found['calls'] or 0} call(s)). The extract stage executes itself again with the dispatch library "
+            "first in LD_PRELOAD, as the parts above ran, and refuses to run where MKL still does not consult it")
+
+
 def load_digests(path: Path = DIGESTS) -> dict[str, Any]:
     """The committed digests: ``{"checked_on": [...], "digests": {part: {op: {threads: md5}}}}``."""
     from uaprobe.errors import UAProbeError
@@ -211,8 +254,10 @@ def _yes_no(value: Any) -> str:
     return "unknown" if value is None else "yes" if value else "no"
 
 
-def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, Any]], checked_on: list[Any]) -> str:
-    """The table ``uaprobe fingerprint`` prints, with the machine, the settings and the verdict."""
+def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, Any]], checked_on: list[Any],
+           binding: dict[str, Any] | None = None) -> str:
+    """The table ``uaprobe fingerprint`` prints, with the machine, the settings, the binding of MKL's vendor
+    check under the caller's preload order and the verdict."""
     machine = next((m["machine"] for m in measured.values() if "machine" in m), numerics.machine_record())
     settings = next((m["numerics"] for m in measured.values() if "numerics" in m), {})
     width = max((len(op) for _, op, _, _ in rows), default=10)
@@ -220,7 +265,7 @@ def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, 
              f"AVX-512 {_yes_no(machine.get('avx512'))}, {machine.get('logical_cpus')} logical CPUs)",
              f"settings: isa {settings.get('isa')}, MKL {settings.get('mkl_dispatch')}, pins "
              + " ".join(f"{k}={v}" for k, v in sorted(settings.get("pins", {}).items())),
-             "", f"{'part':<11} {'operation':<{width}}  threads: result"]
+             binding_line(binding), "", f"{'part':<11} {'operation':<{width}}  threads: result"]
     table: dict[tuple[str, str], dict[str, str]] = {}
     for part, op, threads, verdict in rows:
         table.setdefault((part, op), {})[threads] = verdict
@@ -231,7 +276,7 @@ def report(rows: list[tuple[str, str, str, str]], measured: dict[str, dict[str, 
     bad = [r for r in rows if r[3] != "equal"]
     lines.append("")
     if bad and settings.get("mkl_dispatch") != "intel path":
-        lines.append(f"MKL takes this processor vendor's own code path: {numerics.mkl_dispatch_state()}")
+        lines.append(f"MKL takes this processor vendor's own code path: {machine.get('mkl_dispatch', 'unknown')}")
     if bad:
         lines.append(f"{len(bad)} of {len(rows)} differ from {DIGESTS.name}: this machine computes other bytes than "
                      "the ones the repository records, so `dvc repro` here will not reproduce dvc.lock. "
@@ -262,7 +307,7 @@ def fingerprint(*, update: bool = False, with_model: bool = True, path: Path = D
         print(f"wrote {path}: {sum(len(d) for d in doc['digests'].values())} operations")
         return 0
     rows = compare(doc["digests"], measured)
-    print(report(rows, measured, doc.get("checked_on", [])))
+    print(report(rows, measured, doc.get("checked_on", []), caller_binding()))
     return 0 if all(r[3] == "equal" for r in rows) else 1
 
 

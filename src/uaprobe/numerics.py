@@ -33,9 +33,8 @@ on an Intel one its kernels for a given shape also change with the thread count.
 torch 2.13 (MKL 2024.2), float32 ``Linear`` products at both default models' widths, row counts 1 to
 832, and attention-sized batched products (620 operations), on 1, 2 and 3 threads, on a 2-core AMD
 EPYC (Zen 3), with MKL made to take its Intel path by the dispatch library below (it reproduced the
-48 hashes that a 2-core Intel Xeon with AVX-512 computed with every setting of
-``shared/numerics/gemm_hash.py``, and the Intel Xeon's whole SmolLM2 extraction file, byte for
-byte):
+48 product hashes that a 2-core Intel Xeon with AVX-512 computed under every setting of the table,
+and the Intel Xeon's whole SmolLM2 extraction file, byte for byte):
 
 ==================================== ===================================================
 setting                              operations with more than one result (of 620)
@@ -48,13 +47,16 @@ AVX2 pins alone (vendor's own path)  476 to 522 AMD vs Intel path; AMD alone: 1 
 Intel path + ``MKL_CBWR=AVX2,STRICT`` 0
 ==================================== ===================================================
 
-The last row is the pin: :data:`MKL_DISPATCH_SOURCE`, a library of two one-line C functions
-answering "Intel" (built at install time as ``uaprobe._mkl_dispatch``), is loaded with
-``RTLD_GLOBAL`` before torch, and named in ``LD_PRELOAD`` for every child process, so MKL's own calls
-resolve to it on every machine (on an Intel processor it changes nothing), and ``MKL_CBWR=AVX2,STRICT`` holds the thread count out of the bytes. Its cost is
-measured by ``bench/extract.py`` (``numerics: portable pins ... vs today's pins ...``). Where the
-library could not be built (no C compiler at install), :func:`record` says so and
-``uaprobe fingerprint`` names the operations whose bytes then differ.
+The last row is the pin: ``src/uaprobe/_mkl_dispatch.c``, a library of the two C functions answering
+"Intel" (built at install time as ``uaprobe._mkl_dispatch``; without a C compiler ``make setup``
+stops on a machine that needs it), is loaded with ``RTLD_GLOBAL`` before torch and put first in
+``LD_PRELOAD`` for every child process, so MKL's own calls resolve to it on every machine (on an
+Intel processor it changes nothing), and ``MKL_CBWR=AVX2,STRICT`` holds the thread count out of the
+bytes. :mod:`uaprobe.mkl_pin` checks that it is the library MKL actually asks (a library the caller
+preloads that defines the same functions is found first: :func:`pin` then executes the process again
+with the dispatch library first) and proves it by the library's count of MKL's questions after a
+product; :func:`record` writes the binding in effect. Its cost is measured by ``bench/extract.py``
+(``numerics: portable pins ... vs today's pins ...``).
 
 **MKL's vector math.** torch computes ``exp``, ``log``, ``sqrt``, ``tanh``, ``erf``, ``sin``,
 ``cos`` and a few more on float tensors with MKL's vector math library (VML), which picks its
@@ -99,6 +101,8 @@ from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from uaprobe import mkl_pin
+
 ISA = "AVX2"
 """The instruction set every pinned library is held to."""
 
@@ -114,12 +118,6 @@ ISA_PINS: Mapping[str, str] = {
     "NUMBA_CPU_NAME": "haswell",
 }
 """Environment that holds every CPU-dispatching library to its AVX2 kernels (see the module doc)."""
-
-MKL_DISPATCH_SOURCE = Path(__file__).with_name("_mkl_dispatch.c")
-"""The C source of the MKL dispatch library (see the module doc); built as ``uaprobe._mkl_dispatch``."""
-
-_dispatch_loaded: list[str] = []
-"""The path of the MKL dispatch library this process loaded, if it did."""
 
 THREAD_VARIABLES: tuple[str, ...] = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """The thread-count variables of OpenBLAS, OpenMP (torch, MKL) and MKL."""
@@ -227,7 +225,9 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
     Call it before numpy, scipy or torch is imported: if one already is, the pin would silently not
     apply to it, so with ``strict`` it raises :class:`PinnedTooLate` and without it changes nothing
     (a caller inside a process that has its own numerics, e.g. the ``uaprobe`` command called from
-    Python). ``flags`` defaults to this machine's CPU flags. Returns the variables it set.
+    Python). With ``strict``, where a library the caller preloads answers MKL's vendor check before the
+    dispatch library, the process is executed again with it first (:func:`uaprobe.mkl_pin.put_first`).
+    ``flags`` defaults to this machine's CPU flags. Returns the variables it set.
     """
     environ = os.environ if environ is None else environ
     modules = sys.modules if modules is None else modules
@@ -238,16 +238,19 @@ def pin(*, analysis: bool = False, strict: bool = True, environ: MutableMapping[
         raise PinnedTooLate(f"{', '.join(early)} imported before uaprobe.numerics.pin(): call pin() first, "
                             "before any numeric import")
     wanted = pins_for(flags=cpu_flags() if flags is None else flags)
-    library = mkl_dispatch_library() if wanted else None
-    if library is not None:
-        # this process: loaded now, before torch; every child process: by the dynamic loader at its start
-        if environ is os.environ and modules is sys.modules:
-            load_mkl_dispatch()
-        preload = [p for p in environ.get("LD_PRELOAD", "").replace(":", " ").split() if p != str(library)]
-        if not any(c.isspace() or c == ":" for c in str(library)):  # LD_PRELOAD has no quoting: such a path
-            wanted["LD_PRELOAD"] = " ".join([str(library), *preload])  # is left to the children's own pin()
+    library = mkl_pin.library() if wanted else None
     wanted.update({var: str(ANALYSIS_THREADS if analysis else EXTRACTION_THREADS) for var in THREAD_VARIABLES})
+    if library is not None:
+        # every child process: by the dynamic loader at its start, before the caller's own preloads (LD_PRELOAD
+        # has no quoting: a path with a space or colon is left to the children's own pin())
+        preload = {"LD_PRELOAD": environ.get("LD_PRELOAD", "")}
+        if mkl_pin.preload_first(library, preload):
+            wanted["LD_PRELOAD"] = preload["LD_PRELOAD"]
     environ.update(wanted)
+    if library is not None and environ is os.environ and modules is sys.modules:
+        mkl_pin.load()  # this process: now, before torch
+        if strict:
+            mkl_pin.put_first(environ)  # another library answers MKL first: run again with this one first
     return wanted
 
 
@@ -256,51 +259,12 @@ def unpinned_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]
     and the MKL dispatch library's ``LD_PRELOAD`` entry included: for a child process that is to choose
     its own code paths."""
     environ = os.environ if environ is None else environ
-    out = {k: v for k, v in environ.items() if k not in ISA_PINS and k not in THREAD_VARIABLES}
+    out = {k: v for k, v in environ.items()
+           if k not in ISA_PINS and k not in THREAD_VARIABLES and k != mkl_pin.REEXECUTED}
     preload = [p for p in out.pop("LD_PRELOAD", "").replace(":", " ").split() if "_mkl_dispatch" not in Path(p).name]
     if preload:
         out["LD_PRELOAD"] = " ".join(preload)
     return out
-
-
-def mkl_dispatch_library() -> Path | None:
-    """The built MKL dispatch library of this installation, None where it was not built."""
-    built = sorted(MKL_DISPATCH_SOURCE.parent.glob("_mkl_dispatch*.so"))
-    return built[0] if built else None
-
-
-def load_mkl_dispatch() -> bool:
-    """Load the MKL dispatch library into the process's global symbol scope (before torch loads MKL);
-    False where it was not built or cannot be loaded."""
-    if _dispatch_loaded:
-        return True
-    library = mkl_dispatch_library()
-    if library is None:
-        return False
-    try:
-        ctypes.CDLL(str(library), mode=os.RTLD_GLOBAL | os.RTLD_NOW)
-    except OSError:
-        return False
-    _dispatch_loaded.append(str(library))
-    return True
-
-
-def mkl_dispatch_state() -> str:
-    """``intel path`` where this process loaded the MKL dispatch library (itself, or the dynamic loader
-    through ``LD_PRELOAD``, as :func:`pin` sets it for child processes), else why not."""
-    if _dispatch_loaded or _mapped("_mkl_dispatch"):
-        return "intel path"
-    if mkl_dispatch_library() is None:
-        return "vendor path: uaprobe._mkl_dispatch not built (no C compiler at install); install one and rerun `make setup`"
-    return "vendor path: the dispatch library was not loaded before torch (call uaprobe.numerics.pin() first)"
-
-
-def _mapped(name: str) -> bool:
-    """Whether a library whose file name holds ``name`` is mapped into this process (Linux)."""
-    try:
-        return any(name in line for line in Path("/proc/self/maps").read_text(errors="replace").splitlines())
-    except OSError:
-        return False
 
 
 def _openblas_cores() -> list[dict[str, str]]:
@@ -357,7 +321,6 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
     out: dict[str, Any] = {
         "isa": ISA if len(pins) == len(ISA_PINS) else "unpinned",
         "pins": pins,
-        "mkl_dispatch": mkl_dispatch_state().split(":")[0],
         "threads": threads,
         "machine": platform.machine().lower(),
     }
@@ -374,13 +337,32 @@ def record(*, analysis: bool = False, environ: Mapping[str, str] | None = None) 
         out["openblas"] = blas
     if analysis:  # the analyses' resampling kernels (the extraction compiles nothing)
         out["numba"] = {"version": _version("numba"), "cpu_name": environ.get("NUMBA_CPU_NAME", "host")}
-    if not analysis:  # the extraction's forward pass (the analyses never load torch)
+    if not analysis:  # the extraction's forward pass (the analyses never load torch, nor MKL)
         import torch
 
+        # which library answers MKL's vendor check, proven by a product (the reason is machine-local)
+        out["mkl_dispatch"] = mkl_pin.state(torch).split(":")[0] if _torch_blas(torch) != "not MKL" else "no MKL"
         out["torch"] = {"version": str(torch.__version__),
                         "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
                         "blas": _torch_blas(torch)}
     return out
+
+
+def check_mkl(torch: Any) -> None:
+    """Refuse to go on where the pins apply, torch's BLAS is MKL and MKL's vendor check is not answered
+    by the dispatch library (:func:`uaprobe.mkl_pin.state`): the extraction would write other bytes."""
+    from uaprobe.errors import UAProbeError
+
+    if not pins_for(flags=cpu_flags()) or _torch_blas(torch) == "not MKL":
+        return
+    state = mkl_pin.state(torch)
+    if state != mkl_pin.INTEL_PATH:
+        preloaded = os.environ.get("LD_PRELOAD", "")
+        hint = (f" A library in LD_PRELOAD ({preloaded}) that defines MKL's vendor check (MKL itself, or another) is "
+                "found first: run without it (`env -u LD_PRELOAD dvc repro`)." if "uaprobe's" in state else "")
+        raise UAProbeError(f"MKL is not held to its Intel code path ({state}): the extraction would write other "
+                           f"bytes than dvc.lock records, so nothing is run.{hint} `uaprobe fingerprint` shows the "
+                           "binding in effect")
 
 
 def _torch_blas(torch: Any) -> str:
@@ -415,6 +397,7 @@ def machine_record() -> dict[str, Any]:
     torch = sys.modules.get("torch")
     if torch is not None:
         out["torch_threads"] = torch.get_num_threads()
+        out["mkl_dispatch"] = mkl_pin.state(torch)
         if torch.cuda.is_available():
             out["cuda_devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return out

@@ -4,6 +4,8 @@ A foreseeable failure -- a :class:`~uaprobe.errors.UAProbeError` (bad input, a m
 full or read-only disk) or an operating-system error on a named file -- is logged as one message
 and the process exits with code 2, without a traceback. Anything else is a bug: one line names the
 stage and its arguments (what a user needs to report it), then the traceback follows, exit code 1.
+Standard output closed by its reader (``uaprobe verify | head``, a pager quit early) ends the process
+quietly, as git does: no message, exit code 141 (128 + SIGPIPE).
 
 Each stage's ``__main__`` block is ``run_stage("<name>", main)``. It makes SIGTERM (``kill``, a job
 scheduler, a container stop) stop the stage as Ctrl-C does: every ``finally``/``except`` runs, so the
@@ -18,7 +20,10 @@ would otherwise record values the outputs were not computed with.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import os
+import select
 import shlex
 import signal
 import sys
@@ -29,7 +34,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from uaprobe.atomic import os_reason
+from uaprobe.atomic import locked_by_another_process, locked_message, os_reason
 from uaprobe.errors import UAProbeError
 
 EXIT_ERROR = 2
@@ -41,6 +46,9 @@ EXIT_BUG = 1
 EXIT_INTERRUPTED = 130
 """Exit code after Ctrl-C (128 + SIGINT)."""
 
+EXIT_CLOSED_PIPE = 128 + int(signal.SIGPIPE)
+"""Exit code when the reader of standard output went away (141, as a process killed by SIGPIPE: git's)."""
+
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
@@ -48,10 +56,37 @@ def foreseeable_message(exc: BaseException) -> str | None:
     """The one-line message of a foreseeable failure, or None for a bug."""
     if isinstance(exc, UAProbeError):
         return str(exc)
+    if isinstance(exc, MemoryError):  # what the stages' own estimates did not foresee
+        return ("out of memory (MemoryError): this machine cannot hold what the run allocates; close other programs, "
+                "or lower the sizes params.yaml sets (the resampling counts of `analysis`, `extract.batch_size` and "
+                "`extract.max_batch_tokens`) and rerun")
+    if isinstance(exc, OSError) and exc.filename is not None and locked_by_another_process(exc):
+        return locked_message(exc.filename, exc)
     if isinstance(exc, OSError) and exc.filename is not None:
         return (f"{exc.filename}: {os_reason(exc)}; check that the path exists and is readable, and that its "
                 "directory is writable and its disk has space")
     return None
+
+
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has gone (writing to it fails with EPIPE)."""
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a captured stream), or a closed one
+        return False
+
+
+def _leave_closed_pipe() -> int:
+    """Point standard output at /dev/null, so that the interpreter's last flush at exit cannot fail
+    again on the closed pipe, and return :data:`EXIT_CLOSED_PIPE`."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return EXIT_CLOSED_PIPE
 
 
 def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: Sequence[str] | None = None, *,
@@ -64,6 +99,11 @@ def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: 
     log = log or logging.getLogger(f"uaprobe.{name}")
     try:
         code = main(args)
+        sys.stdout.flush()  # what is still buffered goes now, where a closed pipe is still handled here
+    except BrokenPipeError as exc:
+        if exc.errno == errno.EPIPE and stdout_closed():
+            return _leave_closed_pipe()
+        return _report(name, args, exc, log)
     except KeyboardInterrupt as exc:
         signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
         log.error("%s: stopped by %s; outputs written so far are complete files, no temporary file is left, "
@@ -72,15 +112,20 @@ def stage_main(name: str, main: Callable[[list[str] | None], int | None], argv: 
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - every failure ends here, foreseeable or not
-        message = foreseeable_message(exc)
-        if message is not None:
-            log.error("%s", message)
-            return EXIT_ERROR
-        print(f"{name}: unexpected {type(exc).__name__} with arguments {shlex.join(args) or '(none)'}; this is a "
-              "bug in uaprobe, please report it with the traceback below", file=sys.stderr, flush=True)
-        traceback.print_exc()
-        return EXIT_BUG
+        return _report(name, args, exc, log)
     return int(code or 0)
+
+
+def _report(name: str, args: list[str], exc: BaseException, log: logging.Logger) -> int:
+    """Log a foreseeable failure's message (exit 2), or print a bug report with the traceback (exit 1)."""
+    message = foreseeable_message(exc)
+    if message is not None:
+        log.error("%s", message)
+        return EXIT_ERROR
+    print(f"{name}: unexpected {type(exc).__name__} with arguments {shlex.join(args) or '(none)'}; this is a "
+          "bug in uaprobe, please report it with the traceback below", file=sys.stderr, flush=True)
+    traceback.print_exception(exc)
+    return EXIT_BUG
 
 
 def _terminate(signum: int, _frame: object) -> None:
@@ -156,4 +201,4 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-__all__ = ["EXIT_BUG", "EXIT_ERROR", "EXIT_INTERRUPTED", "STAGE_PARAMS", "ParamsWatch", "foreseeable_message", "run_stage", "stage_main"]
+__all__ = ["EXIT_BUG", "EXIT_CLOSED_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "STAGE_PARAMS", "ParamsWatch", "foreseeable_message", "run_stage", "stage_main"]

@@ -43,8 +43,20 @@ def _top_eigh(xc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, bool]:
     return np.clip(w[::-1], 0.0, None), v[:, ::-1], in_rows
 
 
+def _check_removable(xc: np.ndarray, k: int) -> None:
+    """``k`` directions can be removed from centred states (N, D): fewer than their rank bound
+    ``min(N - 1, D)`` (as many leave rounding noise; :mod:`uaprobe.analysis.limits` refuses such an
+    ``analysis.abtt_k`` before the stage starts)."""
+    bound = min(xc.shape[0] - 1, xc.shape[1])
+    if not 1 <= k < bound:
+        raise ValueError(f"abtt: k = {k} directions cannot be removed from states of rank at most {bound} "
+                         f"({xc.shape[0]} statements x {xc.shape[1]} dimensions); k must be in [1, {bound - 1}]")
+
+
 def remove_top(xc: np.ndarray, k: int) -> np.ndarray:
-    """Centred states ``xc`` (N, D) less their projections on their top ``k`` principal directions."""
+    """Centred states ``xc`` (N, D) less their projections on their top ``k`` principal directions
+    (``k`` below the rank bound ``min(N - 1, D)``)."""
+    _check_removable(xc, k)
     _, v, in_rows = _top_eigh(xc, k)
     if in_rows:  # X V_k V_k^T = U_k U_k^T X (U_k: left singular vectors)
         return xc - v @ (v.T @ xc)
@@ -157,6 +169,7 @@ def abtt_and_shares(x: np.ndarray, *, k: int, tops: tuple[int, ...]) -> tuple[np
     """One layer (N, D): its ``abtt`` transform and :func:`variance_shares`, from one eigensolution."""
     x = np.asarray(x, dtype=np.float64)
     xc = x - x.mean(axis=0)
+    _check_removable(xc, k)
     total = float((xc * xc).sum())
     w, v, in_rows = _top_eigh(xc, max(k, *tops))
     vk = v[:, :k]

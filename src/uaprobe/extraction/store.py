@@ -31,7 +31,8 @@ import h5py
 import numpy as np
 
 from uaprobe.extraction import layout
-from uaprobe.atomic import check_writable, is_io_error, move_into_place, os_reason
+from uaprobe.atomic import (check_writable, is_io_error, locked_by_another_process, locked_message, move_into_place,
+                            os_errno, os_reason)
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.layout import POLICIES, POOLINGS, SINK_STATISTICS
 
@@ -164,6 +165,12 @@ def read_embeddings(path: str | Path) -> Embeddings:
     try:
         fh = h5py.File(path, "r")
     except OSError as exc:
+        if locked_by_another_process(exc):
+            raise UAProbeError(locked_message(path, exc)) from None
+        if os_errno(exc):  # the system refused the read (permissions, the disk): nothing says the file is bad
+            raise UAProbeError(f"{path}: cannot be read ({os_reason(exc)}); the system refused the read, which says "
+                               "nothing against the file itself: check its permissions and the disk, then rerun "
+                               "(do not delete it)") from None
         raise UAProbeError(f"{path}: not a readable HDF5 file ({os_reason(exc)}); delete it and rerun the extract "
                            "stage") from None
     with fh:
@@ -271,8 +278,8 @@ class ExtractionWriter:
         check_output_path(self.path)
         self.attrs = {k: _plain(v) for k, v in attrs.items()}
         self.fh: h5py.File | None = None
-        if resume and self.tmp.exists():
-            self.fh = self._try_resume()
+        if self.tmp.exists():  # an interrupted run's partial file, or one another run is writing now
+            self.fh = self._try_resume(resume)
         if self.fh is None:
             try:
                 self.tmp.unlink(missing_ok=True)
@@ -292,13 +299,20 @@ class ExtractionWriter:
                 raise _write_error(self.path, exc, "reading the progress of the partial file") from None
             raise
 
-    def _try_resume(self) -> h5py.File | None:
-        """The partial file of an interrupted run with the same inputs, open for writing; else None."""
+    def _try_resume(self, resume: bool = True) -> h5py.File | None:
+        """The partial file of an interrupted run with the same inputs, open for writing; else None (without
+        ``resume``: None). A partial file another process holds open (another run writing it) is an error:
+        it is neither resumed nor removed."""
         try:
             fh = h5py.File(self.tmp, "r+", libver=LIBVER)
         except OSError as exc:
+            if locked_by_another_process(exc):
+                raise UAProbeError(locked_message(self.tmp, exc, writing=True)) from None
             log.warning("%s is unreadable (%s), probably killed while being created; starting over",
                         self.tmp, os_reason(exc))
+            return None
+        if not resume:
+            _close_quietly(fh)
             return None
         try:
             reason = _resume_mismatch(fh, self.attrs, self.sizes)

@@ -31,7 +31,16 @@ PAGE = "paper/_output/paper.html"
 MANIFEST = "figures/manifest.json"
 
 Reader = Callable[[str], bytes | None]
-"""Reads a file of one revision by its path from the root; None when the revision does not have it."""
+"""Reads a file of one revision by its path from the root; None when the revision does not have it, or
+when it cannot be read (``Unreadable`` tells which)."""
+
+Unreadable = Callable[[int, str], bool]
+"""Whether a file the reader of side 0 (older) or 1 (newer) gave None for exists but could not be read
+(a DVC output whose object is in no cache, e.g. after ``dvc gc``): such a file is not compared."""
+
+NOT_COMPARED = "not compared"
+"""The status of a value or figure whose file one side could not read: neither changed nor the same."""
+
 
 
 @dataclass(frozen=True)
@@ -40,11 +49,21 @@ class Change:
     key: str
     fmt: str
     status: str
-    """``changed``, ``added`` (not in the older revision) or ``removed`` (not in the newer one)."""
+    """``changed``, ``added`` (not in the older revision), ``removed`` (not in the newer one) or
+    :data:`NOT_COMPARED` (its file unreadable at one side)."""
     old: str
     new: str
     relative: float | None
     """|new − old| / |old| for numbers (inf when old is 0); None otherwise."""
+
+
+@dataclass(frozen=True)
+class FigureChange:
+    png: str
+    old: bytes | None
+    new: bytes | None
+    status: str
+    """``changed``, ``added``, ``removed`` or :data:`NOT_COMPARED`."""
 
 
 def parse(data: bytes, file: str, label: str) -> Any:
@@ -74,16 +93,24 @@ def _differs(old: Any, new: Any, fmt: str) -> bool:
     return bool(old != new)
 
 
+def _never(_side: int, _file: str) -> bool:
+    return False
+
+
 def compare(page: str, read_old: Reader, read_new: Reader, *, old_page: str | None = None,
-            labels: tuple[str, str] = ("old", "new")) -> list[Change]:
+            labels: tuple[str, str] = ("old", "new"), unreadable: Unreadable = _never) -> list[Change]:
     """Every value the newer page shows whose stored value differs at the older revision, or which the
-    older revision lacks, and (given its page) every value only the older page showed."""
+    older revision lacks, and (given its page) every value only the older page showed; a value whose file
+    one side could not read is :data:`NOT_COMPARED`."""
     docs: dict[tuple[int, str], Any] = {}
+    unread: set[tuple[int, str]] = set()
 
     def value(side: int, file: str, key: str) -> tuple[bool, Any]:
         if (side, file) not in docs:
             data = (read_old, read_new)[side](file)
             docs[side, file] = None if data is None else parse(data, file, labels[side])
+            if data is None and unreadable(side, file):
+                unread.add((side, file))
         doc = docs[side, file]
         if doc is None:
             return False, None
@@ -99,11 +126,16 @@ def compare(page: str, read_old: Reader, read_new: Reader, *, old_page: str | No
             continue
         seen.add((v.file, v.key))
         has_new, new = value(1, v.file, v.key)
+        if not has_new and (1, v.file) in unread:
+            changes.append(Change(v.file, v.key, v.fmt, NOT_COMPARED, "", v.text, None))
+            continue
         if not has_new:
             raise UAProbeError(f"{v.file} at {labels[1]}: no key {v.key!r}, which its paper shows; the paper and its "
                                "results are from different runs: rerun `dvc repro`")
         has_old, old = value(0, v.file, v.key)
-        if not has_old:
+        if not has_old and (0, v.file) in unread:
+            changes.append(Change(v.file, v.key, v.fmt, NOT_COMPARED, "", shown_text(new, v.fmt), None))
+        elif not has_old:
             changes.append(Change(v.file, v.key, v.fmt, "added", "", shown_text(new, v.fmt), None))
         elif _differs(old, new, v.fmt):
             changes.append(Change(v.file, v.key, v.fmt, "changed", shown_text(old, v.fmt), shown_text(new, v.fmt),
@@ -112,8 +144,8 @@ def compare(page: str, read_old: Reader, read_new: Reader, *, old_page: str | No
         if (v.file, v.key) not in seen:
             seen.add((v.file, v.key))
             changes.append(Change(v.file, v.key, v.fmt, "removed", v.text, "", None))
-    return sorted(changes, key=lambda c: (c.status != "changed", -(c.relative if c.relative is not None else math.inf),
-                                          c.file, c.key))
+    return sorted(changes, key=lambda c: (c.status == NOT_COMPARED, c.status != "changed",
+                                          -(c.relative if c.relative is not None else math.inf), c.file, c.key))
 
 
 def shade(relative: float | None) -> float:
@@ -124,30 +156,45 @@ def shade(relative: float | None) -> float:
     return round(min(0.9, 0.2 + 0.7 * math.log10(1 + 99 * min(relative, 1.0)) / 2), 3)
 
 
-def changed_figures(read_old: Reader, read_new: Reader) -> list[tuple[str, bytes | None, bytes | None]]:
-    """(png path, old bytes, new bytes) of every figure whose image differs between the revisions."""
-    manifests = [read(MANIFEST) for read in (read_old, read_new)]
+def changed_figures(read_old: Reader, read_new: Reader, *, unreadable: Unreadable = _never) -> list[FigureChange]:
+    """Every figure whose image differs between the revisions, and every one a side could not read
+    (its manifest or its image unreadable there: :data:`NOT_COMPARED`)."""
+    reads = (read_old, read_new)
+    manifests = [read(MANIFEST) for read in reads]
+    lost = [m is None and unreadable(side, MANIFEST) for side, m in enumerate(manifests)]
     pngs = [set() if m is None else {e["png"] for e in json.loads(m).get("figures", [])} for m in manifests]
     out = []
     for png in sorted(pngs[0] | pngs[1]):
-        old = read_old(png) if png in pngs[0] else None
-        new = read_new(png) if png in pngs[1] else None
-        if old is None or new is None or hashlib.md5(old).digest() != hashlib.md5(new).digest():
-            out.append((png, old, new))
+        old, new = (read(png) if png in listed else None for read, listed in zip(reads, pngs))
+        if any(lost) or any(b is None and unreadable(side, png) for side, b in enumerate((old, new))):
+            out.append(FigureChange(png, old, new, NOT_COMPARED))
+        elif old is None or new is None:
+            out.append(FigureChange(png, old, new, "added" if old is None else "removed"))
+        elif hashlib.md5(old).digest() != hashlib.md5(new).digest():
+            out.append(FigureChange(png, old, new, "changed"))
     return out
 
 
-def summary_lines(changes: Sequence[Change], figures: Sequence[tuple[str, Any, Any]], labels: tuple[str, str]) -> list[str]:
-    if not changes and not figures:
+def summary_lines(changes: Sequence[Change], figures: Sequence[FigureChange], labels: tuple[str, str]) -> list[str]:
+    """The summary ``uaprobe paper-diff`` prints: its first line counts the values and figures that differ and
+    those that could not be compared, then one line per difference."""
+    differ = [c for c in changes if c.status != NOT_COMPARED]
+    figs = [f for f in figures if f.status != NOT_COMPARED]
+    lost = (len(changes) - len(differ), len(figures) - len(figs))
+    unread = (f"; {lost[0]} value(s) and {lost[1]} figure(s) could not be compared (a file unreadable at one "
+              "side, listed below)" if any(lost) else "")
+    if not differ and not figs:
+        if any(lost):
+            return [f"no difference in what could be compared between {labels[0]} and {labels[1]}{unread}"]
         return [f"no change: every value and figure the paper shows is the same at {labels[0]} and {labels[1]}"]
-    lines = [f"{len(changes)} value(s) and {len(figures)} figure(s) differ between {labels[0]} and {labels[1]} "
+    lines = [f"{len(differ)} value(s) and {len(figs)} figure(s) differ between {labels[0]} and {labels[1]}{unread} "
              "(largest relative change first):"]
-    for c in changes:
+    for c in differ:
         rel = "" if c.relative is None else (" (new)" if math.isinf(c.relative) else f" ({100 * c.relative:.3g} %)")
         if c.status == "changed" and c.old == c.new:
             rel += " (below the precision shown)"
         lines.append(f"  {c.status:8} {c.old or '—'} → {c.new or '—'}{rel}  {c.file}: {c.key}")
-    lines += [f"  figure   {png}" for png, _, _ in figures]
+    lines += [f"  figure   {f.png}" + ("" if f.status == "changed" else f" ({f.status})") for f in figs]
     return lines
 
 
@@ -157,11 +204,11 @@ def _img(data: bytes | None) -> str:
     return f'<img style="max-width:100%" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def diff_page(page: str, changes: Sequence[Change], figures: Sequence[tuple[str, Any, Any]],
+def diff_page(page: str, changes: Sequence[Change], figures: Sequence[FigureChange],
               labels: tuple[str, str]) -> str:
     """The newer page with every changed value marked, tables holding one flagged, and the summary,
     the removed values and the changed figures (both revisions side by side) at the top."""
-    by_source = {(c.file, c.key): c for c in changes if c.status != "removed"}
+    by_source = {(c.file, c.key): c for c in changes if c.status not in ("removed", NOT_COMPARED)}
 
     def mark(match: re.Match[str]) -> str:
         tag = match.group(0)
@@ -183,9 +230,10 @@ def diff_page(page: str, changes: Sequence[Change], figures: Sequence[tuple[str,
                    f"<td>{'' if c.relative is None else html.escape(f'{100 * c.relative:.3g} %')}</td>"
                    f"<td><code>{html.escape(c.file)}</code></td><td><code>{html.escape(c.key)}</code></td></tr>"
                    for c in changes)
-    figs = "".join(f"<h3>{html.escape(png)}</h3><div style='display:flex;gap:1em'><div style='flex:1'>"
-                   f"<p>{html.escape(labels[0])}</p>{_img(old)}</div><div style='flex:1'><p>{html.escape(labels[1])}</p>"
-                   f"{_img(new)}</div></div>" for png, old, new in figures)
+    figs = "".join(f"<h3>{html.escape(f.png)}</h3><div style='display:flex;gap:1em'><div style='flex:1'>"
+                   f"<p>{html.escape(labels[0])}</p>{_img(f.old)}</div><div style='flex:1'>"
+                   f"<p>{html.escape(labels[1])}</p>{_img(f.new)}</div></div>"
+                   for f in figures if f.status != NOT_COMPARED)
     head = html.escape(summary_lines(changes, figures, labels)[0])
     summary = (f'<section id="paper-diff" style="border:2px solid #e67800;padding:1em;margin-bottom:2em">'
                f"<h2>Paper diff: {html.escape(labels[0])} → {html.escape(labels[1])}</h2><p>{head}</p>"
