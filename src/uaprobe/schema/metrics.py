@@ -167,6 +167,12 @@ class PairModelsMetrics(Record):
     partial_r_max: Stat = Field(description="largest partial r over the layers")
     lexical_median_partial_r: Stat = Field(description="the lexical baseline's partial r, median over the seeds")
     lexical_any_seed_significant: bool = Field(description="some lexical seed's permutation p <= alpha")
+    declared_partial_r: Stat = Field(description="partial r at the pre-declared layer (`analysis.primary.depth`)")
+    declared_family_holm_p: Stat = Field(description="its p Holm-adjusted in the one pair-level family "
+                                                     "(`pair_models.json` `family`)")
+    incremental_partial_r: Stat = Field(description="partial r at that layer with the lexical metric among the "
+                                                    "covariates (`incremental`)")
+    incremental_family_holm_p: Stat = Field(description="its p Holm-adjusted in the incremental family")
 
 
 class PhaseMetrics(Record):
@@ -189,13 +195,19 @@ class ControlMetrics(Record):
 
 
 class SpecCurveMetrics(Record):
-    """``specification_curve.json``, the joint test over all specifications."""
+    """``specification_curve.json``: the primary joint test and the test without one category."""
 
-    n_specs: int = Field(description="specifications with a defined r")
-    median_r: Stat = Field(description="median r")
-    median_p: Stat = Field(description="its exact joint permutation p")
-    share_positive: Stat = Field(description="share of specifications with r > 0")
-    share_p: Stat = Field(description="its exact joint permutation p")
+    n_specs: int = Field(description="distinct specifications of the universe with a defined r")
+    n_merged: int = Field(description="identical specifications merged")
+    primary_statistic: str = Field(description="`median_r` or `share_positive` (`analysis.primary.statistic`)")
+    primary_estimate: Stat = Field(description="its value over the universe")
+    primary_p: Stat = Field(description="its exact joint permutation p")
+    primary_p_floor: float = Field(description="the smallest p the test can give (1/C!)")
+    without_category: str = Field(description="the category left out by the second test (`analysis.primary.left_out`)")
+    without_category_estimate: Stat = Field(description="the primary statistic with it left out")
+    without_category_p: Stat = Field(description="its exact joint permutation p over (C-1)! relabellings, unadjusted")
+    without_category_holm_p: Stat = Field(description="that p Holm-adjusted in the secondary family")
+    layer_zero_estimate: Stat = Field(description="the primary statistic over the universe's choices at layer 0")
 
 
 class ModelMetrics(Record):
