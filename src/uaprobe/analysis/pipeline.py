@@ -208,7 +208,7 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
                                          params=params, default_name=default_name, rec=rec)
     out.results["pair_models"] = finish(pm_body, header, rec)
-    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body)
+    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body, pooling=params.primary.pooling)
     out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
                                                                       "depth_pct": header["depth_pct"]})
 
