@@ -184,11 +184,17 @@ def _joint_body(t: JointTest, rec: Reasons, where: str, *, description: str, lay
             "share_p": rec.value(f"{where}/share_p", t.share_p, why)}
 
 
-def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str) -> dict[str, Any]:
+def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str, rec: Reasons, where: str
+             ) -> dict[str, Any]:
     j = joint[test]
     p = j["median_p" if statistic == "median_r" else "share_p"]
-    return {"test": test, "statistic": statistic, "estimate": j[statistic], "p": p, "p_floor": j["p_floor"],
-            "at_floor": None if p is None else bool(abs(p - j["p_floor"]) <= TIE_TOLERANCE)}
+    why = f"no specification of `joint/{test}` has a defined r"
+    nan = np.nan
+    return {"test": test, "statistic": statistic,
+            "estimate": rec.value(f"{where}/estimate", nan if j[statistic] is None else j[statistic], why),
+            "p": rec.value(f"{where}/p", nan if p is None else p, why), "p_floor": j["p_floor"],
+            "at_floor": rec.scalar_flag(f"{where}/at_floor", p is not None and abs(p - j["p_floor"]) <= TIE_TOLERANCE,
+                                        defined=p is not None, reason=why)}
 
 
 def _base_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_names: Mapping[str, str]
@@ -271,14 +277,15 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
                                  left_out=primary.left_out if key == "without_category" else None,
                                  n_merged=(in_layers.size - sel.size) * len(nll), relabellings=int(r_perm.shape[0]))
     other = "share_positive" if primary.statistic == "median_r" else "median_r"
-    family = [_joint_p(joint, "declared", other)] + [_joint_p(joint, test, stat)
-                                                     for test in ("every_layer", "without_category")
-                                                     for stat in ("median_r", "share_positive")]
+    family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
+        [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
+                                 for stat in ("median_r", "share_positive")])]
     raw = np.array([np.nan if f["p"] is None else f["p"] for f in family])
     holm_p = holm(raw)
     for i, f in enumerate(family):
         f["holm_p"] = rec.value(f"secondary/tests/{i}/holm_p", holm_p[i], "its joint p is undefined")
-        f["holm_reject"] = None if f["holm_p"] is None else bool(f["holm_p"] <= alpha)
+        f["holm_reject"] = rec.scalar_flag(f"secondary/tests/{i}/holm_reject", holm_p[i] <= alpha,
+                                           defined=bool(np.isfinite(holm_p[i])), reason="its joint p is undefined")
 
     # --- the universe, layer 0 beside the declared layer, the summed NLL's sign
     at_declared = np.flatnonzero(layer_of == declared)
@@ -329,7 +336,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "specs": specs,
         "universe": universe,
         "joint": joint,
-        "primary": _joint_p(joint, "declared", primary.statistic),
+        "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),
         "secondary": {"alpha": alpha, "tests": family},
         "layer_zero": layer_zero,
         "nll_sign": nll_sign,
@@ -342,8 +349,7 @@ def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
     stat = pr["statistic"]
     wc = next(t for t in body["secondary"]["tests"] if t["test"] == "without_category" and t["statistic"] == stat)
     return {"n_specs": joint["declared"]["n_specs"], "n_merged": joint["declared"]["n_merged"],
-            "primary_statistic": stat, "primary_estimate": pr["estimate"], "primary_p": pr["p"],
-            "primary_p_floor": pr["p_floor"], "without_category": joint["without_category"]["left_out"],
+            "primary_estimate": pr["estimate"], "primary_p": pr["p"], "primary_p_floor": pr["p_floor"],
             "without_category_estimate": wc["estimate"], "without_category_p": wc["p"],
             "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat]}
 

@@ -199,12 +199,11 @@ class SpecCurveMetrics(Record):
 
     n_specs: int = Field(description="distinct specifications of the universe with a defined r")
     n_merged: int = Field(description="identical specifications merged")
-    primary_statistic: str = Field(description="`median_r` or `share_positive` (`analysis.primary.statistic`)")
-    primary_estimate: Stat = Field(description="its value over the universe")
+    primary_estimate: Stat = Field(description="the primary statistic (`analysis.primary.statistic`) over the universe")
     primary_p: Stat = Field(description="its exact joint permutation p")
     primary_p_floor: float = Field(description="the smallest p the test can give (1/C!)")
-    without_category: str = Field(description="the category left out by the second test (`analysis.primary.left_out`)")
-    without_category_estimate: Stat = Field(description="the primary statistic with it left out")
+    without_category_estimate: Stat = Field(description="the primary statistic with `analysis.primary.left_out` left "
+                                                        "out")
     without_category_p: Stat = Field(description="its exact joint permutation p over (C-1)! relabellings, unadjusted")
     without_category_holm_p: Stat = Field(description="that p Holm-adjusted in the secondary family")
     layer_zero_estimate: Stat = Field(description="the primary statistic over the universe's choices at layer 0")
