@@ -381,3 +381,22 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
                                      rec=NanReasons())
     assert fam["tests"]["at_floor"] == [False, True] and fam["tests"]["holm_reject"] == [False, True]
     assert fam["tests"]["holm_p"][1] == pytest.approx(2 / 1000) and fam["holm_floor"] == pytest.approx(2 / 1000)
+
+
+def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice():
+    inp = synthetic_input()
+    pol = inp["policies"]["default"]
+    twin = dataclasses.replace(pol, name="sink_excluded")  # the same states and lengths (a BOS never pooled)
+    other = dataclasses.replace(pol, name="sink_excluded", pooled={p: x[::-1].copy() for p, x in pol.pooled.items()})
+    params = small_params()
+    body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": twin}), seeds=[3],
+                                          params=params, rec=NanReasons())
+    alone = pairmodels.pair_models_results(**inp, seeds=[3], params=params, rec=NanReasons())
+    for fam, single in ((body["family"], alone["family"]), (body["incremental"]["family"],
+                                                             alone["incremental"]["family"])):
+        t = fam["tests"]
+        assert fam["n_tests"] == 10 and fam["n_merged"] == 10 and t["counted"] == [True] * 10 + [False] * 10
+        assert t["holm_p"][10:] == t["holm_p"][:10] == single["tests"]["holm_p"]  # the family of one policy
+    distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
+                                              seeds=[3], params=params, rec=NanReasons())
+    assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20

@@ -91,19 +91,31 @@ def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: M
 
 
 def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer: int, reported_pooling: str,
-                   permutations: int, alpha: float, rec: Reasons) -> dict[str, Any]:
+                   permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None
+                   ) -> dict[str, Any]:
     """One Holm family of pair-level tests: ``tests`` holds ``(policy, pooling, metric, r, p)`` at
-    ``layer`` (NaN where undefined; left out of the family's size). ``p_floor = 1 / (1 + B)``."""
+    ``layer`` (NaN where undefined; left out of the family's size). ``p_floor = 1 / (1 + B)``.
+
+    ``same[i]``: the bytes of test i's metric values; a test whose bytes, r and p equal an earlier
+    test's is that test (the same states under two policies): merged into it, with its Holm p,
+    and counted once."""
     r = np.array([t[3] for t in tests], dtype=float)
     p = np.array([t[4] for t in tests], dtype=float)
-    holm_p = stats.holm(p)
+    keys: list[Any] = [i if same is None else (same[i], r[i].tobytes(), p[i].tobytes()) for i in range(len(tests))]
+    first: dict[Any, int] = {}
+    twin = np.array([first.setdefault(key, i) for i, key in enumerate(keys)], dtype=np.int64)
+    counted = twin == np.arange(len(tests))
+    holm_p = np.full(p.shape, np.nan)
+    holm_p[counted] = stats.holm(p[counted])
+    holm_p = holm_p[twin]
     ok = np.isfinite(holm_p)
     reject = ok & (holm_p <= alpha)
     floor = 1.0 / (1 + permutations)
-    n_tests = int(np.isfinite(p).sum())
+    n_tests = int((np.isfinite(p) & counted).sum())
     why = "the test is undefined (a constant metric or residual)"
     return {
-        "layer": int(layer), "reported_pooling": reported_pooling, "n_tests": n_tests, "n_reject": int(reject.sum()),
+        "layer": int(layer), "reported_pooling": reported_pooling, "n_tests": n_tests,
+        "n_merged": int((~counted).sum()), "n_reject": int((reject & counted).sum()),
         "alpha": float(alpha), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
         "tests": {"policy": [t[0] for t in tests], "pooling": [t[1] for t in tests], "metric": [t[2] for t in tests],
                   "partial_r": rec.series("tests/partial_r", r, why),
@@ -112,7 +124,7 @@ def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer
                   "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=why),
                   "at_floor": rec.flags("tests/at_floor", np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
                                         reasons=why),
-                  "reported": [t[1] == reported_pooling for t in tests]},
+                  "reported": [t[1] == reported_pooling for t in tests], "counted": counted.tolist()},
     }
 
 

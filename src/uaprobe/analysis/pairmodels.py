@@ -264,6 +264,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     body["incremental"] = {"covariates": incremental.COVARIATES, "lexical_pooling": incremental.LEXICAL_POOLING,
                            "seeds": list(seeds), "policies": {}}
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
+    values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
         length = np.column_stack([n_content[row_a], n_content[row_b]])
@@ -273,6 +274,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         values: dict[str, Mapping[str, np.ndarray]] = {}
         for p, x in pol.pooled.items():
             values[p] = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
+            values_at.update({(key, p, m): np.ascontiguousarray(values[p][m][layer]).tobytes() for m in names})
             n_views = x.shape[1]
             t = proj.test(np.concatenate([values[p][m] for m in names]))
             poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
@@ -302,15 +304,14 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                             for i, m in enumerate(names)},
             },
         }
-    body["family"] = incremental.family_results(
-        incremental.family_of({key: pol["poolings"] for key, pol in body["policies"].items()}, layer=layer),
-        layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
-        rec=rec.sub("family"))
-    inc_pol = body["incremental"]["policies"]
-    body["incremental"]["family"] = incremental.family_results(
-        incremental.family_of({key: pol["poolings"] for key, pol in inc_pol.items()}, layer=layer),
-        layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
-        rec=rec.sub("incremental/family"))
+    same = [values_at[key, p, m] for key, poolings in body["policies"].items() for p, ms in poolings["poolings"].items()
+            for m in ms]
+    for where, pols in (("family", body["policies"]), ("incremental/family", body["incremental"]["policies"])):
+        fam = incremental.family_results(
+            incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer), same=same,
+            layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
+            rec=rec.sub(where))
+        (body if where == "family" else body["incremental"])["family"] = fam
     return body
 
 

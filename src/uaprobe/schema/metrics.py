@@ -16,6 +16,8 @@ class LayerwiseMetrics(Record):
     final_r: Stat = Field(description="r at L")
     final_p: Stat = Field(description="its t-test p")
     final_permutation_p: Stat = Field(description="its permutation p")
+    layer0_r: Stat = Field(description="r at layer 0 (the token embeddings, before any context), beside `final_r`")
+    layer0_permutation_p: Stat = Field(description="its permutation p")
     prenorm_r: Stat = Field(description="r of the pre-final-norm block")
     peak_positive_r: Stat = Field(description="max r")
     peak_positive_layer: Index = Field(description="its layer")
@@ -63,6 +65,8 @@ class PairsMetrics(Record):
     final_r: Stat = Field(description="r at L")
     final_ci_low: Stat = Field(description="its bootstrap CI, low end")
     final_ci_high: Stat = Field(description="high end")
+    final_cluster_ci_low: Stat = Field(description="its two-stage cluster bootstrap CI (categories, then pairs), low end")
+    final_cluster_ci_high: Stat = Field(description="high end")
     peak_abs_r: Stat = Field(description="r of max |r|")
     peak_abs_layer: Index = Field(description="its layer")
 

@@ -65,6 +65,9 @@ class FamilyTests(Record):
     holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
     reported: list[bool] = Field(description="the pooling is `reported_pooling`")
+    counted: list[bool] = Field(description="false where the test is identical to an earlier one (bit-identical "
+                                            "metric values, the same partial r and p: the same states under both "
+                                            "policies): merged into it, with its Holm p, and not counted in the family")
 
 
 class PairFamily(Record):
@@ -73,7 +76,8 @@ class PairFamily(Record):
     layer: int = Field(description="the pre-declared layer: round(`analysis.primary.depth` x L)")
     reported_pooling: str = Field(description="`analysis.primary.pooling`: the pooling the summary reports, declared "
                                               "before any result (the others are in the family all the same)")
-    n_tests: int = Field(description="tests in the family")
+    n_tests: int = Field(description="distinct defined tests in the family (its size for Holm)")
+    n_merged: int = Field(description="tests merged into an identical one")
     n_reject: int = Field(description="tests with `holm_reject` true")
     alpha: float = Field(description="level of the Holm correction")
     p_floor: float = Field(description="the smallest permutation p: 1 / (1 + B)")
