@@ -397,6 +397,12 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
         t = fam["tests"]
         assert fam["n_tests"] == 10 and fam["n_merged"] == 10 and t["counted"] == [True] * 10 + [False] * 10
         assert t["holm_p"][10:] == t["holm_p"][:10] == single["tests"]["holm_p"]  # the family of one policy
+    # position 0 out of every count but the same pooled tokens: the same tests up to rounding
+    shifted = dataclasses.replace(twin, n_content=pol.n_content - 1)
+    body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": shifted}),
+                                          seeds=[3], params=params, rec=NanReasons())
+    assert body["family"]["n_merged"] == 10 and body["family"]["tests"]["holm_p"][10:] == alone["family"]["tests"][
+        "holm_p"]
     distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
                                               seeds=[3], params=params, rec=NanReasons())
     assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20

@@ -96,14 +96,17 @@ def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer
     """One Holm family of pair-level tests: ``tests`` holds ``(policy, pooling, metric, r, p)`` at
     ``layer`` (NaN where undefined; left out of the family's size). ``p_floor = 1 / (1 + B)``.
 
-    ``same[i]``: the bytes of test i's metric values; a test whose bytes, r and p equal an earlier
-    test's is that test (the same states under two policies): merged into it, with its Holm p,
-    and counted once."""
+    ``same[i]``: the bytes of test i's metric values; a test whose bytes and p equal an earlier
+    test's and whose r is within 1e-12 of it (covariates that differ by a constant, as the
+    content-token counts of two policies that pool the same tokens but for position 0) is that
+    test: merged into it, with its Holm p, and counted once."""
     r = np.array([t[3] for t in tests], dtype=float)
     p = np.array([t[4] for t in tests], dtype=float)
-    keys: list[Any] = [i if same is None else (same[i], r[i].tobytes(), p[i].tobytes()) for i in range(len(tests))]
-    first: dict[Any, int] = {}
-    twin = np.array([first.setdefault(key, i) for i, key in enumerate(keys)], dtype=np.int64)
+    twin = np.arange(len(tests))
+    if same is not None:
+        for i in range(len(tests)):
+            twin[i] = next((j for j in range(i) if twin[j] == j and same[j] == same[i] and _equal(r[j], r[i], 1e-12)
+                            and _equal(p[j], p[i], 0.0)), i)
     counted = twin == np.arange(len(tests))
     holm_p = np.full(p.shape, np.nan)
     holm_p[counted] = stats.holm(p[counted])
@@ -126,6 +129,10 @@ def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer
                                         reasons=why),
                   "reported": [t[1] == reported_pooling for t in tests], "counted": counted.tolist()},
     }
+
+
+def _equal(a: float, b: float, tol: float) -> bool:
+    return bool((np.isnan(a) and np.isnan(b)) or abs(a - b) <= tol)
 
 
 def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int) -> list[tuple[str, str, str,

@@ -66,8 +66,9 @@ class FamilyTests(Record):
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
     reported: list[bool] = Field(description="the pooling is `reported_pooling`")
     counted: list[bool] = Field(description="false where the test is identical to an earlier one (bit-identical "
-                                            "metric values, the same partial r and p: the same states under both "
-                                            "policies): merged into it, with its Holm p, and not counted in the family")
+                                            "metric values, the same p, partial r within 1e-12: the same states under "
+                                            "both policies): merged into it, with its Holm p, and not counted in the "
+                                            "family")
 
 
 class PairFamily(Record):
