@@ -174,7 +174,7 @@ class PrimaryParams:
     statistic: Literal["median_r", "share_positive"] = "median_r"
     """The primary joint statistic of the specification curve (the other is secondary)."""
     left_out: str = "ground_truth_numeric"
-    """The category the second joint test leaves out (the length-confounded category of the original study)."""
+    """The category the second joint test leaves out (default: the dataset's category whose pairs differ most in length)."""
     pooling: str = "mean"
     """The pooling the summary of the pair-level family reports (every pooling is in the family)."""
 
