@@ -230,3 +230,12 @@ def test_first_identical_is_bitwise():
     rows = np.array([[1.0, 2.0], [1.0, np.nextafter(2.0, 3.0)], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0], [0.0, 1.0]])
     assert speccurve.first_identical(rows).tolist() == [0, 1, 0, 3, 4, 3]  # one ulp apart: not the same
     assert speccurve.distinct_subset(rows, np.array([2, 3, 5, 4])).tolist() == [2, 3, 4]
+
+
+def test_permutation_floors_of_the_layerwise_test():
+    from uaprobe.analysis.policy_run import permutation_floors
+
+    assert permutation_floors(mode="exact", count=720, n_tests=31) == pytest.approx(
+        {"permutation_p_floor": 1 / 720, "permutation_holm_floor": 31 / 720})
+    assert permutation_floors(mode="random", count=999, n_tests=2000) == pytest.approx(
+        {"permutation_p_floor": 1 / 1000, "permutation_holm_floor": 1.0})
