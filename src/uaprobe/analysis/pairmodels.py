@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 RNG_NAME = "pair-models"
 """Names the one generator of the within-category permutations (:func:`uaprobe.analysis.stats.rng_for`)."""
+RNG_NAME_WITHOUT = "pair-models-without-category"
+"""Names the generator of the within-category permutations of the incremental family without
+``analysis.primary.left_out``."""
 ROW_BLOCK = 64
 """Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
 COVARIATES = ("intercept, n_content(A), n_content(B): the content tokens behind each side's pooled state under "
@@ -265,6 +268,8 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                            "seeds": list(seeds), "policies": {}}
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
+    inc_inputs: dict[str, tuple[Mapping[str, Mapping[str, np.ndarray]], Mapping[str, Mapping[str, np.ndarray]],
+                                np.ndarray]] = {}  # policy -> model metrics, lexical metrics, lengths
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
         length = np.column_stack([n_content[row_a], n_content[row_b]])
@@ -289,6 +294,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         inc = incremental.incremental_tests(
             values, lex, metrics=names,
             projections=lambda extra: PermutedProjections(pref, np.column_stack([length, extra]), orders))
+        inc_inputs[key] = (values, lex, length)
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
             "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
@@ -312,7 +318,36 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
             rec=rec.sub(where))
         (body if where == "family" else body["incremental"])["family"] = fam
+    body["incremental"]["without_category"] = _without_category(
+        inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref,
+        names=names, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
     return body
+
+
+def _without_category(inputs: Mapping[str, tuple[Mapping[str, Mapping[str, np.ndarray]],
+                                                 Mapping[str, Mapping[str, np.ndarray]], np.ndarray]], *,
+                      category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
+                      names: Sequence[str], layer: int, same: Sequence[bytes], params: AnalysisParams,
+                      rec: Reasons) -> dict[str, Any]:
+    """The incremental family at the declared layer over the pairs of every category but
+    ``analysis.primary.left_out``: the metrics as computed over all pairs, the test over the others
+    (their own within-category draws, generator :data:`RNG_NAME_WITHOUT`)."""
+    out = params.primary.left_out_index(categories)
+    keep = category_of_pair != out
+    orders = within_category_orders(stats.rng_for(seed=params.seed, name=RNG_NAME_WITHOUT),
+                                    category_of_pair=category_of_pair[keep], permutations=params.permutations)
+    y = preference[keep]
+    tests: list[tuple[str, str, str, float, float]] = []
+    for key, (values, lex, length) in inputs.items():
+        res = incremental.incremental_tests(
+            {p: {m: values[p][m][layer:layer + 1, keep] for m in names} for p in values},
+            {p: {m: lex[p][m][:, keep] for m in names} for p in lex}, metrics=names,
+            projections=lambda extra: PermutedProjections(y, np.column_stack([length[keep], extra]), orders))
+        tests += [(key, p, m, float(res[p][m].r[0]), float(res[p][m].p[0])) for p in res for m in names]
+    return {"left_out": categories[out], "n_pairs": int(keep.sum()),
+            "family": incremental.family_results(tests, same=same, layer=layer,
+                                                 reported_pooling=params.primary.pooling,
+                                                 permutations=params.permutations, alpha=params.alpha, rec=rec)}
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:
