@@ -374,6 +374,7 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
              and inc["family"]["tests"]["metric"][i] == "cross_centroid")
     assert head["incremental_partial_r"] == inc["family"]["tests"]["partial_r"][i]
     assert head["incremental_family_holm_p"] == inc["family"]["tests"]["holm_p"][i]
+    assert head["incremental_without_category_holm_p"] == wc["family"]["tests"]["holm_p"][i]
 
 
 def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reaches_the_floor():

@@ -21,6 +21,12 @@ For every metric of :data:`uaprobe.analysis.option_b.METRICS` (values from
   seeds of ``analysis.robustness.lexical_seeds``), one "layer" per seed (a family of one test:
   Holm leaves its p unchanged).
 
+- **One family and the incremental models** (:mod:`uaprobe.analysis.incremental`): every test at
+  the pre-declared layer (``analysis.primary.depth``) Holm-adjusted as one family (``family``);
+  each metric again with the lexical metric of the same pair and pooling among the covariates
+  (``incremental``), as one family over all pairs and one without the pairs of
+  ``analysis.primary.left_out`` (``incremental/without_category``).
+
 Vectorised: with ``R P e = P e - Q Q^T P e`` (``Q`` an orthonormal basis of ``Z``) every permuted r
 needs only the products of ``e`` with the inversely permuted ``R y`` and columns of ``Q``, one
 matrix product for all draws (:class:`PermutedProjections`).
@@ -408,6 +414,7 @@ def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[
                 for i in range(len(t["policy"]))}
 
     length, lexical = in_family(body["family"]), in_family(body["incremental"]["family"])
+    without = in_family(body["incremental"]["without_category"]["family"])
     out: dict[str, Any] = {}
     for key, pol in body["policies"].items():
         lex = pol["lexical_baseline"]["metrics"]
@@ -418,7 +425,9 @@ def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[
                         "declared_partial_r": length[key, pooling, m][0],
                         "declared_family_holm_p": length[key, pooling, m][1],
                         "incremental_partial_r": lexical[key, pooling, m][0],
-                        "incremental_family_holm_p": lexical[key, pooling, m][1]}
+                        "incremental_family_holm_p": lexical[key, pooling, m][1],
+                        "incremental_without_category_partial_r": without[key, pooling, m][0],
+                        "incremental_without_category_holm_p": without[key, pooling, m][1]}
                     for m, e in pol["poolings"][pooling].items()}
     return out
 

@@ -177,6 +177,9 @@ class PairModelsMetrics(Record):
     incremental_partial_r: Stat = Field(description="partial r at that layer with the lexical metric among the "
                                                     "covariates (`incremental`)")
     incremental_family_holm_p: Stat = Field(description="its p Holm-adjusted in the incremental family")
+    incremental_without_category_partial_r: Stat = Field(
+        description="the incremental partial r over the pairs of every category but `analysis.primary.left_out`")
+    incremental_without_category_holm_p: Stat = Field(description="its p Holm-adjusted in that family")
 
 
 class PhaseMetrics(Record):
