@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -90,6 +91,33 @@ def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: M
     return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
 
 
+@dataclass(frozen=True)
+class PolicyMetrics:
+    """One policy's inputs of the incremental models."""
+
+    values: Mapping[str, Mapping[str, np.ndarray]]
+    """pooling -> metric -> (V, n) the model metric of every pair per layer."""
+    lexical: Mapping[str, Mapping[str, np.ndarray]]
+    """pooling -> metric -> (S, n) the lexical metric per seed (:func:`lexical_metrics`)."""
+    length: np.ndarray
+    """(n, 2) the content tokens of A and of B."""
+
+
+def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: Sequence[str], layer: int,
+               projections: Callable[[np.ndarray, np.ndarray], PermutedProjections]
+               ) -> list[tuple[str, str, str, float, float]]:
+    """``(policy, pooling, metric, r, p)`` of the incremental test at ``layer`` over the pairs
+    ``keep`` (n,) bool; ``projections(length, lexical)`` builds the projections of those pairs."""
+    tests: list[tuple[str, str, str, float, float]] = []
+    for key, pm in inputs.items():
+        for p in pm.values:
+            for m in names:
+                t = projections(pm.length[keep], np.asarray(pm.lexical[p][m])[:, keep].T).test(
+                    np.asarray(pm.values[p][m])[layer:layer + 1, keep])
+                tests.append((key, p, m, float(t.r[0]), float(t.p[0])))
+    return tests
+
+
 def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer: int, reported_pooling: str,
                    permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None
                    ) -> dict[str, Any]:
@@ -145,5 +173,5 @@ def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer:
             for key, poolings in policies.items() for p, ms in poolings.items() for m, e in ms.items()]
 
 
-__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "family_of", "family_results", "incremental_tests",
-                          "lexical_metrics", "lexical_states", "pooled_positions")
+__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "PolicyMetrics", "family_of", "family_results",
+                          "incremental_tests", "lexical_metrics", "lexical_states", "pooled_positions", "tests_over")

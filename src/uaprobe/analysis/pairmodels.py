@@ -274,8 +274,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                            "seeds": list(seeds), "policies": {}}
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
-    inc_inputs: dict[str, tuple[Mapping[str, Mapping[str, np.ndarray]], Mapping[str, Mapping[str, np.ndarray]],
-                                np.ndarray]] = {}  # policy -> model metrics, lexical metrics, lengths
+    inc_inputs: dict[str, incremental.PolicyMetrics] = {}
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
         length = np.column_stack([n_content[row_a], n_content[row_b]])
@@ -300,7 +299,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         inc = incremental.incremental_tests(
             values, lex, metrics=names,
             projections=lambda extra: PermutedProjections(pref, np.column_stack([length, extra]), orders))
-        inc_inputs[key] = (values, lex, length)
+        inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, length=length)
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
             "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
@@ -330,11 +329,9 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     return body
 
 
-def _without_category(inputs: Mapping[str, tuple[Mapping[str, Mapping[str, np.ndarray]],
-                                                 Mapping[str, Mapping[str, np.ndarray]], np.ndarray]], *,
-                      category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
-                      names: Sequence[str], layer: int, same: Sequence[bytes], params: AnalysisParams,
-                      rec: Reasons) -> dict[str, Any]:
+def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,
+                      categories: Sequence[str], preference: np.ndarray, names: Sequence[str], layer: int,
+                      same: Sequence[bytes], params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
     """The incremental family at the declared layer over the pairs of every category but
     ``analysis.primary.left_out``: the metrics as computed over all pairs, the test over the others
     (their own within-category draws, generator :data:`RNG_NAME_WITHOUT`)."""
@@ -342,14 +339,8 @@ def _without_category(inputs: Mapping[str, tuple[Mapping[str, Mapping[str, np.nd
     keep = category_of_pair != out
     orders = within_category_orders(stats.rng_for(seed=params.seed, name=RNG_NAME_WITHOUT),
                                     category_of_pair=category_of_pair[keep], permutations=params.permutations)
-    y = preference[keep]
-    tests: list[tuple[str, str, str, float, float]] = []
-    for key, (values, lex, length) in inputs.items():
-        res = incremental.incremental_tests(
-            {p: {m: values[p][m][layer:layer + 1, keep] for m in names} for p in values},
-            {p: {m: lex[p][m][:, keep] for m in names} for p in lex}, metrics=names,
-            projections=lambda extra: PermutedProjections(y, np.column_stack([length[keep], extra]), orders))
-        tests += [(key, p, m, float(res[p][m].r[0]), float(res[p][m].p[0])) for p in res for m in names]
+    tests = incremental.tests_over(inputs, keep=keep, names=names, layer=layer, projections=lambda length, extra: (
+        PermutedProjections(preference[keep], np.column_stack([length, extra]), orders)))
     return {"left_out": categories[out], "n_pairs": int(keep.sum()),
             "family": incremental.family_results(tests, same=same, layer=layer,
                                                  reported_pooling=params.primary.pooling,
