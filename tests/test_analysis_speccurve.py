@@ -182,6 +182,8 @@ def test_declared_and_without_category_joint_tests_match_an_enumeration():
         assert ns["r_mean"][i] == pytest.approx(rm, abs=1e-12) and ns["r_sum"][i] == pytest.approx(rs, abs=1e-12)
         assert ns["sign_changes"][i] == (rm * rs < 0)
     assert ns["n_sign_changes"] == sum(ns["sign_changes"])
+    metrics = speccurve.curve_metrics(body)
+    assert metrics["nll_sign_changes"] == ns["n_sign_changes"] and metrics["nll_rows"] == 2 * 2 * 2
 
 
 def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():

@@ -348,7 +348,8 @@ def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
     return {"n_specs": joint["declared"]["n_specs"], "n_merged": joint["declared"]["n_merged"],
             "primary_estimate": pr["estimate"], "primary_p": pr["p"], "primary_p_floor": pr["p_floor"],
             "without_category_estimate": wc["estimate"], "without_category_p": wc["p"],
-            "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat]}
+            "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat],
+            "nll_sign_changes": body["nll_sign"]["n_sign_changes"], "nll_rows": len(body["nll_sign"]["r_mean"])}
 
 
 def layer_r(body: Mapping[str, Any], *, pooling: str, policy: str, representation: str, nll: str,
