@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import yaml
 
@@ -166,6 +166,41 @@ class RobustnessParams:
 
 
 @dataclass(frozen=True)
+class PrimaryParams:
+    """The pre-declared choices of the primary tests, fixed before any result is read."""
+
+    depth: float = 1.0
+    """The layer of the primary joint test and of the pair-level family, as a share of the depth:
+    round(depth x L) (1.0: the last layer). The per-layer curve is reported beside it."""
+    statistic: Literal["median_r", "share_positive"] = "median_r"
+    """The primary joint statistic of the specification curve (the other is secondary)."""
+    left_out: str = "ground_truth_numeric"
+    """The category the second joint test leaves out (default: the dataset's category whose pairs differ most in length)."""
+    pooling: str = "mean"
+    """The pooling the summary of the pair-level family reports (every pooling is in the family)."""
+
+    def __post_init__(self) -> None:
+        _require(0.0 <= self.depth <= 1.0, "analysis.primary.depth", self.depth,
+                 "a share of the depth in [0, 1] (1.0: the last layer)")
+        _require(self.statistic in ("median_r", "share_positive"), "analysis.primary.statistic", self.statistic,
+                 "`median_r` or `share_positive`")
+        _require(bool(self.left_out), "analysis.primary.left_out", self.left_out, "a category name of the dataset")
+        _require(self.pooling in ("mean", "last", "first"), "analysis.primary.pooling", self.pooling,
+                 "`mean`, `last` or `first`")
+
+    def layer(self, n_layers: int) -> int:
+        """The pre-declared layer of a model with ``n_layers`` blocks (0 = the token embeddings)."""
+        return int(round(self.depth * n_layers))
+
+    def left_out_index(self, categories: Sequence[str]) -> int:
+        """The index of ``left_out`` among the dataset's ``categories``; a clear error if absent."""
+        if self.left_out not in categories:
+            raise ConfigError(f"params.yaml: analysis.primary.left_out is {self.left_out!r}, not a category of the "
+                              f"dataset ({', '.join(categories)}); set it to one of them")
+        return list(categories).index(self.left_out)
+
+
+@dataclass(frozen=True)
 class AnalysisParams:
     """Every statistical knob of the analyses."""
 
@@ -204,6 +239,8 @@ class AnalysisParams:
     top ``abtt_k`` principal directions removed)."""
     abtt_k: int = 5
     """How many leading principal directions ``abtt`` removes (Mu & Viswanath 2018)."""
+    primary: PrimaryParams = field(default_factory=PrimaryParams)
+    """The pre-declared primary tests: layer, joint statistic, left-out category, reported pooling."""
 
     def __post_init__(self) -> None:
         _require(self.seed >= 0, "analysis.seed", self.seed, "an integer >= 0 (numpy seeds are non-negative)")

@@ -21,6 +21,12 @@ For every metric of :data:`uaprobe.analysis.option_b.METRICS` (values from
   seeds of ``analysis.robustness.lexical_seeds``), one "layer" per seed (a family of one test:
   Holm leaves its p unchanged).
 
+- **One family and the incremental models** (:mod:`uaprobe.analysis.incremental`): every test at
+  the pre-declared layer (``analysis.primary.depth``) Holm-adjusted as one family (``family``);
+  each metric again with the lexical metric of the same pair and pooling among the covariates
+  (``incremental``), as one family over all pairs and one without the pairs of
+  ``analysis.primary.left_out`` (``incremental/without_category``).
+
 Vectorised: with ``R P e = P e - Q Q^T P e`` (``Q`` an orthonormal basis of ``Z``) every permuted r
 needs only the products of ``e`` with the inversely permuted ``R y`` and columns of ``Q``, one
 matrix product for all draws (:class:`PermutedProjections`).
@@ -34,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from numba import njit
 
-from uaprobe.analysis import controls, option_b, stats
+from uaprobe.analysis import controls, incremental, option_b, stats
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.config import AnalysisParams
 
@@ -44,6 +50,9 @@ if TYPE_CHECKING:
 
 RNG_NAME = "pair-models"
 """Names the one generator of the within-category permutations (:func:`uaprobe.analysis.stats.rng_for`)."""
+RNG_NAME_WITHOUT = "pair-models-without-category"
+"""Names the generator of the within-category permutations of the incremental family without
+``analysis.primary.left_out``."""
 ROW_BLOCK = 64
 """Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
 COVARIATES = ("intercept, n_content(A), n_content(B): the content tokens behind each side's pooled state under "
@@ -261,26 +270,41 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         "definitions": {m: option_b.DEFINITIONS[m] for m in names},
         "policies": {},
     }
+    body["incremental"] = {"covariates": incremental.COVARIATES, "lexical_pooling": incremental.LEXICAL_POOLING,
+                           "seeds": list(seeds), "policies": {}}
+    layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
+    values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
+    inc_inputs: dict[str, incremental.PolicyMetrics] = {}
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
-        proj = PermutedProjections(pref, np.column_stack([n_content[row_a], n_content[row_b]]), orders)
+        length = np.column_stack([n_content[row_a], n_content[row_b]])
+        proj = PermutedProjections(pref, length, orders)
         prec = rec.sub(f"policies/{key}")
         poolings: dict[str, Any] = {}
+        values: dict[str, Mapping[str, np.ndarray]] = {}
         for p, x in pol.pooled.items():
-            values = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
+            values[p] = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
+            values_at.update({(key, p, m): np.ascontiguousarray(values[p][m][layer]).tobytes() for m in names})
             n_views = x.shape[1]
-            t = proj.test(np.concatenate([values[m] for m in names]))
+            t = proj.test(np.concatenate([values[p][m] for m in names]))
             poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
                                            rec=prec.sub(f"poolings/{p}/{m}"))
                            for i, m in enumerate(names)}
         dim = int(next(iter(pol.pooled.values())).shape[-1])
-        lex = []
-        for seed in seeds:
-            e = controls.lexical_embeddings(token_ids, token_offsets, pol.lexical_keep, dim=dim, seed=seed)
-            values = option_b.pair_metrics(e[row_a][:, None, :], e[row_b][:, None, :], k=k)
-            lex.append(np.concatenate([values[m] for m in names]))  # (M, n)
-        t = proj.test(np.stack(lex, axis=1).reshape(len(names) * len(seeds), n))
+        lex_states = [incremental.lexical_states(token_ids, token_offsets, pol.lexical_keep, drop=pol.name, dim=dim,
+                                                 seed=seed) for seed in seeds]
+        lex = incremental.lexical_metrics(lex_states, row_a=row_a, row_b=row_b, k=k)  # pooling -> metric -> (S, n)
+        t = proj.test(np.concatenate([lex["mean"][m] for m in names]))
         s = len(seeds)
+        inc = incremental.incremental_tests(
+            values, lex, metrics=names,
+            projections=lambda extra: PermutedProjections(pref, np.column_stack([length, extra]), orders))
+        inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, length=length)
+        body["incremental"]["policies"][key] = {
+            "policy": pol.name,
+            "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
+                                             rec=rec.sub(f"incremental/policies/{key}/poolings/{p}/{m}"))
+                             for m in names} for p in inc}}
         body["policies"][key] = {
             "policy": pol.name,
             "poolings": poolings,
@@ -291,7 +315,36 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                             for i, m in enumerate(names)},
             },
         }
+    same = [values_at[key, p, m] for key, poolings in body["policies"].items() for p, ms in poolings["poolings"].items()
+            for m in ms]
+    for where, pols in (("family", body["policies"]), ("incremental/family", body["incremental"]["policies"])):
+        fam = incremental.family_results(
+            incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer), same=same,
+            layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
+            rec=rec.sub(where))
+        (body if where == "family" else body["incremental"])["family"] = fam
+    body["incremental"]["without_category"] = _without_category(
+        inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref,
+        names=names, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
     return body
+
+
+def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,
+                      categories: Sequence[str], preference: np.ndarray, names: Sequence[str], layer: int,
+                      same: Sequence[bytes], params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+    """The incremental family at the declared layer over the pairs of every category but
+    ``analysis.primary.left_out``: the metrics as computed over all pairs, the test over the others
+    (their own within-category draws, generator :data:`RNG_NAME_WITHOUT`)."""
+    out = params.primary.left_out_index(categories)
+    keep = category_of_pair != out
+    orders = within_category_orders(stats.rng_for(seed=params.seed, name=RNG_NAME_WITHOUT),
+                                    category_of_pair=category_of_pair[keep], permutations=params.permutations)
+    tests = incremental.tests_over(inputs, keep=keep, names=names, layer=layer, projections=lambda length, extra: (
+        PermutedProjections(preference[keep], np.column_stack([length, extra]), orders)))
+    return {"left_out": categories[out], "n_pairs": int(keep.sum()),
+            "family": incremental.family_results(tests, same=same, layer=layer,
+                                                 reported_pooling=params.primary.pooling,
+                                                 permutations=params.permutations, alpha=params.alpha, rec=rec)}
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:
@@ -343,14 +396,29 @@ def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.nda
 
 def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[str, Any]:
     """``pair_models`` of ``metrics/models/<id>.json``: per policy and metric (one pooling), the
-    layers surviving Holm, the range of partial r and the lexical baseline's median."""
+    layers surviving Holm, the range of partial r, the lexical baseline's median, and at the
+    pre-declared layer the partial r and its Holm p in the one family, without and with the lexical
+    covariates."""
+    def in_family(family: Mapping[str, Any]) -> dict[tuple[str, str, str], tuple[Any, Any]]:
+        t = family["tests"]
+        return {(t["policy"][i], t["pooling"][i], t["metric"][i]): (t["partial_r"][i], t["holm_p"][i])
+                for i in range(len(t["policy"]))}
+
+    length, lexical = in_family(body["family"]), in_family(body["incremental"]["family"])
+    without = in_family(body["incremental"]["without_category"]["family"])
     out: dict[str, Any] = {}
     for key, pol in body["policies"].items():
         lex = pol["lexical_baseline"]["metrics"]
         out[key] = {m: {"n_holm_layers": e["n_holm_layers"], "partial_r_min": e["partial_r_min"],
                         "partial_r_max": e["partial_r_max"],
                         "lexical_median_partial_r": lex[m]["median_partial_r"],
-                        "lexical_any_seed_significant": lex[m]["any_seed_significant"]}
+                        "lexical_any_seed_significant": lex[m]["any_seed_significant"],
+                        "declared_partial_r": length[key, pooling, m][0],
+                        "declared_family_holm_p": length[key, pooling, m][1],
+                        "incremental_partial_r": lexical[key, pooling, m][0],
+                        "incremental_family_holm_p": lexical[key, pooling, m][1],
+                        "incremental_without_category_partial_r": without[key, pooling, m][0],
+                        "incremental_without_category_holm_p": without[key, pooling, m][1]}
                     for m, e in pol["poolings"][pooling].items()}
     return out
 

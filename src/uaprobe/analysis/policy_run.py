@@ -13,7 +13,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from uaprobe.analysis import bins, controls, layerwise, centroid_score, preference, robustness, stats, validation
+from uaprobe.analysis import (bins, centroid_score, clusterboot, controls, layerwise, preference, robustness, stats,
+                              validation)
 from uaprobe.analysis.documents import finish
 from uaprobe.analysis.pair_table import PairTable, pooling_cosines
 from uaprobe.analysis.nan_reasons import NanReasons
@@ -114,7 +115,17 @@ def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layer
         "centroid": "mean of the unit-normalised statements of the same side and category, own statement included",
         "permutation_mode": pl_draws.mode,
         "poolings": centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
+        "cluster_bootstrap": clusterboot.cluster_block(
+            {p: {"score": score[:n_layers + 1]} for p, score in sums.scores.items()}, pref,
+            clusterboot.draws_for(params, category_of_pair=table.category_of_pair), params=params, rec=rec),
     }
+
+
+def permutation_floors(*, mode: str, count: int, n_tests: int) -> dict[str, float]:
+    """The smallest permutation p (``1 / P`` exact, ``1 / (1 + P)`` random) and the smallest Holm
+    p of ``n_tests`` such p-values (``n_tests`` times it, at most 1)."""
+    floor = 1.0 / count if mode == "exact" else 1.0 / (1 + count)
+    return {"permutation_p_floor": floor, "permutation_holm_floor": min(1.0, n_tests * floor)}
 
 
 def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.ndarray], policy_name: str,
@@ -142,6 +153,7 @@ def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np
         "mean_preference": rec.series("mean_preference", mean_pref),
         "permutation_mode": lw_draws.mode,
         "permutation_count": int(lw_draws.orders.shape[0]),
+        **permutation_floors(mode=lw_draws.mode, count=int(lw_draws.orders.shape[0]), n_tests=n_layers + 1),
         "bootstrap_degenerate": int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
         "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params, rec=rec),
     }
