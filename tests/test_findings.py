@@ -94,12 +94,27 @@ def test_the_panel_phrase_names_the_quantization_and_the_chat_template() -> None
     p = Panel({"s": {}, "g": {}})
     p.params = SimpleNamespace(model=lambda m: specs[m])  # type: ignore[assignment]
     p.files["data/published/pythia-6-9b.json"] = {"model": "EleutherAI/pythia-6.9b"}
+    weights = ph.weights_phrase(p)
+    assert "are 4-bit GGUF quantizations (`Small-Instruct.Q4_1.gguf` and `base-q4_k_m.gguf`)" in weights
+    assert "dequantized to 32-bit floats" in weights
     text = ph.panel_phrase(p)
-    assert "are 4-bit GGUF quantizations" in text and "dequantized to 32-bit floats, not the original weights" in text
-    assert "Small-Instruct is an instruction-tuned model" in text and "without its chat template" in text
+    assert text.startswith("Quantized weights keep the quantization error")
+    assert "Small is an instruction-tuned model" in text and "without its chat template" in text  # short name
     specs["s"] = SimpleNamespace(**{**vars(specs["s"]), "display": "Small", "gguf_file": "small.Q8_0.gguf"})
-    text = ph.panel_phrase(p)
-    assert "quantized GGUF files" in text and "chat template" not in text
+    assert "quantized GGUF files" in ph.weights_phrase(p) and "chat template" not in ph.panel_phrase(p)
+    specs["s"] = SimpleNamespace(**{**vars(specs["s"]), "source": "hub"})
+    specs["g"] = SimpleNamespace(**{**vars(specs["g"]), "source": "hub"})
+    assert ph.weights_phrase(p) == "" and "Quantized" not in ph.panel_phrase(p)
+
+
+def test_short_names_are_the_shortest_unique_leading_parts() -> None:
+    from uaprobe.publishing.outputs import short_names
+
+    assert short_names(["SmolLM2-135M-Instruct", "Gemma-3-270M"]) == {"SmolLM2-135M-Instruct": "SmolLM2",
+                                                                        "Gemma-3-270M": "Gemma"}
+    assert short_names(["Pythia-70m", "Pythia-160m", "Gemma-3-270M"]) == {
+        "Pythia-70m": "Pythia-70m", "Pythia-160m": "Pythia-160m", "Gemma-3-270M": "Gemma"}
+    assert short_names(["A-1", "A-1-x"]) == {"A-1": "A-1", "A-1-x": "A-1-x"}
 
 
 def test_the_position0_phrase_follows_the_bos_and_the_policies() -> None:

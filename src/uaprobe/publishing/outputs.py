@@ -93,14 +93,36 @@ class Outputs:
         """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""
         return Block(self, file, prefix, fmt, suffix)
 
-    def display(self, model_id: str) -> str:
+    def full_name(self, model_id: str) -> str:
+        """The model's full name (``display`` in params.yaml), as the panel table and its first mention give it."""
         return self.params.model(model_id).display
+
+    def display(self, model_id: str) -> str:
+        """The model's short name: the shortest leading run of the hyphen-separated parts of its full name
+        that no other model of the panel shares (``SmolLM2-135M-Instruct`` -> ``SmolLM2``)."""
+        return short_names([self.full_name(m) for m in self.models]).get(self.full_name(model_id),
+                                                                             self.full_name(model_id))
 
     @property
     def figures(self) -> Mapping[str, Any]:
         """``figures/manifest.json`` (empty when the figures have not been drawn)."""
         manifest = f"{FIGURES_DIR}/manifest.json"
         return self.doc(manifest) if (self.root / manifest).is_file() else {}
+
+
+def short_names(names: list[str]) -> dict[str, str]:
+    """Each full name's short name: its first k hyphen-separated parts, the smallest k at which no other
+    name of ``names`` starts with the same parts (a name no shorter form identifies keeps itself)."""
+    parts = {n: n.split("-") for n in names}
+    short = {}
+    for n, p in parts.items():
+        for k in range(1, len(p) + 1):
+            if not any(o != n and parts[o][:k] == p[:k] for o in names):
+                short[n] = "-".join(p[:k])
+                break
+        else:
+            short[n] = n
+    return short
 
 
 @dataclass(frozen=True)

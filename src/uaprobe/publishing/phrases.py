@@ -39,7 +39,10 @@ def per_model(out: Outputs, stem: str, key: str, fmt: str = "r", models: Sequenc
 
 @prose
 def models(out: Outputs) -> str:
-    return join_words([out.display(m) for m in out.models])
+    """The panel's full names, then the short names the rest of the paper uses where they differ."""
+    full = join_words([out.full_name(m) for m in out.models])
+    short = [out.display(m) for m in out.models if out.display(m) != out.full_name(m)]
+    return full + (f" ({join_words(short)} below)" if short else "")
 
 
 @prose
@@ -219,21 +222,31 @@ def published_comparison(out: Outputs) -> str:
 
 
 @prose
+def weights_phrase(out: Outputs) -> str:
+    """What the weights are: for the GGUF models, their bit width and files, dequantized; empty otherwise."""
+    specs = {m: out.params.model(m) for m in out.models}
+    quantized = [m for m, sp in specs.items() if sp.source in ("packaged", "gguf")]
+    if not quantized:
+        return ""
+    files = join_words([f"`{specs[m].gguf_file or specs[m].location}`" for m in quantized])
+    bits = {b.group(1) for m in quantized if (b := re.search(r"q(\d+)_", str(specs[m].gguf_file).lower()))}
+    kind = f"{bits.pop()}-bit GGUF quantizations" if len(bits) == 1 else "quantized GGUF files"
+    return (f"The weights of {join_words([out.display(m) for m in quantized])} are {kind} ({files}), dequantized "
+            "to 32-bit floats for the forward pass; the tokenizer is rebuilt from the GGUF metadata.")
+
+
+@prose
 def panel_phrase(out: Outputs) -> str:
     """What the panel is, and what that rules out: quantized weights, small models, not the original's."""
-    specs = [out.params.model(m) for m in out.models]
-    quantized = [sp for sp in specs if sp.source in ("packaged", "gguf")]
-    sizes = [sp.params_millions for sp in specs if sp.params_millions is not None]
+    specs = {m: out.params.model(m) for m in out.models}
+    quantized = [m for m, sp in specs.items() if sp.source in ("packaged", "gguf")]
+    sizes = [sp.params_millions for sp in specs.values() if sp.params_millions is not None]
     text = []
     if quantized:
-        files = join_words([f"`{sp.gguf_file or sp.location}`" for sp in quantized])
-        bits = {m.group(1) for sp in quantized if (m := re.search(r"q(\d+)_", str(sp.gguf_file).lower()))}
-        kind = f"{bits.pop()}-bit GGUF quantizations" if len(bits) == 1 else "quantized GGUF files"
-        text.append(f"The weights of {join_words([sp.display for sp in quantized])} are {kind} ({files}), "
-                    "dequantized to 32-bit floats, not the original weights: they keep the quantization error, so "
-                    "hidden states and likelihoods differ from those of the original-precision models, and the "
-                    "tokenizer is rebuilt from the GGUF metadata.")
-    instruct = [sp.display for sp in specs if "instruct" in f"{sp.display} {sp.gguf_file or ''}".lower()]
+        text.append("Quantized weights keep the quantization error, so hidden states and likelihoods differ from "
+                    "those of the original-precision models.")
+    instruct = [out.display(m) for m, sp in specs.items()
+                if "instruct" in f"{sp.display} {sp.gguf_file or ''}".lower()]
     if instruct:
         verb = "are instruction-tuned models" if len(instruct) > 1 else "is an instruction-tuned model"
         text.append(f"{join_words(instruct)} {verb}, run here, like every model, on the bare statements without "
@@ -242,7 +255,7 @@ def panel_phrase(out: Outputs) -> str:
         text.append("These are small models that run on a CPU, far smaller than the models of the original study; "
                     "nothing here says how the results carry over to larger models.")
     published = str(out.raw_at(PUBLISHED_PYTHIA, "model")).lower()
-    if not any(sp.location.lower() == published for sp in specs):
+    if not any(sp.location.lower() == published for sp in specs.values()):
         text.append("No model of the panel is the original study's published one, so the numbers in this paper "
                     "are not a replication of its published values; running the Pythia panel reproduces that setting.")
     if len(specs) < 3:
