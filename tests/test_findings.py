@@ -206,12 +206,14 @@ def test_the_direction_phrases_give_the_peaks_and_whether_one_dimension_dominate
     assert "peaks at 0.9900 at layer 1 for A (0.8500 at layer 2 with position 0 excluded), where the top dimension " \
            "carries up to 0.950 of the uniformity (layer 2) and the first principal component up to 0.990" in text
     assert text.endswith("the raw cosines mostly measure one dimension")
-    assert plain_text(dr.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, and the mean "
-                                                     "cosine over all statements stays near zero: between −0.0020 and "
-                                                     "+0.0020 at every layer of every model and policy")
+    assert plain_text(dr.standardized_phrase(p)) == (
+        "With mean pooling, both transforms centre the states; n centred vectors of equal norm have a mean pairwise "
+        "cosine of exactly −1/(n − 1), so a mean cosine near zero is an identity of centring, not a finding (here "
+        "between −0.0020 and +0.0020 at every layer of every model and policy)")
     positive = Panel({"a": {"dimensions": dimensions([0.5, 0.9], [0.2, 0.6], [0.3, 0.9], [0.0095, 0.002])}})
-    text = plain_text(dr.standardized_phrase(positive))  # centred, yet above zero: no −1/(n − 1) claimed
-    assert "−1/(n − 1)" not in text and text.endswith("between −0.0095 and +0.0095 at every layer of every model and policy")
+    text = plain_text(dr.standardized_phrase(positive))  # the identity stated as one; the observed range beside it
+    assert "identity of centring, not a finding" in text
+    assert text.endswith("between −0.0095 and +0.0095 at every layer of every model and policy)")
     low = Panel({"a": {"dimensions": dimensions([0.5, 0.6], [0.2, 0.3], [0.3, 0.2], [0.1, 0.2])}})
     assert "no single dimension carries most" in plain_text(dr.direction_phrase(low))
     assert plain_text(dr.standardized_phrase(low)).endswith("every model and policy: some shared direction remains")

@@ -101,8 +101,9 @@ def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
         return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, after z-scoring or ABTT the mean cosine over all "
                 f"statements lies between {low} and {high} at every layer of every model and policy: some shared "
                 "direction remains")
-    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states, and the mean cosine "
-            f"over all statements stays near zero: between {low} and {high} at every layer of every model and policy")
+    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states; n centred vectors of "
+            "equal norm have a mean pairwise cosine of exactly −1/(n − 1), so a mean cosine near zero is an identity "
+            f"of centring, not a finding (here between {low} and {high} at every layer of every model and policy)")
 
 
 def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling: str = "mean",

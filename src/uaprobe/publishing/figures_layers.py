@@ -33,7 +33,7 @@ from uaprobe.schema.panel import Panel
 def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
                      sink_excluded: Layerwise | None = None) -> Figure:
     """Seed 000: r(UA, preference) per layer with the range of r when one category is left out and the
-    sign changes ("divergence"), the same curve with the attention sink excluded, and stars where the
+    sign changes, the same curve with position 0 excluded, and stars where the
     exact permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
     of the pre-final-norm state) with the range of r when one category is left out. At six categories
     neither a Fisher-z interval nor a bootstrap over the categories has coverage: the leave-one-out

@@ -56,7 +56,7 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
         # the sink-excluded pooling gets its own row where it differs (not where a BOS is already dropped)
         files = [(out.model_file(m, "option_b"), "this panel")]
         if out.raw(m, "sink_excluded/option_b", ph) != out.raw(m, "option_b", ph):
-            files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, sink excluded"))
+            files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, position 0 excluded"))
         for file, source in files:
             def cell(name: str, file: str = file) -> str:
                 v = out.under(file, f"{ph}/{name}", fmt="s2")

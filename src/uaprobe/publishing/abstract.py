@@ -1,0 +1,75 @@
+"""The abstract: the answer in its first two sentences, then the tests behind it, each number a sourced
+:class:`~uaprobe.publishing.values.Value`, every term defined in the clause that uses it.
+
+The answer is chosen from the outputs: the category-level correlation is called *not robust* for the
+reasons the outputs give (one category carries its sign, a lexical baseline matches it, layer 0 already
+has it), and *robust* where none holds. Model names stay out of the abstract (they hold digits).
+"""
+
+from __future__ import annotations
+
+from uaprobe.publishing.findings import confound_models
+from uaprobe.publishing.markdown import join_words, prose
+from uaprobe.publishing.outputs import Outputs
+from uaprobe.publishing.phrases import MATCH_TOLERANCE, lexical_matches_or_beats, reversing_models
+from uaprobe.publishing.values import Value
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+
+
+def _all(found: list[str], out: Outputs) -> bool:
+    return bool(out.models) and len(found) == len(out.models)
+
+
+def layer_zero_r(out: Outputs, m: str, pooling: str = "mean") -> tuple[Value, Value]:
+    """r at layer 0 (the token embeddings) and at the last layer, with ``pooling`` under the default policy."""
+    rs = out.raw(m, "layerwise", f"poolings/{pooling}/pearson_r") or []
+    return (out.v(m, "layerwise", f"poolings/{pooling}/pearson_r/0"),
+            out.v(m, "layerwise", f"poolings/{pooling}/pearson_r/{len(rs) - 1}"))
+
+
+def layer_zero_carries(out: Outputs, m: str, pooling: str = "mean") -> bool:
+    """Whether layer 0's r has the last layer's sign and at least its size less :data:`MATCH_TOLERANCE`."""
+    zero, last = (v.raw for v in layer_zero_r(out, m, pooling))
+    return zero is not None and last is not None and zero * last > 0 and abs(zero) >= abs(last) - MATCH_TOLERANCE
+
+
+@prose
+def answer(out: Outputs) -> str:
+    """The first two sentences: what UA is, and whether its category-level correlation with the preference
+    holds up, with the reasons the outputs give."""
+    n = len(out.models)
+    n_categories = len(out.raw(out.models[0], "layerwise", "categories") or []) if out.models else 0
+    reasons = []
+    if _all(confound_models(out), out) and _all(reversing_models(out), out):
+        reasons.append("its sign rests on one category, the one whose two framings differ most in length")
+    if _all(lexical_matches_or_beats(out), out):
+        reasons.append("the same measure computed from random vectors of the statements' tokens (a lexical "
+                       "baseline) matches it")
+    if all(layer_zero_carries(out, m) for m in out.models):
+        reasons.append("the token embeddings, before any context, already show it")
+    first = ("Uniformity Asymmetry (UA), the difference between how similar a language model's hidden states are "
+             "within each of two framings of the same statements, was proposed as a probe of which framing the "
+             "model prefers.")
+    models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
+    across = f"across the dataset's {NUMBER_WORDS.get(n_categories, str(n_categories))} statement categories"
+    if reasons:
+        second = (f"In {models}, its correlation with the models' preference {across} is not robust: "
+                  f"{join_words(reasons, 'and')}.")
+    else:
+        second = (f"In {models}, its correlation with the models' preference {across} holds against one category "
+                  "left out, a lexical baseline and the token embeddings.")
+    return f"{first} {second}"
+
+
+@prose
+def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
+    """Layer 0's r per model, without model names, and how it stands to the last layer's (in words where
+    every model's layer 0 reaches the last layer's r, with the last layer's numbers otherwise)."""
+    pairs = [layer_zero_r(out, m, pooling) for m in out.models]
+    zero = join_words([str(z) for z, _ in pairs])
+    if all(layer_zero_carries(out, m, pooling) for m in out.models):
+        than = "as large as at the last layer"
+    else:
+        than = f"against {join_words([str(a) for _, a in pairs])} at the last layer"
+    return f"With {pooling} pooling, r is {zero} at layer 0, the token embeddings, {than}"
