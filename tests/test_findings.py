@@ -289,9 +289,8 @@ def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_ba
                        "baseline's partial r for the kNN density asymmetry exceeds the model's largest for A (+0.450 vs "
                        "+0.340) and nearly reaches it for B (+0.180 vs +0.200)")
     assert plain_text(pl.pair_abstract(p)) == ("with mean pooling the original's kNN density asymmetry survives Holm "
-                                               "correction at no more than 1 layer of either model (first-token "
-                                               "pooling gives more for one model), and a lexical baseline does as well "
-                                               "for one model, nearly for the other")
+                                               "correction at no more than 1 layer of either model, and a lexical "
+                                               "baseline does as well for one model, nearly for the other")
 
     old = plain_text(pl.old_knn_phrase(p))
     assert ("at 4 of 4 layers of A with position 0 excluded (1 under the default policy) and 2 of 3 layers of B under "
@@ -319,7 +318,7 @@ def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_ba
     assert pl.pooling_limitation(strong) == ""
 
 
-def test_the_pair_abstract_says_which_other_pooling_gives_more_for_how_many_models() -> None:
+def test_the_pair_abstract_reports_the_declared_pooling_not_the_best() -> None:
     def with_poolings(**counts: int) -> dict[str, Any]:
         doc = pair_models({k: (0, 0) for k in METRICS})
         for policy in doc["policies"].values():
@@ -328,12 +327,9 @@ def test_the_pair_abstract_says_which_other_pooling_gives_more_for_how_many_mode
         return {"pair_models": doc}
 
     each = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=0, last=3)})
-    assert "(first-token pooling gives more for one, last-token for the other)" in plain_text(pl.pair_abstract(each))
-    both = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=1, last=3)})
-    assert ("(first-token pooling gives more for both models and last-token for one model)"
-            in plain_text(pl.pair_abstract(both)))
-    none = Panel({"a": with_poolings(first=0, last=0), "b": with_poolings(first=0, last=0)})
-    assert "gives more" not in plain_text(pl.pair_abstract(none))
+    text = plain_text(pl.pair_abstract(each))
+    assert text.startswith("with mean pooling") and "first-token" not in text and "last-token" not in text
+    assert pl.other_poolings(each) == [("a", "first"), ("b", "last")]  # the body names them
 
 
 def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve() -> None:
@@ -410,3 +406,32 @@ def test_the_representation_change_names_the_transform_and_the_layers_where_the_
     none = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
     assert plain_text(dr.representation_change(none)) == ("z-scoring, which removes it, changes the size but not the "
                                                           "sign of the category-level r")
+
+
+def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
+    from uaprobe.publishing import abstract as ab
+
+    def panel_of(**kw: Any) -> Panel:
+        models = {name: model(diffs=[4.8, 1.4, 0.0], **kw) for name in ("a", "b")}
+        for docs in models.values():
+            docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = kw.get("final_r", 0.9)
+            docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.9, 0.9]  # layer 0 as the last layer
+        return Panel(models)
+
+    text = plain_text(ab.answer(panel_of()))
+    assert text.startswith("Uniformity Asymmetry (UA), the difference in hidden-state similarity")
+    assert ("In two small models, its correlation with the models' preference across the dataset's three statement "
+            "categories is not robust: its sign rests on one category, the one whose framings differ most in length; "
+            "the same measure computed from random vectors of the statements' tokens (a lexical baseline) matches "
+            "it; and the token embeddings, before any context, already show it.") in text
+    kept = panel_of(without=0.5)  # leaving the category out keeps the sign
+    for docs in kept.results.values():
+        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.2  # the baseline falls short
+        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.1, 0.9]  # layer 0 does not carry it
+    assert plain_text(ab.answer(kept)).endswith(
+        "holds against one category left out, a lexical baseline and the token embeddings.")
+    assert plain_text(ab.layer_zero_sentence(kept)) == (
+        "With mean pooling, r is +0.100 and +0.100 at layer 0, the token embeddings, against +0.900 and +0.900 at "
+        "the last layer")
+    assert plain_text(ab.layer_zero_sentence(panel_of())) == (
+        "With mean pooling, r is +0.900 and +0.900 at layer 0, the token embeddings, as large as at the last layer")

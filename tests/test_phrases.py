@@ -206,3 +206,11 @@ def test_a_published_number_is_shown_with_the_decimals_it_was_published_with() -
     p.files["results/models/a/layerwise.json"] = layerwise([0.5, 0.9])
     p.files["results/models/a/sink_excluded/layerwise.json"] = layerwise([0.5, 0.9])
     assert plain_text(fd.published_comparison(with_published(p))).startswith("−0.87 for Pythia-6.9B")
+
+
+def test_a_possessive_after_a_digit_keeps_its_apostrophe() -> None:
+    """Typst sets ' after a digit as a prime: a phrase writes the typographic apostrophe there, and only there."""
+    from uaprobe.publishing.markdown import prose
+
+    phrase = prose(lambda: "SmolLM2's curve, Gemma's curve, 5'10\"")
+    assert phrase() == "SmolLM2\u2019s curve, Gemma's curve, 5'10\""

@@ -42,20 +42,19 @@ def answer(out: Outputs) -> str:
     n_categories = len(out.raw(out.models[0], "layerwise", "categories") or []) if out.models else 0
     reasons = []
     if _all(confound_models(out), out) and _all(reversing_models(out), out):
-        reasons.append("its sign rests on one category, the one whose two framings differ most in length")
+        reasons.append("its sign rests on one category, the one whose framings differ most in length")
     if _all(lexical_matches_or_beats(out), out):
         reasons.append("the same measure computed from random vectors of the statements' tokens (a lexical "
                        "baseline) matches it")
     if all(layer_zero_carries(out, m) for m in out.models):
         reasons.append("the token embeddings, before any context, already show it")
-    first = ("Uniformity Asymmetry (UA), the difference between how similar a language model's hidden states are "
-             "within each of two framings of the same statements, was proposed as a probe of which framing the "
-             "model prefers.")
+    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of the same "
+             "statements, was proposed as a probe of which framing a language model prefers.")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
     across = f"across the dataset's {NUMBER_WORDS.get(n_categories, str(n_categories))} statement categories"
     if reasons:
-        second = (f"In {models}, its correlation with the models' preference {across} is not robust: "
-                  f"{join_words(reasons, 'and')}.")
+        listed = reasons[0] if len(reasons) == 1 else "; ".join(reasons[:-1]) + f"; and {reasons[-1]}"
+        second = f"In {models}, its correlation with the models' preference {across} is not robust: {listed}."
     else:
         second = (f"In {models}, its correlation with the models' preference {across} holds against one category "
                   "left out, a lexical baseline and the token embeddings.")

@@ -208,39 +208,10 @@ CONSTANT = 1e-3
 """A partial r whose range over the layers is below this is "the same at every layer"."""
 
 
-NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
-
-
-def _how_many(n: int, total: int) -> str:
-    """``one model``, ``both models``, ``every model``, ``three models``: ``n`` of ``total`` models, no digits."""
-    if n == total:
-        return "both models" if n == 2 else "every model" if n > 2 else "the model"
-    return f"{NUMBER_WORDS.get(n, str(n))} {plural(n, 'model')}"
-
-
-@prose
-def more_poolings_words(out: Outputs, pooling: str = "mean") -> str:
-    """Which other poolings give the kNN density asymmetry more Holm-surviving layers (:func:`other_poolings`),
-    for how many models, without model names: ``first-token pooling gives more for one, last-token for the
-    other``, ``last-token pooling gives more for both models``."""
-    by: dict[str, list[str]] = {}
-    for m, p in other_poolings(out, pooling):
-        by.setdefault(p, []).append(m)
-    if not by:
-        return "no other pooling gives more"
-    groups, total = list(by.items()), len(out.models)
-    each = total == 2 and len(groups) == 2 and all(len(ms) == 1 for _, ms in groups) and groups[0][1] != groups[1][1]
-    parts = []
-    for i, (p, ms) in enumerate(groups):
-        who = ("the other" if i else "one") if each else _how_many(len(ms), total)
-        parts.append(f"{POOLING_WORDS.get(p, p)}{'' if i else ' pooling gives more'} for {who}")
-    return ", ".join(parts) if each else join_words(parts)
-
-
 @prose
 def pair_abstract(out: Outputs, pooling: str = "mean") -> str:
-    """The kNN result in one clause, without model names: with ``pooling``, the most layers at which it
-    survives Holm in any model, which other poolings give more (:func:`more_poolings_words`), and how the lexical
+    """The kNN result in one clause, without model names: with ``pooling`` (the pre-declared one, not the
+    pooling that gives most), the most layers at which it survives Holm in any model, and how the lexical
     baseline compares."""
     counts = [holm_count(out, m, KNN, pooling=pooling) for m in out.models]
     top = max(counts, key=lambda v: v.raw)
@@ -256,9 +227,8 @@ def pair_abstract(out: Outputs, pooling: str = "mean") -> str:
                "a lexical baseline does as well for some models and nearly for the others")
     else:
         lex = "a lexical baseline does as well for some models but not for others"
-    more = f" ({more_poolings_words(out, pooling)})" if other_poolings(out, pooling) else ""
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling the original's kNN density asymmetry survives Holm "
-            f"correction {survive}{more}, and {lex}")
+            f"correction {survive}, and {lex}")
 
 
 @prose
