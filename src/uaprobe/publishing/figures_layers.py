@@ -105,8 +105,10 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             up = math.isnan(value) or value >= 0
             ends = [heights[i], *(v for v in span[i] if not math.isnan(v))]
             tip = max(ends) if up else min(ends)
-            ax_bars.annotate(text, (x[i], float(np.clip(tip, -1.0, 1.0))), xytext=(0, 3 if up else -9),
-                             textcoords="offset points", ha="center", fontsize=7)
+            # vertical, so that neighbouring labels never meet
+            ax_bars.annotate(text, (x[i], float(np.clip(tip, -1.0, 1.0))), xytext=(0, 4 if up else -4),
+                             textcoords="offset points", ha="center", va="bottom" if up else "top", rotation=90,
+                             fontsize=7)
         # the leave-one-out range as its two ends joined by a dotted line: a range, not an error bar
         ax_bars.vlines(x, span[:, 0], span[:, 1], color=OKABE_ITO[7], linewidth=0.8, linestyles=":",
                        label="range, one category left out")
@@ -114,7 +116,7 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
                      color=OKABE_ITO[7], markersize=3.5)
         zero_line(ax_bars)
         ax_bars.set_xticks(x, names, fontsize=7)
-        ax_bars.set_ylim(-1.2, 1.2)
+        ax_bars.set_ylim(-1.5, 1.5)
         ax_bars.set_ylabel(R_LABEL.split(" (")[0])
         ax_bars.set_title(f"Last layer ({int(layers[final_index]) if layers.size else '?'}), by pooling", fontsize=9)
         fig.suptitle(model_title(layerwise), fontsize=10)
