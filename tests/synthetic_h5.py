@@ -82,7 +82,9 @@ def build_arrays(*, pairs_per_category: Sequence[int], n_layers: int, hidden: in
     n_cat = len(pairs_per_category)
     categories, texts, pair_idx, side = [], [], [], []
     p = 0
-    names = list(category_names) if category_names is not None else [f"cat{c}" for c in range(n_cat)]
+    # the dataset's names by default (analysis.primary.left_out names one of them)
+    names = (list(category_names) if category_names is not None else list(CATEGORIES[:n_cat]) if n_cat <= len(CATEGORIES)
+             else [f"cat{c}" for c in range(n_cat)])
     for c, n in enumerate(pairs_per_category):
         for j in range(n):
             for s in (0, 1):

@@ -11,6 +11,8 @@ from scipy import stats as sps
 
 from uaprobe.analysis import speccurve
 from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.config import PrimaryParams
+from uaprobe.errors import UAProbeError
 
 CATS = ["c0", "c1", "c2", "c3", "c4", "c5"]
 
@@ -78,6 +80,15 @@ def test_joint_p_is_not_small_when_the_preference_is_independent():
         assert (p <= 0.05).mean() <= 0.2
 
 
+POLICIES = {"default": "special", "sink_excluded": "sink_excluded"}
+
+
+def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, rec=None):
+    return speccurve.curve_results(ua, pref, categories=CATS, policy_names=POLICIES,
+                                   primary=PrimaryParams(depth=depth, statistic=statistic, left_out=left_out),
+                                   alpha=alpha, rec=NanReasons() if rec is None else rec)
+
+
 def test_curve_results_sorted_parallel_columns():
     rng = np.random.default_rng(9)
     n_layers = 2
@@ -86,15 +97,14 @@ def test_curve_results_sorted_parallel_columns():
     ua["default"]["mean"]["raw"][1] = 0.25  # a constant UA: r undefined, with a reason
     pref = {"mean": rng.standard_normal(6), "sum": rng.standard_normal(6)}
     rec = NanReasons()
-    body = speccurve.curve_results(ua, pref, categories=CATS, policy_names={"default": "special",
-                                                                              "sink_excluded": "sink_excluded"},
-                                   rec=rec)
+    body = _curve(ua, pref, rec=rec)
     n = 2 * 2 * 2 * 3 * 2 * 7
     assert body["n_specs"] == n and all(len(v) == n for v in body["specs"].values())
     r = [x for x in body["specs"]["r"] if x is not None]
     assert r == sorted(r) and len(r) == n - 2 * 7
     assert body["specs"]["r"][-1] is None and rec.reasons[f"specs/r/{n - 1}"]
     assert body["choices"]["policy"] == ["special", "sink_excluded"]
+    assert all(body["specs"]["distinct"])  # no two random rows are identical
     # one specification against a direct computation
     s = body["specs"]
     i = next(i for i in range(n) if s["left_out"][i] == "c2" and s["nll"][i] == "sum" and s["pooling"][i] == "last"
@@ -103,5 +113,120 @@ def test_curve_results_sorted_parallel_columns():
     assert s["r"][i] == pytest.approx(sps.pearsonr(ua["sink_excluded"]["last"]["zscore"][2, keep],
                                                    pref["sum"][keep])[0], abs=1e-12)
     assert s["permutation_count"][i] == 120
-    assert body["joint"]["all"]["n_specs"] == n - 14 and body["joint"]["no_left_out"]["n_specs"] == (n - 14) // 7
-    assert speccurve.curve_metrics(body)["median_r"] == body["joint"]["all"]["median_r"]
+    j = body["joint"]
+    assert j["declared"]["n_specs"] == 2 * 2 * 2 * 2 and j["declared"]["layers"] == [2]
+    assert j["every_layer"]["n_specs"] == 2 * 2 * 2 * 3 * 2 - 2  # the constant UA row: undefined under both NLLs
+    assert j["without_category"]["left_out"] == "c0" and j["without_category"]["relabellings"] == 120
+    assert j["layer_zero"]["layers"] == [0]
+    assert body["primary"]["test"] == "declared" and body["primary"]["statistic"] == "median_r"
+    assert speccurve.curve_metrics(body)["primary_p"] == j["declared"]["median_p"]
+
+
+def _direct_joint(ua_rows, pref_rows, keep):
+    """Median r over every (UA row, preference row) and its exact two-sided p, by enumerating every
+    order of the kept categories' own preferences with scipy."""
+    ua_rows, pref_rows = ua_rows[:, keep], pref_rows[:, keep]
+
+    def med(prefs):
+        return np.median([sps.pearsonr(u, q)[0] for u in ua_rows for q in prefs])
+
+    observed = med(pref_rows)
+    null = [med(pref_rows[:, list(o)]) for o in itertools.permutations(range(len(keep)))]
+    return observed, np.mean(np.abs(null) >= abs(observed) - 1e-12)
+
+
+def _universe_ua(rng, n_layers=3):
+    return {pol: {p: {k: rng.standard_normal((n_layers + 1, 6)) for k in ("raw", "zscore")} for p in ("mean", "last")}
+            for pol in ("default", "sink_excluded")}
+
+
+def test_declared_and_without_category_joint_tests_match_an_enumeration():
+    rng = np.random.default_rng(21)
+    ua = _universe_ua(rng)
+    pref = {"mean": rng.standard_normal(6), "sum": rng.standard_normal(6)}
+    body = _curve(ua, pref, depth=2 / 3, left_out="c3")
+    rows = np.array([ua[pol][p][k][2] for p in ("mean", "last") for pol in ua for k in ("raw", "zscore")])
+    prefs = np.array([pref["mean"], pref["sum"]])
+    med, p = _direct_joint(rows, prefs, list(range(6)))
+    d = body["joint"]["declared"]
+    assert d["layers"] == [2] and d["median_r"] == pytest.approx(med, abs=1e-12)
+    assert d["median_p"] == pytest.approx(p, abs=1e-12)
+    med, p = _direct_joint(rows, prefs, [0, 1, 2, 4, 5])
+    w = body["joint"]["without_category"]
+    assert w["median_r"] == pytest.approx(med, abs=1e-12) and w["median_p"] == pytest.approx(p, abs=1e-12)
+    assert body["primary"]["p"] == d["median_p"] and body["primary"]["p_floor"] == pytest.approx(1 / 720)
+    # the secondary family: Holm as written out by hand
+    tests = body["secondary"]["tests"]
+    assert [(t["test"], t["statistic"]) for t in tests] == [
+        ("declared", "share_positive"), ("every_layer", "median_r"), ("every_layer", "share_positive"),
+        ("without_category", "median_r"), ("without_category", "share_positive")]
+    raw = np.array([t["p"] for t in tests])
+    order = np.argsort(raw, kind="stable")
+    adjusted = np.empty(5)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (5 - rank) * raw[i]))
+        adjusted[i] = running
+    np.testing.assert_allclose([t["holm_p"] for t in tests], adjusted, rtol=0, atol=1e-12)
+    # layer 0 beside the declared layer, and the summed NLL's sign, against scipy
+    lz, ns = body["layer_zero"], body["nll_sign"]
+    for i in range(len(lz["r"])):
+        pol = next(k for k, v in POLICIES.items() if v == lz["policy"][i])
+        u = ua[pol][lz["pooling"][i]][lz["representation"][i]]
+        assert lz["r"][i] == pytest.approx(sps.pearsonr(u[2], pref[lz["nll"][i]])[0], abs=1e-12)
+        assert lz["r_layer_zero"][i] == pytest.approx(sps.pearsonr(u[0], pref[lz["nll"][i]])[0], abs=1e-12)
+    for i in range(len(ns["r_mean"])):
+        pol = next(k for k, v in POLICIES.items() if v == ns["policy"][i])
+        u = ua[pol][ns["pooling"][i]][ns["representation"][i]][2]
+        rm, rs = sps.pearsonr(u, pref["mean"])[0], sps.pearsonr(u, pref["sum"])[0]
+        assert ns["r_mean"][i] == pytest.approx(rm, abs=1e-12) and ns["r_sum"][i] == pytest.approx(rs, abs=1e-12)
+        assert ns["sign_changes"][i] == (rm * rs < 0)
+    assert ns["n_sign_changes"] == sum(ns["sign_changes"])
+
+
+def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():
+    rng = np.random.default_rng(4)
+    u = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])  # no relabelling reaches |r| = 1, with or without c0
+    ua = _universe_ua(rng)
+    for pol in ua:
+        for p in ua[pol]:
+            for k in ua[pol][p]:
+                ua[pol][p][k][3] = rng.uniform(0.5, 2.0) * u + rng.standard_normal()  # the last layer: r = 1
+    for k in ("raw", "zscore"):  # the same states under both policies, one pooling, every layer
+        ua["sink_excluded"]["last"][k] = ua["default"]["last"][k].copy()
+    pref = {"mean": 3.0 * u - 1.0, "sum": 0.5 * u + 2.0}
+    body = _curve(ua, pref, left_out="c0")
+    uni = body["universe"]
+    assert uni["n_listed"] == 2 * 2 * 2 * 2 and uni["n_merged"] == 2 * 2 and uni["n_distinct"] == 12
+    assert uni["axes"]["layer"]["options"] == [3] and set(uni["axes"]) == {"pooling", "policy", "representation",
+                                                                           "nll", "layer"}
+    assert len(uni["merged"]) == 4
+    for g in uni["merged"]:
+        assert g["kept"]["policy"] == "special" and g["kept"]["pooling"] == "last"
+        assert [m["policy"] for m in g["merged"]] == ["sink_excluded"]
+        assert {k: v for k, v in g["merged"][0].items() if k != "policy"} == {
+            k: v for k, v in g["kept"].items() if k != "policy"}
+    j = body["joint"]
+    assert j["declared"]["n_specs"] == 12 and j["declared"]["n_merged"] == 4
+    assert j["every_layer"]["n_merged"] == 2 * 4 * 2 and j["every_layer"]["n_specs"] == 2 * 2 * 2 * 4 * 2 - 16
+    assert body["specs"]["distinct"].count(False) == 2 * 4 * 2 * 7
+    # the planted effect: the smallest p each test can give
+    assert body["primary"]["estimate"] == pytest.approx(1.0) and body["primary"]["p"] == pytest.approx(1 / 720)
+    assert body["primary"]["at_floor"] is True
+    w = j["without_category"]
+    assert w["median_r"] == pytest.approx(1.0) and w["median_p"] == pytest.approx(1 / 120)
+    assert w["p_floor"] == pytest.approx(1 / 120)
+    assert speccurve.curve_metrics(body)["without_category_p"] == pytest.approx(1 / 120)
+
+
+def test_unknown_left_out_category_names_the_key():
+    rng = np.random.default_rng(1)
+    with pytest.raises(UAProbeError, match=r"analysis\.primary\.left_out.*ground_truth_numeric"):
+        _curve(_universe_ua(rng), {"mean": rng.standard_normal(6), "sum": rng.standard_normal(6)},
+               left_out="ground_truth_numeric")
+
+
+def test_first_identical_is_bitwise():
+    rows = np.array([[1.0, 2.0], [1.0, np.nextafter(2.0, 3.0)], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0], [0.0, 1.0]])
+    assert speccurve.first_identical(rows).tolist() == [0, 1, 0, 3, 4, 3]  # one ulp apart: not the same
+    assert speccurve.distinct_subset(rows, np.array([2, 3, 5, 4])).tolist() == [2, 3, 4]

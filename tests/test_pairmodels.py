@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from uaprobe.analysis import controls, option_b, pairmodels
+from uaprobe.analysis import controls, incremental, option_b, pairmodels
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
 
@@ -282,3 +282,121 @@ def test_analyze_model_writes_pair_models_for_both_policies(tmp_path):
     assert set(out.metrics["pair_models"]) == {"default", "sink_excluded"}
     assert set(out.plots["pair_models"]) == {"layer", "depth_pct", *(f"{m}_mean{s}" for m in option_b.METRICS
                                                                      for s in ("", "_sink_excluded"))}
+
+
+# ------------------------------------------------------------- one family, incremental models
+
+
+def test_pooled_positions_follow_each_policy():
+    offsets = np.array([0, 4, 6, 9])
+    special = np.array([True, False, False, True, False, False, True, False, False])
+    for drop, first, last in (("special", [1, 4, 7], [2, 5, 8]), ("sink_excluded", [1, 5, 7], [2, 5, 8]),
+                              ("first", [0, 4, 6], [3, 5, 8])):
+        keep = pairmodels.pooled_token_mask(offsets, special, drop=drop)
+        at = incremental.pooled_positions(offsets, keep, drop=drop)
+        assert at["first"].tolist() == first and at["last"].tolist() == last, drop
+    none = incremental.pooled_positions(np.array([0, 1, 3]), np.array([False, True, True]), drop="special")
+    assert none["first"].tolist() == [-1, 1] and none["last"].tolist() == [-1, 2]
+
+
+def test_lexical_states_pool_the_baselines_token_vectors():
+    inp = synthetic_input()
+    keep = pol_keep(inp)
+    ids, offsets = inp["token_ids"], inp["token_offsets"]
+    st = incremental.lexical_states(ids, offsets, keep, drop="special", dim=8, seed=4)
+    np.testing.assert_array_equal(st["mean"], controls.lexical_embeddings(ids, offsets, keep, dim=8, seed=4))
+    # a token's vector is the mean of a one-token statement made of it (the baseline's own table)
+    for i in (0, 5, 17):
+        for pooling, pos in (("first", offsets[i] + 1), ("last", offsets[i + 1] - 1)):
+            one = controls.lexical_embeddings(ids, offsets, np.arange(ids.size) == pos, dim=8, seed=4)[i]
+            np.testing.assert_array_equal(st[pooling][i], one)
+
+
+def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric():
+    inp = synthetic_input()
+    params = small_params(alpha=0.5)
+    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params, rec=NanReasons())
+    inc = body["incremental"]
+    assert inc["seeds"] == [3, 4] and set(inc["policies"]["default"]["poolings"]) == {"mean", "last"}
+    ra, rb, pref = inp["row_a"], inp["row_b"], inp["preference"]
+    x = inp["policies"]["default"].pooled["last"]
+    model = option_b.pair_metrics(x[ra], x[rb])["cross_centroid"]  # (V, n)
+    lex = []
+    for seed in (3, 4):
+        e = incremental.lexical_states(inp["token_ids"], inp["token_offsets"], pol_keep(inp), drop="special", dim=8,
+                                       seed=seed)["last"]
+        lex.append(option_b.pair_metrics(e[ra][:, None], e[rb][:, None])["cross_centroid"][0])
+    n = inp["policies"]["default"].n_content
+    z = np.column_stack([n[ra], n[rb], *lex]).astype(float)
+    e = inc["policies"]["default"]["poolings"]["last"]["cross_centroid"]
+    for layer in range(4):  # partial r written out: the correlation of the residuals on [1, Z]
+        want = corr_loop(residuals_loop(model[layer], z), residuals_loop(pref, z))
+        assert e["partial_r"][layer] == pytest.approx(want, abs=1e-10)
+    orders = pairmodels.within_category_orders(pairmodels.rng_for_pair_models(params),
+                                               category_of_pair=inp["category_of_pair"], permutations=499)
+    t = pairmodels.PermutedProjections(pref, z, orders).test(model)
+    assert e["permutation_p"] == pytest.approx(t.p.tolist(), abs=1e-15)
+    # the family: every (policy, pooling, metric) at the last layer, Holm across all of them
+    for fam, pol in ((body["family"], body["policies"]), (inc["family"], inc["policies"])):
+        t = fam["tests"]
+        assert fam["layer"] == 3 and fam["n_tests"] == 2 * 5 == len(t["metric"])
+        assert t["reported"] == [p == "mean" for p in t["pooling"]]
+        for i in range(fam["n_tests"]):
+            entry = pol[t["policy"][i]]["poolings"][t["pooling"][i]][t["metric"][i]]
+            assert t["partial_r"][i] == entry["partial_r"][3] and t["permutation_p"][i] == entry["permutation_p"][3]
+        p = np.array(t["permutation_p"])
+        holm = [min(1.0, max((10 - j) * np.sort(p)[j] for j in range(rank + 1))) for rank in range(10)]
+        np.testing.assert_allclose(np.sort(t["holm_p"]), holm, rtol=0, atol=1e-15)
+        assert fam["p_floor"] == 1 / 500 and fam["holm_floor"] == pytest.approx(10 / 500)
+    head = pairmodels.headline_metrics(body)["default"]["cross_centroid"]
+    i = next(i for i in range(10) if inc["family"]["tests"]["pooling"][i] == "mean"
+             and inc["family"]["tests"]["metric"][i] == "cross_centroid")
+    assert head["incremental_partial_r"] == inc["family"]["tests"]["partial_r"][i]
+    assert head["incremental_family_holm_p"] == inc["family"]["tests"]["holm_p"][i]
+
+
+def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reaches_the_floor():
+    cat, lengths, _ = design(n_per_cat=60, n_cat=4, seed=12)
+    rng = np.random.default_rng(13)
+    lexical = rng.normal(size=(3, cat.size))  # three seeds of a lexical metric
+    pref = lexical.mean(axis=0) + 0.2 * (lengths[:, 1] - lengths[:, 0]) + 0.3 * rng.normal(size=cat.size)
+    words_only = lexical.mean(axis=0) + 0.05 * rng.normal(size=cat.size)
+    beyond = words_only + rng.normal(size=cat.size) + 3.0 * (pref - lexical.mean(axis=0))
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
+
+    def projections(extra):
+        return pairmodels.PermutedProjections(pref, np.column_stack([lengths, extra]), orders)
+
+    values = {"mean": {"m": np.stack([words_only, beyond])}}
+    t = incremental.incremental_tests(values, {"mean": {"m": lexical}}, metrics=["m"], projections=projections)
+    t = t["mean"]["m"]
+    length_only = pairmodels.PermutedProjections(pref, lengths, orders).test(values["mean"]["m"])
+    assert length_only.r[0] > 0.5 and length_only.p[0] == pytest.approx(1 / 1000)  # the words pass for an effect
+    # over the lexical metric only noise is left: r within four null standard errors, p far from its floor
+    assert abs(t.r[0]) < 4 / np.sqrt(cat.size) and t.p[0] > 0.01
+    assert t.r[1] > 0.5 and t.p[1] == pytest.approx(1 / 1000)
+    fam = incremental.family_results([("default", "mean", "m", t.r[0], t.p[0]), ("default", "last", "m", t.r[1],
+                                                                                  t.p[1])],
+                                     layer=2, reported_pooling="mean", permutations=999, alpha=0.01,
+                                     rec=NanReasons())
+    assert fam["tests"]["at_floor"] == [False, True] and fam["tests"]["holm_reject"] == [False, True]
+    assert fam["tests"]["holm_p"][1] == pytest.approx(2 / 1000) and fam["holm_floor"] == pytest.approx(2 / 1000)
+
+
+def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice():
+    inp = synthetic_input()
+    pol = inp["policies"]["default"]
+    twin = dataclasses.replace(pol, name="sink_excluded")  # the same states and lengths (a BOS never pooled)
+    other = dataclasses.replace(pol, name="sink_excluded", pooled={p: x[::-1].copy() for p, x in pol.pooled.items()})
+    params = small_params()
+    body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": twin}), seeds=[3],
+                                          params=params, rec=NanReasons())
+    alone = pairmodels.pair_models_results(**inp, seeds=[3], params=params, rec=NanReasons())
+    for fam, single in ((body["family"], alone["family"]), (body["incremental"]["family"],
+                                                             alone["incremental"]["family"])):
+        t = fam["tests"]
+        assert fam["n_tests"] == 10 and fam["n_merged"] == 10 and t["counted"] == [True] * 10 + [False] * 10
+        assert t["holm_p"][10:] == t["holm_p"][:10] == single["tests"]["holm_p"]  # the family of one policy
+    distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
+                                              seeds=[3], params=params, rec=NanReasons())
+    assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20

@@ -165,6 +165,34 @@ class RobustnessParams:
 
 
 @dataclass(frozen=True)
+class PrimaryParams:
+    """The pre-declared choices of the primary tests, fixed before any result is read."""
+
+    depth: float = 1.0
+    """The layer of the primary joint test and of the pair-level family, as a share of the depth:
+    round(depth x L) (1.0: the last layer). The per-layer curve is reported beside it."""
+    statistic: Literal["median_r", "share_positive"] = "median_r"
+    """The primary joint statistic of the specification curve (the other is secondary)."""
+    left_out: str = "ground_truth_numeric"
+    """The category the second joint test leaves out (the length-confounded category of the original study)."""
+    pooling: str = "mean"
+    """The pooling the summary of the pair-level family reports (every pooling is in the family)."""
+
+    def __post_init__(self) -> None:
+        _require(0.0 <= self.depth <= 1.0, "analysis.primary.depth", self.depth,
+                 "a share of the depth in [0, 1] (1.0: the last layer)")
+        _require(self.statistic in ("median_r", "share_positive"), "analysis.primary.statistic", self.statistic,
+                 "`median_r` or `share_positive`")
+        _require(bool(self.left_out), "analysis.primary.left_out", self.left_out, "a category name of the dataset")
+        _require(self.pooling in ("mean", "last", "first"), "analysis.primary.pooling", self.pooling,
+                 "`mean`, `last` or `first`")
+
+    def layer(self, n_layers: int) -> int:
+        """The pre-declared layer of a model with ``n_layers`` blocks (0 = the token embeddings)."""
+        return int(round(self.depth * n_layers))
+
+
+@dataclass(frozen=True)
 class AnalysisParams:
     """Every statistical knob of the analyses."""
 
@@ -203,6 +231,8 @@ class AnalysisParams:
     top ``abtt_k`` principal directions removed)."""
     abtt_k: int = 5
     """How many leading principal directions ``abtt`` removes (Mu & Viswanath 2018)."""
+    primary: PrimaryParams = field(default_factory=PrimaryParams)
+    """The pre-declared primary tests: layer, joint statistic, left-out category, reported pooling."""
 
     def __post_init__(self) -> None:
         _require(self.seed >= 0, "analysis.seed", self.seed, "an integer >= 0 (numpy seeds are non-negative)")

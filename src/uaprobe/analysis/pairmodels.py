@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from numba import njit
 
-from uaprobe.analysis import controls, option_b, stats
+from uaprobe.analysis import controls, incremental, option_b, stats
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.config import AnalysisParams
 
@@ -261,26 +261,39 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         "definitions": {m: option_b.DEFINITIONS[m] for m in names},
         "policies": {},
     }
+    body["incremental"] = {"covariates": incremental.COVARIATES, "lexical_pooling": incremental.LEXICAL_POOLING,
+                           "seeds": list(seeds), "policies": {}}
+    layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
+    values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
-        proj = PermutedProjections(pref, np.column_stack([n_content[row_a], n_content[row_b]]), orders)
+        length = np.column_stack([n_content[row_a], n_content[row_b]])
+        proj = PermutedProjections(pref, length, orders)
         prec = rec.sub(f"policies/{key}")
         poolings: dict[str, Any] = {}
+        values: dict[str, Mapping[str, np.ndarray]] = {}
         for p, x in pol.pooled.items():
-            values = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
+            values[p] = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
+            values_at.update({(key, p, m): np.ascontiguousarray(values[p][m][layer]).tobytes() for m in names})
             n_views = x.shape[1]
-            t = proj.test(np.concatenate([values[m] for m in names]))
+            t = proj.test(np.concatenate([values[p][m] for m in names]))
             poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
                                            rec=prec.sub(f"poolings/{p}/{m}"))
                            for i, m in enumerate(names)}
         dim = int(next(iter(pol.pooled.values())).shape[-1])
-        lex = []
-        for seed in seeds:
-            e = controls.lexical_embeddings(token_ids, token_offsets, pol.lexical_keep, dim=dim, seed=seed)
-            values = option_b.pair_metrics(e[row_a][:, None, :], e[row_b][:, None, :], k=k)
-            lex.append(np.concatenate([values[m] for m in names]))  # (M, n)
-        t = proj.test(np.stack(lex, axis=1).reshape(len(names) * len(seeds), n))
+        lex_states = [incremental.lexical_states(token_ids, token_offsets, pol.lexical_keep, drop=pol.name, dim=dim,
+                                                 seed=seed) for seed in seeds]
+        lex = incremental.lexical_metrics(lex_states, row_a=row_a, row_b=row_b, k=k)  # pooling -> metric -> (S, n)
+        t = proj.test(np.concatenate([lex["mean"][m] for m in names]))
         s = len(seeds)
+        inc = incremental.incremental_tests(
+            values, lex, metrics=names,
+            projections=lambda extra: PermutedProjections(pref, np.column_stack([length, extra]), orders))
+        body["incremental"]["policies"][key] = {
+            "policy": pol.name,
+            "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
+                                             rec=rec.sub(f"incremental/policies/{key}/poolings/{p}/{m}"))
+                             for m in names} for p in inc}}
         body["policies"][key] = {
             "policy": pol.name,
             "poolings": poolings,
@@ -291,6 +304,14 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                             for i, m in enumerate(names)},
             },
         }
+    same = [values_at[key, p, m] for key, poolings in body["policies"].items() for p, ms in poolings["poolings"].items()
+            for m in ms]
+    for where, pols in (("family", body["policies"]), ("incremental/family", body["incremental"]["policies"])):
+        fam = incremental.family_results(
+            incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer), same=same,
+            layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
+            rec=rec.sub(where))
+        (body if where == "family" else body["incremental"])["family"] = fam
     return body
 
 
@@ -343,14 +364,26 @@ def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.nda
 
 def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[str, Any]:
     """``pair_models`` of ``metrics/models/<id>.json``: per policy and metric (one pooling), the
-    layers surviving Holm, the range of partial r and the lexical baseline's median."""
+    layers surviving Holm, the range of partial r, the lexical baseline's median, and at the
+    pre-declared layer the partial r and its Holm p in the one family, without and with the lexical
+    covariates."""
+    def in_family(family: Mapping[str, Any]) -> dict[tuple[str, str, str], tuple[Any, Any]]:
+        t = family["tests"]
+        return {(t["policy"][i], t["pooling"][i], t["metric"][i]): (t["partial_r"][i], t["holm_p"][i])
+                for i in range(len(t["policy"]))}
+
+    length, lexical = in_family(body["family"]), in_family(body["incremental"]["family"])
     out: dict[str, Any] = {}
     for key, pol in body["policies"].items():
         lex = pol["lexical_baseline"]["metrics"]
         out[key] = {m: {"n_holm_layers": e["n_holm_layers"], "partial_r_min": e["partial_r_min"],
                         "partial_r_max": e["partial_r_max"],
                         "lexical_median_partial_r": lex[m]["median_partial_r"],
-                        "lexical_any_seed_significant": lex[m]["any_seed_significant"]}
+                        "lexical_any_seed_significant": lex[m]["any_seed_significant"],
+                        "declared_partial_r": length[key, pooling, m][0],
+                        "declared_family_holm_p": length[key, pooling, m][1],
+                        "incremental_partial_r": lexical[key, pooling, m][0],
+                        "incremental_family_holm_p": lexical[key, pooling, m][1]}
                     for m, e in pol["poolings"][pooling].items()}
     return out
 

@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import anisotropy, bins, dimensions, option_b, pairmodels, preference, robustness, speccurve
+from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, preference, robustness,
+                              speccurve)
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
 from uaprobe.analysis.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
@@ -191,9 +192,13 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     # --- Option B and phase means: the original study's pair-level analysis (analysis/option_b.py),
     # under both pooling policies (option_b.json, sink_excluded/option_b.json); metrics and plots
     # of the default policy
+    cluster_draws = clusterboot.draws_for(params, category_of_pair=table.category_of_pair)
     for policy in POLICIES:
         ob, rec = option_b_of[policy].result()
         ob_body, values[policy] = ob.body, ob.values
+        ob_body["cluster_bootstrap"] = clusterboot.cluster_block(
+            {p: {m: v[m] for m in option_b.METRICS} for p, v in ob.values.items()}, pref, cluster_draws,
+            params=params, rec=rec)
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
             ob_body, dict(header, policy=policy_name), rec)
@@ -208,7 +213,7 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
                                          params=params, default_name=default_name, rec=rec)
     out.results["pair_models"] = finish(pm_body, header, rec)
-    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body)
+    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body, pooling=params.primary.pooling)
     out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
                                                                       "depth_pct": header["depth_pct"]})
 
@@ -228,7 +233,8 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
                    for p in sw.u_a[policy]} for policy in sw.u_a}
     prefs = {nll: preference.category_means(table.preference(nll), category_of_pair=table.category_of_pair,
                                             n_categories=n_cat) for nll in ("mean", "sum")}
-    sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names, rec=rec)
+    sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
+                                      primary=params.primary, alpha=params.alpha, rec=rec)
     out.results["specification_curve"] = finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
     out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)

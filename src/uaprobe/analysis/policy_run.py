@@ -13,7 +13,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from uaprobe.analysis import bins, controls, layerwise, centroid_score, preference, robustness, stats, validation
+from uaprobe.analysis import (bins, centroid_score, clusterboot, controls, layerwise, preference, robustness, stats,
+                              validation)
 from uaprobe.analysis.documents import finish
 from uaprobe.analysis.pair_table import PairTable, pooling_cosines
 from uaprobe.analysis.nan_reasons import NanReasons
@@ -114,6 +115,9 @@ def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layer
         "centroid": "mean of the unit-normalised statements of the same side and category, own statement included",
         "permutation_mode": pl_draws.mode,
         "poolings": centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
+        "cluster_bootstrap": clusterboot.cluster_block(
+            {p: {"score": score[:n_layers + 1]} for p, score in sums.scores.items()}, pref,
+            clusterboot.draws_for(params, category_of_pair=table.category_of_pair), params=params, rec=rec),
     }
 
 

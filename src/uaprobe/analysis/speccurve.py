@@ -11,14 +11,22 @@ Inference at C = 6 categories is by exact permutation only:
 
 - per specification: every order of its categories' preferences (C! = 720, or 120 with one left
   out), two-sided, ``|r_perm| >= |r|`` (the identity included);
-- jointly, for the whole curve: each permutation ``pi`` of the C categories relabels the
-  preference (category c gets the preference of ``pi(c)``) in *every* specification at once (a
-  leave-one-out specification pairs the UA of the kept categories with the permuted preference of
-  those same categories) and the curve-level statistics are recomputed: the median r (two-sided:
-  ``|median_pi| >= |median|``) and the share of specifications with r > 0 (two-sided:
-  ``|share_pi - 1/2| >= |share - 1/2|``); over all specifications and over those without a
-  left-out category. Each p is the share of the C! relabellings, the identity included, so the
-  smallest is 1/C!.
+- jointly: each permutation ``pi`` of the C categories relabels the preference (category c gets
+  the preference of ``pi(c)``) in *every* specification of a set at once and the curve-level
+  statistics are recomputed: the median r (two-sided: ``|median_pi| >= |median|``) and the share of
+  specifications with r > 0 (two-sided: ``|share_pi - 1/2| >= |share - 1/2|``). Each p is the share
+  of the relabellings, the identity included, so the smallest is 1/C! (its ``p_floor``).
+
+The **primary test** is declared in params.yaml (``analysis.primary``) before any result: its
+universe is pooling x policy x representation x NLL at one pre-declared layer (``depth``; a depth
+curve is an estimand, not an analytic choice), every category; specifications whose category UA
+vectors are bit-identical (the same states: Gemma's two position-0 policies when its BOS is never
+pooled, SmolLM2's last-token pooling under both policies) are counted once. Its statistic is
+``analysis.primary.statistic`` (the median r). The secondary tests, Holm-adjusted as one family:
+the other statistic of the universe; both statistics over every layer (``every_layer``); both with
+the category ``analysis.primary.left_out`` left out (``without_category``: exact over the (C-1)!
+orders of the kept categories' own preferences). ``layer_zero`` (the universe's choices at layer
+0, the token embeddings: the model's own lexical baseline) is a comparison in no family.
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis.nan_reasons import NanReasons
-from uaprobe.analysis.stats import TIE_TOLERANCE
+from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.analysis.stats import TIE_TOLERANCE, holm
+from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
 from uaprobe.names import REPRESENTATIONS
 
@@ -127,24 +136,71 @@ def joint_test(r_perm: np.ndarray) -> JointTest:
     return JointTest(int(r.shape[1]), float(medians[0]), med_p, float(shares[0]), share_p)
 
 
-def _joint_body(t: JointTest, rec: NanReasons, where: str) -> dict[str, Any]:
+AXIS_REASONS = {
+    "pooling": "How a statement's token states become one vector: the original study reports mean, last- and "
+               "first-token pooling, and no theory prefers one.",
+    "policy": "Whether position 0, the attention sink of a model without a BOS token, enters the pooled state: "
+              "keeping and excluding it are both defensible.",
+    "representation": "Raw cosines are dominated by a few large dimensions; z-scoring and all-but-the-top are the "
+                      "standard corrections, and no theory prefers one of the three.",
+    "nll": "The preference can use the per-token mean NLL (the original study's) or the summed NLL, which weighs "
+           "the statements' length differently.",
+    "layer": "Pre-declared (analysis.primary.depth), not varied: a depth curve is an estimand, not an analytic "
+             "choice.",
+}
+"""One sentence per axis of the universe: why it is an analytic choice (or how it was fixed)."""
+NOT_AXES = {
+    "layer": "Every other layer is reported as the per-layer curve and tested as one curve in `every_layer`, "
+             "not counted as alternative specifications of the primary test.",
+    "left_out": "Leaving a category out is an influence diagnostic, not an analytic choice: reported per "
+                "specification, and for the pre-declared category as the `without_category` test.",
+}
+DUPLICATE_RULE = ("Specifications whose category UA vectors are bit-identical (the same pooled states, e.g. two "
+                  "position-0 policies that pool the same tokens) are one specification: the first in the order "
+                  "pooling, policy, representation, layer is counted, the others are listed as merged.")
+
+
+def first_identical(ua: np.ndarray) -> np.ndarray:
+    """(S,) for each row of ``ua`` (S, C) the index of the first row bit-identical to it (itself if none before)."""
+    first: dict[bytes, int] = {}
+    rows = np.ascontiguousarray(np.asarray(ua, dtype=np.float64))
+    return np.array([first.setdefault(row.tobytes(), i) for i, row in enumerate(rows)], dtype=np.int64)
+
+
+def distinct_subset(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The entries of ``idx`` whose row of ``rows`` is bit-identical to none of an earlier entry's."""
+    idx = np.asarray(idx, dtype=np.int64)
+    return idx[first_identical(rows[idx]) == np.arange(idx.size)]
+
+
+def _joint_body(t: JointTest, rec: Reasons, where: str, *, description: str, layers: list[int],
+                left_out: str | None, n_merged: int, relabellings: int) -> dict[str, Any]:
     why = "no specification has a defined r"
-    return {"n_specs": t.n_specs, "median_r": rec.value(f"{where}/median_r", t.median_r, why),
+    return {"description": description, "layers": layers, "left_out": left_out, "n_specs": t.n_specs,
+            "n_merged": n_merged, "relabellings": relabellings, "p_floor": 1.0 / relabellings,
+            "median_r": rec.value(f"{where}/median_r", t.median_r, why),
             "median_p": rec.value(f"{where}/median_p", t.median_p, why),
             "share_positive": rec.value(f"{where}/share_positive", t.share_positive, why),
             "share_p": rec.value(f"{where}/share_p", t.share_p, why)}
 
 
-def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
-                  categories: Sequence[str], policy_names: Mapping[str, str], rec: NanReasons) -> dict[str, Any]:
-    """The body of ``specification_curve.json``.
+def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str, rec: Reasons, where: str
+             ) -> dict[str, Any]:
+    j = joint[test]
+    p = j["median_p" if statistic == "median_r" else "share_p"]
+    why = f"no specification of `joint/{test}` has a defined r"
+    nan = np.nan
+    return {"test": test, "statistic": statistic,
+            "estimate": rec.value(f"{where}/estimate", nan if j[statistic] is None else j[statistic], why),
+            "p": rec.value(f"{where}/p", nan if p is None else p, why), "p_floor": j["p_floor"],
+            "at_floor": rec.scalar_flag(f"{where}/at_floor", p is not None and abs(p - j["p_floor"]) <= TIE_TOLERANCE,
+                                        defined=p is not None, reason=why)}
 
-    Args:
-        ua: ``[policy][pooling][representation]`` -> (L+1, C) category UA.
-        pref: NLL kind -> (C,) category mean preference.
-        categories: the C category names.
-        policy_names: policy key -> the name written (the default policy's ``pooling_drop``).
-    """
+
+def _base_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_names: Mapping[str, str]
+               ) -> tuple[list[tuple[str, str, str, int]], np.ndarray]:
+    """The universe's order: pooling, policy, representation, layer -> (pooling, policy name,
+    representation, layer) and the (S, C) UA of each."""
     base: list[tuple[str, str, str, int]] = []
     rows: list[np.ndarray] = []
     for pooling in next(iter(ua.values())):
@@ -154,9 +210,37 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
                 for layer in range(values.shape[0]):
                     base.append((pooling, policy_names[policy], kind, layer))
                     rows.append(values[layer])
+    return base, np.array(rows)
+
+
+def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
+    return {"pooling": b[0], "policy": b[1], "representation": b[2], "nll": nll, "layer": b[3]}
+
+
+def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
+                  categories: Sequence[str], policy_names: Mapping[str, str], primary: PrimaryParams, alpha: float,
+                  rec: Reasons) -> dict[str, Any]:
+    """The body of ``specification_curve.json``.
+
+    Args:
+        ua: ``[policy][pooling][representation]`` -> (L+1, C) category UA.
+        pref: NLL kind -> (C,) category mean preference (``mean`` and ``sum``).
+        categories: the C category names.
+        policy_names: policy key -> the name written (the default policy's ``pooling_drop``).
+        primary: the pre-declared layer, statistic and left-out category (``analysis.primary``).
+        alpha: level of the Holm correction of the secondary family.
+    """
+    if primary.left_out not in categories:
+        raise UAProbeError(f"params.yaml: analysis.primary.left_out is {primary.left_out!r}, not a category of the "
+                           f"dataset ({', '.join(categories)}); set it to one of them")
+    base, rows = _base_rows(ua, policy_names)
     nll = list(pref)
-    stats = curve_r(np.array(rows), np.array([pref[k] for k in nll]))
+    pref_arr = np.array([pref[k] for k in nll])
+    stats = curve_r(rows, pref_arr)
     n_cat = len(categories)
+    n_layers = max(b[3] for b in base)
+    declared, layer_of = primary.layer(n_layers), np.array([b[3] for b in base])
+    distinct = first_identical(rows) == np.arange(len(base))
     left_out: list[str | None] = [None, *categories]
     s_idx, k_idx, j_idx = (a.ravel() for a in np.meshgrid(np.arange(len(base)), np.arange(len(nll)),
                                                            np.arange(n_cat + 1), indexing="ij"))
@@ -171,9 +255,76 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "layer": [base[s][3] for s in s_idx], "left_out": [left_out[j] for j in j_idx],
         "r": rec.series("specs/r", r, why), "permutation_p": rec.series("specs/permutation_p", p, why),
         "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
+        "distinct": [bool(distinct[s]) for s in s_idx],
     }
-    flat = stats.r_perm.reshape(stats.r_perm.shape[0], -1)
-    no_lo = stats.r_perm[..., 0].reshape(stats.r_perm.shape[0], -1)
+
+    # --- the joint tests: distinct specifications of a set of layers, every category or one out
+    n_perm = stats.r_perm.shape[0]
+    out_idx = list(categories).index(primary.left_out)
+    keep = np.arange(n_cat) != out_idx
+    without = curve_r(rows[:, keep], pref_arr[:, keep]).r_perm[..., 0]  # (((C-1)!, S, K): its own orders
+    joint: dict[str, Any] = {}
+    for key, layers, r_perm, description in (
+            ("declared", [declared], stats.r_perm[..., 0], "the universe: the pre-declared layer, every category"),
+            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0],
+             "every layer 0..L instead of the pre-declared one, every category"),
+            ("without_category", [declared], without, f"the universe with {primary.left_out} left out"),
+            ("layer_zero", [0], stats.r_perm[..., 0], "the universe's choices at layer 0 (the token embeddings)")):
+        in_layers = np.flatnonzero(np.isin(layer_of, layers))
+        sel = distinct_subset(rows, in_layers)
+        t = joint_test(r_perm[:, sel, :].reshape(r_perm.shape[0], -1))
+        joint[key] = _joint_body(t, rec, f"joint/{key}", description=description, layers=layers,
+                                 left_out=primary.left_out if key == "without_category" else None,
+                                 n_merged=(in_layers.size - sel.size) * len(nll), relabellings=int(r_perm.shape[0]))
+    other = "share_positive" if primary.statistic == "median_r" else "median_r"
+    family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
+        [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
+                                 for stat in ("median_r", "share_positive")])]
+    raw = np.array([np.nan if f["p"] is None else f["p"] for f in family])
+    holm_p = holm(raw)
+    for i, f in enumerate(family):
+        f["holm_p"] = rec.value(f"secondary/tests/{i}/holm_p", holm_p[i], "its joint p is undefined")
+        f["holm_reject"] = rec.scalar_flag(f"secondary/tests/{i}/holm_reject", holm_p[i] <= alpha,
+                                           defined=bool(np.isfinite(holm_p[i])), reason="its joint p is undefined")
+
+    # --- the universe, layer 0 beside the declared layer, the summed NLL's sign
+    at_declared = np.flatnonzero(layer_of == declared)
+    kept = distinct_subset(rows, at_declared)
+    first_at = at_declared[first_identical(rows[at_declared])]
+    merged = []
+    for s in kept:
+        dup = [t for t, f in zip(at_declared, first_at) if f == s and t != s]
+        if dup:
+            merged += [{"kept": _spec_id(base[s], k), "merged": [_spec_id(base[t], k) for t in dup]} for k in nll]
+    n_listed = at_declared.size * len(nll)
+    n_merged = (at_declared.size - kept.size) * len(nll)
+    universe = {
+        "axes": {"pooling": {"options": list(dict.fromkeys(b[0] for b in base)), "reason": AXIS_REASONS["pooling"]},
+                 "policy": {"options": list(dict.fromkeys(b[1] for b in base)), "reason": AXIS_REASONS["policy"]},
+                 "representation": {"options": list(dict.fromkeys(b[2] for b in base)),
+                                    "reason": AXIS_REASONS["representation"]},
+                 "nll": {"options": nll, "reason": AXIS_REASONS["nll"]},
+                 "layer": {"options": [declared], "reason": AXIS_REASONS["layer"]}},
+        "depth": float(primary.depth), "not_axes": dict(NOT_AXES), "duplicate_rule": DUPLICATE_RULE,
+        "n_listed": n_listed, "n_distinct": n_listed - n_merged, "n_merged": n_merged, "merged": merged,
+    }
+    zero_of = {b[:3]: i for i, b in enumerate(base) if b[3] == 0}
+    lz_rows = [(s, k) for s in kept for k in range(len(nll))]
+    r_zero = np.array([stats.r[zero_of[base[s][:3]], k, 0] for s, k in lz_rows])
+    r_decl = np.array([stats.r[s, k, 0] for s, k in lz_rows])
+    layer_zero = {"pooling": [base[s][0] for s, _ in lz_rows], "policy": [base[s][1] for s, _ in lz_rows],
+                  "representation": [base[s][2] for s, _ in lz_rows], "nll": [nll[k] for _, k in lz_rows],
+                  "layer": [declared] * len(lz_rows), "r": rec.series("layer_zero/r", r_decl, why),
+                  "r_layer_zero": rec.series("layer_zero/r_layer_zero", r_zero, why)}
+    r_mean, r_sum = stats.r[kept, nll.index("mean"), 0], stats.r[kept, nll.index("sum"), 0]
+    defined = np.isfinite(r_mean) & np.isfinite(r_sum)
+    flips = defined & (np.sign(r_mean) * np.sign(r_sum) < 0)
+    nll_sign = {"pooling": [base[s][0] for s in kept], "policy": [base[s][1] for s in kept],
+                "representation": [base[s][2] for s in kept], "layer": [declared] * kept.size,
+                "r_mean": rec.series("nll_sign/r_mean", r_mean, why), "r_sum": rec.series("nll_sign/r_sum", r_sum, why),
+                "sign_changes": rec.flags("nll_sign/sign_changes", flips, defined=defined,
+                                          reasons="r is undefined under one of the NLLs"),
+                "n_sign_changes": int(flips.sum())}
     return {
         "categories": list(categories),
         "n_specs": int(r.size),
@@ -181,18 +332,26 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
                     "policy": list(dict.fromkeys(b[1] for b in base)),
                     "representation": list(dict.fromkeys(b[2] for b in base)), "nll": nll,
                     "layer": sorted({b[3] for b in base}), "left_out": left_out},
-        "relabellings": int(stats.r_perm.shape[0]),
+        "relabellings": int(n_perm),
         "specs": specs,
-        "joint": {"all": _joint_body(joint_test(flat), rec, "joint/all"),
-                  "no_left_out": _joint_body(joint_test(no_lo), rec, "joint/no_left_out")},
+        "universe": universe,
+        "joint": joint,
+        "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),
+        "secondary": {"alpha": alpha, "tests": family},
+        "layer_zero": layer_zero,
+        "nll_sign": nll_sign,
     }
 
 
 def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
     """The ``specification_curve`` block of ``metrics/models/<id>.json``."""
-    j = body["joint"]["all"]
-    return {"n_specs": body["n_specs"], "median_r": j["median_r"], "median_p": j["median_p"],
-            "share_positive": j["share_positive"], "share_p": j["share_p"]}
+    pr, joint = body["primary"], body["joint"]
+    stat = pr["statistic"]
+    wc = next(t for t in body["secondary"]["tests"] if t["test"] == "without_category" and t["statistic"] == stat)
+    return {"n_specs": joint["declared"]["n_specs"], "n_merged": joint["declared"]["n_merged"],
+            "primary_estimate": pr["estimate"], "primary_p": pr["p"], "primary_p_floor": pr["p_floor"],
+            "without_category_estimate": wc["estimate"], "without_category_p": wc["p"],
+            "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat]}
 
 
 def layer_r(body: Mapping[str, Any], *, pooling: str, policy: str, representation: str, nll: str,

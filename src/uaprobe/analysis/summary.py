@@ -17,6 +17,7 @@ def model_metrics(results: Mapping[str, dict[str, Any]], *, params: AnalysisPara
         m["layerwise"][p] = {
             "final_r": e["final"]["r"], "final_p": e["final"]["p"],
             "final_permutation_p": e["permutation_p"][-1],
+            "layer0_r": e["pearson_r"][0], "layer0_permutation_p": e["permutation_p"][0],
             "prenorm_r": e["prenorm"]["pearson_r"],
             "peak_positive_r": e["peak_positive"]["r"], "peak_positive_layer": e["peak_positive"]["layer"],
             "peak_negative_r": e["peak_negative"]["r"], "peak_negative_layer": e["peak_negative"]["layer"],
@@ -34,9 +35,12 @@ def model_metrics(results: Mapping[str, dict[str, Any]], *, params: AnalysisPara
                       "ci_final_high": ci["bootstrap_ci_high"][-1],
                       "n_layers_ci_excludes_zero": sum(1 for v in ci["ci_excludes_zero"] if v)})
         m["bins"][scheme] = entry
+    cluster = results["pairs"]["cluster_bootstrap"]["poolings"]
     for p, e in results["pairs"]["poolings"].items():
         m["pairs"][p] = {"final_r": e["final"]["r"], "final_ci_low": e["final"]["bootstrap_ci_low"],
-                         "final_ci_high": e["final"]["bootstrap_ci_high"], "peak_abs_r": e["peak_abs"]["r"],
+                         "final_ci_high": e["final"]["bootstrap_ci_high"],
+                         "final_cluster_ci_low": cluster[p]["score"]["low"][-1],
+                         "final_cluster_ci_high": cluster[p]["score"]["high"][-1], "peak_abs_r": e["peak_abs"]["r"],
                          "peak_abs_layer": e["peak_abs"]["layer"]}
     a = results["anisotropy"]
     m["anisotropy"] = {"l_star": a["l_star"], "l_star_depth_pct": a["l_star_depth_pct"],

@@ -16,6 +16,8 @@ class LayerwiseMetrics(Record):
     final_r: Stat = Field(description="r at L")
     final_p: Stat = Field(description="its t-test p")
     final_permutation_p: Stat = Field(description="its permutation p")
+    layer0_r: Stat = Field(description="r at layer 0 (the token embeddings, before any context), beside `final_r`")
+    layer0_permutation_p: Stat = Field(description="its permutation p")
     prenorm_r: Stat = Field(description="r of the pre-final-norm block")
     peak_positive_r: Stat = Field(description="max r")
     peak_positive_layer: Index = Field(description="its layer")
@@ -63,6 +65,8 @@ class PairsMetrics(Record):
     final_r: Stat = Field(description="r at L")
     final_ci_low: Stat = Field(description="its bootstrap CI, low end")
     final_ci_high: Stat = Field(description="high end")
+    final_cluster_ci_low: Stat = Field(description="its two-stage cluster bootstrap CI (categories, then pairs), low end")
+    final_cluster_ci_high: Stat = Field(description="high end")
     peak_abs_r: Stat = Field(description="r of max |r|")
     peak_abs_layer: Index = Field(description="its layer")
 
@@ -167,6 +171,12 @@ class PairModelsMetrics(Record):
     partial_r_max: Stat = Field(description="largest partial r over the layers")
     lexical_median_partial_r: Stat = Field(description="the lexical baseline's partial r, median over the seeds")
     lexical_any_seed_significant: bool = Field(description="some lexical seed's permutation p <= alpha")
+    declared_partial_r: Stat = Field(description="partial r at the pre-declared layer (`analysis.primary.depth`)")
+    declared_family_holm_p: Stat = Field(description="its p Holm-adjusted in the one pair-level family "
+                                                     "(`pair_models.json` `family`)")
+    incremental_partial_r: Stat = Field(description="partial r at that layer with the lexical metric among the "
+                                                    "covariates (`incremental`)")
+    incremental_family_holm_p: Stat = Field(description="its p Holm-adjusted in the incremental family")
 
 
 class PhaseMetrics(Record):
@@ -189,13 +199,18 @@ class ControlMetrics(Record):
 
 
 class SpecCurveMetrics(Record):
-    """``specification_curve.json``, the joint test over all specifications."""
+    """``specification_curve.json``: the primary joint test and the test without one category."""
 
-    n_specs: int = Field(description="specifications with a defined r")
-    median_r: Stat = Field(description="median r")
-    median_p: Stat = Field(description="its exact joint permutation p")
-    share_positive: Stat = Field(description="share of specifications with r > 0")
-    share_p: Stat = Field(description="its exact joint permutation p")
+    n_specs: int = Field(description="distinct specifications of the universe with a defined r")
+    n_merged: int = Field(description="identical specifications merged")
+    primary_estimate: Stat = Field(description="the primary statistic (`analysis.primary.statistic`) over the universe")
+    primary_p: Stat = Field(description="its exact joint permutation p")
+    primary_p_floor: float = Field(description="the smallest p the test can give (1/C!)")
+    without_category_estimate: Stat = Field(description="the primary statistic with `analysis.primary.left_out` left "
+                                                        "out")
+    without_category_p: Stat = Field(description="its exact joint permutation p over (C-1)! relabellings, unadjusted")
+    without_category_holm_p: Stat = Field(description="that p Holm-adjusted in the secondary family")
+    layer_zero_estimate: Stat = Field(description="the primary statistic over the universe's choices at layer 0")
 
 
 class ModelMetrics(Record):

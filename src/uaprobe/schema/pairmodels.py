@@ -53,6 +53,59 @@ class PairModelsPolicy(Record):
     lexical_baseline: LexicalPairModels = Field(description="the same models on the lexical baseline")
 
 
+class FamilyTests(Record):
+    """Parallel columns, one entry per test of the family (policy x pooling x metric at the pre-declared layer)."""
+
+    policy: list[str] = Field(description="the policy key (`default`, `sink_excluded`)")
+    pooling: list[str] = Field(description="the pooling")
+    metric: list[str] = Field(description="the metric")
+    partial_r: list[Stat] = Field(description="the partial r")
+    permutation_p: list[Stat] = Field(description="its Freedman-Lane permutation p")
+    holm_p: list[Stat] = Field(description="Holm-adjusted across the whole family")
+    holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
+    at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
+    reported: list[bool] = Field(description="the pooling is `reported_pooling`")
+    counted: list[bool] = Field(description="false where the test is identical to an earlier one (bit-identical "
+                                            "metric values, the same partial r and p: the same states under both "
+                                            "policies): merged into it, with its Holm p, and not counted in the family")
+
+
+class PairFamily(Record):
+    """Every pair-level test at the pre-declared layer as one Holm family: metrics x poolings x policies."""
+
+    layer: int = Field(description="the pre-declared layer: round(`analysis.primary.depth` x L)")
+    reported_pooling: str = Field(description="`analysis.primary.pooling`: the pooling the summary reports, declared "
+                                              "before any result (the others are in the family all the same)")
+    n_tests: int = Field(description="distinct defined tests in the family (its size for Holm)")
+    n_merged: int = Field(description="tests merged into an identical one")
+    n_reject: int = Field(description="tests with `holm_reject` true")
+    alpha: float = Field(description="level of the Holm correction")
+    p_floor: float = Field(description="the smallest permutation p: 1 / (1 + B)")
+    holm_floor: float = Field(description="the smallest Holm-adjusted p of the family: `n_tests` x `p_floor` "
+                                          "(capped at 1); a family that cannot reach alpha tests nothing")
+    tests: FamilyTests = Field(description="the tests")
+
+
+class IncrementalPolicy(Record):
+    """The incremental models of one position-0 policy."""
+
+    policy: str = Field(description="the policy: the run's (`special` or `first`) or `sink_excluded`")
+    poolings: dict[str, dict[str, PairModelMetric]] = Field(
+        description="per pooling and metric: partial r given the length and lexical covariates, its Freedman-Lane "
+                    "permutation p (the same draws), Holm across the layers")
+
+
+class Incremental(Record):
+    """Each model metric tested over the lexical baseline: the lexical metric of the same pair and
+    pooling, one column per lexical seed, joins the length covariates."""
+
+    covariates: str = Field(description="a sentence naming the covariates")
+    lexical_pooling: str = Field(description="a sentence: how the lexical states of each pooling are built")
+    seeds: list[int] = Field(description="the lexical seeds whose metrics are covariates")
+    policies: dict[str, IncrementalPolicy] = Field(description="`default` and `sink_excluded`")
+    family: PairFamily = Field(description="the incremental tests at the pre-declared layer as one Holm family")
+
+
 class PairModels(ResultsHeader):
     """``pair_models.json``: each Option B metric against the preference at the pair level, with the
     length of both statements as covariates and a permutation test that keeps the categories.
@@ -81,3 +134,5 @@ class PairModels(ResultsHeader):
     alpha: float = Field(description="level of the Holm correction")
     definitions: dict[str, str] = Field(description="per metric, a sentence defining it")
     policies: dict[str, PairModelsPolicy] = Field(description="`default` and `sink_excluded`")
+    family: PairFamily = Field(description="the length-only models at the pre-declared layer as one Holm family")
+    incremental: Incremental = Field(description="the models with the lexical metric among the covariates")

@@ -59,6 +59,25 @@ class PairsPooling(Record):
     prenorm: PairsPrenorm = Field(description="the pre-final-norm block")
 
 
+class ClusterInterval(Record):
+    """A two-stage cluster bootstrap interval of r, per layer."""
+
+    low: PerLayer[Stat] = Field(description="percentile CI (categories, then pairs within them, resampled), low end")
+    high: PerLayer[Stat] = Field(description="high end")
+
+
+class ClusterBootstrap(Record):
+    """Intervals of the pair-level r that respect the categories the pairs are grouped in."""
+
+    scheme: str = Field(description="a sentence stating the two-stage bootstrap")
+    resamples: int = Field(description="the resamples (`analysis.bootstrap_resamples`)")
+    level: float = Field(description="the confidence level (`analysis.ci_level`)")
+    distinct_categories_min: int = Field(description="fewest distinct categories in any resample")
+    degenerate: int = Field(description="resamples holding 3 or fewer distinct categories")
+    poolings: dict[str, dict[str, ClusterInterval]] = Field(
+        description="per pooling and statistic (`score` in pairs.json; the metric in option_b.json)")
+
+
 class Pairs(ResultsHeader):
     """``pairs.json``: the within-category centroid score of every pair (this project's statistic).
 
@@ -76,6 +95,7 @@ class Pairs(ResultsHeader):
     centroid: str = Field(description="a sentence stating the centroid definition")
     permutation_mode: str = Field(description="`exact` or `random`")
     poolings: dict[str, PairsPooling] = Field(description="per pooling")
+    cluster_bootstrap: ClusterBootstrap = Field(description="r's intervals from a two-stage cluster bootstrap")
 
 
 class Phase(Record):
@@ -178,6 +198,8 @@ class OptionB(ResultsHeader):
     preference_definition: str = Field(description="a sentence defining the preference")
     length_difference: str = Field(description="a sentence defining the length covariate")
     poolings: dict[str, OptionBPooling] = Field(description="per pooling (layers 0..L, no prenorm block)")
+    cluster_bootstrap: ClusterBootstrap = Field(
+        description="r's intervals from a two-stage cluster bootstrap, per pooling and metric of the original")
 
 
 class ControlCategory(Record):

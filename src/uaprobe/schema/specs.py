@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from uaprobe.schema.base import PerLayer, Record, Stat
+from uaprobe.schema.base import Flag, PerLayer, Record, Stat
 from uaprobe.schema.common import ResultsHeader
 
 
@@ -65,27 +65,145 @@ class SpecColumns(Record):
                     "included")
     permutation_count: list[int] = Field(description="the orders enumerated (720 for six categories, 120 with one "
                                                      "left out)")
+    distinct: list[bool] = Field(
+        description="false where the specification's category UA is bit-identical to that of a specification "
+                    "listed before it in the universe's order (pooling, policy, representation, layer) with the same "
+                    "NLL and left-out category: the same states, counted once by every joint test")
+
+
+class UniverseAxis(Record):
+    """One axis of the universe of analytic choices."""
+
+    options: list[str | int] = Field(description="its options (the layer axis: the pre-declared layers)")
+    reason: str = Field(description="one sentence: why the axis is an analytic choice (or how its options were fixed)")
+
+
+class SpecId(Record):
+    """One specification of the universe (every category)."""
+
+    pooling: str = Field(description="the pooling")
+    policy: str = Field(description="the position-0 policy")
+    representation: str = Field(description="the representation")
+    nll: str = Field(description="the NLL kind")
+    layer: int = Field(description="the layer")
+
+
+class MergedSpecs(Record):
+    """Specifications with bit-identical category UA (the same states): counted once."""
+
+    kept: SpecId = Field(description="the one counted (first in the universe's order)")
+    merged: list[SpecId] = Field(description="the ones merged into it")
+
+
+class Universe(Record):
+    """The universe of analytic choices of the primary joint test, declared before any result
+    (``analysis.primary`` in params.yaml)."""
+
+    axes: dict[str, UniverseAxis] = Field(
+        description="`pooling`, `policy`, `representation`, `nll`, `layer`: the options and the reason of each")
+    depth: float = Field(description="`analysis.primary.depth`: the pre-declared depth (1.0 = the last layer); the "
+                                     "layer axis holds the one layer round(depth x L)")
+    not_axes: dict[str, str] = Field(
+        description="choices that are no axis of the universe, each with its reason (`layer`: every other layer, "
+                    "reported as the per-layer curve and the `every_layer` test; `left_out`: leaving a category out "
+                    "is an influence diagnostic, reported per specification and as the `without_category` test)")
+    duplicate_rule: str = Field(description="a sentence: how identical specifications are found and counted")
+    n_listed: int = Field(description="specifications of the product of the axes")
+    n_distinct: int = Field(description="those counted: the product less the merged duplicates")
+    n_merged: int = Field(description="specifications merged into an identical one (`n_listed - n_distinct`)")
+    merged: list[MergedSpecs] = Field(description="every group of identical specifications")
 
 
 class JointTest(Record):
-    """The curve-level statistics and their exact joint permutation p."""
+    """The curve-level statistics of one set of distinct specifications and their exact joint
+    permutation p (every relabelling of the categories applied to every specification at once)."""
 
-    n_specs: int = Field(description="specifications with a defined r")
+    description: str = Field(description="a sentence: which specifications")
+    layers: list[int] = Field(description="the layers of its specifications")
+    left_out: str | None = Field(description="the category left out of every specification (`null`: none)")
+    n_specs: int = Field(description="distinct specifications with a defined r")
+    n_merged: int = Field(description="identical specifications merged (not counted)")
+    relabellings: int = Field(description="the relabellings enumerated: C! (every category) or (C-1)! (one out)")
+    p_floor: float = Field(description="the smallest p the test can give: 1 / `relabellings`")
     median_r: Stat = Field(description="median r over them")
     median_p: Stat = Field(description="share of the relabellings with |median r| at least as large")
     share_positive: Stat = Field(description="share of them with r > 0")
     share_p: Stat = Field(description="share of the relabellings with |share - 1/2| at least as large")
 
 
+class JointP(Record):
+    """One joint p of the curve: which test, which statistic."""
+
+    test: str = Field(description="the key of `joint`")
+    statistic: str = Field(description="`median_r` or `share_positive`")
+    estimate: Stat = Field(description="the statistic's value")
+    p: Stat = Field(description="its exact joint permutation p")
+    p_floor: float = Field(description="the smallest p its test can give (1 / relabellings)")
+    at_floor: Flag = Field(description="`p` equals `p_floor`: no relabelling but the identity is as extreme")
+
+
+class SecondaryP(JointP):
+    """A secondary joint p, Holm-adjusted across the secondary family."""
+
+    holm_p: Stat = Field(description="Holm-adjusted p across `secondary.tests`")
+    holm_reject: Flag = Field(description="`holm_p` <= alpha")
+
+
+class Secondary(Record):
+    """The secondary joint statistics: one Holm family."""
+
+    alpha: float = Field(description="level of the Holm correction (`analysis.alpha`)")
+    tests: list[SecondaryP] = Field(description="every joint p but the primary, Holm-adjusted together")
+
+
+class LayerZero(Record):
+    """The model's own lexical baseline: r at layer 0 (the token embeddings, before any context)
+    beside r at the pre-declared layers, per distinct specification of the universe."""
+
+    pooling: list[str] = Field(description="the pooling")
+    policy: list[str] = Field(description="the position-0 policy")
+    representation: list[str] = Field(description="the representation")
+    nll: list[str] = Field(description="the NLL kind")
+    layer: list[int] = Field(description="the pre-declared layer")
+    r: list[Stat] = Field(description="r at that layer (every category)")
+    r_layer_zero: list[Stat] = Field(description="r of the same specification at layer 0")
+
+
+class NllSign(Record):
+    """r under the per-token mean NLL and under the summed NLL, per distinct (pooling, policy,
+    representation, layer) of the universe: does summing the NLL change r's sign?"""
+
+    pooling: list[str] = Field(description="the pooling")
+    policy: list[str] = Field(description="the position-0 policy")
+    representation: list[str] = Field(description="the representation")
+    layer: list[int] = Field(description="the pre-declared layer")
+    r_mean: list[Stat] = Field(description="r with the per-token mean NLL")
+    r_sum: list[Stat] = Field(description="r with the summed NLL")
+    sign_changes: list[Flag] = Field(description="`r_mean` and `r_sum` have opposite signs")
+    n_sign_changes: int = Field(description="how many rows change sign")
+
+
 class SpecificationCurve(ResultsHeader):
     """``results/models/<id>/specification_curve.json``: the category-level r(UA, mean preference) of every
-    specification (pooling x position-0 policy x representation x NLL x layer x left-out category) and the
-    exact joint test of the whole curve (every relabelling of the categories' preferences applied to every
-    specification at once; see :mod:`uaprobe.analysis.speccurve`)."""
+    specification (pooling x position-0 policy x representation x NLL x layer x left-out category), the
+    universe of analytic choices of the one primary joint test (pre-declared layers, every category,
+    identical specifications counted once), its exact joint test (every relabelling of the categories'
+    preferences applied to every specification at once), the secondary joint tests with Holm across
+    them, and the comparisons with layer 0 and the summed NLL (see :mod:`uaprobe.analysis.speccurve`)."""
 
     categories: list[str] = Field(description="the categories")
-    n_specs: int = Field(description="number of specifications")
+    n_specs: int = Field(description="number of specifications listed in `specs`")
     choices: SpecChoices = Field(description="the options of each choice")
     relabellings: int = Field(description="permutations of the categories the joint test enumerates (C!)")
     specs: SpecColumns = Field(description="the specifications as parallel columns, sorted by r")
-    joint: dict[str, JointTest] = Field(description="`all` specifications and those with `no_left_out` category")
+    universe: Universe = Field(description="the universe of the primary test")
+    joint: dict[str, JointTest] = Field(
+        description="`declared`: the universe (the primary test's); `every_layer`: every layer 0..L instead of the "
+                    "pre-declared ones (the depth curve as one test); `without_category`: the universe with "
+                    "`analysis.primary.left_out` left out; `layer_zero`: the universe's choices at layer 0 (the "
+                    "token embeddings: the model's lexical baseline, a comparison, in no family)")
+    primary: JointP = Field(description="the one primary joint p: `analysis.primary.statistic` of `joint.declared`")
+    secondary: Secondary = Field(description="the other statistics of `declared`, `every_layer` and "
+                                             "`without_category`, Holm-adjusted as one family")
+    layer_zero: LayerZero = Field(description="r at layer 0 beside r at the pre-declared layers")
+    nll_sign: NllSign = Field(description="r under the mean and the summed NLL, and whether the sign changes")

@@ -1,0 +1,142 @@
+"""The pair-level models' multiplicity and their test over the lexical baseline.
+
+- **One family** (:func:`family_results`): every pair-level test at the pre-declared layer
+  (``analysis.primary.depth``) -- metrics x poolings x position-0 policies -- Holm-adjusted
+  together, with the pooling the summary reports (``analysis.primary.pooling``, declared before
+  any result) flagged and the smallest p the permutation test can give (``1 / (1 + B)``) recorded.
+- **Incremental models** (:func:`incremental_results`): each model metric against the preference
+  with the lexical metric of the same pair and pooling among the covariates, beside the length
+  covariates: ``Z = [1, n_content(A), n_content(B), m_lex,1, ..., m_lex,S]``, one column per
+  lexical seed. The lexical states of a pooling are the random token vectors
+  (:func:`uaprobe.analysis.controls.lexical_embeddings`'s) pooled the same way: the mean of the
+  tokens the policy pools, its first token, its last token. A metric that adds nothing to what
+  the words alone give has a partial r near zero. Freedman-Lane within categories, the same draws
+  as the length-only models (:class:`uaprobe.analysis.pairmodels.PermutedProjections`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis import controls, option_b, stats
+from uaprobe.analysis.nan_reasons import Reasons
+
+if TYPE_CHECKING:
+    from uaprobe.analysis.pairmodels import PartialTest, PermutedProjections
+
+COVARIATES = ("intercept, n_content(A), n_content(B), and the same metric of the pair computed from the lexical "
+              "states of the same pooling, one column per lexical seed")
+LEXICAL_POOLING = ("each distinct token id gets one seeded N(0, I) vector (the lexical baseline's); `mean`: the mean "
+                   "of the vectors of the tokens the policy pools; `first` and `last`: the vector of the token at "
+                   "the position that pooling takes under the policy")
+
+
+def pooled_positions(token_offsets: np.ndarray, keep: np.ndarray, *, drop: str) -> dict[str, np.ndarray]:
+    """(N,) global token index of each statement's ``first`` and ``last`` pooled token (-1: none).
+
+    ``drop = "first"`` (the seeds' convention): position 0 and the last token, whatever ``keep``;
+    otherwise the first and last token of ``keep`` (the policy's content tokens), as the
+    extraction's pooling takes them."""
+    offsets = np.asarray(token_offsets, dtype=np.int64)
+    n = offsets.size - 1
+    if drop == "first":
+        ends = offsets[1:] - 1
+        return {"first": np.where(ends >= offsets[:-1], offsets[:-1], -1), "last": np.where(ends >= offsets[:-1],
+                                                                                            ends, -1)}
+    owner = np.repeat(np.arange(n), np.diff(offsets))
+    idx = np.flatnonzero(np.asarray(keep, dtype=bool))
+    first, last = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    last[owner[idx]] = idx  # ascending: the last write of each statement is its last kept token
+    first[owner[idx[::-1]]] = idx[::-1]
+    return {"first": first, "last": last}
+
+
+def lexical_states(token_ids: np.ndarray, token_offsets: np.ndarray, keep: np.ndarray, *, drop: str, dim: int,
+                   seed: int) -> dict[str, np.ndarray]:
+    """pooling -> (N, dim): one seed's lexical states of every statement under a pooling policy.
+
+    ``mean`` is :func:`uaprobe.analysis.controls.lexical_embeddings`; ``first`` and ``last`` are
+    the same token vectors (drawn in ascending order of the ids from ``default_rng(seed)``) at
+    :func:`pooled_positions` (the zero vector where a statement has none)."""
+    ids = np.asarray(token_ids, dtype=np.int64)
+    vocab, inverse = np.unique(ids, return_inverse=True)
+    table = np.random.default_rng(seed).standard_normal((vocab.size, dim))
+    out = {"mean": controls.lexical_embeddings(ids, token_offsets, keep, dim=dim, seed=seed)}
+    for pooling, at in pooled_positions(token_offsets, keep, drop=drop).items():
+        out[pooling] = np.where((at >= 0)[:, None], table[inverse[np.maximum(at, 0)]], 0.0)
+    return out
+
+
+def lexical_metrics(states: Sequence[Mapping[str, np.ndarray]], *, row_a: np.ndarray, row_b: np.ndarray,
+                    k: int) -> dict[str, dict[str, np.ndarray]]:
+    """pooling -> metric -> (S, n): the pair metrics of each seed's lexical states (``states[s]``:
+    :func:`lexical_states`), the seeds as the views of :func:`uaprobe.analysis.option_b.pair_metrics`."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for pooling in states[0]:
+        x = np.stack([s[pooling] for s in states], axis=1)  # (N, S, dim)
+        out[pooling] = option_b.pair_metrics(x[row_a], x[row_b], k=k)
+    return out
+
+
+def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: Mapping[str, Mapping[str, np.ndarray]],
+                      *, metrics: Sequence[str], projections: Callable[[np.ndarray], PermutedProjections]
+                      ) -> dict[str, dict[str, PartialTest]]:
+    """pooling -> metric -> the partial r and permutation p of the model metric's values (V, n) given
+    the length covariates and the lexical metric's seeds (S, n); ``projections(extra)`` builds the
+    :class:`~uaprobe.analysis.pairmodels.PermutedProjections` with the columns ``extra`` (n, S)
+    beside the length covariates (the same draws every time)."""
+    return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
+
+
+def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer: int, reported_pooling: str,
+                   permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None
+                   ) -> dict[str, Any]:
+    """One Holm family of pair-level tests: ``tests`` holds ``(policy, pooling, metric, r, p)`` at
+    ``layer`` (NaN where undefined; left out of the family's size). ``p_floor = 1 / (1 + B)``.
+
+    ``same[i]``: the bytes of test i's metric values; a test whose bytes, r and p equal an earlier
+    test's is that test (the same states under two policies): merged into it, with its Holm p,
+    and counted once."""
+    r = np.array([t[3] for t in tests], dtype=float)
+    p = np.array([t[4] for t in tests], dtype=float)
+    keys: list[Any] = [i if same is None else (same[i], r[i].tobytes(), p[i].tobytes()) for i in range(len(tests))]
+    first: dict[Any, int] = {}
+    twin = np.array([first.setdefault(key, i) for i, key in enumerate(keys)], dtype=np.int64)
+    counted = twin == np.arange(len(tests))
+    holm_p = np.full(p.shape, np.nan)
+    holm_p[counted] = stats.holm(p[counted])
+    holm_p = holm_p[twin]
+    ok = np.isfinite(holm_p)
+    reject = ok & (holm_p <= alpha)
+    floor = 1.0 / (1 + permutations)
+    n_tests = int((np.isfinite(p) & counted).sum())
+    why = "the test is undefined (a constant metric or residual)"
+    return {
+        "layer": int(layer), "reported_pooling": reported_pooling, "n_tests": n_tests,
+        "n_merged": int((~counted).sum()), "n_reject": int((reject & counted).sum()),
+        "alpha": float(alpha), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
+        "tests": {"policy": [t[0] for t in tests], "pooling": [t[1] for t in tests], "metric": [t[2] for t in tests],
+                  "partial_r": rec.series("tests/partial_r", r, why),
+                  "permutation_p": rec.series("tests/permutation_p", p, why),
+                  "holm_p": rec.series("tests/holm_p", holm_p, why),
+                  "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=why),
+                  "at_floor": rec.flags("tests/at_floor", np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
+                                        reasons=why),
+                  "reported": [t[1] == reported_pooling for t in tests], "counted": counted.tolist()},
+    }
+
+
+def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int) -> list[tuple[str, str, str,
+                                                                                                     float, float]]:
+    """``(policy, pooling, metric, r, p)`` at ``layer`` of the serialised per-layer entries
+    ``policies[policy][pooling][metric]`` (``partial_r``, ``permutation_p``; None -> NaN)."""
+    def f(v: Any) -> float:
+        return np.nan if v is None else float(v)
+    return [(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]))
+            for key, poolings in policies.items() for p, ms in poolings.items() for m, e in ms.items()]
+
+
+__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "family_of", "family_results", "incremental_tests",
+                          "lexical_metrics", "lexical_states", "pooled_positions")
