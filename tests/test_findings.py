@@ -54,19 +54,12 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     text = plain_text(fd.confound_verdict(both))
     assert text.startswith("For both models, that category is also the one whose removal changes the last-layer r most")
     assert "the last-layer r (mean pooling) changes sign for both models, while the lexical baseline's stays positive" in text
-    assert "the last-layer r moves for both models" in text
+    assert "the last-layer r changes sign for B (+0.900 to −0.650) and moves for A (+0.900 to +0.270)" in text
     assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
-    abstract = plain_text(fd.confound_abstract(both))
-    assert "without it the last-layer r (mean pooling) changes sign, while a lexical baseline's stays positive" in abstract
-    assert abstract.endswith("summing rather than averaging the NLL moves r.") and not any(c.isdigit() for c in abstract)
-    one = Panel({"a": model(diffs=[4.8, 1.4, 0.0], sum_nll=0.27), "b": model(diffs=[5.2, 1.4, 0.0], without=0.5)})
-    abstract = plain_text(fd.confound_abstract(one))
-    assert "changes sign for A, while" in abstract and abstract.endswith("moves r for A.")
     assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
 
     other = Panel({"a": model(diffs=[0.1, 4.0, 0.0]), "b": model(diffs=[0.1, 4.0, 0.0])})
     assert plain_text(fd.confound_verdict(other)).startswith("For no model is the category")
-    assert plain_text(fd.confound_abstract(other)).startswith("The category that most influences the correlation is not")
     assert fd.length_limitation(other) == ""
 
     kept = Panel({"a": model(diffs=[4.0, 0.1, 0.0], without=0.5, lexical_without=-0.2)})
@@ -145,11 +138,27 @@ def curve(rs: dict[tuple[str, str, int], float], *, median_p: float = 0.04, shar
         cols["r"] = [rs[(rep, "special", layer)] + (0.01 if left else 0.0)
                      for rep, layer, left in zip(cols["representation"], cols["layer"], cols["left_out"])]
     layers = sorted({k[2] for k in rs})
+    reps = list(dict.fromkeys(k[0] for k in rs))
+
+    def joint_p(test: str, statistic: str, p: float, floor: float, holm: float | None = None) -> dict[str, Any]:
+        entry = {"test": test, "statistic": statistic, "estimate": 0.4 if statistic == "median_r" else 0.75, "p": p,
+                 "p_floor": floor, "at_floor": abs(p - floor) < 1e-12}
+        return entry if holm is None else {**entry, "holm_p": holm, "holm_reject": holm <= 0.05}
+
+    secondary = [joint_p("declared", "share_positive", share_p, 1 / 720, min(1.0, 3 * share_p)),
+                 joint_p("without_category", "median_r", 0.5, 1 / 120, 1.0)]
     return {"settings": {"alpha": 0.05}, "relabellings": 720, "layers": layers, "specs": cols,
             "choices": {"layer": layers, "policy": ["special", "sink_excluded"], "pooling": ["mean"],
-                        "representation": list(dict.fromkeys(k[0] for k in rs))},
-            "joint": {part: {"n_specs": n, "median_r": 0.4, "median_p": median_p, "share_positive": 0.75,
-                             "share_p": share_p} for part, n in (("all", len(cols["r"])), ("no_left_out", len(rs)))}}
+                        "representation": reps},
+            "universe": {"axes": {"pooling": {"options": ["mean"]}, "policy": {"options": ["special", "sink_excluded"]},
+                                  "representation": {"options": reps}, "nll": {"options": ["mean", "sum"]},
+                                  "layer": {"options": [layers[-1]]}},
+                         "depth": 1.0, "n_listed": 4 * len(reps), "n_distinct": (2 if same_policies else 4) * len(reps)},
+            "joint": {"declared": {"relabellings": 720, "median_r": 0.4},
+                      "without_category": {"relabellings": 120, "left_out": "cat_x"},
+                      "layer_zero": {"median_r": 0.6}},
+            "primary": joint_p("declared", "median_r", median_p, 1 / 720),
+            "secondary": {"alpha": 0.05, "tests": secondary}}
 
 
 def grid(values: dict[str, list[float]]) -> dict[tuple[str, str, int], float]:
@@ -168,26 +177,29 @@ def test_the_representation_median_is_a_derived_key_that_the_values_recompute() 
     assert value.source.key == "median(specs/r where representation=abtt)"
 
 
-def test_the_curve_phrase_and_verdict_follow_the_joint_p_and_the_policies() -> None:
+def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondary_family() -> None:
     rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8]})
-    p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.2)},
+    p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.01)},
                "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7, same_policies=True)}})
-    text = plain_text(cv.curve_phrase(p))
-    assert text.startswith("A's 24 specifications have median r +0.400 (p = 0.030), r > 0 in 75 % of them (p = 0.200); "
-                           "the 12 with every category have")
-    assert "By representation, the median r is raw +0.105 and z-scored +0.305." in text
-    assert "B's two position-0 policies give the same r in every specification" in text
-    assert "A's two position-0 policies" not in text
-    verdict = plain_text(cv.curve_verdict(p))
-    assert verdict == ("At α = 0.05, A's curve differs from chance by its median r but not by its share of r > 0 while "
-                       "B's curve does not differ from chance by its median r or its share of r > 0.")
-    assert plain_text(cv.curve_abstract(p)) == ("the median correlation differs from chance for one of two models "
-                                                "(exact p = 0.030 and 0.400, unadjusted for a second statistic)")
-    both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)}})
-    assert "differs from chance by both its median r and its share" in plain_text(cv.curve_verdict(both))
-    assert "differs from chance for the one model (exact p = 0.010, unadjusted for" in plain_text(cv.curve_abstract(both))
-    both.files["results/models/a/specification_curve.json"]["joint"]["all"]["share_p"] = None
-    assert plain_text(cv.curve_abstract(both)).endswith("(exact p = 0.010)")  # no second statistic tested
+    universe = plain_text(cv.universe_phrase(p))
+    assert "crosses 1 poolings, 2 position-0 policies, 2 representations and 2 NLLs at one pre-declared layer, the last" \
+        in universe
+    assert "8 of 8 for A and 4 of 8 for B are distinct" in universe
+    assert ("are the share of r > 0 over the universe and the median r without cat x; the last two run over the 120 "
+            "relabellings") in universe
+    text = plain_text(cv.primary_phrase(p))
+    assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400): "
+                           "at α = 0.05 the primary test finds it different from chance for A only.")
+    assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
+    assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
+    assert plain_text(cv.curve_abstract(p)) == (
+        "An exact joint permutation test of the median correlation over the analytic choices at the last layer, "
+        "declared before the analysis, gives p = 0.030 and 0.400; without that category, 0.500 and 0.500")
+    floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
+    text = plain_text(cv.primary_phrase(floor))
+    assert "(p = 0.001, the smallest p its test can give)" in text and "no secondary test is significant" in text
+    assert plain_text(cv.layer_zero_phrase(floor)).endswith("the median r is +0.600 at layer 0 against +0.400 at the "
+                                                           "declared layer for A")
 
 
 def dimensions(raw: list[float], top1: list[float], pc1: list[float], z: list[float], sx: list[float] | None = None
@@ -233,10 +245,6 @@ def test_the_representation_phrase_finds_the_layer_where_the_representations_dif
                                                              [0.001, -0.002, 0.0])
     table = dr.representation_table(p)
     assert table.count("\n") == 4 and "median(specs/r where representation=zscore)" in table
-    abstract = plain_text(dr.direction_abstract(p))
-    assert abstract.startswith("In raw states one dimension carries most of the cosine uniformity (median over layers: "
-                               "0.60). ")
-    assert abstract.endswith("Over all specifications, ABTT lowers the median r and z-scoring raises it.")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -338,45 +346,17 @@ def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve(
     text = plain_text(fd.conclusion_phrase(p))
     assert text.startswith("at the last layer, the category-level r is matched by a lexical baseline that sees only")
     assert "there (mean pooling) its sign rests on a single category for A" in text
-    assert ("the curve's median r differs from chance for A (p = 0.010, not adjusted for the two statistics tested)"
-            in text) and "share of r > 0" not in text
-    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.01)
-    text = plain_text(fd.conclusion_phrase(p))
-    assert "the curve's share of r > 0 differs from chance for A (p = 0.010" in text and "median r differs" not in text
-    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.5)
-    assert "different from chance for no model" in plain_text(fd.conclusion_phrase(p))
+    assert ("the pre-declared joint test finds the correlation different from chance for A (p = 0.010), and without "
+            "cat x for no model") in text
+    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5)
+    assert "different from chance for no model, and without cat x for no model" in plain_text(fd.conclusion_phrase(p))
     two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)},
                  "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
-    assert "the curve's median r differs from chance for A only (p = 0.010" in plain_text(fd.conclusion_phrase(two))
+    assert "different from chance for A only (p = 0.010)" in plain_text(fd.conclusion_phrase(two))
     beaten = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0], without=0.5), "specification_curve": curve(rs)}})
     beaten.files["results/models/a/robustness.json"]["lexical_baseline"]["final_r"]["mean"] = 0.2
     text = plain_text(fd.conclusion_phrase(beaten))
     assert "exceeds what the statements' tokens alone give" in text and "single category" not in text
-
-
-def test_the_direction_abstract_follows_the_medians_within_poolings_and_position_0() -> None:
-    rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8], "abtt": [-0.4, -0.6, 0.7]})
-    doc = curve(rs)
-    specs = doc["specs"]
-    n = len(specs["r"])
-    for k in specs:  # the same specifications with first-token pooling, where ABTT raises the median r
-        specs[k] = specs[k] + ([("first" if k == "pooling" else v) for v in specs[k]] if k != "r" else
-                               [r + (1.5 if rep == "abtt" else 0.0) for r, rep in zip(specs["r"][:n], specs["representation"])])
-    doc["choices"]["pooling"] = ["mean", "first"]
-    p = Panel({"a": {"specification_curve": doc,
-                     "dimensions": dimensions([0.5, 0.99, 0.9], [0.9, 0.95, 0.97], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}})
-    text = plain_text(dr.direction_abstract(p))
-    assert "within some poolings ABTT's effect reverses" in text and "z-scoring" not in text.split(";")[-1]
-    assert "position 0" not in text
-    dims = p.files["results/models/a/dimensions.json"]
-    dims["policies"]["sink_excluded"]["poolings"]["mean"]["uniformity_share"] = {"top1": [0.3, 0.52, 0.6]}
-    text = plain_text(dr.direction_abstract(p))
-    assert "(median over layers: 0.95; without position 0, 0.52)" in text  # two medians over layers, no maximum
-    other = {"specification_curve": doc,
-             "dimensions": dimensions([0.5, 0.9, 0.9], [0.9, 0.98, 0.99], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}
-    two = Panel({"a": p.results["a"], "b": other})
-    assert "(median over layers: up to 0.98; without position 0, 0.52 for one model)" in plain_text(dr.direction_abstract(two))
-    assert dr.median_share(p, "a", "sink_excluded").source.key.startswith("median(policies/sink_excluded/")
 
 
 def test_the_representation_change_names_the_transform_and_the_layers_where_the_sign_differs() -> None:
@@ -420,10 +400,10 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
 
     text = plain_text(ab.answer(panel_of()))
     assert text.startswith("Uniformity Asymmetry (UA), the difference in hidden-state similarity")
-    assert ("In two small models, its correlation with the models' preference across the dataset's three statement "
-            "categories is not robust: its sign rests on one category, the one whose framings differ most in length; "
+    assert ("In two small models, its correlation with the models' preference across the dataset's statement categories "
+            "is not robust: its sign rests on one category, the one whose framings differ most in length; "
             "the same measure computed from random vectors of the statements' tokens (a lexical baseline) matches "
-            "it; and the token embeddings, before any context, already show it.") in text
+            "it; and with mean pooling, the token embeddings, before any context, already show it.") in text
     kept = panel_of(without=0.5)  # leaving the category out keeps the sign
     for docs in kept.results.values():
         docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.2  # the baseline falls short
@@ -431,7 +411,41 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
     assert plain_text(ab.answer(kept)).endswith(
         "holds against one category left out, a lexical baseline and the token embeddings.")
     assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "With mean pooling, r is +0.100 and +0.100 at layer 0, the token embeddings, against +0.900 and +0.900 at "
+        "With mean pooling, the correlation is +0.100 and +0.100 at layer 0, the token embeddings, against +0.900 and +0.900 at "
         "the last layer")
     assert plain_text(ab.layer_zero_sentence(panel_of())) == (
-        "With mean pooling, r is +0.900 and +0.900 at layer 0, the token embeddings, as large as at the last layer")
+        "With mean pooling, the correlation is +0.900 and +0.900 at layer 0, the token embeddings, as large as at the last layer")
+
+
+def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None) -> dict[str, Any]:
+    """A pair-level family: rows of (policy, pooling, metric, partial r, Holm p, reject); mean reported."""
+    cols = ("policy", "pooling", "metric", "partial_r", "holm_p", "holm_reject")
+    tests = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+    tests["reported"] = [r[1] == "mean" for r in rows]
+    return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
+            "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
+
+
+def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_policy() -> None:
+    from uaprobe.publishing import pair_family as pf
+
+    knn, margin = "knn_density_asymmetry", "margin_asymmetry"
+    a = family([("default", "mean", knn, 0.2, 0.5, False), ("default", "first", knn, 0.3, 0.01, True),
+                ("sink_excluded", "mean", knn, 0.2, 0.6, False), ("sink_excluded", "first", knn, 0.1, 0.9, False)])
+    same = [("default", "mean", margin, 0.2, 0.03, True), ("sink_excluded", "mean", margin, 0.2, 0.03, True)]
+    b = family(same, n_tests=1)  # both policies pool the same states: one test
+    p = Panel({"a": {"pair_models": {"family": a, "incremental": {"family": family(
+                   [("default", "mean", knn, 0.1, 0.9, False)])}}},
+               "b": {"pair_models": {"family": b, "incremental": {"family": b}}}})
+    text = plain_text(pf.family_phrase(p))
+    assert ("With the length covariates, 1 of the 4 tests of A survives: the kNN density asymmetry with first-token "
+            "pooling under the default policy (partial r +0.300, Holm p = 0.010), none with mean pooling; 1 of the 1 "
+            "tests of B survives: the margin asymmetry with mean pooling (partial r +0.200, Holm p = 0.030).") in text
+    assert "0 of the 1 tests of A survive; 1 of the 1 tests of B survives" in text
+    assert plain_text(pf.family_abstract(p)).endswith("only the margin asymmetry of one model survives Holm's correction "
+                                                      "over all tests")
+    assert plain_text(pf.family_conclusion(p)).endswith(
+        "is nothing of A and the margin asymmetry (partial r +0.200, Holm p = 0.030) of B")
+    none = Panel({"a": {"pair_models": {"family": a, "incremental": {"family": family(
+        [("default", "mean", knn, 0.1, 0.9, False)])}}}})
+    assert "no pair-level metric of any model survives" in plain_text(pf.family_abstract(none))

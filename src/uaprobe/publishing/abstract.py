@@ -39,7 +39,6 @@ def answer(out: Outputs) -> str:
     """The first two sentences: what UA is, and whether its category-level correlation with the preference
     holds up, with the reasons the outputs give."""
     n = len(out.models)
-    n_categories = len(out.raw(out.models[0], "layerwise", "categories") or []) if out.models else 0
     reasons = []
     if _all(confound_models(out), out) and _all(reversing_models(out), out):
         reasons.append("its sign rests on one category, the one whose framings differ most in length")
@@ -47,11 +46,11 @@ def answer(out: Outputs) -> str:
         reasons.append("the same measure computed from random vectors of the statements' tokens (a lexical "
                        "baseline) matches it")
     if all(layer_zero_carries(out, m) for m in out.models):
-        reasons.append("the token embeddings, before any context, already show it")
+        reasons.append("with mean pooling, the token embeddings, before any context, already show it")
     first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of the same "
              "statements, was proposed as a probe of which framing a language model prefers.")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
-    across = f"across the dataset's {NUMBER_WORDS.get(n_categories, str(n_categories))} statement categories"
+    across = "across the dataset's statement categories"
     if reasons:
         listed = reasons[0] if len(reasons) == 1 else "; ".join(reasons[:-1]) + f"; and {reasons[-1]}"
         second = f"In {models}, its correlation with the models' preference {across} is not robust: {listed}."
@@ -71,4 +70,11 @@ def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
         than = "as large as at the last layer"
     else:
         than = f"against {join_words([str(a) for _, a in pairs])} at the last layer"
-    return f"With {pooling} pooling, r is {zero} at layer 0, the token embeddings, {than}"
+    return f"With {pooling} pooling, the correlation is {zero} at layer 0, the token embeddings, {than}"
+
+
+@prose
+def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model, r at layer 0 beside r at the last layer (``pooling``, default policy, raw states)."""
+    return join_words([f"{z} at layer 0 against {a} at the last layer for {out.display(m)}"
+                       for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])

@@ -1,0 +1,110 @@
+"""The pair-level family as phrases: every (policy, pooling, metric) test at the pre-declared layer,
+Holm-corrected as one family, with the length covariates alone (``pair_models.json`` ``family``) and with
+the lexical baseline's metric of the same pair and pooling among the covariates (``incremental``).
+
+Tests that two policies make on the same states are one test (the family's ``n_tests`` counts them once);
+the phrases name each surviving (pooling, metric) once, with its policy where only one policy holds it.
+Every number shown is a sourced :class:`~uaprobe.publishing.values.Value`.
+"""
+
+from __future__ import annotations
+
+from uaprobe.publishing.curve import POOLING_WORDS
+from uaprobe.publishing.formats import pretty
+from uaprobe.publishing.markdown import join_words, prose
+from uaprobe.publishing.outputs import Outputs
+from uaprobe.publishing.pair_findings import METRIC_WORDS, PAIRS
+
+FAMILIES = {"family": "family", "incremental": "incremental/family"}
+"""The two families: length covariates only, and the lexical metric added (incremental)."""
+
+
+def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[tuple[int, str | None]]:
+    """The tests of ``family`` that survive Holm: (row of ``tests``, the policy where only one policy's row
+    survives, else None), one per (pooling, metric); ``reported_only``: only the reported pooling (True), only
+    the others (False) or all (None)."""
+    tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
+    found: dict[tuple[str, str], list[int]] = {}
+    for i, reject in enumerate(tests["holm_reject"]):
+        if not reject or (reported_only is not None and bool(tests["reported"][i]) != reported_only):
+            continue
+        found.setdefault((tests["pooling"][i], tests["metric"][i]), []).append(i)
+    policies = len(set(tests["policy"]))
+    return [(rows[0], None if len(rows) == policies else tests["policy"][rows[0]]) for rows in found.values()]
+
+
+def _test_words(out: Outputs, m: str, family: str, row: int, policy: str | None, *, pooling: bool) -> str:
+    base = f"{FAMILIES[family]}/tests"
+    pool = out.raw(m, PAIRS, f"{base}/pooling/{row}")
+    metric = out.raw(m, PAIRS, f"{base}/metric/{row}")
+    where = f" with {POOLING_WORDS.get(pool, pool)} pooling" if pooling else ""
+    if policy is not None:
+        where += " under the default policy" if policy == "default" else " with position 0 excluded"
+    return (f"the {METRIC_WORDS.get(metric, pretty(metric))}{where} (partial r "
+            f"{out.v(m, PAIRS, f'{base}/partial_r/{row}')}, Holm p = {out.v(m, PAIRS, f'{base}/holm_p/{row}', 'p')})")
+
+
+def _listed(out: Outputs, m: str, family: str, found: list[tuple[int, str | None]], *, pooling: bool) -> str:
+    return join_words([_test_words(out, m, family, row, policy, pooling=pooling) for row, policy in found])
+
+
+@prose
+def family_phrase(out: Outputs) -> str:
+    """The family's size per model and what survives Holm in it: first with the reported pooling, then with the
+    others, first with the length covariates alone, then with the lexical metric added."""
+    m0 = out.models[0]
+    pooling = out.raw(m0, PAIRS, "family/reported_pooling")
+    sizes = join_words([f"{out.v(m, PAIRS, 'family/n_tests', 'int')} for {out.display(m)}" for m in out.models])
+    text = (f"Every test at the pre-declared layer (the last) forms one family, corrected by Holm: each metric "
+            f"with each pooling under each position-0 policy, tests on the same states counted once ({sizes}); "
+            f"{POOLING_WORDS.get(pooling, pooling)} pooling, declared before any result, is the one reported first.")
+    for family, lead in (("family", "With the length covariates"),
+                         ("incremental", "With the lexical baseline's metric of the same pair and pooling added to "
+                                         "the covariates (one column per seed)")):
+        parts = []
+        for m in out.models:
+            found = survivors(out, m, family)
+            counts = (f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_reject', 'int')} of the "
+                      f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)}")
+            verb = "survives" if out.raw(m, PAIRS, f"{FAMILIES[family]}/n_reject") == 1 else "survive"
+            if not found:
+                parts.append(f"{counts} {verb}")
+                continue
+            mine = survivors(out, m, family, reported_only=True)
+            parts.append(f"{counts} {verb}: {_listed(out, m, family, found, pooling=True)}"
+                         + ("" if mine else f", none with {POOLING_WORDS.get(pooling, pooling)} pooling"))
+        text += f" {lead}, {'; '.join(parts)}."
+    return text
+
+
+@prose
+def family_abstract(out: Outputs) -> str:
+    """The incremental family with the reported pooling in one number-free clause: which metrics survive, for
+    how many models."""
+    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
+    found = {m: [out.raw(m, PAIRS, f"incremental/family/tests/metric/{row}")
+                 for row, _ in survivors(out, m, "incremental", reported_only=True)] for m in out.models}
+    metrics = sorted({k for ks in found.values() for k in ks})
+    holders = [m for m in out.models if found[m]]
+    lead = (f"with {POOLING_WORDS.get(pooling, pooling)} pooling, declared before any result, and both "
+            "statements' lengths and the lexical baseline's metric as covariates")
+    if not metrics:
+        return f"{lead}, no pair-level metric of any model survives Holm's correction over all tests"
+    who = ("both models" if len(holders) == len(out.models) == 2 else
+           "one model" if len(holders) == 1 else f"{len(holders)} models")
+    words = join_words([METRIC_WORDS.get(k, pretty(k)) for k in metrics])
+    return f"{lead}, only the {words} of {who} survives Holm's correction over all tests"
+
+
+@prose
+def family_conclusion(out: Outputs) -> str:
+    """What survives the length covariates and the lexical baseline together, per model, with the reported
+    pooling (the Conclusion's clause)."""
+    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
+    parts = []
+    for m in out.models:
+        mine = survivors(out, m, "incremental", reported_only=True)
+        parts.append(f"{_listed(out, m, 'incremental', mine, pooling=False)} of {out.display(m)}" if mine else
+                     f"nothing of {out.display(m)}")
+    return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
+            f"lengths and the lexical baseline together in the one pair-level family is {join_words(parts)}")
