@@ -213,4 +213,4 @@ def test_a_possessive_after_a_digit_keeps_its_apostrophe() -> None:
     from uaprobe.publishing.markdown import prose
 
     phrase = prose(lambda: "SmolLM2's curve, Gemma's curve, 5'10\"")
-    assert phrase() == "SmolLM2\u2019s curve, Gemma's curve, 5'10\""
+    assert phrase() == "SmolLM2\u02bcs curve, Gemma's curve, 5'10\""

@@ -24,14 +24,15 @@ class Prose(str):
 
 
 POSSESSIVE_AFTER_DIGIT = re.compile(r"(?<=\d)'s\b")
-"""``SmolLM2's``: Typst sets an apostrophe after a digit as a prime (2′), so a possessive there is written
-with the typographic apostrophe that smart quotes give every other possessive."""
+"""``SmolLM2's``: Typst sets an apostrophe after a digit as a prime (2′), and pandoc writes a typographic
+apostrophe as a plain one, so a possessive there is written with the modifier letter apostrophe (U+02BC),
+which neither changes."""
 
 
 def prose(fn: Callable[..., str]) -> Callable[..., Prose]:
     """A phrase function whose result is :class:`Prose` (a possessive after a digit with its apostrophe)."""
     def wrapper(*args: Any, **kwargs: Any) -> Prose:
-        return Prose(POSSESSIVE_AFTER_DIGIT.sub("\u2019s", fn(*args, **kwargs)))
+        return Prose(POSSESSIVE_AFTER_DIGIT.sub("\u02bcs", fn(*args, **kwargs)))
     wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = fn.__name__, fn.__doc__, fn  # type: ignore[attr-defined]
     return wrapper
 
