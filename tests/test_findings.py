@@ -275,69 +275,25 @@ def option_b(reject: list[bool]) -> dict[str, Any]:
             "poolings": {"mean": {"metrics": {"knn_density_asymmetry": {"permutation_holm_reject": reject}}}}}
 
 
-def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_baseline() -> None:
+def test_the_old_knn_phrase_the_table_and_the_limitation_follow_the_holm_counts() -> None:
     p = Panel({"a": {"pair_models": pair_models({"centroid_asymmetry": (2, 2), "knn_density_asymmetry": (1, 1),
                                                  "margin_asymmetry": (0, 3)}, first=(3, 4), first_r=(0.296, 0.2962)),
                      "sink_excluded/option_b": option_b([True] * 4), "option_b": option_b([True, False, False, False])},
                "b": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(0.05, 0.2), lexical=0.18),
                      "sink_excluded/option_b": option_b([True, True, False]), "option_b": option_b([True, True, False])}})
-    text = plain_text(pl.pair_phrase(p))
-    assert text.startswith("With mean pooling and position 0 excluded, the metrics that survive Holm's correction are "
-                           "centroid asymmetry at 2 and kNN density asymmetry at 1 of the 4 layers of A; no metric "
-                           "survives at any of the 4 layers of B.")
-    assert "Under the default policy they are margin asymmetry at 3, centroid asymmetry at 2 and kNN" in text
-    assert "For B both policies give the same counts." in text
-    assert "With position 0 excluded, the partial r of the kNN density asymmetry runs from +0.200 to +0.340 over the " \
-           "layers of A, against a median +0.450 for the lexical baseline " \
-           "(significant for 2 of 3 seeds)" in text
-    verdict = plain_text(pl.pair_verdict(p))
-    assert verdict == ("with mean pooling and position 0 excluded, no metric survives Holm's correction at more than 2 "
-                       "of the layers of any model (the centroid asymmetry of A, of 4 layers); under the default "
-                       "policy, the margin asymmetry of A survives at 3 of 4, and with position 0 excluded, the lexical "
-                       "baseline's partial r for the kNN density asymmetry exceeds the model's largest for A (+0.450 vs "
-                       "+0.340) and nearly reaches it for B (+0.180 vs +0.200)")
-    assert plain_text(pl.pair_abstract(p)) == ("with mean pooling the original's kNN density asymmetry survives Holm "
-                                               "correction at no more than 1 layer of either model, and a lexical "
-                                               "baseline does as well for one model, nearly for the other")
-
     old = plain_text(pl.old_knn_phrase(p))
     assert ("at 4 of 4 layers of A with position 0 excluded (1 under the default policy) and 2 of 3 layers of B under "
             "both policies; with both sides' lengths as covariates and the permutation within categories, it survives "
             "at 1 of 4 and 0 of 4 layers, though its partial r stays positive at every layer (+0.200 to +0.340; "
             "+0.050 to +0.200)") in old
-    others = plain_text(pl.other_poolings_phrase(p))
-    assert others == ("Other poolings give more: the kNN density asymmetry survives Holm's correction at 3 of 4 layers "
-                      "of A with first-token pooling and position 0 excluded (4 under the default policy, where its "
-                      "partial r is +0.296 at every layer: the pooled state is that of position 0, which depends only "
-                      "on the first token).")
     assert pl.pooling_limitation(p).startswith("The pair-level Holm counts depend on the pooling")
     table = pl.pair_table(p)
     assert table.count("\n") == 2 + 2 * len(METRICS) - 1 and "n_holm_layers" in table
 
     strong = Panel({"a": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(-0.1, 0.6), lexical=0.1),
                           "sink_excluded/option_b": option_b([False] * 4), "option_b": option_b([False] * 4)}})
-    assert plain_text(pl.pair_verdict(strong)) == ("with mean pooling and position 0 excluded, no metric survives Holm's "
-                                                   "correction at any layer of any model, and the lexical baseline's "
-                                                   "partial r for the kNN density asymmetry falls short of the model's "
-                                                   "largest for A (+0.100 vs +0.600)")
-    assert plain_text(pl.pair_abstract(strong)).endswith("at no layer, and it does better than a lexical baseline")
     assert "stays positive" not in plain_text(pl.old_knn_phrase(strong))
-    assert plain_text(pl.other_poolings_phrase(strong)).startswith("No other pooling makes the kNN density asymmetry")
     assert pl.pooling_limitation(strong) == ""
-
-
-def test_the_pair_abstract_reports_the_declared_pooling_not_the_best() -> None:
-    def with_poolings(**counts: int) -> dict[str, Any]:
-        doc = pair_models({k: (0, 0) for k in METRICS})
-        for policy in doc["policies"].values():
-            policy["poolings"].update({p: {METRICS[1]: {"n_holm_layers": n, "partial_r_min": 0.1, "partial_r_max": 0.3}}
-                                       for p, n in counts.items()})
-        return {"pair_models": doc}
-
-    each = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=0, last=3)})
-    text = plain_text(pl.pair_abstract(each))
-    assert text.startswith("with mean pooling") and "first-token" not in text and "last-token" not in text
-    assert pl.other_poolings(each) == [("a", "first"), ("b", "last")]  # the body names them
 
 
 def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve() -> None:
@@ -445,7 +401,7 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_abstract(p)).endswith("only the margin asymmetry of one model survives Holm's correction "
                                                       "over all tests")
     assert plain_text(pf.family_conclusion(p)).endswith(
-        "is nothing of A and the margin asymmetry (partial r +0.200, Holm p = 0.030) of B")
+        "is nothing for A and the margin asymmetry (partial r +0.200, Holm p = 0.030) for B")
     none = Panel({"a": {"pair_models": {"family": a, "incremental": {"family": family(
         [("default", "mean", knn, 0.1, 0.9, False)])}}}})
     assert "no pair-level metric of any model survives" in plain_text(pf.family_abstract(none))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing import curve, direction, findings, pair_findings, phrases, tables, tables_original
+from uaprobe.publishing import (abstract, curve, direction, findings, pair_family, pair_findings, phrases, tables,
+                                tables_original)
 from uaprobe.publishing.outputs import Outputs, load_outputs
 from uaprobe.publishing.values import plain_text
 
@@ -35,8 +36,9 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "direction_phrase", "standardized_phrase", "representation_r_phrase",
         "representation_table", "representation_change")},
     **{name: getattr(pair_findings, name) for name in (
-        "pair_phrase", "pair_verdict", "pair_abstract", "old_knn_phrase", "pair_table", "other_poolings_phrase",
-        "pooling_limitation")},
+        "old_knn_phrase", "pair_table", "pooling_limitation")},
+    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion")},
+    **{name: getattr(abstract, name) for name in ("answer", "layer_zero_sentence", "layer_zero_r_phrase")},
 }
 
 

@@ -66,10 +66,10 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
     labels = [SIGNIFICANT.format(alpha=alpha)] + [f"{label}: {option_words(col, opt)}" for col, label, opt in options]
     norm = Normalize(0, 100)
     with style():
-        fig = new_figure(PRINT_WIDTH_IN, 5.6)
+        fig = new_figure(PRINT_WIDTH_IN, 4.6)
         fig.set_layout_engine("none")  # fixed margins: the same bytes on every draw
-        grid = fig.add_gridspec(3, len(models) or 1, height_ratios=[2.0, 2.9, 0.16], hspace=0.06, wspace=0.06,
-                                left=0.33, right=0.99, top=0.95, bottom=0.17)
+        grid = fig.add_gridspec(3, len(models) or 1, height_ratios=[1.5, 3.2, 0.16], hspace=0.06, wspace=0.06,
+                                left=0.33, right=0.97, top=0.95, bottom=0.18)
         for j, doc in enumerate(models):
             keep = distinct_mask(doc)
             r = arr(doc.specs.r)[keep]
@@ -122,7 +122,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             strip.grid(False)
             strip.set_xlabel("specifications, sorted by r", fontsize=FONT)
             if j == len(models) - 1:
-                bar = fig.add_axes((0.33, 0.075, 0.66, 0.018))
+                bar = fig.add_axes((0.33, 0.075, 0.64, 0.02))
                 fig.colorbar(mesh, cax=bar, orientation="horizontal")
                 bar.tick_params(labelsize=FONT, length=2)
                 bar.set_xlabel("layer depth, % of the model's layers (0 = token embeddings)", fontsize=FONT,

@@ -104,7 +104,7 @@ def family_conclusion(out: Outputs) -> str:
     parts = []
     for m in out.models:
         mine = survivors(out, m, "incremental", reported_only=True)
-        parts.append(f"{_listed(out, m, 'incremental', mine, pooling=False)} of {out.display(m)}" if mine else
-                     f"nothing of {out.display(m)}")
+        parts.append(f"{_listed(out, m, 'incremental', mine, pooling=False)} for {out.display(m)}" if mine else
+                     f"nothing for {out.display(m)}")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths and the lexical baseline together in the one pair-level family is {join_words(parts)}")
