@@ -378,6 +378,7 @@ def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int
     cols = ("policy", "pooling", "metric", "partial_r", "holm_p", "holm_reject")
     tests = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
     tests["reported"] = [r[1] == "mean" for r in rows]
+    tests["permutation_p"] = [r[4] / 4 for r in rows]
     return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
             "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
 
@@ -402,6 +403,11 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                                                       "over all tests")
     assert plain_text(pf.family_conclusion(p)).endswith(
         "is nothing for A and the margin asymmetry (partial r +0.200, Holm p = 0.030) for B")
+    # one test on the same states under every pooling: named once, with its poolings
+    shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
+    q = Panel({"b": {"pair_models": {"family": shared, "incremental": {"family": shared}}}})
+    assert ("1 of the 1 tests of B survives: the margin asymmetry with mean and last-token pooling (partial r +0.200, "
+            "Holm p = 0.030)") in plain_text(pf.family_phrase(q))
     none = Panel({"a": {"pair_models": {"family": a, "incremental": {"family": family(
         [("default", "mean", knn, 0.1, 0.9, False)])}}}})
     assert "no pair-level metric of any model survives" in plain_text(pf.family_abstract(none))

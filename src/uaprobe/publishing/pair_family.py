@@ -9,6 +9,8 @@ Every number shown is a sourced :class:`~uaprobe.publishing.values.Value`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from uaprobe.publishing.curve import POOLING_WORDS
 from uaprobe.publishing.formats import pretty
 from uaprobe.publishing.markdown import join_words, prose
@@ -19,33 +21,51 @@ FAMILIES = {"family": "family", "incremental": "incremental/family"}
 """The two families: length covariates only, and the lexical metric added (incremental)."""
 
 
-def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[tuple[int, str | None]]:
-    """The tests of ``family`` that survive Holm: (row of ``tests``, the policy where only one policy's row
-    survives, else None), one per (pooling, metric); ``reported_only``: only the reported pooling (True), only
-    the others (False) or all (None)."""
+def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[Survivor]:
+    """The tests of ``family`` that survive Holm, one per test: rows on the same states (the same metric with
+    bit-identical partial r and p, as under two policies that pool the same tokens) are one test, named with
+    every pooling and policy it stands for. ``reported_only``: only tests with the reported pooling (True),
+    only the others (False), or all (None)."""
     tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
-    found: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[object, ...], list[int]] = {}
     for i, reject in enumerate(tests["holm_reject"]):
-        if not reject or (reported_only is not None and bool(tests["reported"][i]) != reported_only):
+        if reject:
+            key = (tests["metric"][i], tests["partial_r"][i], tests["permutation_p"][i])
+            groups.setdefault(key, []).append(i)
+    policies = set(tests["policy"])
+    found = []
+    for rows in groups.values():
+        reported = any(tests["reported"][i] for i in rows)
+        if reported_only is not None and reported != reported_only:
             continue
-        found.setdefault((tests["pooling"][i], tests["metric"][i]), []).append(i)
-    policies = len(set(tests["policy"]))
-    return [(rows[0], None if len(rows) == policies else tests["policy"][rows[0]]) for rows in found.values()]
+        held = {tests["policy"][i] for i in rows}
+        found.append(Survivor(rows[0], list(dict.fromkeys(tests["pooling"][i] for i in rows)),
+                              None if held == policies else held.pop() if len(held) == 1 else None))
+    return found
 
 
-def _test_words(out: Outputs, m: str, family: str, row: int, policy: str | None, *, pooling: bool) -> str:
+@dataclass(frozen=True)
+class Survivor:
+    """One surviving test: its first row, the poolings it stands for, and its policy where only one holds it."""
+
+    row: int
+    poolings: list[str]
+    policy: str | None
+
+
+def _test_words(out: Outputs, m: str, family: str, test: Survivor, *, pooling: bool) -> str:
     base = f"{FAMILIES[family]}/tests"
-    pool = out.raw(m, PAIRS, f"{base}/pooling/{row}")
-    metric = out.raw(m, PAIRS, f"{base}/metric/{row}")
-    where = f" with {POOLING_WORDS.get(pool, pool)} pooling" if pooling else ""
-    if policy is not None:
-        where += " under the default policy" if policy == "default" else " with position 0 excluded"
+    metric = out.raw(m, PAIRS, f"{base}/metric/{test.row}")
+    where = (f" with {join_words([POOLING_WORDS.get(p, p) for p in test.poolings])} pooling" if pooling else "")
+    if test.policy is not None:
+        where += " under the default policy" if test.policy == "default" else " with position 0 excluded"
     return (f"the {METRIC_WORDS.get(metric, pretty(metric))}{where} (partial r "
-            f"{out.v(m, PAIRS, f'{base}/partial_r/{row}')}, Holm p = {out.v(m, PAIRS, f'{base}/holm_p/{row}', 'p')})")
+            f"{out.v(m, PAIRS, f'{base}/partial_r/{test.row}')}, Holm p = "
+            f"{out.v(m, PAIRS, f'{base}/holm_p/{test.row}', 'p')})")
 
 
-def _listed(out: Outputs, m: str, family: str, found: list[tuple[int, str | None]], *, pooling: bool) -> str:
-    return join_words([_test_words(out, m, family, row, policy, pooling=pooling) for row, policy in found])
+def _listed(out: Outputs, m: str, family: str, found: list[Survivor], *, pooling: bool) -> str:
+    return join_words([_test_words(out, m, family, t, pooling=pooling) for t in found])
 
 
 @prose
@@ -82,8 +102,8 @@ def family_abstract(out: Outputs) -> str:
     """The incremental family with the reported pooling in one number-free clause: which metrics survive, for
     how many models."""
     pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
-    found = {m: [out.raw(m, PAIRS, f"incremental/family/tests/metric/{row}")
-                 for row, _ in survivors(out, m, "incremental", reported_only=True)] for m in out.models}
+    found = {m: [out.raw(m, PAIRS, f"incremental/family/tests/metric/{t.row}")
+                 for t in survivors(out, m, "incremental", reported_only=True)] for m in out.models}
     metrics = sorted({k for ks in found.values() for k in ks})
     holders = [m for m in out.models if found[m]]
     lead = (f"with {POOLING_WORDS.get(pooling, pooling)} pooling, declared before any result, and both "
