@@ -193,8 +193,8 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
     assert plain_text(cv.curve_abstract(p)) == (
-        "An exact joint permutation test of the median correlation over the analytic choices at the last layer, "
-        "declared before the analysis, gives p = 0.030 and 0.400; without that category, 0.500 and 0.500")
+        "A pre-declared exact joint permutation test of the median correlation over the analytic choices gives p = 0.030 "
+        "and 0.400; without that category, 0.500 and 0.500")
     floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
     text = plain_text(cv.primary_phrase(floor))
     assert "(p = 0.001, the smallest p its test can give)" in text and "no secondary test is significant" in text
@@ -367,8 +367,12 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
     assert plain_text(ab.answer(kept)).endswith(
         "holds against one category left out, a lexical baseline and the token embeddings.")
     assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "With mean pooling, the correlation is +0.100 and +0.100 at layer 0, the token embeddings, against +0.900 and +0.900 at "
-        "the last layer")
+        "With mean pooling, the correlation is +0.100 and +0.100 at layer 0, the token embeddings, smaller than at the last "
+        "layer")
+    mixed = panel_of()
+    mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
+    assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
+        "respectively as large as and of the other sign than at the last layer")
     assert plain_text(ab.layer_zero_sentence(panel_of())) == (
         "With mean pooling, the correlation is +0.900 and +0.900 at layer 0, the token embeddings, as large as at the last layer")
 
@@ -401,6 +405,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert "0 of the 1 tests of A survive; 1 of the 1 tests of B survives" in text
     assert plain_text(pf.family_abstract(p)).endswith("only the margin asymmetry of one model survives Holm's correction "
                                                       "over all tests")
+    assert "declared beforehand, and the lengths and the lexical baseline's metric as covariates" in plain_text(
+        pf.family_abstract(p))
     assert plain_text(pf.family_conclusion(p)).endswith(
         "is nothing for A and the margin asymmetry (partial r +0.200, Holm p = 0.030) for B")
     # one test on the same states under every pooling: named once, with its poolings

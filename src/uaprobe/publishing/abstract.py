@@ -60,16 +60,23 @@ def answer(out: Outputs) -> str:
     return f"{first} {second}"
 
 
+def layer_zero_relation(out: Outputs, m: str, pooling: str = "mean") -> str:
+    """How layer 0's r stands to the last layer's, in words: ``as large as``, ``smaller than`` or ``of the other
+    sign than``."""
+    zero, last = (v.raw for v in layer_zero_r(out, m, pooling))
+    if layer_zero_carries(out, m, pooling):
+        return "as large as"
+    return "smaller than" if zero is not None and last is not None and zero * last > 0 else "of the other sign than"
+
+
 @prose
 def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
-    """Layer 0's r per model, without model names, and how it stands to the last layer's (in words where
-    every model's layer 0 reaches the last layer's r, with the last layer's numbers otherwise)."""
-    pairs = [layer_zero_r(out, m, pooling) for m in out.models]
-    zero = join_words([str(z) for z, _ in pairs])
-    if all(layer_zero_carries(out, m, pooling) for m in out.models):
-        than = "as large as at the last layer"
-    else:
-        than = f"against {join_words([str(a) for _, a in pairs])} at the last layer"
+    """Layer 0's r per model, without model names, and how it stands to the last layer's, in words (no more
+    numbers than models)."""
+    zero = join_words([str(layer_zero_r(out, m, pooling)[0]) for m in out.models])
+    words = [layer_zero_relation(out, m, pooling) for m in out.models]
+    than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
+            f"respectively {join_words(words)} at the last layer")
     return f"With {pooling} pooling, the correlation is {zero} at layer 0, the token embeddings, {than}"
 
 

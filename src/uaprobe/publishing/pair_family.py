@@ -106,14 +106,16 @@ def family_abstract(out: Outputs) -> str:
                  for t in survivors(out, m, "incremental", reported_only=True)] for m in out.models}
     metrics = sorted({k for ks in found.values() for k in ks})
     holders = [m for m in out.models if found[m]]
-    lead = (f"with {POOLING_WORDS.get(pooling, pooling)} pooling, declared before any result, and both "
-            "statements' lengths and the lexical baseline's metric as covariates")
+    lead = (f"with {POOLING_WORDS.get(pooling, pooling)} pooling, declared beforehand, and the lengths and the "
+            "lexical baseline's metric as covariates")
     if not metrics:
         return f"{lead}, no pair-level metric of any model survives Holm's correction over all tests"
     who = ("both models" if len(holders) == len(out.models) == 2 else
            "one model" if len(holders) == 1 else f"{len(holders)} models")
-    words = join_words([METRIC_WORDS.get(k, pretty(k)) for k in metrics])
-    return f"{lead}, only the {words} of {who} survives Holm's correction over all tests"
+    words = (f"the {join_words([METRIC_WORDS.get(k, pretty(k)) for k in metrics])}" if len(metrics) <= 2 else
+             "several metrics")
+    verb = "survives" if len(metrics) == 1 else "survive"
+    return f"{lead}, only {words} of {who} {verb} Holm's correction over all tests"
 
 
 @prose
