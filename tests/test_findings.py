@@ -367,14 +367,15 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
     assert plain_text(ab.answer(kept)).endswith(
         "holds against one category left out, a lexical baseline and the token embeddings.")
     assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "With mean pooling, the correlation is +0.100 and +0.100 at layer 0, the token embeddings, smaller than at the last "
+        "With mean pooling, the correlation is +0.100 and +0.100 in the token embeddings, smaller than at the last "
         "layer")
     mixed = panel_of()
     mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
     assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
         "respectively as large as and of the other sign than at the last layer")
     assert plain_text(ab.layer_zero_sentence(panel_of())) == (
-        "With mean pooling, the correlation is +0.900 and +0.900 at layer 0, the token embeddings, as large as at the last layer")
+        "With mean pooling, the correlation is already +0.900 and +0.900 in the token embeddings, as large as at the last "
+        "layer")
 
 
 def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None) -> dict[str, Any]:

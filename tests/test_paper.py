@@ -531,7 +531,8 @@ def test_every_table_cell_with_a_number_carries_a_value(project: Path) -> None:
         checked += 1
         for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(0), flags=re.S):
             for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)[1:]:  # the first names the row
-                if re.search(r"\d", re.sub(r"<[^>]+>", "", cell)) and 'class="uav"' not in cell:
+                text = re.sub(r"position 0", "", re.sub(r"<[^>]+>", "", cell))  # a name, not a number
+                if re.search(r"\d", text) and 'class="uav"' not in cell:
                     bare.append((table.group(1), cell))
     assert checked == len(expected_tables()) - len(exempt), "every table of values is checked"
     assert not bare, bare[:5]

@@ -77,7 +77,8 @@ def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
     words = [layer_zero_relation(out, m, pooling) for m in out.models]
     than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
             f"respectively {join_words(words)} at the last layer")
-    return f"With {pooling} pooling, the correlation is {zero} at layer 0, the token embeddings, {than}"
+    already = "already " if set(words) == {"as large as"} else ""
+    return f"With {pooling} pooling, the correlation is {already}{zero} in the token embeddings, {than}"
 
 
 @prose

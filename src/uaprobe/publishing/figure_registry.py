@@ -78,7 +78,7 @@ FIGURES: tuple[FigureSpec, ...] = (
            {"bins": ("poolings/mean/schemes/*/comparison", "poolings/mean/schemes/*/ci_partition")},
            lambda d: figures_groups.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories)),
            "{display}, seed 002 (random bins): per layer, r over the categories beside r over random bins of the "
-           "pairs, and the width of r's bootstrap interval over the bins, for the notebook's `randint` assignment "
+           "pairs, and the width of r's bootstrap interval over the bins, for the notebook's randint assignment "
            "and for balanced bins (mean pooling)."),
     _model("validation", ("validation", "layerwise"),
            {"validation": ("variants/mean/table/*/ua", "variants/mean/table/*/mean_preference"),
