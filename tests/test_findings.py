@@ -396,7 +396,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                 ("sink_excluded", "mean", knn, 0.2, 0.6, False), ("sink_excluded", "first", knn, 0.1, 0.9, False)])
     same = [("default", "mean", margin, 0.2, 0.03, True), ("sink_excluded", "mean", margin, 0.2, 0.03, True)]
     b = family(same, n_tests=1)  # both policies pool the same states: one test
-    p = Panel({"a": {"pair_models": {"family": a, "incremental": {"family": family(
+    p = Panel({"a": {"layerwise": {"extraction": {"bos_added": True}},
+                     "pair_models": {"family": a, "incremental": {"family": family(
                    [("default", "mean", knn, 0.1, 0.9, False)])}}},
                "b": {"pair_models": {"family": b, "incremental": {"family": b}}}})
     text = plain_text(pf.family_phrase(p))
@@ -415,6 +416,9 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     q = Panel({"b": {"pair_models": {"family": shared, "incremental": {"family": shared}}}})
     assert ("1 of the 1 tests of B survives: the margin asymmetry with mean and last-token pooling (partial r +0.200, "
             "Holm p = 0.030)") in plain_text(pf.family_phrase(q))
-    none = Panel({"a": {"pair_models": {"family": a, "incremental": {"family": family(
-        [("default", "mean", knn, 0.1, 0.9, False)])}}}})
+    none = Panel({"a": {"layerwise": {"extraction": {"bos_added": False}},
+                        "pair_models": {"family": a, "incremental": {"family": family(
+                            [("default", "mean", knn, 0.1, 0.9, False)])}}}})
+    assert ("first-token pooling under the default policy (the state of position 0, the statement's first token, with "
+            "no context)") in plain_text(pf.family_phrase(none))  # no BOS: the first content token is position 0
     assert "no pair-level metric of any model survives" in plain_text(pf.family_abstract(none))

@@ -59,6 +59,8 @@ def _test_words(out: Outputs, m: str, family: str, test: Survivor, *, pooling: b
     where = (f" with {join_words([POOLING_WORDS.get(p, p) for p in test.poolings])} pooling" if pooling else "")
     if test.policy is not None:
         where += " under the default policy" if test.policy == "default" else " with position 0 excluded"
+    if test.poolings == ["first"] and test.policy == "default" and not out.raw(m, "layerwise", "extraction/bos_added"):
+        where += " (the state of position 0, the statement's first token, with no context)"
     return (f"the {METRIC_WORDS.get(metric, pretty(metric))}{where} (partial r "
             f"{out.v(m, PAIRS, f'{base}/partial_r/{test.row}')}, Holm p = "
             f"{out.v(m, PAIRS, f'{base}/holm_p/{test.row}', 'p')})")
