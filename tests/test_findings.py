@@ -384,6 +384,7 @@ def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int
     tests = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
     tests["reported"] = [r[1] == "mean" for r in rows]
     tests["permutation_p"] = [r[4] / 4 for r in rows]
+    tests["at_floor"] = [False for _ in rows]
     return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
             "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
 
@@ -416,6 +417,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     q = Panel({"b": {"pair_models": {"family": shared, "incremental": {"family": shared}}}})
     assert ("1 of the 1 tests of B survives: the margin asymmetry with mean and last-token pooling (partial r +0.200, "
             "Holm p = 0.030)") in plain_text(pf.family_phrase(q))
+    shared["tests"]["at_floor"] = [True, True]
+    assert "Holm p = 0.030, its permutation p the smallest the test can give)" in plain_text(pf.family_phrase(q))
     none = Panel({"a": {"layerwise": {"extraction": {"bos_added": False}},
                         "pair_models": {"family": a, "incremental": {"family": family(
                             [("default", "mean", knn, 0.1, 0.9, False)])}}}})

@@ -61,9 +61,11 @@ def _test_words(out: Outputs, m: str, family: str, test: Survivor, *, pooling: b
         where += " under the default policy" if test.policy == "default" else " with position 0 excluded"
     if test.poolings == ["first"] and test.policy == "default" and not out.raw(m, "layerwise", "extraction/bos_added"):
         where += " (the state of position 0, the statement's first token, with no context)"
+    floor = (", its permutation p the smallest the test can give" if out.raw(m, PAIRS, f"{base}/at_floor/{test.row}")
+             else "")
     return (f"the {METRIC_WORDS.get(metric, pretty(metric))}{where} (partial r "
             f"{out.v(m, PAIRS, f'{base}/partial_r/{test.row}')}, Holm p = "
-            f"{out.v(m, PAIRS, f'{base}/holm_p/{test.row}', 'p')})")
+            f"{out.v(m, PAIRS, f'{base}/holm_p/{test.row}', 'p')}{floor})")
 
 
 def _listed(out: Outputs, m: str, family: str, found: list[Survivor], *, pooling: bool) -> str:
