@@ -101,7 +101,7 @@ def test_the_panel_phrase_names_the_quantization_and_the_chat_template() -> None
 
 
 def test_short_names_are_the_shortest_unique_leading_parts() -> None:
-    from uaprobe.publishing.outputs import short_names
+    from uaprobe.names import short_names
 
     assert short_names(["SmolLM2-135M-Instruct", "Gemma-3-270M"]) == {"SmolLM2-135M-Instruct": "SmolLM2",
                                                                         "Gemma-3-270M": "Gemma"}

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from uaprobe.publishing.plotting import (OKABE_ITO, PRINT_WIDTH_IN, R_LABEL, arr, model_title, new_figure,
                                          option_words, style, zero_line)
-from uaprobe.publishing.outputs import short_names
+from uaprobe.names import short_names
 from uaprobe.schema.specs import SpecificationCurve
 
 ROWS: tuple[tuple[str, str], ...] = (("pooling", "pooling"), ("policy", "position 0"),

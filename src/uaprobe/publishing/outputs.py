@@ -18,7 +18,7 @@ import yaml
 
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
-from uaprobe.names import PANEL_RESULTS
+from uaprobe.names import PANEL_RESULTS, short_names
 from uaprobe.publishing.values import Ledger, Source, Value, lookup
 from uaprobe.schema import load_json, read_results
 
@@ -108,21 +108,6 @@ class Outputs:
         """``figures/manifest.json`` (empty when the figures have not been drawn)."""
         manifest = f"{FIGURES_DIR}/manifest.json"
         return self.doc(manifest) if (self.root / manifest).is_file() else {}
-
-
-def short_names(names: list[str]) -> dict[str, str]:
-    """Each full name's short name: its first k hyphen-separated parts, the smallest k at which no other
-    name of ``names`` starts with the same parts (a name no shorter form identifies keeps itself)."""
-    parts = {n: n.split("-") for n in names}
-    short = {}
-    for n, p in parts.items():
-        for k in range(1, len(p) + 1):
-            if not any(o != n and parts[o][:k] == p[:k] for o in names):
-                short[n] = "-".join(p[:k])
-                break
-        else:
-            short[n] = n
-    return short
 
 
 @dataclass(frozen=True)
