@@ -193,7 +193,7 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
     assert plain_text(cv.curve_abstract(p)) == (
-        "A pre-declared exact joint permutation test of the median correlation over the analytic choices gives p = 0.030 "
+        "A pre-declared joint permutation test of the median correlation over the analytic choices gives p = 0.030 "
         "and 0.400; without that category, 0.500 and 0.500")
     floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
     text = plain_text(cv.primary_phrase(floor))
@@ -355,11 +355,11 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
         return Panel(models)
 
     text = plain_text(ab.answer(panel_of()))
-    assert text.startswith("Uniformity Asymmetry (UA), the difference in hidden-state similarity")
-    assert ("In two small models, its correlation with the models' preference across the dataset's statement categories "
-            "is not robust: its sign rests on one category, the one whose framings differ most in length; "
-            "the same measure computed from random vectors of the statements' tokens (a lexical baseline) matches "
-            "it; and with mean pooling, the token embeddings, before any context, already show it.") in text
+    assert text.startswith("Uniformity Asymmetry, the difference in hidden-state similarity")
+    assert ("In two small models, its correlation with the models' preference across statement categories is not robust: "
+            "its sign rests on the one category whose framings differ most in length; a lexical baseline (the same "
+            "measure from random token vectors) matches it; and with mean pooling the token embeddings already show "
+            "it.") in text
     kept = panel_of(without=0.5)  # leaving the category out keeps the sign
     for docs in kept.results.values():
         docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.2  # the baseline falls short
@@ -367,14 +367,13 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
     assert plain_text(ab.answer(kept)).endswith(
         "holds against one category left out, a lexical baseline and the token embeddings.")
     assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "With mean pooling, the correlation is +0.100 and +0.100 in the token embeddings, smaller than at the last "
-        "layer")
+        "The correlation is +0.100 and +0.100 in the token embeddings (mean pooling), smaller than at the last layer")
     mixed = panel_of()
     mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
     assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
         "respectively as large as and of the other sign than at the last layer")
     assert plain_text(ab.layer_zero_sentence(panel_of())) == (
-        "With mean pooling, the correlation is already +0.900 and +0.900 in the token embeddings, as large as at the last "
+        "The correlation is already +0.900 and +0.900 in the token embeddings (mean pooling), as large as at the last "
         "layer")
 
 
@@ -406,10 +405,9 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
             "pooling under the default policy (partial r +0.300, Holm p = 0.010), none with mean pooling; 1 of the 1 "
             "tests of B survives: the margin asymmetry with mean pooling (partial r +0.200, Holm p = 0.030).") in text
     assert "0 of the 1 tests of A survive; 1 of the 1 tests of B survives" in text
-    assert plain_text(pf.family_abstract(p)).endswith("only the margin asymmetry of one model survives Holm's correction "
-                                                      "over all tests")
-    assert "declared beforehand, and the lengths and the lexical baseline's metric as covariates" in plain_text(
-        pf.family_abstract(p))
+    assert plain_text(pf.family_abstract(p)) == ("with lengths and the lexical baseline as covariates, only the margin "
+                                                 "asymmetry of one model survives Holm's correction over all tests "
+                                                 "(pre-declared mean pooling)")
     assert plain_text(pf.family_conclusion(p)).endswith(
         "is nothing for A and the margin asymmetry (partial r +0.200, Holm p = 0.030) for B")
     # one test on the same states under every pooling: named once, with its poolings
@@ -424,4 +422,28 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                             [("default", "mean", knn, 0.1, 0.9, False)])}}}})
     assert ("first-token pooling under the default policy (the state of position 0, the statement's first token, with "
             "no context)") in plain_text(pf.family_phrase(none))  # no BOS: the first content token is position 0
-    assert "no pair-level metric of any model survives" in plain_text(pf.family_abstract(none))
+    assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
+
+
+def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
+    """Every reason given, layer 0 related to the last layer in two ways, several pair metrics surviving: the
+    longest wording the phrases write stays within the abstract's words and numbers."""
+    import re
+
+    from uaprobe.publishing import abstract as ab
+
+    rows = [("default", "mean", k, 0.2, 0.01, True) for k in METRICS]
+    models = {}
+    for name, zero in (("a", 0.9), ("b", -0.5)):
+        docs = model(diffs=[4.8, 1.4, 0.0])
+        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.9
+        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [zero, 0.9]
+        docs["specification_curve"] = curve(grid({"raw": [0.1, 0.9]}), median_p=0.01)
+        docs["pair_models"] = {"family": family(rows), "incremental": {"family": family(rows)}}
+        models[name] = docs
+    p = Panel(models)
+    text = plain_text(ab.abstract(p))
+    words = [w for w in text.split() if re.search(r"\w", w)]
+    numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
+    assert "respectively" in text and "several metrics" in text and "token embeddings already" not in text
+    assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
-from uaprobe.publishing import embed, figure_registry
+from uaprobe.publishing import abstract, embed, figure_registry
 from uaprobe.publishing import reproducibility as ap
 from uaprobe.publishing import paperdiff
 from uaprobe.publishing.render import render_manuscript
@@ -185,7 +185,7 @@ def test_rerendering_the_paper_gives_the_same_bytes(project: Path, tmp_path: Pat
     assert again.pdf.read_bytes() == pdf.read_bytes()
 
 
-ABSTRACT_WORDS, ABSTRACT_NUMBERS = 150, 6
+ABSTRACT_WORDS, ABSTRACT_NUMBERS = abstract.WORDS, abstract.NUMBERS
 """The abstract a reader finishes in a minute: at most 150 words and 6 numbers."""
 
 

@@ -8,9 +8,11 @@ has it), and *robust* where none holds. Model names stay out of the abstract (th
 
 from __future__ import annotations
 
+from uaprobe.publishing.curve import curve_abstract
 from uaprobe.publishing.findings import confound_models
 from uaprobe.publishing.markdown import join_words, prose
 from uaprobe.publishing.outputs import Outputs
+from uaprobe.publishing.pair_family import family_abstract
 from uaprobe.publishing.phrases import MATCH_TOLERANCE, lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.values import Value
 
@@ -41,16 +43,15 @@ def answer(out: Outputs) -> str:
     n = len(out.models)
     reasons = []
     if _all(confound_models(out), out) and _all(reversing_models(out), out):
-        reasons.append("its sign rests on one category, the one whose framings differ most in length")
+        reasons.append("its sign rests on the one category whose framings differ most in length")
     if _all(lexical_matches_or_beats(out), out):
-        reasons.append("the same measure computed from random vectors of the statements' tokens (a lexical "
-                       "baseline) matches it")
+        reasons.append("a lexical baseline (the same measure from random token vectors) matches it")
     if all(layer_zero_carries(out, m) for m in out.models):
-        reasons.append("with mean pooling, the token embeddings, before any context, already show it")
-    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of the same "
-             "statements, was proposed as a probe of which framing a language model prefers.")
+        reasons.append("with mean pooling the token embeddings already show it")
+    first = ("Uniformity Asymmetry, the difference in hidden-state similarity between two framings of the same "
+             "statements, was proposed to probe which framing a language model prefers.")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
-    across = "across the dataset's statement categories"
+    across = "across statement categories"
     if reasons:
         listed = reasons[0] if len(reasons) == 1 else "; ".join(reasons[:-1]) + f"; and {reasons[-1]}"
         second = f"In {models}, its correlation with the models' preference {across} is not robust: {listed}."
@@ -78,7 +79,7 @@ def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
     than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
             f"respectively {join_words(words)} at the last layer")
     already = "already " if set(words) == {"as large as"} else ""
-    return f"With {pooling} pooling, the correlation is {already}{zero} in the token embeddings, {than}"
+    return f"The correlation is {already}{zero} in the token embeddings ({pooling} pooling), {than}"
 
 
 @prose
@@ -86,3 +87,15 @@ def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model, r at layer 0 beside r at the last layer (``pooling``, default policy, raw states)."""
     return join_words([f"{z} at layer 0 against {a} at the last layer for {out.display(m)}"
                        for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
+
+
+@prose
+def abstract(out: Outputs) -> str:
+    """The whole abstract: the answer, the primary test and the test without the category, layer 0, and the
+    pair-level family with the declared pooling (at most :data:`WORDS` words and :data:`NUMBERS` numbers)."""
+    return (f"{answer(out)} {curve_abstract(out)}. {layer_zero_sentence(out)}. Across statement pairs, "
+            f"{family_abstract(out)}.")
+
+
+WORDS, NUMBERS = 150, 6
+"""The abstract's budget: words and numbers."""

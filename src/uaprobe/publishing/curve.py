@@ -154,7 +154,7 @@ def curve_abstract(out: Outputs) -> str:
                if (i := without_index(out, m)) is not None]
     stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
         str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
-    text = f"A pre-declared exact joint permutation test of the {stat} over the analytic choices gives p = {ps}"
+    text = f"A pre-declared joint permutation test of the {stat} over the analytic choices gives p = {ps}"
     if without:
         text += f"; without that category, {join_words([str(p) for p in without])}"
     return text

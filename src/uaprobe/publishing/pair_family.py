@@ -110,16 +110,16 @@ def family_abstract(out: Outputs) -> str:
                  for t in survivors(out, m, "incremental", reported_only=True)] for m in out.models}
     metrics = sorted({k for ks in found.values() for k in ks})
     holders = [m for m in out.models if found[m]]
-    lead = (f"with {POOLING_WORDS.get(pooling, pooling)} pooling, declared beforehand, and the lengths and the "
-            "lexical baseline's metric as covariates")
+    lead = "with lengths and the lexical baseline as covariates"
+    tail = f" (pre-declared {POOLING_WORDS.get(pooling, pooling)} pooling)"
     if not metrics:
-        return f"{lead}, no pair-level metric of any model survives Holm's correction over all tests"
+        return f"{lead}, no metric of any model survives Holm's correction over all tests{tail}"
     who = ("both models" if len(holders) == len(out.models) == 2 else
            "one model" if len(holders) == 1 else f"{len(holders)} models")
     words = (f"the {join_words([METRIC_WORDS.get(k, pretty(k)) for k in metrics])}" if len(metrics) <= 2 else
              "several metrics")
     verb = "survives" if len(metrics) == 1 else "survive"
-    return f"{lead}, only {words} of {who} {verb} Holm's correction over all tests"
+    return f"{lead}, only {words} of {who} {verb} Holm's correction over all tests{tail}"
 
 
 @prose
