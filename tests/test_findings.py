@@ -194,7 +194,7 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
     assert plain_text(cv.curve_abstract(p)) == (
         "A pre-declared joint permutation test of the median correlation over the analytic choices gives p = 0.030 "
-        "and 0.400; without that category, 0.500 and 0.500")
+        "and 0.400; without cat x, 0.500 and 0.500")
     floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
     text = plain_text(cv.primary_phrase(floor))
     assert "(p = 0.001, the smallest p its test can give)" in text and "no secondary test is significant" in text
@@ -446,4 +446,5 @@ def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
     words = [w for w in text.split() if re.search(r"\w", w)]
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
     assert "respectively" in text and "several metrics" in text and "token embeddings already" not in text
+    assert "; without that category, " in text  # the answer named it: the category whose framings differ most
     assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)

@@ -14,6 +14,7 @@ from uaprobe.publishing.markdown import join_words, prose
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.pair_family import family_abstract
 from uaprobe.publishing.phrases import MATCH_TOLERANCE, lexical_matches_or_beats, reversing_models
+from uaprobe.publishing.tables import length_category
 from uaprobe.publishing.values import Value
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
@@ -93,8 +94,19 @@ def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
 def abstract(out: Outputs) -> str:
     """The whole abstract: the answer, the primary test and the test without the category, layer 0, and the
     pair-level family with the declared pooling (at most :data:`WORDS` words and :data:`NUMBERS` numbers)."""
-    return (f"{answer(out)} {curve_abstract(out)}. {layer_zero_sentence(out)}. Across statement pairs, "
-            f"{family_abstract(out)}.")
+    return (f"{answer(out)} {curve_abstract(out, category_named=names_left_out_category(out))}. "
+            f"{layer_zero_sentence(out)}. Across statement pairs, {family_abstract(out)}.")
+
+
+def names_left_out_category(out: Outputs) -> bool:
+    """Whether the answer names the category that the second joint test leaves out: it gives the one-category
+    reason, and that category (the one whose framings differ most in length) is the declared one."""
+    if not (_all(confound_models(out), out) and _all(reversing_models(out), out)):
+        return False
+    m = out.models[0]
+    i = length_category(out, m)
+    return i is not None and out.raw(m, "layerwise", "categories")[i] == out.raw(
+        m, "specification_curve", "joint/without_category/left_out")
 
 
 WORDS, NUMBERS = 150, 6

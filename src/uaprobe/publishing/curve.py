@@ -146,9 +146,9 @@ def differs(out: Outputs, m: str) -> bool:
 
 
 @prose
-def curve_abstract(out: Outputs) -> str:
+def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
     """The primary test and the test without the pre-declared category in one sentence, without model names:
-    each model's p, in panel order."""
+    each model's p, in panel order; ``category_named``: the sentence before named that category."""
     ps = join_words([str(out.v(m, CURVE, "primary/p", "p")) for m in out.models])
     without = [out.v(m, CURVE, f"secondary/tests/{i}/p", "p") for m in out.models
                if (i := without_index(out, m)) is not None]
@@ -156,5 +156,6 @@ def curve_abstract(out: Outputs) -> str:
         str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
     text = f"A pre-declared joint permutation test of the {stat} over the analytic choices gives p = {ps}"
     if without:
-        text += f"; without that category, {join_words([str(p) for p in without])}"
+        which = "that category" if category_named else f"{category_words(out, out.models[0])}"
+        text += f"; without {which}, {join_words([str(p) for p in without])}"
     return text
