@@ -170,7 +170,7 @@ def conclusion_phrase(out: Outputs) -> str:
         parts.append("at the last layer, the models' category-level r exceeds what the statements' tokens alone give")
     if reversed_:
         parts.append(f"there (mean pooling) its sign rests on a single category for {join_words(reversed_)}")
-    parts.append("across every analytic choice, " + curve_conclusion(out) + " (@sec-spec)")
+    parts.append("over the pre-declared analytic choices at the last layer, " + curve_conclusion(out) + " (@sec-spec)")
     return "; ".join(parts)
 
 
