@@ -136,6 +136,9 @@ class Shape:
     """The pair-level models' metrics (the five of the original Option B)."""
     pair_covariates: int = 2
     """The pair-level models' length covariates besides the intercept (n_content of A and of B)."""
+    left_out_pairs: int | None = None
+    """Pairs of the category ``analysis.primary.left_out`` (the incremental family without it tests
+    the others); None: the largest category's (the fewest pairs left: a floor)."""
     abtt_k: int = _from_params("abtt_k")
     representations: int = 3
     """raw, zscore, abtt: the representation sweep and the specification curve run over all three."""
@@ -387,6 +390,16 @@ def _pair_level_and_sweep(s: Shape) -> dict[str, Ops]:
     ps = s.permutations
     pair_level = (s.policies * permutation_r_ops(n=n, rows=rows, permutations=ps, columns=1 + s.pair_covariates)
                   + Ops(draw=ps * max(n - c, 0), add=ps * n + s.lexical_seeds * 2 * (2 * n * d)))
+    # the incremental models: per policy, pooling and metric, every layer over all pairs and the
+    # declared layer over the pairs of every category but the left-out one, with the lexical metric's
+    # seeds among the covariates; counted at the length covariates' columns only (a lexical metric
+    # constant over the pairs adds no column), and without the lexical states' metrics and the
+    # projections' gathers: a floor
+    out_pairs = max(s.category_sizes) if s.left_out_pairs is None else s.left_out_pairs
+    columns = 1 + s.pair_covariates
+    pair_level = pair_level + (s.policies * s.poolings * s.pair_model_metrics) * (
+        permutation_r_ops(n=n, rows=s.layers, permutations=ps, columns=columns)
+        + permutation_r_ops(n=n - out_pairs, rows=1, permutations=ps, columns=columns))
     # the representation sweep: every policy, pooling and layer, from the raw states of the 2n statements
     sweep = s.policies * s.poolings * s.layers * sweep_ops(statements=2 * n, dim=d, k=s.abtt_k,
                                                            top=max(s.abtt_k, s.top_pcs), categories=c,

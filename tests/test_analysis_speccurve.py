@@ -182,6 +182,8 @@ def test_declared_and_without_category_joint_tests_match_an_enumeration():
         assert ns["r_mean"][i] == pytest.approx(rm, abs=1e-12) and ns["r_sum"][i] == pytest.approx(rs, abs=1e-12)
         assert ns["sign_changes"][i] == (rm * rs < 0)
     assert ns["n_sign_changes"] == sum(ns["sign_changes"])
+    metrics = speccurve.curve_metrics(body)
+    assert metrics["nll_sign_changes"] == ns["n_sign_changes"] and metrics["nll_rows"] == 2 * 2 * 2
 
 
 def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():
@@ -230,3 +232,12 @@ def test_first_identical_is_bitwise():
     rows = np.array([[1.0, 2.0], [1.0, np.nextafter(2.0, 3.0)], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0], [0.0, 1.0]])
     assert speccurve.first_identical(rows).tolist() == [0, 1, 0, 3, 4, 3]  # one ulp apart: not the same
     assert speccurve.distinct_subset(rows, np.array([2, 3, 5, 4])).tolist() == [2, 3, 4]
+
+
+def test_permutation_floors_of_the_layerwise_test():
+    from uaprobe.analysis.policy_run import permutation_floors
+
+    assert permutation_floors(mode="exact", count=720, n_tests=31) == pytest.approx(
+        {"permutation_p_floor": 1 / 720, "permutation_holm_floor": 31 / 720})
+    assert permutation_floors(mode="random", count=999, n_tests=2000) == pytest.approx(
+        {"permutation_p_floor": 1 / 1000, "permutation_holm_floor": 1.0})

@@ -332,12 +332,19 @@ def test_pair_level_counts_the_permuted_products_the_library_runs(tmp_path, monk
     pairmodels.from_embeddings(emb, states={p: emb.policy(p)[0] for p in POLICIES}, table=table,
                                preference=table.preference("mean"), params=params, default_name="special",
                                rec=NanReasons())
+    out = table.pairs_per_category[list(table.categories).index(params.primary.left_out)]
     s = floor.Shape(n_pairs=table.n_pairs, dim=16, n_layers=emb.n_layers, category_sizes=tuple(table.pairs_per_category),
-                    tokens_per_statement=3.0, aniso_tokens=4, permutations=7, lexical_seeds=2)
+                    tokens_per_statement=3.0, aniso_tokens=4, permutations=7, lexical_seeds=2, left_out_pairs=out)
     rows = s.pair_model_metrics * (s.poolings * s.layers + s.lexical_seeds)
     one = floor.permutation_r_ops(n=s.n_pairs, rows=rows, permutations=7, columns=1 + s.pair_covariates)
-    assert s.policies * one.gemm == pytest.approx(sum(products), rel=1e-12)
-    assert floor.components(s, RATES)["pair-level models"].gemm == pytest.approx(sum(products), rel=1e-12)
+    # the incremental models, one test per policy, pooling and metric, counted at the length covariates'
+    # columns: at most what the library runs (each lexical seed not constant over the pairs adds one)
+    tests = s.policies * s.poolings * s.pair_model_metrics
+    every_layer = floor.permutation_r_ops(n=s.n_pairs, rows=s.layers, permutations=7, columns=3)
+    without = floor.permutation_r_ops(n=s.n_pairs - out, rows=1, permutations=7, columns=3)
+    counted = s.policies * one.gemm + tests * (every_layer.gemm + without.gemm)
+    assert counted <= sum(products)
+    assert floor.components(s, RATES)["pair-level models"].gemm == pytest.approx(counted, rel=1e-12)
 
 
 def test_curve_counts_every_relabelling_once_and_the_own_orders_among_them():

@@ -85,3 +85,22 @@ def test_undefined_rows_have_a_reason():
         rng, category_of_pair=cat, resamples=50), level=0.9, rec=rec)
     assert ci["low"][0] is not None and ci["low"][1] is None and ci["high"][2] is None
     assert "variance" in rec.reasons["low/1"] and "finite" in rec.reasons["high/2"]
+
+
+def test_phase_intervals_are_percentiles_of_the_resampled_phase_means():
+    rng = np.random.default_rng(9)
+    cat = np.repeat(np.arange(4), 10)
+    x, y = rng.normal(size=(5, 40)), rng.normal(size=40)
+    d = clusterboot.cluster_bootstrap(np.random.default_rng(10), category_of_pair=cat, resamples=300)
+    rec = NanReasons()
+    got = clusterboot.phase_intervals(x, y, d, phases={"early": (0, 1), "late": (3, 4), "none": ()}, level=0.9,
+                                      rec=rec)
+    rb = np.array([[np.corrcoef(x[v, np.repeat(np.arange(40), d.counts[b].astype(int))],
+                                y[np.repeat(np.arange(40), d.counts[b].astype(int))])[0, 1] for b in range(300)]
+                   for v in range(5)])
+    for name, layers in (("early", [0, 1]), ("late", [3, 4])):
+        means = rb[layers].mean(axis=0)
+        means = means[np.isfinite(means)]
+        assert got[name]["low"] == pytest.approx(np.percentile(means, 5), abs=1e-12)
+        assert got[name]["high"] == pytest.approx(np.percentile(means, 95), abs=1e-12)
+    assert got["none"]["low"] is None and rec.reasons["none/low"] == "the phase has no layer"

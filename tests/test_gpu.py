@@ -53,8 +53,12 @@ def test_auto_on_a_gpu_extracts_in_bfloat16_close_to_the_cpus_float32(tmp_path: 
     assert nll.max() < 4 * BF16_STEP
     # the states the analyses compare (cosines between statements) keep their order
     a, b = gpu.pooled["mean"][:, -1], cpu.pooled["mean"][:, -1]
-    cos = lambda x: (x / np.linalg.norm(x, axis=1, keepdims=True)) @ (x / np.linalg.norm(x, axis=1, keepdims=True)).T
-    np.testing.assert_allclose(cos(a), cos(b), atol=8 * BF16_STEP)
+    np.testing.assert_allclose(_cosines(a), _cosines(b), atol=8 * BF16_STEP)
+
+
+def _cosines(x: np.ndarray) -> np.ndarray:
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return unit @ unit.T
 
 
 def test_a_gpu_extraction_gives_the_same_bytes_twice(tmp_path: Path, tiny_neox: Path) -> None:

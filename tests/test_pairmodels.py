@@ -9,9 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from uaprobe.analysis import controls, incremental, option_b, pairmodels
+from uaprobe.analysis import controls, incremental, option_b, pairmodels, stats
 from uaprobe.analysis.nan_reasons import NanReasons
-from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
+from uaprobe.config import AnalysisParams, BinsParams, PrimaryParams, RobustnessParams
+from uaprobe.errors import ConfigError
 
 
 def small_params(**kw) -> AnalysisParams:
@@ -190,7 +191,8 @@ def synthetic_input(n_pairs: int = 36, n_layers: int = 3, dim: int = 8, seed: in
     keep = pairmodels.pooled_token_mask(offsets, special, drop="special")
     pol = pairmodels.PolicyInput(name="special", pooled=pooled, n_content=lengths, lexical_keep=keep)
     return dict(policies={"default": pol}, row_a=row_a, row_b=row_b, category_of_pair=cat,
-                categories=["x", "y", "z"], preference=pref, token_ids=ids, token_offsets=offsets)
+                categories=["ground_truth_numeric", "tech_philosophy", "business"], preference=pref, token_ids=ids,
+                token_offsets=offsets)
 
 
 def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
@@ -252,6 +254,13 @@ def test_option_b_values_give_the_bytes_of_values_computed_here():
 
 def pol_keep(inp) -> np.ndarray:
     return inp["policies"]["default"].lexical_keep
+
+
+def test_an_unknown_left_out_category_names_the_key():
+    inp = synthetic_input()
+    with pytest.raises(ConfigError, match=r"analysis\.primary\.left_out is 'lifestyle'.*ground_truth_numeric"):
+        pairmodels.pair_models_results(**inp, seeds=[3], params=small_params(primary=PrimaryParams(left_out="lifestyle")),
+                                       rec=NanReasons())
 
 
 def test_pooled_token_mask_follows_each_policy():
@@ -348,11 +357,24 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
         holm = [min(1.0, max((10 - j) * np.sort(p)[j] for j in range(rank + 1))) for rank in range(10)]
         np.testing.assert_allclose(np.sort(t["holm_p"]), holm, rtol=0, atol=1e-15)
         assert fam["p_floor"] == 1 / 500 and fam["holm_floor"] == pytest.approx(10 / 500)
+    # without the left-out category: the same tests over the other categories' pairs, their own draws
+    wc = inc["without_category"]
+    keep = inp["category_of_pair"] != 0
+    assert wc["left_out"] == "ground_truth_numeric" and wc["n_pairs"] == int(keep.sum()) == 24
+    orders = pairmodels.within_category_orders(stats.rng_for(seed=params.seed, name=pairmodels.RNG_NAME_WITHOUT),
+                                               category_of_pair=inp["category_of_pair"][keep], permutations=499)
+    t = pairmodels.PermutedProjections(pref[keep], z[keep], orders).test(model[3:, keep])
+    i = next(i for i in range(10) if wc["family"]["tests"]["pooling"][i] == "last"
+             and wc["family"]["tests"]["metric"][i] == "cross_centroid")
+    assert wc["family"]["tests"]["partial_r"][i] == pytest.approx(t.r[0], abs=1e-12)
+    assert wc["family"]["tests"]["permutation_p"][i] == pytest.approx(t.p[0], abs=1e-15)
+    assert wc["family"]["n_tests"] == 10
     head = pairmodels.headline_metrics(body)["default"]["cross_centroid"]
     i = next(i for i in range(10) if inc["family"]["tests"]["pooling"][i] == "mean"
              and inc["family"]["tests"]["metric"][i] == "cross_centroid")
     assert head["incremental_partial_r"] == inc["family"]["tests"]["partial_r"][i]
     assert head["incremental_family_holm_p"] == inc["family"]["tests"]["holm_p"][i]
+    assert head["incremental_without_category_holm_p"] == wc["family"]["tests"]["holm_p"][i]
 
 
 def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reaches_the_floor():
@@ -397,6 +419,12 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
         t = fam["tests"]
         assert fam["n_tests"] == 10 and fam["n_merged"] == 10 and t["counted"] == [True] * 10 + [False] * 10
         assert t["holm_p"][10:] == t["holm_p"][:10] == single["tests"]["holm_p"]  # the family of one policy
+    # position 0 out of every count but the same pooled tokens: the same tests up to rounding
+    shifted = dataclasses.replace(twin, n_content=pol.n_content - 1)
+    body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": shifted}),
+                                          seeds=[3], params=params, rec=NanReasons())
+    assert body["family"]["n_merged"] == 10 and body["family"]["tests"]["holm_p"][10:] == alone["family"]["tests"][
+        "holm_p"]
     distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
                                               seeds=[3], params=params, rec=NanReasons())
     assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20

@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import yaml
 
@@ -174,7 +174,7 @@ class PrimaryParams:
     statistic: Literal["median_r", "share_positive"] = "median_r"
     """The primary joint statistic of the specification curve (the other is secondary)."""
     left_out: str = "ground_truth_numeric"
-    """The category the second joint test leaves out (the length-confounded category of the original study)."""
+    """The category the second joint test leaves out (default: the dataset's category whose pairs differ most in length)."""
     pooling: str = "mean"
     """The pooling the summary of the pair-level family reports (every pooling is in the family)."""
 
@@ -190,6 +190,13 @@ class PrimaryParams:
     def layer(self, n_layers: int) -> int:
         """The pre-declared layer of a model with ``n_layers`` blocks (0 = the token embeddings)."""
         return int(round(self.depth * n_layers))
+
+    def left_out_index(self, categories: Sequence[str]) -> int:
+        """The index of ``left_out`` among the dataset's ``categories``; a clear error if absent."""
+        if self.left_out not in categories:
+            raise ConfigError(f"params.yaml: analysis.primary.left_out is {self.left_out!r}, not a category of the "
+                              f"dataset ({', '.join(categories)}); set it to one of them")
+        return list(categories).index(self.left_out)
 
 
 @dataclass(frozen=True)

@@ -87,31 +87,62 @@ def weighted_pearson(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.nda
     return np.clip(r, -1.0, 1.0).T
 
 
-def cluster_interval(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, level: float,
-                     rec: Reasons) -> dict[str, list[Any]]:
-    """``{"low", "high"}`` per row of ``x`` (M, n): the percentile interval at ``level`` of the
-    resampled r (None, with its reason, where r itself or every resampled r is undefined)."""
+def resampled_r(x: np.ndarray, y: np.ndarray, draws: ClusterDraws) -> tuple[np.ndarray, np.ndarray]:
+    """(M, B) r of every row of ``x`` (M, n) in every resample (NaN where undefined), and the (M,)
+    reason of rows undefined in every resample ("" where some resample defines it)."""
     x = np.atleast_2d(np.asarray(x, dtype=float))
     finite = np.isfinite(x).all(axis=1) & np.isfinite(y).all()
     rb = np.full((x.shape[0], draws.counts.shape[0]), np.nan)
     if finite.any():
         rb[finite] = weighted_pearson(x[finite], y, draws.counts)
-    low, high, valid = stats.percentile_interval(rb, level=level)
+    valid = np.isfinite(rb).any(axis=1)
     why = np.where(~finite, "the metric is not finite for every pair",
-                   np.where(valid == 0, "no resample had variance in both variables", ""))
+                   np.where(~valid, "no resample had variance in both variables", ""))
+    return rb, why
+
+
+def cluster_interval(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, level: float,
+                     rec: Reasons) -> dict[str, list[Any]]:
+    """``{"low", "high"}`` per row of ``x`` (M, n): the percentile interval at ``level`` of the
+    resampled r (None, with its reason, where r itself or every resampled r is undefined)."""
+    rb, why = resampled_r(x, y, draws)
+    low, high, _ = stats.percentile_interval(rb, level=level)
     return {"low": rec.series("low", low, why), "high": rec.series("high", high, why)}
 
 
+def phase_intervals(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, phases: Mapping[str, Sequence[int]],
+                    level: float, rec: Reasons) -> dict[str, dict[str, Any]]:
+    """Per phase, the percentile interval of the phase mean of the resampled r of the layers ``x``
+    (V, n) (:mod:`uaprobe.analysis.phases`: a resample undefined at a layer of the phase is left out)."""
+    rb, why = resampled_r(x, y, draws)
+    out: dict[str, dict[str, Any]] = {}
+    for name, layers in phases.items():
+        idx = list(layers)
+        means = rb[idx].mean(axis=0) if idx else np.full(rb.shape[1], np.nan)
+        low, high, valid = stats.percentile_interval(means[None], level=level)
+        reason = (next((w for w in why[idx] if w), "") if idx else "the phase has no layer") or (
+            "no resample had variance at every layer of the phase" if valid[0] == 0 else "")
+        out[name] = {"low": rec.value(f"{name}/low", low[0], reason), "high": rec.value(f"{name}/high", high[0], reason)}
+    return out
+
+
 def cluster_block(series: Mapping[str, Mapping[str, np.ndarray]], y: np.ndarray, draws: ClusterDraws, *,
-                  params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+                  params: AnalysisParams, rec: Reasons,
+                  phases: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """The ``cluster_bootstrap`` object of ``pairs.json`` / ``option_b.json``: ``series[pooling][name]``
-    (V, n) per-layer values of each pair, ``y`` (n,) the preference."""
+    (V, n) per-layer values of each pair, ``y`` (n,) the preference; with ``phases`` (phase ->
+    layers) the intervals of the phase means as well."""
+    where = "cluster_bootstrap"
     return {"scheme": SCHEME, "resamples": int(draws.counts.shape[0]), "level": float(params.ci_level),
             "distinct_categories_min": int(draws.distinct.min()),
             "degenerate": int((draws.distinct <= DEGENERATE_DISTINCT).sum()),
             "poolings": {p: {name: cluster_interval(v, y, draws, level=params.ci_level,
-                                                    rec=rec.sub(f"cluster_bootstrap/poolings/{p}/{name}"))
-                             for name, v in named.items()} for p, named in series.items()}}
+                                                    rec=rec.sub(f"{where}/poolings/{p}/{name}"))
+                             for name, v in named.items()} for p, named in series.items()},
+            "phases": None if phases is None else {
+                p: {name: phase_intervals(v, y, draws, phases=phases, level=params.ci_level,
+                                          rec=rec.sub(f"{where}/phases/{p}/{name}"))
+                    for name, v in named.items()} for p, named in series.items()}}
 
 
 def draws_for(params: AnalysisParams, *, category_of_pair: np.ndarray) -> ClusterDraws:
@@ -121,4 +152,5 @@ def draws_for(params: AnalysisParams, *, category_of_pair: np.ndarray) -> Cluste
 
 
 __all__: Sequence[str] = ("DEGENERATE_DISTINCT", "RNG_NAME", "SCHEME", "ClusterDraws", "cluster_block",
-                          "cluster_bootstrap", "cluster_interval", "draws_for", "weighted_pearson")
+                          "cluster_bootstrap", "cluster_interval", "draws_for", "phase_intervals", "resampled_r",
+                          "weighted_pearson")

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -90,20 +91,50 @@ def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: M
     return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
 
 
+@dataclass(frozen=True)
+class PolicyMetrics:
+    """One policy's inputs of the incremental models."""
+
+    values: Mapping[str, Mapping[str, np.ndarray]]
+    """pooling -> metric -> (V, n) the model metric of every pair per layer."""
+    lexical: Mapping[str, Mapping[str, np.ndarray]]
+    """pooling -> metric -> (S, n) the lexical metric per seed (:func:`lexical_metrics`)."""
+    length: np.ndarray
+    """(n, 2) the content tokens of A and of B."""
+
+
+def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: Sequence[str], layer: int,
+               projections: Callable[[np.ndarray, np.ndarray], PermutedProjections]
+               ) -> list[tuple[str, str, str, float, float]]:
+    """``(policy, pooling, metric, r, p)`` of the incremental test at ``layer`` over the pairs
+    ``keep`` (n,) bool; ``projections(length, lexical)`` builds the projections of those pairs."""
+    tests: list[tuple[str, str, str, float, float]] = []
+    for key, pm in inputs.items():
+        for p in pm.values:
+            for m in names:
+                t = projections(pm.length[keep], np.asarray(pm.lexical[p][m])[:, keep].T).test(
+                    np.asarray(pm.values[p][m])[layer:layer + 1, keep])
+                tests.append((key, p, m, float(t.r[0]), float(t.p[0])))
+    return tests
+
+
 def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer: int, reported_pooling: str,
                    permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None
                    ) -> dict[str, Any]:
     """One Holm family of pair-level tests: ``tests`` holds ``(policy, pooling, metric, r, p)`` at
     ``layer`` (NaN where undefined; left out of the family's size). ``p_floor = 1 / (1 + B)``.
 
-    ``same[i]``: the bytes of test i's metric values; a test whose bytes, r and p equal an earlier
-    test's is that test (the same states under two policies): merged into it, with its Holm p,
-    and counted once."""
+    ``same[i]``: the bytes of test i's metric values; a test whose bytes and p equal an earlier
+    test's and whose r is within 1e-12 of it (covariates that differ by a constant, as the
+    content-token counts of two policies that pool the same tokens but for position 0) is that
+    test: merged into it, with its Holm p, and counted once."""
     r = np.array([t[3] for t in tests], dtype=float)
     p = np.array([t[4] for t in tests], dtype=float)
-    keys: list[Any] = [i if same is None else (same[i], r[i].tobytes(), p[i].tobytes()) for i in range(len(tests))]
-    first: dict[Any, int] = {}
-    twin = np.array([first.setdefault(key, i) for i, key in enumerate(keys)], dtype=np.int64)
+    twin = np.arange(len(tests))
+    if same is not None:
+        for i in range(len(tests)):
+            twin[i] = next((j for j in range(i) if twin[j] == j and same[j] == same[i] and _equal(r[j], r[i], 1e-12)
+                            and _equal(p[j], p[i], 0.0)), i)
     counted = twin == np.arange(len(tests))
     holm_p = np.full(p.shape, np.nan)
     holm_p[counted] = stats.holm(p[counted])
@@ -128,6 +159,10 @@ def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer
     }
 
 
+def _equal(a: float, b: float, tol: float) -> bool:
+    return bool((np.isnan(a) and np.isnan(b)) or abs(a - b) <= tol)
+
+
 def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int) -> list[tuple[str, str, str,
                                                                                                      float, float]]:
     """``(policy, pooling, metric, r, p)`` at ``layer`` of the serialised per-layer entries
@@ -138,5 +173,5 @@ def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer:
             for key, poolings in policies.items() for p, ms in poolings.items() for m, e in ms.items()]
 
 
-__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "family_of", "family_results", "incremental_tests",
-                          "lexical_metrics", "lexical_states", "pooled_positions")
+__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "PolicyMetrics", "family_of", "family_results",
+                          "incremental_tests", "lexical_metrics", "lexical_states", "pooled_positions", "tests_over")

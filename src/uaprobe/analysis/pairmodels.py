@@ -21,6 +21,12 @@ For every metric of :data:`uaprobe.analysis.option_b.METRICS` (values from
   seeds of ``analysis.robustness.lexical_seeds``), one "layer" per seed (a family of one test:
   Holm leaves its p unchanged).
 
+- **One family and the incremental models** (:mod:`uaprobe.analysis.incremental`): every test at
+  the pre-declared layer (``analysis.primary.depth``) Holm-adjusted as one family (``family``);
+  each metric again with the lexical metric of the same pair and pooling among the covariates
+  (``incremental``), as one family over all pairs and one without the pairs of
+  ``analysis.primary.left_out`` (``incremental/without_category``).
+
 Vectorised: with ``R P e = P e - Q Q^T P e`` (``Q`` an orthonormal basis of ``Z``) every permuted r
 needs only the products of ``e`` with the inversely permuted ``R y`` and columns of ``Q``, one
 matrix product for all draws (:class:`PermutedProjections`).
@@ -44,6 +50,9 @@ if TYPE_CHECKING:
 
 RNG_NAME = "pair-models"
 """Names the one generator of the within-category permutations (:func:`uaprobe.analysis.stats.rng_for`)."""
+RNG_NAME_WITHOUT = "pair-models-without-category"
+"""Names the generator of the within-category permutations of the incremental family without
+``analysis.primary.left_out``."""
 ROW_BLOCK = 64
 """Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
 COVARIATES = ("intercept, n_content(A), n_content(B): the content tokens behind each side's pooled state under "
@@ -265,6 +274,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                            "seeds": list(seeds), "policies": {}}
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
+    inc_inputs: dict[str, incremental.PolicyMetrics] = {}
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
         length = np.column_stack([n_content[row_a], n_content[row_b]])
@@ -289,6 +299,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         inc = incremental.incremental_tests(
             values, lex, metrics=names,
             projections=lambda extra: PermutedProjections(pref, np.column_stack([length, extra]), orders))
+        inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, length=length)
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
             "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
@@ -312,7 +323,28 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
             rec=rec.sub(where))
         (body if where == "family" else body["incremental"])["family"] = fam
+    body["incremental"]["without_category"] = _without_category(
+        inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref,
+        names=names, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
     return body
+
+
+def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,
+                      categories: Sequence[str], preference: np.ndarray, names: Sequence[str], layer: int,
+                      same: Sequence[bytes], params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+    """The incremental family at the declared layer over the pairs of every category but
+    ``analysis.primary.left_out``: the metrics as computed over all pairs, the test over the others
+    (their own within-category draws, generator :data:`RNG_NAME_WITHOUT`)."""
+    out = params.primary.left_out_index(categories)
+    keep = category_of_pair != out
+    orders = within_category_orders(stats.rng_for(seed=params.seed, name=RNG_NAME_WITHOUT),
+                                    category_of_pair=category_of_pair[keep], permutations=params.permutations)
+    tests = incremental.tests_over(inputs, keep=keep, names=names, layer=layer, projections=lambda length, extra: (
+        PermutedProjections(preference[keep], np.column_stack([length, extra]), orders)))
+    return {"left_out": categories[out], "n_pairs": int(keep.sum()),
+            "family": incremental.family_results(tests, same=same, layer=layer,
+                                                 reported_pooling=params.primary.pooling,
+                                                 permutations=params.permutations, alpha=params.alpha, rec=rec)}
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:
@@ -373,6 +405,7 @@ def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[
                 for i in range(len(t["policy"]))}
 
     length, lexical = in_family(body["family"]), in_family(body["incremental"]["family"])
+    without = in_family(body["incremental"]["without_category"]["family"])
     out: dict[str, Any] = {}
     for key, pol in body["policies"].items():
         lex = pol["lexical_baseline"]["metrics"]
@@ -383,7 +416,9 @@ def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[
                         "declared_partial_r": length[key, pooling, m][0],
                         "declared_family_holm_p": length[key, pooling, m][1],
                         "incremental_partial_r": lexical[key, pooling, m][0],
-                        "incremental_family_holm_p": lexical[key, pooling, m][1]}
+                        "incremental_family_holm_p": lexical[key, pooling, m][1],
+                        "incremental_without_category_partial_r": without[key, pooling, m][0],
+                        "incremental_without_category_holm_p": without[key, pooling, m][1]}
                     for m, e in pol["poolings"][pooling].items()}
     return out
 

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, preference, robustness,
-                              speccurve)
+from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, phases, preference,
+                              robustness, speccurve)
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
 from uaprobe.analysis.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
@@ -198,7 +198,7 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
         ob_body, values[policy] = ob.body, ob.values
         ob_body["cluster_bootstrap"] = clusterboot.cluster_block(
             {p: {m: v[m] for m in option_b.METRICS} for p, v in ob.values.items()}, pref, cluster_draws,
-            params=params, rec=rec)
+            params=params, rec=rec, phases=phases.partition(n_layers))
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
             ob_body, dict(header, policy=policy_name), rec)

@@ -121,6 +121,13 @@ def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layer
     }
 
 
+def permutation_floors(*, mode: str, count: int, n_tests: int) -> dict[str, float]:
+    """The smallest permutation p (``1 / P`` exact, ``1 / (1 + P)`` random) and the smallest Holm
+    p of ``n_tests`` such p-values (``n_tests`` times it, at most 1)."""
+    floor = 1.0 / count if mode == "exact" else 1.0 / (1 + count)
+    return {"permutation_p_floor": floor, "permutation_holm_floor": min(1.0, n_tests * floor)}
+
+
 def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.ndarray], policy_name: str,
                    table: PairTable, pref: np.ndarray, mean_pref: np.ndarray, header: dict[str, Any],
                    params: AnalysisParams, form: CosineForm | None,
@@ -146,6 +153,7 @@ def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np
         "mean_preference": rec.series("mean_preference", mean_pref),
         "permutation_mode": lw_draws.mode,
         "permutation_count": int(lw_draws.orders.shape[0]),
+        **permutation_floors(mode=lw_draws.mode, count=int(lw_draws.orders.shape[0]), n_tests=n_layers + 1),
         "bootstrap_degenerate": int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
         "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params, rec=rec),
     }

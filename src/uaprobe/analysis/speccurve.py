@@ -230,9 +230,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         primary: the pre-declared layer, statistic and left-out category (``analysis.primary``).
         alpha: level of the Holm correction of the secondary family.
     """
-    if primary.left_out not in categories:
-        raise UAProbeError(f"params.yaml: analysis.primary.left_out is {primary.left_out!r}, not a category of the "
-                           f"dataset ({', '.join(categories)}); set it to one of them")
+    out_idx = primary.left_out_index(categories)
     base, rows = _base_rows(ua, policy_names)
     nll = list(pref)
     pref_arr = np.array([pref[k] for k in nll])
@@ -260,7 +258,6 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
 
     # --- the joint tests: distinct specifications of a set of layers, every category or one out
     n_perm = stats.r_perm.shape[0]
-    out_idx = list(categories).index(primary.left_out)
     keep = np.arange(n_cat) != out_idx
     without = curve_r(rows[:, keep], pref_arr[:, keep]).r_perm[..., 0]  # (((C-1)!, S, K): its own orders
     joint: dict[str, Any] = {}
@@ -351,7 +348,8 @@ def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
     return {"n_specs": joint["declared"]["n_specs"], "n_merged": joint["declared"]["n_merged"],
             "primary_estimate": pr["estimate"], "primary_p": pr["p"], "primary_p_floor": pr["p_floor"],
             "without_category_estimate": wc["estimate"], "without_category_p": wc["p"],
-            "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat]}
+            "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat],
+            "nll_sign_changes": body["nll_sign"]["n_sign_changes"], "nll_rows": len(body["nll_sign"]["r_mean"])}
 
 
 def layer_r(body: Mapping[str, Any], *, pooling: str, policy: str, representation: str, nll: str,

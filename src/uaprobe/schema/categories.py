@@ -91,6 +91,11 @@ class Layerwise(ResultsHeader):
     mean_preference: list[Stat] = Field(description="per category mean preference: the y of every r")
     permutation_mode: str = Field(description="`exact` (all n! orders) or `random`")
     permutation_count: int = Field(description="permutations behind each p-value")
+    permutation_p_floor: float = Field(description="the smallest `permutation_p` the test can give: 1/P (exact) or "
+                                                   "1/(1 + P) (random)")
+    permutation_holm_floor: float = Field(description="the smallest `permutation_holm_p` over the L+1 layers: "
+                                                      "(L+1) x `permutation_p_floor`, at most 1 (31/720 = 0.043 for 30 "
+                                                      "blocks and 6 categories)")
     bootstrap_degenerate: int = Field(description="bootstrap resamples holding 3 or fewer distinct categories")
     poolings: dict[str, LayerwisePooling] = Field(description="per pooling (`mean`, `last`, `first`)")
 

@@ -177,6 +177,9 @@ class PairModelsMetrics(Record):
     incremental_partial_r: Stat = Field(description="partial r at that layer with the lexical metric among the "
                                                     "covariates (`incremental`)")
     incremental_family_holm_p: Stat = Field(description="its p Holm-adjusted in the incremental family")
+    incremental_without_category_partial_r: Stat = Field(
+        description="the incremental partial r over the pairs of every category but `analysis.primary.left_out`")
+    incremental_without_category_holm_p: Stat = Field(description="its p Holm-adjusted in that family")
 
 
 class PhaseMetrics(Record):
@@ -211,6 +214,9 @@ class SpecCurveMetrics(Record):
     without_category_p: Stat = Field(description="its exact joint permutation p over (C-1)! relabellings, unadjusted")
     without_category_holm_p: Stat = Field(description="that p Holm-adjusted in the secondary family")
     layer_zero_estimate: Stat = Field(description="the primary statistic over the universe's choices at layer 0")
+    nll_sign_changes: int = Field(description="distinct (pooling, policy, representation) at the declared layer whose r "
+                                              "changes sign from the mean to the summed NLL (`nll_sign`)")
+    nll_rows: int = Field(description="how many such rows there are")
 
 
 class ModelMetrics(Record):

@@ -66,8 +66,9 @@ class FamilyTests(Record):
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
     reported: list[bool] = Field(description="the pooling is `reported_pooling`")
     counted: list[bool] = Field(description="false where the test is identical to an earlier one (bit-identical "
-                                            "metric values, the same partial r and p: the same states under both "
-                                            "policies): merged into it, with its Holm p, and not counted in the family")
+                                            "metric values, the same p, partial r within 1e-12: the same states under "
+                                            "both policies): merged into it, with its Holm p, and not counted in the "
+                                            "family")
 
 
 class PairFamily(Record):
@@ -95,6 +96,16 @@ class IncrementalPolicy(Record):
                     "permutation p (the same draws), Holm across the layers")
 
 
+class IncrementalWithout(Record):
+    """The incremental family without one category's pairs: what survives length, the lexical
+    baseline and the left-out category together."""
+
+    left_out: str = Field(description="the category whose pairs are left out (`analysis.primary.left_out`)")
+    n_pairs: int = Field(description="the pairs tested (the metrics are those computed over all pairs)")
+    family: PairFamily = Field(description="the incremental tests at the pre-declared layer over these pairs, one "
+                                           "Holm family (their own within-category permutations)")
+
+
 class Incremental(Record):
     """Each model metric tested over the lexical baseline: the lexical metric of the same pair and
     pooling, one column per lexical seed, joins the length covariates."""
@@ -104,6 +115,7 @@ class Incremental(Record):
     seeds: list[int] = Field(description="the lexical seeds whose metrics are covariates")
     policies: dict[str, IncrementalPolicy] = Field(description="`default` and `sink_excluded`")
     family: PairFamily = Field(description="the incremental tests at the pre-declared layer as one Holm family")
+    without_category: IncrementalWithout = Field(description="the same family without the left-out category's pairs")
 
 
 class PairModels(ResultsHeader):

@@ -66,6 +66,13 @@ class ClusterInterval(Record):
     high: PerLayer[Stat] = Field(description="high end")
 
 
+class PhaseInterval(Record):
+    """The cluster bootstrap interval of one phase mean of r."""
+
+    low: Stat = Field(description="percentile CI of the phase mean, low end")
+    high: Stat = Field(description="high end")
+
+
 class ClusterBootstrap(Record):
     """Intervals of the pair-level r that respect the categories the pairs are grouped in."""
 
@@ -76,6 +83,9 @@ class ClusterBootstrap(Record):
     degenerate: int = Field(description="resamples holding 3 or fewer distinct categories")
     poolings: dict[str, dict[str, ClusterInterval]] = Field(
         description="per pooling and statistic (`score` in pairs.json; the metric in option_b.json)")
+    phases: dict[str, dict[str, dict[str, PhaseInterval]]] | None = Field(
+        description="option_b.json: per pooling, metric and phase (`early`, `mid`, `late`), the interval of the phase "
+                    "mean of r; `null` in pairs.json (no phases)")
 
 
 class Pairs(ResultsHeader):
