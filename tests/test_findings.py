@@ -388,6 +388,13 @@ def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int
             "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
 
 
+def pair_doc(length: dict[str, Any], incremental: dict[str, Any], without: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    """A ``pair_models.json`` with the three families (the one without cat x the incremental one by default)."""
+    return {"family": length, "incremental": {"family": incremental, "without_category": {
+        "left_out": "cat_x", "family": incremental if without is None else without}}}
+
+
 def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_policy() -> None:
     from uaprobe.publishing import pair_family as pf
 
@@ -397,9 +404,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     same = [("default", "mean", margin, 0.2, 0.03, True), ("sink_excluded", "mean", margin, 0.2, 0.03, True)]
     b = family(same, n_tests=1)  # both policies pool the same states: one test
     p = Panel({"a": {"layerwise": {"extraction": {"bos_added": True}},
-                     "pair_models": {"family": a, "incremental": {"family": family(
-                   [("default", "mean", knn, 0.1, 0.9, False)])}}},
-               "b": {"pair_models": {"family": b, "incremental": {"family": b}}}})
+                     "pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))},
+               "b": {"pair_models": pair_doc(b, b, family([("default", "mean", margin, 0.1, 0.3, False)]))}})
     text = plain_text(pf.family_phrase(p))
     assert ("With the length covariates, 1 of the 4 tests of A survives: the kNN density asymmetry with first-token "
             "pooling under the default policy (partial r +0.300, Holm p = 0.010), none with mean pooling; 1 of the 1 "
@@ -408,18 +414,23 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_abstract(p)) == ("with lengths and the lexical baseline as covariates, only the margin "
                                                  "asymmetry of one model survives Holm's correction over all tests "
                                                  "(pre-declared mean pooling)")
-    assert plain_text(pf.family_conclusion(p)).endswith(
-        "is nothing for A and the margin asymmetry (partial r +0.200, Holm p = 0.030) for B")
+    assert "With both, over the pairs outside cat x (their own within-category permutations), 0 of the 1 tests of A " \
+           "survive; 0 of the 1 tests of B survive." in text
+    assert plain_text(pf.family_conclusion(p)) == (
+        "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
+        "left out together in one pair-level family is nothing for A and nothing for B")
+    kept = Panel({"b": {"pair_models": pair_doc(b, b)}})
+    assert plain_text(pf.family_conclusion(kept)).endswith("is the margin asymmetry (partial r +0.200, Holm p = 0.030) "
+                                                           "for B")
     # one test on the same states under every pooling: named once, with its poolings
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
-    q = Panel({"b": {"pair_models": {"family": shared, "incremental": {"family": shared}}}})
+    q = Panel({"b": {"pair_models": pair_doc(shared, shared)}})
     assert ("1 of the 1 tests of B survives: the margin asymmetry with mean and last-token pooling (partial r +0.200, "
             "Holm p = 0.030)") in plain_text(pf.family_phrase(q))
     shared["tests"]["at_floor"] = [True, True]
     assert "Holm p = 0.030, its permutation p the smallest the test can give)" in plain_text(pf.family_phrase(q))
     none = Panel({"a": {"layerwise": {"extraction": {"bos_added": False}},
-                        "pair_models": {"family": a, "incremental": {"family": family(
-                            [("default", "mean", knn, 0.1, 0.9, False)])}}}})
+                        "pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
     assert ("first-token pooling under the default policy (the state of position 0, the statement's first token, with "
             "no context)") in plain_text(pf.family_phrase(none))  # no BOS: the first content token is position 0
     assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
@@ -439,7 +450,7 @@ def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
         docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.9
         docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [zero, 0.9]
         docs["specification_curve"] = curve(grid({"raw": [0.1, 0.9]}), median_p=0.01)
-        docs["pair_models"] = {"family": family(rows), "incremental": {"family": family(rows)}}
+        docs["pair_models"] = pair_doc(family(rows), family(rows))
         models[name] = docs
     p = Panel(models)
     text = plain_text(ab.abstract(p))

@@ -17,8 +17,13 @@ from uaprobe.publishing.markdown import join_words, prose
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.pair_findings import METRIC_WORDS, PAIRS
 
-FAMILIES = {"family": "family", "incremental": "incremental/family"}
-"""The two families: length covariates only, and the lexical metric added (incremental)."""
+FAMILIES = {"family": "family", "incremental": "incremental/family",
+            "without_category": "incremental/without_category/family"}
+"""The three families: length covariates only; the lexical metric added (incremental); the incremental tests
+without the pre-declared category's pairs."""
+
+SAME_R = 10
+"""Decimals to which two tests' partial r agree when they are one test on the same states."""
 
 
 def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[Survivor]:
@@ -30,7 +35,8 @@ def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None =
     groups: dict[tuple[object, ...], list[int]] = {}
     for i, reject in enumerate(tests["holm_reject"]):
         if reject:
-            key = (tests["metric"][i], tests["partial_r"][i], tests["permutation_p"][i])
+            r = tests["partial_r"][i]
+            key = (tests["metric"][i], None if r is None else round(r, SAME_R), tests["permutation_p"][i])
             groups.setdefault(key, []).append(i)
     policies = set(tests["policy"])
     found = []
@@ -82,9 +88,12 @@ def family_phrase(out: Outputs) -> str:
     text = (f"Every test at the pre-declared layer (the last) forms one family, corrected by Holm: each metric "
             f"with each pooling under each position-0 policy, tests on the same states counted once ({sizes}); "
             f"{POOLING_WORDS.get(pooling, pooling)} pooling, declared before any result, is the one reported first.")
+    category = pretty(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     for family, lead in (("family", "With the length covariates"),
                          ("incremental", "With the lexical baseline's metric of the same pair and pooling added to "
-                                         "the covariates (one column per seed)")):
+                                         "the covariates (one column per seed)"),
+                         ("without_category", f"With both, over the pairs outside {category} (their own "
+                                              "within-category permutations)")):
         parts = []
         for m in out.models:
             found = survivors(out, m, family)
@@ -124,13 +133,16 @@ def family_abstract(out: Outputs) -> str:
 
 @prose
 def family_conclusion(out: Outputs) -> str:
-    """What survives the length covariates and the lexical baseline together, per model, with the reported
-    pooling (the Conclusion's clause)."""
-    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
+    """What survives the length covariates, the lexical baseline and the pre-declared category left out together,
+    per model, with the reported pooling (the Conclusion's clause)."""
+    m0 = out.models[0]
+    pooling = out.raw(m0, PAIRS, "family/reported_pooling")
+    category = pretty(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     parts = []
     for m in out.models:
-        mine = survivors(out, m, "incremental", reported_only=True)
-        parts.append(f"{_listed(out, m, 'incremental', mine, pooling=False)} for {out.display(m)}" if mine else
+        mine = survivors(out, m, "without_category", reported_only=True)
+        parts.append(f"{_listed(out, m, 'without_category', mine, pooling=False)} for {out.display(m)}" if mine else
                      f"nothing for {out.display(m)}")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
-            f"lengths and the lexical baseline together in the one pair-level family is {join_words(parts)}")
+            f"lengths, the lexical baseline and {category} left out together in one pair-level family is "
+            f"{join_words(parts)}")
