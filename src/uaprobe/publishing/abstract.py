@@ -40,17 +40,15 @@ def layer_zero_carries(out: Outputs, m: str, pooling: str = "mean") -> bool:
 @prose
 def answer(out: Outputs) -> str:
     """The first two sentences: what UA is, and whether its category-level correlation with the preference
-    holds up, with the reasons the outputs give."""
+    holds up, with the reasons the outputs give (layer 0, the token embeddings, has a sentence of its own)."""
     n = len(out.models)
     reasons = []
     if _all(confound_models(out), out) and _all(reversing_models(out), out):
         reasons.append("its sign rests on the one category whose framings differ most in length")
     if _all(lexical_matches_or_beats(out), out):
         reasons.append("a lexical baseline (the same measure from random token vectors) matches it")
-    if all(layer_zero_carries(out, m) for m in out.models):
-        reasons.append("with mean pooling the token embeddings already show it")
-    first = ("Uniformity Asymmetry, the difference in hidden-state similarity between two framings of the same "
-             "statements, was proposed to probe which framing a language model prefers.")
+    first = ("Uniformity Asymmetry, the difference in hidden-state similarity between two framings of a statement, "
+             "was proposed to probe which framing a language model prefers.")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
     across = "across statement categories"
     if reasons:
@@ -94,8 +92,9 @@ def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
 def abstract(out: Outputs) -> str:
     """The whole abstract: the answer, the primary test and the test without the category, layer 0, and the
     pair-level family with the declared pooling (at most :data:`WORDS` words and :data:`NUMBERS` numbers)."""
-    return (f"{answer(out)} {curve_abstract(out, category_named=names_left_out_category(out))}. "
-            f"{layer_zero_sentence(out)}. Across statement pairs, {family_abstract(out)}.")
+    named = names_left_out_category(out)
+    return (f"{answer(out)} {curve_abstract(out, category_named=named)}. {layer_zero_sentence(out)}. Across pairs, "
+            f"{family_abstract(out, category_named=named)}.")
 
 
 def names_left_out_category(out: Outputs) -> bool:

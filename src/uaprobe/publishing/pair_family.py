@@ -110,25 +110,36 @@ def family_phrase(out: Outputs) -> str:
     return text
 
 
-@prose
-def family_abstract(out: Outputs) -> str:
-    """The incremental family with the reported pooling in one number-free clause: which metrics survive, for
-    how many models."""
-    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
-    found = {m: [out.raw(m, PAIRS, f"incremental/family/tests/metric/{t.row}")
-                 for t in survivors(out, m, "incremental", reported_only=True)] for m in out.models}
+def _who_survives(out: Outputs, family: str) -> tuple[str, int]:
+    """``the margin asymmetry of one model`` / ``several metrics of both models``: the surviving metrics of
+    ``family`` with the reported pooling, without numbers, and how many metrics."""
+    key = FAMILIES[family]
+    found = {m: [out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}")
+                 for t in survivors(out, m, family, reported_only=True)] for m in out.models}
     metrics = sorted({k for ks in found.values() for k in ks})
     holders = [m for m in out.models if found[m]]
-    lead = "with lengths and the lexical baseline as covariates"
-    tail = f" (pre-declared {POOLING_WORDS.get(pooling, pooling)} pooling)"
-    if not metrics:
-        return f"{lead}, no metric of any model survives Holm's correction over all tests{tail}"
     who = ("both models" if len(holders) == len(out.models) == 2 else
-           "one model" if len(holders) == 1 else f"{len(holders)} models")
+           "one model" if len(holders) == 1 else "every model" if len(holders) == len(out.models) else
+           "some models")
     words = (f"the {join_words([METRIC_WORDS.get(k, pretty(k)) for k in metrics])}" if len(metrics) <= 2 else
              "several metrics")
-    verb = "survives" if len(metrics) == 1 else "survive"
-    return f"{lead}, only {words} of {who} {verb} Holm's correction over all tests{tail}"
+    return f"{words} of {who}", len(metrics)
+
+
+@prose
+def family_abstract(out: Outputs, *, category_named: bool = False) -> str:
+    """The incremental family with the reported pooling, then the same without the declared category's pairs, in
+    one number-free clause; ``category_named``: the abstract named that category before."""
+    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
+    lead = (f"with lengths and the lexical baseline as covariates (pre-declared {POOLING_WORDS.get(pooling, pooling)} "
+            "pooling), ")
+    words, n = _who_survives(out, "incremental")
+    text = lead + (f"only {words} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
+    text += " Holm's correction over all tests"
+    category = ("that category" if category_named else
+                pretty(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
+    words, n = _who_survives(out, "without_category")
+    return text + f"; without {category}'s pairs, " + (f"{words} {'does' if n == 1 else 'do'}" if n else "none does")
 
 
 @prose
