@@ -402,37 +402,34 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                 ("sink_excluded", "mean", knn, 0.2, 0.6, False), ("sink_excluded", "first", knn, 0.1, 0.9, False)])
     same = [("default", "mean", margin, 0.2, 0.03, True), ("sink_excluded", "mean", margin, 0.2, 0.03, True)]
     b = family(same, n_tests=1)  # both policies pool the same states: one test
-    p = Panel({"a": {"layerwise": {"extraction": {"bos_added": True}},
-                     "pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))},
+    p = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))},
                "b": {"pair_models": pair_doc(b, b, family([("default", "mean", margin, 0.1, 0.3, False)]))}})
     text = plain_text(pf.family_phrase(p))
-    assert ("With the length covariates, 1 of the 4 tests of A survives: the kNN density asymmetry with first-token "
-            "pooling under the default policy (partial r +0.300, Holm p = 0.010), none with mean pooling; 1 of the 1 "
-            "tests of B survives: the margin asymmetry with mean pooling (partial r +0.200, Holm p = 0.030).") in text
-    assert "0 of the 1 tests of A survive; 1 of the 1 tests of B survives" in text
+    assert ("With the length covariates, 1 of the 4 tests of A (none with mean pooling) and 1 of the 1 tests of B "
+            "(with mean pooling: the margin asymmetry) survive Holm's correction.") in text
+    assert ("With both, over the pairs outside cat x (their own within-category permutations), 0 of the 1 tests of A "
+            "(none with mean pooling) and 0 of the 1 tests of B (none with mean pooling) survive") in text
     assert plain_text(pf.family_abstract(p)) == (
         "with lengths and the lexical baseline as covariates (pre-declared mean pooling), only the margin asymmetry of "
         "one model survives Holm's correction over all tests; without cat x's pairs, none does")
     assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category's pairs, none does")
-    assert "With both, over the pairs outside cat x (their own within-category permutations), 0 of the 1 tests of A " \
-           "survive; 0 of the 1 tests of B survive." in text
     assert plain_text(pf.family_conclusion(p)) == (
         "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
-        "left out together in one pair-level family is nothing for A and nothing for B")
+        "left out together in one pair-level family is nothing for A and nothing for B (@tbl-family)")
     kept = Panel({"b": {"pair_models": pair_doc(b, b)}})
-    assert plain_text(pf.family_conclusion(kept)).endswith("is the margin asymmetry (partial r +0.200, Holm p = 0.030) "
-                                                           "for B")
-    # one test on the same states under every pooling: named once, with its poolings
+    assert plain_text(pf.family_conclusion(kept)).endswith("is the margin asymmetry for B (@tbl-family)")
+    table = plain_text(pf.family_table(p))
+    assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
+    assert "| A | length | kNN density asymmetry | first-token | default | +0.300 | 0.010 |" in table
+    assert "| B | length | margin asymmetry | mean | both | +0.200 | 0.030 |" in table  # one test, both policies
+    assert "|  | length, lexical; without cat x | none |" in table
+    # one test on the same states under several poolings: one row naming them; a p at its floor is starred
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
-    q = Panel({"b": {"pair_models": pair_doc(shared, shared)}})
-    assert ("1 of the 1 tests of B survives: the margin asymmetry with mean and last-token pooling (partial r +0.200, "
-            "Holm p = 0.030)") in plain_text(pf.family_phrase(q))
     shared["tests"]["at_floor"] = [True, True]
-    assert "Holm p = 0.030, its permutation p the smallest the test can give)" in plain_text(pf.family_phrase(q))
-    none = Panel({"a": {"layerwise": {"extraction": {"bos_added": False}},
-                        "pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
-    assert ("first-token pooling under the default policy (the state of position 0, the statement's first token, with "
-            "no context)") in plain_text(pf.family_phrase(none))  # no BOS: the first content token is position 0
+    q = Panel({"b": {"pair_models": pair_doc(shared, shared)}})
+    assert "| B | length | margin asymmetry | mean, last-token | both | +0.200 | 0.030* |" in plain_text(
+        pf.family_table(q))
+    none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
     assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
 
 

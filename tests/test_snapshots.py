@@ -37,7 +37,7 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "representation_table", "representation_change")},
     **{name: getattr(pair_findings, name) for name in (
         "old_knn_phrase", "pair_table", "pooling_limitation")},
-    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion")},
+    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table")},
     **{name: getattr(abstract, name) for name in ("abstract", "answer", "layer_zero_sentence", "layer_zero_r_phrase")},
 }
 

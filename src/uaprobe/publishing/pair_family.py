@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from uaprobe.publishing.curve import POOLING_WORDS
 from uaprobe.publishing.formats import pretty
-from uaprobe.publishing.markdown import join_words, prose
+from uaprobe.publishing.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.pair_findings import METRIC_WORDS, PAIRS
 
@@ -59,25 +59,6 @@ class Survivor:
     policy: str | None
 
 
-def _test_words(out: Outputs, m: str, family: str, test: Survivor, *, pooling: bool) -> str:
-    base = f"{FAMILIES[family]}/tests"
-    metric = out.raw(m, PAIRS, f"{base}/metric/{test.row}")
-    where = (f" with {join_words([POOLING_WORDS.get(p, p) for p in test.poolings])} pooling" if pooling else "")
-    if test.policy is not None:
-        where += " under the default policy" if test.policy == "default" else " with position 0 excluded"
-    if test.poolings == ["first"] and test.policy == "default" and not out.raw(m, "layerwise", "extraction/bos_added"):
-        where += " (the state of position 0, the statement's first token, with no context)"
-    floor = (", its permutation p the smallest the test can give" if out.raw(m, PAIRS, f"{base}/at_floor/{test.row}")
-             else "")
-    return (f"the {METRIC_WORDS.get(metric, pretty(metric))}{where} (partial r "
-            f"{out.v(m, PAIRS, f'{base}/partial_r/{test.row}')}, Holm p = "
-            f"{out.v(m, PAIRS, f'{base}/holm_p/{test.row}', 'p')}{floor})")
-
-
-def _listed(out: Outputs, m: str, family: str, found: list[Survivor], *, pooling: bool) -> str:
-    return join_words([_test_words(out, m, family, t, pooling=pooling) for t in found])
-
-
 @prose
 def family_phrase(out: Outputs) -> str:
     """The family's size per model and what survives Holm in it: first with the reported pooling, then with the
@@ -96,18 +77,48 @@ def family_phrase(out: Outputs) -> str:
                                               "within-category permutations)")):
         parts = []
         for m in out.models:
-            found = survivors(out, m, family)
-            counts = (f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_reject', 'int')} of the "
-                      f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)}")
-            verb = "survives" if out.raw(m, PAIRS, f"{FAMILIES[family]}/n_reject") == 1 else "survive"
-            if not found:
-                parts.append(f"{counts} {verb}")
-                continue
             mine = survivors(out, m, family, reported_only=True)
-            parts.append(f"{counts} {verb}: {_listed(out, m, family, found, pooling=True)}"
-                         + ("" if mine else f", none with {POOLING_WORDS.get(pooling, pooling)} pooling"))
-        text += f" {lead}, {'; '.join(parts)}."
-    return text
+            names = join_words(sorted({METRIC_WORDS.get(k, pretty(k)) for k in
+                                       (out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}") for t in mine)}))
+            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_reject', 'int')} of the "
+                         f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
+                         + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: the {names})" if mine else
+                            f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
+        text += f" {lead}, {join_words(parts)} survive Holm's correction."
+    return text + " @tbl-family lists them."
+
+
+FAMILY_WORDS = {"family": "length", "incremental": "length, lexical", "without_category": "length, lexical; "
+                "without {category}"}
+"""The covariates (and pairs) of each family, as the table names them."""
+
+
+def family_table(out: Outputs) -> str:
+    """Every surviving test of the three families, per model: its metric, poolings and policy, partial r and Holm
+    p; a family with none says so."""
+    rows = []
+    for m in out.models:
+        category = pretty(str(out.raw(m, PAIRS, "incremental/without_category/left_out")))
+        first = True
+        for family in FAMILIES:
+            base = f"{FAMILIES[family]}/tests"
+            found = survivors(out, m, family)
+            label = FAMILY_WORDS[family].format(category=category)
+            if not found:
+                rows.append([out.display(m) if first else "", label, "none", "", "", "", ""])
+                first = False
+            for i, t in enumerate(found):
+                metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
+                policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
+                rows.append([out.display(m) if first else "", label if i == 0 else "",
+                             METRIC_WORDS.get(metric, pretty(metric)),
+                             ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
+                             out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
+                             f"{out.v(m, PAIRS, f'{base}/holm_p/{t.row}', 'p')}"
+                             + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
+                first = False
+    return markdown_table(["Model", "Covariates", "Metric", "Pooling", "Position 0", "Partial r", "Holm p"], rows,
+                          align="lllllrr")
 
 
 def _who_survives(out: Outputs, family: str) -> tuple[str, int]:
@@ -152,8 +163,9 @@ def family_conclusion(out: Outputs) -> str:
     parts = []
     for m in out.models:
         mine = survivors(out, m, "without_category", reported_only=True)
-        parts.append(f"{_listed(out, m, 'without_category', mine, pooling=False)} for {out.display(m)}" if mine else
-                     f"nothing for {out.display(m)}")
+        names = sorted({METRIC_WORDS.get(k, pretty(k)) for k in
+                        (out.raw(m, PAIRS, f"{FAMILIES['without_category']}/tests/metric/{t.row}") for t in mine)})
+        parts.append(f"the {join_words(names)} for {out.display(m)}" if names else f"nothing for {out.display(m)}")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths, the lexical baseline and {category} left out together in one pair-level family is "
-            f"{join_words(parts)}")
+            f"{join_words(parts)} (@tbl-family)")
