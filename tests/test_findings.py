@@ -415,9 +415,9 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category's pairs, none does")
     assert plain_text(pf.family_conclusion(p)) == (
         "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
-        "left out together in one pair-level family is nothing for A and nothing for B (@tbl-family)")
+        "left out together in one pair-level family is nothing for A and nothing for B")
     kept = Panel({"b": {"pair_models": pair_doc(b, b)}})
-    assert plain_text(pf.family_conclusion(kept)).endswith("is the margin asymmetry for B (@tbl-family)")
+    assert plain_text(pf.family_conclusion(kept)).endswith("is the margin asymmetry for B")
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     assert "| A | length | kNN density asymmetry | first-token | default | +0.300 | 0.010 |" in table

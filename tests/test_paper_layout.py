@@ -74,7 +74,7 @@ def test_an_image_never_parts_from_its_caption(tmp_path: Path, engine: str) -> N
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_a_table_keeps_its_caption_with_its_first_rows_and_may_break(tmp_path: Path, engine: str) -> None:
     head, _, table_kind, caption = ENGINES[engine]
-    rows = 60  # longer than a page: it has to break
+    rows = 100  # longer than a page: it has to break
 
     def table(cm: int) -> str:
         cells = ", ".join(f"[{_mark(f'{cm}:row{i}')}row {i}], [{i}]" for i in range(1, rows + 1))

@@ -168,4 +168,4 @@ def family_conclusion(out: Outputs) -> str:
         parts.append(f"the {join_words(names)} for {out.display(m)}" if names else f"nothing for {out.display(m)}")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths, the lexical baseline and {category} left out together in one pair-level family is "
-            f"{join_words(parts)} (@tbl-family)")
+            f"{join_words(parts)}")
