@@ -41,7 +41,7 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
     watch = ParamsWatch("figures", params_path)
     params = load_params(params_path)
     out = out.resolve()
-    names = sorted({name for spec in FIGURES if spec.scope == "model" for name in spec.sources})
+    names = sorted({name for spec in FIGURES if spec.scope in ("model", "models") for name in spec.sources})
     # every input checked before anything is drawn
     reference = load_json(root / REFERENCE, shown=REFERENCE, fix=f"restore it with `git checkout -- {REFERENCE}`")
     docs_by_model = {model_id: {**{name: read_results(root, f"results/models/{model_id}/{name}.json")
@@ -61,6 +61,10 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
                                               formats=FORMATS)
                 entries.append(manifest_entry(spec.key, model_id, written, build, out, root,
                                       [f"results/models/{model_id}/{n}.json" for n in spec.sources]))
+        for spec in (f for f in FIGURES if f.scope == "models"):
+            written = plotting.save_figure(spec.draw(docs_by_model), build / "panel" / spec.key, formats=FORMATS)
+            entries.append(manifest_entry(spec.key, None, written, build, out, root,
+                                          [f"results/models/{m}/{n}.json" for m in docs_by_model for n in spec.sources]))
         for spec in (f for f in FIGURES if f.scope == "panel"):
             written = plotting.save_figure(spec.draw(panel), build / "panel" / spec.key, formats=FORMATS)
             entries.append(manifest_entry(spec.key, None, written, build, out, root, list(spec.sources)))

@@ -1,5 +1,5 @@
 """DVC stage `paper`: render the manuscript to ``paper/_output/paper.html`` and ``paper.pdf``, and write
-the supplementary files ``provenance.html`` and ``provenance.csv`` beside them.
+the supplementary files ``provenance.html``, ``provenance.csv`` and ``figures.html`` beside them.
 
     python stages/paper.py [--qmd paper/paper.qmd] [--out paper/_output] [--engine auto|quarto|fallback]
 
@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 from uaprobe.errors import UAProbeError
-from uaprobe.publishing import supplement
+from uaprobe.publishing import embed, supplement
+from uaprobe.publishing.figures_page import FIGURES_HTML, figures_html
 from uaprobe.publishing.reproducibility import input_hashes
 from uaprobe.publishing.outputs import find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
@@ -37,8 +38,9 @@ from uaprobe.stage import ParamsWatch, run_stage
 log = logging.getLogger("uaprobe.paper")
 
 
-def write_supplement(root: Path, html: Path, output_dir: Path) -> tuple[Path, Path]:
-    """Write ``provenance.html`` and ``provenance.csv`` into ``output_dir`` from the rendered ``html``."""
+def write_supplement(root: Path, html: Path, output_dir: Path) -> tuple[Path, Path, Path]:
+    """Write ``provenance.html``, ``provenance.csv`` and ``figures.html`` (every figure the pipeline draws)
+    into ``output_dir`` from the rendered ``html``."""
     page = html.read_text(encoding="utf-8")
     shown = parse_values(page)
     out = load_outputs(root)
@@ -51,9 +53,12 @@ def write_supplement(root: Path, html: Path, output_dir: Path) -> tuple[Path, Pa
 
     tables = supplement.supplement_tables(out, page, shown, input_hashes(root), md5)
     title = "Provenance of the numbers and inputs of the paper"
-    targets = (output_dir / SUPPLEMENT_HTML, output_dir / supplement.SUPPLEMENT_CSV)
+    targets = (output_dir / SUPPLEMENT_HTML, output_dir / supplement.SUPPLEMENT_CSV, output_dir / FIGURES_HTML)
     targets[0].write_text(supplement.provenance_html(title, tables, supplement.params_text(out)), encoding="utf-8")
     targets[1].write_text(supplement.provenance_csv(tables[0].rows), encoding="utf-8")
+    in_paper = {str(e.get("key")) for e in out.figures.get("figures", [])
+                if embed.figure_label(str(e.get("key")), e.get("model")) in page}
+    targets[2].write_text(figures_html(out, lambda p: (root / p).read_bytes(), md5, in_paper), encoding="utf-8")
     return targets
 
 

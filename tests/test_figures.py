@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -67,9 +68,8 @@ def test_layerwise_figure_plots_the_results_arrays(tree: Path, model: str) -> No
     d = _docs(tree, model)
     fig = DRAWERS["layerwise_sink"](d)
     ax = fig.get_axes()[0]
-    policy = d["layerwise"].policy
-    np.testing.assert_array_equal(_line(ax, f"r, mean, {policy}"), _values(d["layerwise"].poolings["mean"].pearson_r))
-    np.testing.assert_array_equal(_line(ax, "r, mean, sink excluded"),
+    np.testing.assert_array_equal(_line(ax, "r, mean pooling"), _values(d["layerwise"].poolings["mean"].pearson_r))
+    np.testing.assert_array_equal(_line(ax, "r, position 0 excluded"),
                                   _values(d["sink_excluded/layerwise"].poolings["mean"].pearson_r))
     band = np.concatenate([path.vertices[:, 1] for path in ax.collections[0].get_paths()])
     loco = np.array([[np.nan if v is None else float(v) for v in row]
@@ -80,10 +80,11 @@ def test_layerwise_figure_plots_the_results_arrays(tree: Path, model: str) -> No
     assert np.isin(np.round(low[np.isfinite(low)], 12), np.round(band, 12)).all()
     assert np.isin(np.round(high[np.isfinite(high)], 12), np.round(band, 12)).all()
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "range with one category left out" in legend and not any("Fisher" in t for t in legend)
+    assert "range, one category left out" in legend and not any("Fisher" in t or "divergence" in t for t in legend)
     bars = fig.get_axes()[1]
-    ranges = [c for c in bars.collections if c.get_label() == "range with one category left out"]
-    assert len(ranges) == 1  # the bars' whiskers: the leave-one-out range, no bootstrap
+    ranges = [c for c in bars.collections if c.get_label() == "range, one category left out"]
+    assert len(ranges) == 1  # the leave-one-out range, no bootstrap: dotted, between open circles, no caps
+    assert ranges[0].get_linestyle()[0][1] is not None
     segments = ranges[0].get_segments()
     assert segments[0][:, 1].min() == pytest.approx(np.nanmin(loco[-1]))
     assert segments[0][:, 1].max() == pytest.approx(np.nanmax(loco[-1]))
@@ -190,12 +191,12 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_s
     assert manifest["figures"] == entries
     keys = {(e["key"], e["model"]) for e in entries}
     for model in ("tiny-b",):
-        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink",
-                    "specification_curve"):
+        for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink"):
             assert (key, model) in keys
             assert (out / "models" / model / f"{key}.png").is_file()
             assert (out / "models" / model / f"{key}.svg").is_file()
-    assert ("scaling", None) in keys
+    assert ("scaling", None) in keys and ("specification_curve", None) in keys
+    assert (out / "panel" / "specification_curve.png").is_file()
     for e in entries:
         assert e["stage"] == "figures"
         assert all((tree / s).is_file() for s in e["sources"]), e
@@ -260,20 +261,22 @@ def test_a_label_moved_away_from_its_point_has_a_leader_line(tree: Path) -> None
 
 
 @pytest.mark.parametrize("model", sorted(SYNTHETIC_MODELS))
-def test_bar_labels_stay_clear_of_the_error_caps(tree: Path, model: str) -> None:
+def test_bar_labels_stay_clear_of_the_range_ends_and_of_each_other(tree: Path, model: str) -> None:
     fig = figures_layers.layerwise_figure(_docs(tree, model)["layerwise"])
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     ax = fig.axes[1]
     labels = [Text.get_window_extent(t, renderer) for t in ax.texts]
     assert len(labels) == len(ax.patches) > 0, "one label per bar"
-    caps = [xy for line in ax.get_lines() if line.get_marker() == "_"
+    ends = [xy for line in ax.get_lines() if line.get_marker() == "o"
             for xy in line.get_transform().transform(line.get_xydata())]
-    assert caps, "the error bars have caps"
+    assert ends, "the leave-one-out ranges end in open circles"
     for box in labels:
-        for x, y in caps:
+        for x, y in ends:
             assert not (box.x0 - 1 <= x <= box.x1 + 1 and box.y0 - 1 <= y <= box.y1 + 1), \
-                f"a bar label at {box} covers an error cap at ({x:.0f}, {y:.0f})"
+                f"a bar label at {box} covers a range end at ({x:.0f}, {y:.0f})"
+    for i, a in enumerate(labels):
+        assert not any(a.overlaps(b) for b in labels[i + 1:]), "two bar labels overlap"
 
 
 LAYER_FIGURES = ("layerwise", "bins", "pairs", "loco", "sink")
@@ -371,19 +374,49 @@ def test_a_category_on_a_published_marker_leaves_both_visible(tree: Path, refere
     assert shows(plotting.OKABE_ITO[(i + 1) % 7]), f"the {reference_name} marker is hidden under the category"
 
 
-def test_the_specification_curve_draws_every_sorted_r_and_the_joint_p(tree: Path) -> None:
-    doc = read_results(tree, "results/models/tiny-a/specification_curve.json")
-    fig = figure_spec.specification_curve_figure(doc)
-    top = fig.axes[0]
-    r = _values(doc.specs.r)
-    pos, neg = _line(top, "r > 0"), _line(top, "r <= 0")
-    assert len(pos) == len(neg) == doc.n_specs
-    np.testing.assert_allclose(np.where(np.isfinite(pos), pos, neg), r)
-    finite = r[np.isfinite(r)]
-    assert (np.diff(finite) >= 0).all()
-    title = top.get_title()
-    assert f"{doc.n_specs} specifications" in title and f"{doc.joint['all'].median_p:.3f}" in title
+def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_figure(tree: Path) -> None:
+    docs = {m: read_results(tree, f"results/models/{m}/specification_curve.json") for m in ("tiny-a", "tiny-b")}
+    fig = figure_spec.specification_curve_figure(docs)
+    tops = [ax for ax in fig.axes if ax.get_legend() is not None]
+    assert len(tops) == len(docs)
+    for top, doc in zip(tops, docs.values()):
+        keep = figure_spec.distinct_mask(doc)
+        r = _values(doc.specs.r)[keep]
+        pos, neg = _line(top, "r > 0"), _line(top, "r ≤ 0")
+        assert len(pos) == len(neg) == int(keep.sum())
+        np.testing.assert_allclose(np.where(np.isfinite(pos), pos, neg), r)
+        assert (np.diff(r[np.isfinite(r)]) >= 0).all()
+        assert f"{int(keep.sum()):,} specifications" in top.get_title()
+        finite = r[np.isfinite(r)]
+        assert _line(top, f"median {np.median(finite):+.2f}")[0] == pytest.approx(np.median(finite))
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
-    for option in doc.choices.representation:
-        assert f"representation: {option}" in labels
-    assert len(labels) == sum(len(getattr(doc.choices, c)) for c, _ in figure_spec.ROWS)
+    assert labels[0] == "exact p < 0.05"  # the significant specifications, first row
+    for word in ("raw", "z-scored", "ABTT"):
+        assert f"representation: {word}" in labels
+    assert "position 0: excluded" in labels and not any("zscore" in t or "sink" in t for t in labels)
+    assert len(labels) == 1 + len(figure_spec.row_options(list(docs.values())))
+    assert any(ax.get_xlabel().startswith("layer depth, %") for ax in fig.axes), "the depth strip has a colour bar"
+
+
+PRINTED_PT = 7.0
+"""The smallest text a figure the paper shows may print at."""
+
+
+def test_the_figures_the_paper_shows_print_no_text_under_7_pt(tree: Path) -> None:
+    """Drawn at a width the PDF scales to :data:`plotting.PRINT_WIDTH_IN`, every visible text of the figures
+    the manuscript shows prints at 7 pt or more."""
+    from matplotlib.text import Text
+
+    shown = set(re.findall(r'figure_markdown\(out, "(\w+)"', (REPO / "paper" / "paper.qmd").read_text()))
+    assert {"specification_curve", "layerwise"} <= shown
+    docs = _docs(tree) | {"specification_curve": read_results(tree, "results/models/tiny-a/specification_curve.json")}
+    figures = {"specification_curve": figure_spec.specification_curve_figure(
+                   {m: read_results(tree, f"results/models/{m}/specification_curve.json") for m in ("tiny-a", "tiny-b")}),
+               "layerwise": DRAWERS["layerwise_sink"](docs)}
+    for key in shown:
+        fig = figures[key]
+        fig.draw_without_rendering()
+        scale = plotting.PRINT_WIDTH_IN / fig.get_figwidth()
+        texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        small = [(t.get_text(), t.get_fontsize() * scale) for t in texts if t.get_fontsize() * scale < PRINTED_PT]
+        assert texts and not small, (key, small[:5])

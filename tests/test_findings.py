@@ -54,19 +54,12 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     text = plain_text(fd.confound_verdict(both))
     assert text.startswith("For both models, that category is also the one whose removal changes the last-layer r most")
     assert "the last-layer r (mean pooling) changes sign for both models, while the lexical baseline's stays positive" in text
-    assert "the last-layer r moves for both models" in text
+    assert "the last-layer r changes sign for B (+0.900 to −0.650) and moves for A (+0.900 to +0.270)" in text
     assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
-    abstract = plain_text(fd.confound_abstract(both))
-    assert "without it the last-layer r (mean pooling) changes sign, while a lexical baseline's stays positive" in abstract
-    assert abstract.endswith("summing rather than averaging the NLL moves r.") and not any(c.isdigit() for c in abstract)
-    one = Panel({"a": model(diffs=[4.8, 1.4, 0.0], sum_nll=0.27), "b": model(diffs=[5.2, 1.4, 0.0], without=0.5)})
-    abstract = plain_text(fd.confound_abstract(one))
-    assert "changes sign for A, while" in abstract and abstract.endswith("moves r for A.")
     assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
 
     other = Panel({"a": model(diffs=[0.1, 4.0, 0.0]), "b": model(diffs=[0.1, 4.0, 0.0])})
     assert plain_text(fd.confound_verdict(other)).startswith("For no model is the category")
-    assert plain_text(fd.confound_abstract(other)).startswith("The category that most influences the correlation is not")
     assert fd.length_limitation(other) == ""
 
     kept = Panel({"a": model(diffs=[4.0, 0.1, 0.0], without=0.5, lexical_without=-0.2)})
@@ -94,12 +87,27 @@ def test_the_panel_phrase_names_the_quantization_and_the_chat_template() -> None
     p = Panel({"s": {}, "g": {}})
     p.params = SimpleNamespace(model=lambda m: specs[m])  # type: ignore[assignment]
     p.files["data/published/pythia-6-9b.json"] = {"model": "EleutherAI/pythia-6.9b"}
+    weights = ph.weights_phrase(p)
+    assert "are 4-bit GGUF quantizations (`Small-Instruct.Q4_1.gguf` and `base-q4_k_m.gguf`)" in weights
+    assert "dequantized to 32-bit floats" in weights
     text = ph.panel_phrase(p)
-    assert "are 4-bit GGUF quantizations" in text and "dequantized to 32-bit floats, not the original weights" in text
-    assert "Small-Instruct is an instruction-tuned model" in text and "without its chat template" in text
+    assert text.startswith("Quantized weights keep the quantization error")
+    assert "Small is an instruction-tuned model" in text and "without its chat template" in text  # short name
     specs["s"] = SimpleNamespace(**{**vars(specs["s"]), "display": "Small", "gguf_file": "small.Q8_0.gguf"})
-    text = ph.panel_phrase(p)
-    assert "quantized GGUF files" in text and "chat template" not in text
+    assert "quantized GGUF files" in ph.weights_phrase(p) and "chat template" not in ph.panel_phrase(p)
+    specs["s"] = SimpleNamespace(**{**vars(specs["s"]), "source": "hub"})
+    specs["g"] = SimpleNamespace(**{**vars(specs["g"]), "source": "hub"})
+    assert ph.weights_phrase(p) == "" and "Quantized" not in ph.panel_phrase(p)
+
+
+def test_short_names_are_the_shortest_unique_leading_parts() -> None:
+    from uaprobe.names import short_names
+
+    assert short_names(["SmolLM2-135M-Instruct", "Gemma-3-270M"]) == {"SmolLM2-135M-Instruct": "SmolLM2",
+                                                                        "Gemma-3-270M": "Gemma"}
+    assert short_names(["Pythia-70m", "Pythia-160m", "Gemma-3-270M"]) == {
+        "Pythia-70m": "Pythia-70m", "Pythia-160m": "Pythia-160m", "Gemma-3-270M": "Gemma"}
+    assert short_names(["A-1", "A-1-x"]) == {"A-1": "A-1", "A-1-x": "A-1-x"}
 
 
 def test_the_position0_phrase_follows_the_bos_and_the_policies() -> None:
@@ -130,11 +138,27 @@ def curve(rs: dict[tuple[str, str, int], float], *, median_p: float = 0.04, shar
         cols["r"] = [rs[(rep, "special", layer)] + (0.01 if left else 0.0)
                      for rep, layer, left in zip(cols["representation"], cols["layer"], cols["left_out"])]
     layers = sorted({k[2] for k in rs})
+    reps = list(dict.fromkeys(k[0] for k in rs))
+
+    def joint_p(test: str, statistic: str, p: float, floor: float, holm: float | None = None) -> dict[str, Any]:
+        entry = {"test": test, "statistic": statistic, "estimate": 0.4 if statistic == "median_r" else 0.75, "p": p,
+                 "p_floor": floor, "at_floor": abs(p - floor) < 1e-12}
+        return entry if holm is None else {**entry, "holm_p": holm, "holm_reject": holm <= 0.05}
+
+    secondary = [joint_p("declared", "share_positive", share_p, 1 / 720, min(1.0, 3 * share_p)),
+                 joint_p("without_category", "median_r", 0.5, 1 / 120, 1.0)]
     return {"settings": {"alpha": 0.05}, "relabellings": 720, "layers": layers, "specs": cols,
             "choices": {"layer": layers, "policy": ["special", "sink_excluded"], "pooling": ["mean"],
-                        "representation": list(dict.fromkeys(k[0] for k in rs))},
-            "joint": {part: {"n_specs": n, "median_r": 0.4, "median_p": median_p, "share_positive": 0.75,
-                             "share_p": share_p} for part, n in (("all", len(cols["r"])), ("no_left_out", len(rs)))}}
+                        "representation": reps},
+            "universe": {"axes": {"pooling": {"options": ["mean"]}, "policy": {"options": ["special", "sink_excluded"]},
+                                  "representation": {"options": reps}, "nll": {"options": ["mean", "sum"]},
+                                  "layer": {"options": [layers[-1]]}},
+                         "depth": 1.0, "n_listed": 4 * len(reps), "n_distinct": (2 if same_policies else 4) * len(reps)},
+            "joint": {"declared": {"relabellings": 720, "median_r": 0.4},
+                      "without_category": {"relabellings": 120, "left_out": "cat_x"},
+                      "layer_zero": {"median_r": 0.6}},
+            "primary": joint_p("declared", "median_r", median_p, 1 / 720),
+            "secondary": {"alpha": 0.05, "tests": secondary}}
 
 
 def grid(values: dict[str, list[float]]) -> dict[tuple[str, str, int], float]:
@@ -153,26 +177,29 @@ def test_the_representation_median_is_a_derived_key_that_the_values_recompute() 
     assert value.source.key == "median(specs/r where representation=abtt)"
 
 
-def test_the_curve_phrase_and_verdict_follow_the_joint_p_and_the_policies() -> None:
+def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondary_family() -> None:
     rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8]})
-    p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.2)},
+    p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.01)},
                "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7, same_policies=True)}})
-    text = plain_text(cv.curve_phrase(p))
-    assert text.startswith("A's 24 specifications have median r +0.400 (p = 0.030), r > 0 in 75 % of them (p = 0.200); "
-                           "the 12 with every category have")
-    assert "By representation, the median r is raw +0.105 and z-scored +0.305." in text
-    assert "B's two position-0 policies give the same r in every specification" in text
-    assert "A's two position-0 policies" not in text
-    verdict = plain_text(cv.curve_verdict(p))
-    assert verdict == ("At α = 0.05, A's curve differs from chance by its median r but not by its share of r > 0 while "
-                       "B's curve does not differ from chance by its median r or its share of r > 0.")
-    assert plain_text(cv.curve_abstract(p)) == ("the median correlation differs from chance for one of two models "
-                                                "(exact p = 0.030 and 0.400, unadjusted for a second statistic)")
-    both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)}})
-    assert "differs from chance by both its median r and its share" in plain_text(cv.curve_verdict(both))
-    assert "differs from chance for the one model (exact p = 0.010, unadjusted for" in plain_text(cv.curve_abstract(both))
-    both.files["results/models/a/specification_curve.json"]["joint"]["all"]["share_p"] = None
-    assert plain_text(cv.curve_abstract(both)).endswith("(exact p = 0.010)")  # no second statistic tested
+    universe = plain_text(cv.universe_phrase(p))
+    assert "crosses 1 poolings, 2 position-0 policies, 2 representations and 2 NLLs at one pre-declared layer, the last" \
+        in universe
+    assert "8 of 8 for A and 4 of 8 for B are distinct" in universe
+    assert ("are the share of r > 0 over the universe and the median r without cat x; the last two run over the 120 "
+            "relabellings") in universe
+    text = plain_text(cv.primary_phrase(p))
+    assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400): "
+                           "at α = 0.05 the primary test finds it different from chance for A only.")
+    assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
+    assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
+    assert plain_text(cv.curve_abstract(p)) == (
+        "A pre-declared joint permutation test of the median correlation over the analytic choices gives p = 0.030 "
+        "and 0.400; without cat x, 0.500 and 0.500")
+    floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
+    text = plain_text(cv.primary_phrase(floor))
+    assert "(p = 0.001, the smallest p its test can give)" in text and "no secondary test is significant" in text
+    assert plain_text(cv.layer_zero_phrase(floor)).endswith("the median r is +0.600 at layer 0 against +0.400 at the "
+                                                           "declared layer for A")
 
 
 def dimensions(raw: list[float], top1: list[float], pc1: list[float], z: list[float], sx: list[float] | None = None
@@ -191,12 +218,14 @@ def test_the_direction_phrases_give_the_peaks_and_whether_one_dimension_dominate
     assert "peaks at 0.9900 at layer 1 for A (0.8500 at layer 2 with position 0 excluded), where the top dimension " \
            "carries up to 0.950 of the uniformity (layer 2) and the first principal component up to 0.990" in text
     assert text.endswith("the raw cosines mostly measure one dimension")
-    assert plain_text(dr.standardized_phrase(p)) == ("With mean pooling, both transforms centre the states, and the mean "
-                                                     "cosine over all statements stays near zero: between −0.0020 and "
-                                                     "+0.0020 at every layer of every model and policy")
+    assert plain_text(dr.standardized_phrase(p)) == (
+        "With mean pooling, both transforms centre the states; n centred vectors of equal norm have a mean pairwise "
+        "cosine of exactly −1/(n − 1), so a mean cosine near zero is an identity of centring, not a finding (here "
+        "between −0.0020 and +0.0020 at every layer of every model and policy)")
     positive = Panel({"a": {"dimensions": dimensions([0.5, 0.9], [0.2, 0.6], [0.3, 0.9], [0.0095, 0.002])}})
-    text = plain_text(dr.standardized_phrase(positive))  # centred, yet above zero: no −1/(n − 1) claimed
-    assert "−1/(n − 1)" not in text and text.endswith("between −0.0095 and +0.0095 at every layer of every model and policy")
+    text = plain_text(dr.standardized_phrase(positive))  # the identity stated as one; the observed range beside it
+    assert "identity of centring, not a finding" in text
+    assert text.endswith("between −0.0095 and +0.0095 at every layer of every model and policy)")
     low = Panel({"a": {"dimensions": dimensions([0.5, 0.6], [0.2, 0.3], [0.3, 0.2], [0.1, 0.2])}})
     assert "no single dimension carries most" in plain_text(dr.direction_phrase(low))
     assert plain_text(dr.standardized_phrase(low)).endswith("every model and policy: some shared direction remains")
@@ -216,10 +245,6 @@ def test_the_representation_phrase_finds_the_layer_where_the_representations_dif
                                                              [0.001, -0.002, 0.0])
     table = dr.representation_table(p)
     assert table.count("\n") == 4 and "median(specs/r where representation=zscore)" in table
-    abstract = plain_text(dr.direction_abstract(p))
-    assert abstract.startswith("In raw states one dimension carries most of the cosine uniformity (median over layers: "
-                               "0.60). ")
-    assert abstract.endswith("Over all specifications, ABTT lowers the median r and z-scoring raises it.")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -250,73 +275,25 @@ def option_b(reject: list[bool]) -> dict[str, Any]:
             "poolings": {"mean": {"metrics": {"knn_density_asymmetry": {"permutation_holm_reject": reject}}}}}
 
 
-def test_the_pair_phrases_follow_the_holm_counts_the_policies_and_the_lexical_baseline() -> None:
+def test_the_old_knn_phrase_the_table_and_the_limitation_follow_the_holm_counts() -> None:
     p = Panel({"a": {"pair_models": pair_models({"centroid_asymmetry": (2, 2), "knn_density_asymmetry": (1, 1),
                                                  "margin_asymmetry": (0, 3)}, first=(3, 4), first_r=(0.296, 0.2962)),
                      "sink_excluded/option_b": option_b([True] * 4), "option_b": option_b([True, False, False, False])},
                "b": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(0.05, 0.2), lexical=0.18),
                      "sink_excluded/option_b": option_b([True, True, False]), "option_b": option_b([True, True, False])}})
-    text = plain_text(pl.pair_phrase(p))
-    assert text.startswith("With mean pooling and position 0 excluded, the metrics that survive Holm's correction are "
-                           "centroid asymmetry at 2 and kNN density asymmetry at 1 of the 4 layers of A; no metric "
-                           "survives at any of the 4 layers of B.")
-    assert "Under the default policy they are margin asymmetry at 3, centroid asymmetry at 2 and kNN" in text
-    assert "For B both policies give the same counts." in text
-    assert "With position 0 excluded, the partial r of the kNN density asymmetry runs from +0.200 to +0.340 over the " \
-           "layers of A, against a median +0.450 for the lexical baseline " \
-           "(significant for 2 of 3 seeds)" in text
-    verdict = plain_text(pl.pair_verdict(p))
-    assert verdict == ("with mean pooling and position 0 excluded, no metric survives Holm's correction at more than 2 "
-                       "of the layers of any model (the centroid asymmetry of A, of 4 layers); under the default "
-                       "policy, the margin asymmetry of A survives at 3 of 4, and with position 0 excluded, the lexical "
-                       "baseline's partial r for the kNN density asymmetry exceeds the model's largest for A (+0.450 vs "
-                       "+0.340) and nearly reaches it for B (+0.180 vs +0.200)")
-    assert plain_text(pl.pair_abstract(p)) == ("with mean pooling the original's kNN density asymmetry survives Holm "
-                                               "correction at no more than 1 layer of either model (first-token "
-                                               "pooling gives more for one model), and a lexical baseline does as well "
-                                               "for one model, nearly for the other")
-
     old = plain_text(pl.old_knn_phrase(p))
     assert ("at 4 of 4 layers of A with position 0 excluded (1 under the default policy) and 2 of 3 layers of B under "
             "both policies; with both sides' lengths as covariates and the permutation within categories, it survives "
             "at 1 of 4 and 0 of 4 layers, though its partial r stays positive at every layer (+0.200 to +0.340; "
             "+0.050 to +0.200)") in old
-    others = plain_text(pl.other_poolings_phrase(p))
-    assert others == ("Other poolings give more: the kNN density asymmetry survives Holm's correction at 3 of 4 layers "
-                      "of A with first-token pooling and position 0 excluded (4 under the default policy, where its "
-                      "partial r is +0.296 at every layer: the pooled state is that of position 0, which depends only "
-                      "on the first token).")
     assert pl.pooling_limitation(p).startswith("The pair-level Holm counts depend on the pooling")
     table = pl.pair_table(p)
     assert table.count("\n") == 2 + 2 * len(METRICS) - 1 and "n_holm_layers" in table
 
     strong = Panel({"a": {"pair_models": pair_models({k: (0, 0) for k in METRICS}, knn=(-0.1, 0.6), lexical=0.1),
                           "sink_excluded/option_b": option_b([False] * 4), "option_b": option_b([False] * 4)}})
-    assert plain_text(pl.pair_verdict(strong)) == ("with mean pooling and position 0 excluded, no metric survives Holm's "
-                                                   "correction at any layer of any model, and the lexical baseline's "
-                                                   "partial r for the kNN density asymmetry falls short of the model's "
-                                                   "largest for A (+0.100 vs +0.600)")
-    assert plain_text(pl.pair_abstract(strong)).endswith("at no layer, and it does better than a lexical baseline")
     assert "stays positive" not in plain_text(pl.old_knn_phrase(strong))
-    assert plain_text(pl.other_poolings_phrase(strong)).startswith("No other pooling makes the kNN density asymmetry")
     assert pl.pooling_limitation(strong) == ""
-
-
-def test_the_pair_abstract_says_which_other_pooling_gives_more_for_how_many_models() -> None:
-    def with_poolings(**counts: int) -> dict[str, Any]:
-        doc = pair_models({k: (0, 0) for k in METRICS})
-        for policy in doc["policies"].values():
-            policy["poolings"].update({p: {METRICS[1]: {"n_holm_layers": n, "partial_r_min": 0.1, "partial_r_max": 0.3}}
-                                       for p, n in counts.items()})
-        return {"pair_models": doc}
-
-    each = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=0, last=3)})
-    assert "(first-token pooling gives more for one, last-token for the other)" in plain_text(pl.pair_abstract(each))
-    both = Panel({"a": with_poolings(first=2, last=0), "b": with_poolings(first=1, last=3)})
-    assert ("(first-token pooling gives more for both models and last-token for one model)"
-            in plain_text(pl.pair_abstract(both)))
-    none = Panel({"a": with_poolings(first=0, last=0), "b": with_poolings(first=0, last=0)})
-    assert "gives more" not in plain_text(pl.pair_abstract(none))
 
 
 def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve() -> None:
@@ -325,45 +302,17 @@ def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve(
     text = plain_text(fd.conclusion_phrase(p))
     assert text.startswith("at the last layer, the category-level r is matched by a lexical baseline that sees only")
     assert "there (mean pooling) its sign rests on a single category for A" in text
-    assert ("the curve's median r differs from chance for A (p = 0.010, not adjusted for the two statistics tested)"
-            in text) and "share of r > 0" not in text
-    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.01)
-    text = plain_text(fd.conclusion_phrase(p))
-    assert "the curve's share of r > 0 differs from chance for A (p = 0.010" in text and "median r differs" not in text
-    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5, share_p=0.5)
-    assert "different from chance for no model" in plain_text(fd.conclusion_phrase(p))
+    assert ("the pre-declared joint test finds the correlation different from chance for A (p = 0.010), and without "
+            "cat x for no model") in text
+    p.files["results/models/a/specification_curve.json"] = curve(rs, median_p=0.5)
+    assert "different from chance for no model, and without cat x for no model" in plain_text(fd.conclusion_phrase(p))
     two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)},
                  "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
-    assert "the curve's median r differs from chance for A only (p = 0.010" in plain_text(fd.conclusion_phrase(two))
+    assert "different from chance for A only (p = 0.010)" in plain_text(fd.conclusion_phrase(two))
     beaten = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0], without=0.5), "specification_curve": curve(rs)}})
     beaten.files["results/models/a/robustness.json"]["lexical_baseline"]["final_r"]["mean"] = 0.2
     text = plain_text(fd.conclusion_phrase(beaten))
     assert "exceeds what the statements' tokens alone give" in text and "single category" not in text
-
-
-def test_the_direction_abstract_follows_the_medians_within_poolings_and_position_0() -> None:
-    rs = grid({"raw": [0.1, -0.5, 0.9], "zscore": [0.2, 0.3, 0.8], "abtt": [-0.4, -0.6, 0.7]})
-    doc = curve(rs)
-    specs = doc["specs"]
-    n = len(specs["r"])
-    for k in specs:  # the same specifications with first-token pooling, where ABTT raises the median r
-        specs[k] = specs[k] + ([("first" if k == "pooling" else v) for v in specs[k]] if k != "r" else
-                               [r + (1.5 if rep == "abtt" else 0.0) for r, rep in zip(specs["r"][:n], specs["representation"])])
-    doc["choices"]["pooling"] = ["mean", "first"]
-    p = Panel({"a": {"specification_curve": doc,
-                     "dimensions": dimensions([0.5, 0.99, 0.9], [0.9, 0.95, 0.97], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}})
-    text = plain_text(dr.direction_abstract(p))
-    assert "within some poolings ABTT's effect reverses" in text and "z-scoring" not in text.split(";")[-1]
-    assert "position 0" not in text
-    dims = p.files["results/models/a/dimensions.json"]
-    dims["policies"]["sink_excluded"]["poolings"]["mean"]["uniformity_share"] = {"top1": [0.3, 0.52, 0.6]}
-    text = plain_text(dr.direction_abstract(p))
-    assert "(median over layers: 0.95; without position 0, 0.52)" in text  # two medians over layers, no maximum
-    other = {"specification_curve": doc,
-             "dimensions": dimensions([0.5, 0.9, 0.9], [0.9, 0.98, 0.99], [0.3, 0.9, 0.5], [0.0, 0.0, 0.0])}
-    two = Panel({"a": p.results["a"], "b": other})
-    assert "(median over layers: up to 0.98; without position 0, 0.52 for one model)" in plain_text(dr.direction_abstract(two))
-    assert dr.median_share(p, "a", "sink_excluded").source.key.startswith("median(policies/sink_excluded/")
 
 
 def test_the_representation_change_names_the_transform_and_the_layers_where_the_sign_differs() -> None:
@@ -393,3 +342,118 @@ def test_the_representation_change_names_the_transform_and_the_layers_where_the_
     none = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
     assert plain_text(dr.representation_change(none)) == ("z-scoring, which removes it, changes the size but not the "
                                                           "sign of the category-level r")
+
+
+def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
+    from uaprobe.publishing import abstract as ab
+
+    def panel_of(**kw: Any) -> Panel:
+        models = {name: model(diffs=[4.8, 1.4, 0.0], **kw) for name in ("a", "b")}
+        for docs in models.values():
+            docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = kw.get("final_r", 0.9)
+            docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.9, 0.9]  # layer 0 as the last layer
+        return Panel(models)
+
+    text = plain_text(ab.answer(panel_of()))
+    assert text.startswith("Uniformity Asymmetry, the difference in hidden-state similarity")
+    assert ("In two small models, its correlation with the models' preference across statement categories is not robust: "
+            "its sign rests on the one category whose framings differ most in length; and a lexical baseline (the "
+            "same measure from random token vectors) matches it.") in text
+    kept = panel_of(without=0.5)  # leaving the category out keeps the sign
+    for docs in kept.results.values():
+        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.2  # the baseline falls short
+        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.1, 0.9]  # layer 0 does not carry it
+    assert plain_text(ab.answer(kept)).endswith(
+        "holds against one category left out, a lexical baseline and the token embeddings.")
+    assert plain_text(ab.layer_zero_sentence(kept)) == (
+        "The correlation is +0.100 and +0.100 in the token embeddings (mean pooling), smaller than at the last layer")
+    mixed = panel_of()
+    mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
+    assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
+        "respectively as large as and of the other sign than at the last layer")
+    assert plain_text(ab.layer_zero_sentence(panel_of())) == (
+        "The correlation is already +0.900 and +0.900 in the token embeddings (mean pooling), as large as at the last "
+        "layer")
+
+
+def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None) -> dict[str, Any]:
+    """A pair-level family: rows of (policy, pooling, metric, partial r, Holm p, reject); mean reported."""
+    cols = ("policy", "pooling", "metric", "partial_r", "holm_p", "holm_reject")
+    tests = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+    tests["reported"] = [r[1] == "mean" for r in rows]
+    tests["permutation_p"] = [r[4] / 4 for r in rows]
+    tests["at_floor"] = [False for _ in rows]
+    return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
+            "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
+
+
+def pair_doc(length: dict[str, Any], incremental: dict[str, Any], without: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    """A ``pair_models.json`` with the three families (the one without cat x the incremental one by default)."""
+    return {"family": length, "incremental": {"family": incremental, "without_category": {
+        "left_out": "cat_x", "family": incremental if without is None else without}}}
+
+
+def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_policy() -> None:
+    from uaprobe.publishing import pair_family as pf
+
+    knn, margin = "knn_density_asymmetry", "margin_asymmetry"
+    a = family([("default", "mean", knn, 0.2, 0.5, False), ("default", "first", knn, 0.3, 0.01, True),
+                ("sink_excluded", "mean", knn, 0.2, 0.6, False), ("sink_excluded", "first", knn, 0.1, 0.9, False)])
+    same = [("default", "mean", margin, 0.2, 0.03, True), ("sink_excluded", "mean", margin, 0.2, 0.03, True)]
+    b = family(same, n_tests=1)  # both policies pool the same states: one test
+    p = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))},
+               "b": {"pair_models": pair_doc(b, b, family([("default", "mean", margin, 0.1, 0.3, False)]))}})
+    text = plain_text(pf.family_phrase(p))
+    assert ("With the length covariates, 1 of the 4 tests of A (none with mean pooling) and 1 of the 1 tests of B "
+            "(with mean pooling: the margin asymmetry) survive Holm's correction.") in text
+    assert ("With both, over the pairs outside cat x (their own within-category permutations), 0 of the 1 tests of A "
+            "(none with mean pooling) and 0 of the 1 tests of B (none with mean pooling) survive") in text
+    assert plain_text(pf.family_abstract(p)) == (
+        "with lengths and the lexical baseline as covariates (pre-declared mean pooling), only the margin asymmetry of "
+        "one model survives Holm's correction over all tests; without cat x's pairs, none does")
+    assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category's pairs, none does")
+    assert plain_text(pf.family_conclusion(p)) == (
+        "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
+        "left out together in one pair-level family is nothing for A and nothing for B")
+    kept = Panel({"b": {"pair_models": pair_doc(b, b)}})
+    assert plain_text(pf.family_conclusion(kept)).endswith("is the margin asymmetry for B")
+    table = plain_text(pf.family_table(p))
+    assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
+    assert "| A | length | kNN density asymmetry | first-token | default | +0.300 | 0.010 |" in table
+    assert "| B | length | margin asymmetry | mean | both | +0.200 | 0.030 |" in table  # one test, both policies
+    assert "|  | length, lexical; without cat x | none |" in table
+    # one test on the same states under several poolings: one row naming them; a p at its floor is starred
+    shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
+    shared["tests"]["at_floor"] = [True, True]
+    q = Panel({"b": {"pair_models": pair_doc(shared, shared)}})
+    assert "| B | length | margin asymmetry | mean, last-token | both | +0.200 | 0.030* |" in plain_text(
+        pf.family_table(q))
+    none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
+    assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
+
+
+def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
+    """Every reason given, layer 0 related to the last layer in two ways, several pair metrics surviving: the
+    longest wording the phrases write stays within the abstract's words and numbers."""
+    import re
+
+    from uaprobe.publishing import abstract as ab
+
+    rows = [("default", "mean", k, 0.2, 0.01, True) for k in METRICS]
+    models = {}
+    for name, zero in (("a", 0.9), ("b", -0.5)):
+        docs = model(diffs=[4.8, 1.4, 0.0])
+        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.9
+        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [zero, 0.9]
+        docs["specification_curve"] = curve(grid({"raw": [0.1, 0.9]}), median_p=0.01)
+        docs["pair_models"] = pair_doc(family(rows), family(rows))
+        models[name] = docs
+    p = Panel(models)
+    text = plain_text(ab.abstract(p))
+    words = [w for w in text.split() if re.search(r"\w", w)]
+    numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
+    assert "respectively" in text and "several metrics of both models survive" in text
+    assert "without that category's pairs, several metrics of both models do" in text
+    assert "; without that category, " in text  # the answer named it: the category whose framings differ most
+    assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)

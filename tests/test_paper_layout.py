@@ -74,7 +74,7 @@ def test_an_image_never_parts_from_its_caption(tmp_path: Path, engine: str) -> N
 @pytest.mark.parametrize("engine", sorted(ENGINES))
 def test_a_table_keeps_its_caption_with_its_first_rows_and_may_break(tmp_path: Path, engine: str) -> None:
     head, _, table_kind, caption = ENGINES[engine]
-    rows = 60  # longer than a page: it has to break
+    rows = 100  # longer than a page: it has to break
 
     def table(cm: int) -> str:
         cells = ", ".join(f"[{_mark(f'{cm}:row{i}')}row {i}], [{i}]" for i in range(1, rows + 1))
@@ -87,6 +87,24 @@ def test_a_table_keeps_its_caption_with_its_first_rows_and_may_break(tmp_path: P
     for cm, marks in cases.items():
         assert marks["caption"]["page"] == marks["row1"]["page"], f"after {cm} cm the caption left its table"
         assert marks[f"row{rows}"]["page"] > marks["row1"]["page"], "a table longer than a page did not break"
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_a_table_shorter_than_a_page_is_never_split(tmp_path: Path, engine: str) -> None:
+    head, _, table_kind, caption = ENGINES[engine]
+    rows = 14  # a third of a page
+
+    def table(cm: int) -> str:
+        cells = ", ".join(f"[{_mark(f'{cm}:row{i}')}row {i}], [{i}]" for i in range(1, rows + 1))
+        return (f"#figure(table(columns: 2, table.header([name], [value]), {cells}), kind: {table_kind},\n"
+                f"  supplement: [Table], caption: {caption.format(_mark(f'{cm}:caption') + 'A short table.')})\n")
+
+    body = "".join(f"#pagebreak(weak: true)\n#v({cm}cm)\n{table(cm)}" for cm in FILLERS_CM)
+    cases = _by_case(_probes(tmp_path, head, body))
+    assert sorted(cases) == list(FILLERS_CM)
+    for cm, marks in cases.items():
+        assert marks["caption"]["page"] == marks["row1"]["page"] == marks[f"row{rows}"]["page"], \
+            f"after {cm} cm the table was split"
 
 
 @pytest.mark.parametrize("engine", sorted(ENGINES))

@@ -54,6 +54,7 @@ def layerwise(r: list[float], *, reject: dict[str, list[bool]] | None = None, ho
     Holm decisions and corrected p of the exact permutation test (none rejected by default)."""
     reject, holm_p = reject or {}, holm_p or {}
     return {"n_layers": len(r) - 1, "layers": list(range(len(r))), "extraction": {"bos_added": bos},
+            "settings": {"alpha": 0.05}, "permutation_count": 720,
             "poolings": {p: {"pearson_r": list(r), "permutation_holm_reject": reject.get(p, [False] * len(r)),
                              "permutation_holm_p": holm_p.get(p, [1.0] * len(r))} for p in ("mean", "first", "last")}}
 
@@ -123,7 +124,7 @@ def test_sink_exclusion_phrase_says_when_the_policies_give_the_same_numbers() ->
     only_changed = Panel({"b": p.results["b"]})
     assert "same numbers" not in plain_text(fd.sink_exclusion_phrase(only_changed))
     assert plain_text(fd.published_comparison(with_published(p))).endswith(
-        "(sink excluded: +0.800 (B); the same numbers for A)")
+        "(position 0 excluded: +0.800 (B); the same numbers for A)")
 
 
 def with_published(p: Panel) -> Panel:
@@ -132,8 +133,7 @@ def with_published(p: Panel) -> Panel:
 
 
 @pytest.mark.parametrize("rejects,expected", [
-    ({}, "no layer of any model, in any of the 6 specifications the results hold (1 model; mean, first-token and "
-         "last-token pooling; the default position-0 policy and position 0 excluded)"),
+    ({}, "no layer of any model, in any of the 6 specifications (1 model × 3 poolings × 2 position-0 policies)"),
     ({("sink_excluded", "first"): ([False, True, True], [1.0, 0.04, 0.04])},
      "layers 1 and 2 of A with first-token pooling and position 0 excluded (Holm p = 0.040 at both), and no layer in "
      "the other 5 of the 6 specifications"),
@@ -159,16 +159,33 @@ def test_specification_significance_names_every_surviving_specification(
         stem = "layerwise" if policy == "default" else "sink_excluded/layerwise"
         p.files[f"results/models/a/{stem}.json"]["poolings"][pooling].update(permutation_holm_reject=reject,
                                                                              permutation_holm_p=holm)
-    assert plain_text(fd.specification_significance_phrase(p)).startswith(expected)
+    text = plain_text(fd.specification_significance_phrase(p))
+    assert text.startswith(expected)
+    if rejects:  # what chance predicts, from the distinct specifications and α; no Holm p here is at its floor
+        assert text.endswith("so chance alone predicts up to 6 × α of them, fewer than one")
+        assert "smallest the test can give" not in text
+
+
+def test_a_holm_p_at_its_floor_is_called_so() -> None:
+    p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8, 0.9], r=[0.5, 0.7, 0.9], lexical=0.2, without=0.3))
+    floor = 3 / 720  # three layers, 720 orders
+    p.files["results/models/a/layerwise.json"]["settings"]["alpha"] = 0.2
+    p.files["results/models/a/layerwise.json"]["poolings"]["mean"].update(
+        permutation_holm_reject=[True, False, False], permutation_holm_p=[floor, 1.0, 1.0])
+    text = plain_text(fd.specification_significance_phrase(p))
+    assert "These Holm p-values are the smallest the test can give: the number of layers times one over the 720 orders" \
+        in text
+    assert text.endswith("chance alone predicts up to 6 × α of them")  # 6 × 0.2 is not below one
 
 
 def test_specifications_scope_counts_the_distinct_ones() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3),
               b=robustness(final_r=0.9, sx_r=[0.4, 0.9], r=[0.5, 0.9], lexical=0.2, without=0.3))
-    assert plain_text(fd.specifications_scope(p)).endswith(
-        "; 9 of them distinct, as the two policies agree wherever no pooled state includes position 0)")
+    assert plain_text(fd.specifications_scope(p)) == (
+        "the 12 specifications (2 models × 3 poolings × 2 position-0 policies; 9 of them distinct, as the two "
+        "policies agree wherever no pooled state includes position 0)")
     q = Panel({"b": p.results["b"]})
-    assert plain_text(fd.specifications_scope(q)).endswith("position 0 excluded)")
+    assert plain_text(fd.specifications_scope(q)).endswith("× 2 position-0 policies)")
 
 
 def test_loco_cell_gives_the_range_or_n_a() -> None:
@@ -189,3 +206,11 @@ def test_a_published_number_is_shown_with_the_decimals_it_was_published_with() -
     p.files["results/models/a/layerwise.json"] = layerwise([0.5, 0.9])
     p.files["results/models/a/sink_excluded/layerwise.json"] = layerwise([0.5, 0.9])
     assert plain_text(fd.published_comparison(with_published(p))).startswith("−0.87 for Pythia-6.9B")
+
+
+def test_a_possessive_after_a_digit_keeps_its_apostrophe() -> None:
+    """Typst sets ' after a digit as a prime: a phrase writes the typographic apostrophe there, and only there."""
+    from uaprobe.publishing.markdown import prose
+
+    phrase = prose(lambda: "SmolLM2's curve, Gemma's curve, 5'10\"")
+    assert phrase() == "SmolLM2\u02bcs curve, Gemma's curve, 5'10\""

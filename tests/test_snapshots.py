@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing import curve, direction, findings, pair_findings, phrases, tables, tables_original
+from uaprobe.publishing import (abstract, curve, direction, findings, pair_family, pair_findings, phrases, tables,
+                                tables_original)
 from uaprobe.publishing.outputs import Outputs, load_outputs
 from uaprobe.publishing.values import plain_text
 
@@ -29,14 +30,15 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "sink_exclusion_phrase", "position0_phrase", "published_comparison",
         "specification_significance_phrase", "panel_phrase")},
     **{name: getattr(findings, name) for name in (
-        "length_phrase", "confound_verdict", "confound_abstract", "conclusion_phrase", "length_limitation")},
-    **{name: getattr(curve, name) for name in ("curve_phrase", "curve_verdict", "curve_abstract")},
+        "length_phrase", "confound_verdict", "conclusion_phrase", "length_limitation")},
+    **{name: getattr(curve, name) for name in ("universe_phrase", "primary_phrase", "layer_zero_phrase", "curve_abstract")},
     **{name: getattr(direction, name) for name in (
-        "direction_phrase", "standardized_phrase", "representation_r_phrase", "direction_abstract",
+        "direction_phrase", "standardized_phrase", "representation_r_phrase",
         "representation_table", "representation_change")},
     **{name: getattr(pair_findings, name) for name in (
-        "pair_phrase", "pair_verdict", "pair_abstract", "old_knn_phrase", "pair_table", "other_poolings_phrase",
-        "pooling_limitation")},
+        "old_knn_phrase", "pair_table", "pooling_limitation")},
+    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table")},
+    **{name: getattr(abstract, name) for name in ("abstract", "answer", "layer_zero_sentence", "layer_zero_r_phrase")},
 }
 
 

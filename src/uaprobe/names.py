@@ -1,5 +1,5 @@
 """The names every layer shares: poolings, position-0 policies, representations, Option B's metrics
-and the panel's results file. Defined once here (no imports), so the extraction, the analyses, the
+the panel's results file, and the models' short names. Defined once here (no imports), so the extraction, the analyses, the
 schema and the manuscript spell them the same."""
 
 from __future__ import annotations
@@ -20,3 +20,18 @@ OPTION_B_METRICS: tuple[str, ...] = ("centroid_asymmetry", "cross_centroid", "wi
 
 PANEL_RESULTS = "results/panel.json"
 """The compare stage's results file."""
+
+
+def short_names(names: list[str]) -> dict[str, str]:
+    """Each full name's short name: its first k hyphen-separated parts, the smallest k at which no other
+    name of ``names`` starts with the same parts (a name no shorter form identifies keeps itself)."""
+    parts = {n: n.split("-") for n in names}
+    short = {}
+    for n, p in parts.items():
+        for k in range(1, len(p) + 1):
+            if not any(o != n and parts[o][:k] == p[:k] for o in names):
+                short[n] = "-".join(p[:k])
+                break
+        else:
+            short[n] = n
+    return short

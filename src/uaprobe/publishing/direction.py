@@ -101,8 +101,9 @@ def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
         return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, after z-scoring or ABTT the mean cosine over all "
                 f"statements lies between {low} and {high} at every layer of every model and policy: some shared "
                 "direction remains")
-    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states, and the mean cosine "
-            f"over all statements stays near zero: between {low} and {high} at every layer of every model and policy")
+    return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling, both transforms centre the states; n centred vectors of "
+            "equal norm have a mean pairwise cosine of exactly −1/(n − 1), so a mean cosine near zero is an identity "
+            f"of centring, not a finding (here between {low} and {high} at every layer of every model and policy)")
 
 
 def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling: str = "mean",
@@ -197,57 +198,6 @@ def direction_flips(out: Outputs, rep: str) -> bool:
     pooling (or within a pooling for one model and not another)."""
     overall = _direction_word(out, rep)
     return any(_direction_word(out, rep, p) != overall for p in out.raw(out.models[0], CURVE, "choices/pooling") or [])
-
-
-def median_share(out: Outputs, m: str, policy: str, pooling: str = "mean") -> Value:
-    """The median over layers of the top dimension's share of the raw uniformity under ``policy``."""
-    return out.v(m, DIMENSIONS, median_key(f"policies/{policy}/poolings/{pooling}/uniformity_share/top1"), "f2")
-
-
-SINK_DRIVEN = 0.75
-"""Position 0 "largely" carries the one-dimension dominance where excluding it leaves less than this fraction
-of the median share over layers."""
-
-
-def sink_driven(out: Outputs, pooling: str = "mean") -> list[str]:
-    """Models whose median top-dimension share over layers falls below :data:`SINK_DRIVEN` of its default value
-    with position 0 excluded."""
-    found = []
-    for m in out.models:
-        d, x = (median_share(out, m, pol, pooling).raw for pol in ("default", "sink_excluded"))
-        if d is not None and x is not None and x < SINK_DRIVEN * d:
-            found.append(m)
-    return found
-
-
-@prose
-def direction_abstract(out: Outputs, pooling: str = "mean") -> str:
-    """The shared direction in one sentence, without model names: the largest over models of the median share
-    over layers of the raw uniformity on one dimension (and, where position 0 largely carries it, that median
-    with position 0 excluded, the same statistic), and what z-scoring and ABTT do to the median r over every
-    specification and within poolings."""
-    medians = [v for m in out.models if (v := median_share(out, m, "default", pooling)).raw is not None]
-    if not medians:
-        return ""
-    top = max(medians, key=lambda v: v.raw)
-    reps = [k for k in ("abtt", "zscore") if all(k in representations(out, m) for m in out.models)]
-    effects = join_words([f"{ACTION_WORDS[k]} {_direction_word(out, k)} it" for k in reps])
-    flips = [k for k in reps if direction_flips(out, k)]
-    one = "most of" if top.raw > DOMINATES else "only part of"
-    driven = sink_driven(out, pooling)
-    who = ("" if len(driven) == len(out.models) else " for one model" if len(driven) == 1 else
-           f" for {len(driven)} models")
-    position0 = ("; without position 0, " + join_words([str(median_share(out, m, "sink_excluded", pooling))
-                                                         for m in driven]) + who) if driven else ""
-    text = (f"In raw states one dimension carries {one} the cosine uniformity (median over layers: "
-            f"{'up to ' if len(medians) > 1 else ''}{top}{position0}). Over all specifications, "
-            f"{effects.replace(' it', ' the median r', 1)}")
-    if flips:  # "reverse" where the effect over every specification has one direction
-        one_way = all(_direction_word(out, k) != "changes" for k in flips)
-        text += "; within some poolings " + (
-            f"{ACTION_WORDS[flips[0]]}'s effect {'reverses' if one_way else 'changes direction'}" if len(flips) == 1
-            else f"the effects of {_names(flips)} {'reverse' if one_way else 'change direction'}")
-    return text + "."
 
 
 def sign_changers(out: Outputs, m: str, layer: int | None = None, pooling: str = "mean") -> list[str]:

@@ -34,14 +34,18 @@ def figure_label(key: str, model_id: str | None = None) -> str:
 
 
 def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Path | None = None) -> str:
-    """Markdown figures for ``key`` (one per model where per model), each captioned ``caption``
-    (``{display}`` is replaced by the model's name) and the arrays it plots."""
+    """Markdown figures for ``key`` (one per model where per model), captioned with the arrays each plots:
+    the first with ``caption`` (``{display}`` replaced by the model's name), each further one with the model's
+    name and a reference to the first, so that no caption repeats another."""
     paper_dir = Path.cwd() if paper_dir is None else Path(paper_dir)
     staged = os.environ.get(FIGURES_DIR_ENV)
     blocks = []
+    first: str | None = None
     for e in figure_entries(out, key):
         model = e.get("model")
-        text = caption.format(display=out.display(model) if model else "the panel")
+        name = out.display(model) if model else "the panel"
+        text = caption.format(display=name) if first is None else f"{name}, as @{first}."
+        first = first or figure_label(key, model)
         png = out.root / e["png"]
         if staged:  # the renderer copied figures/ to where Quarto's Typst may read it
             png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)

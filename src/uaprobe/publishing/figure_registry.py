@@ -28,15 +28,19 @@ class FigureSpec:
     """One figure."""
 
     key: str
-    scope: Literal["model", "panel"]
+    scope: Literal["model", "models", "panel"]
+    """``model``: one figure per model; ``models``: one figure of every model's results files side by side;
+    ``panel``: one figure of the panel's results."""
     sources: tuple[str, ...]
-    """The results files it reads: per model, names under ``results/models/<id>/`` (``layerwise``,
-    ``sink_excluded/layerwise``); for the panel, paths from the root."""
+    """The results files it reads: per model (``model``, ``models``), names under ``results/models/<id>/``
+    (``layerwise``, ``sink_excluded/layerwise``); for the panel, paths from the root."""
     data: tuple[tuple[str, tuple[str, ...]], ...]
     """The arrays it plots: (file, keys), the file a per-model results name or a path from the root."""
     draw: Callable[[Mapping[str, Any]], Figure]
     """Draws the figure from the documents of ``sources`` read through their schema (name -> typed
-    model; ``reference``: the published reference points)."""
+    model; ``reference``: the published reference points; for ``models``, model id -> those documents)."""
+    caption: str
+    """What the figure shows, in one or two sentences (the supplement's caption; ``{display}``: the model)."""
 
 
 def _unit(docs: Mapping[str, Any]) -> str:
@@ -44,8 +48,12 @@ def _unit(docs: Mapping[str, Any]) -> str:
 
 
 def _model(key: str, sources: tuple[str, ...], data: Mapping[str, tuple[str, ...]],
-           draw: Callable[[Mapping[str, Any]], Figure]) -> FigureSpec:
-    return FigureSpec(key, "model", sources, tuple(data.items()), draw)
+           draw: Callable[[Mapping[str, Any]], Figure], caption: str) -> FigureSpec:
+    return FigureSpec(key, "model", sources, tuple(data.items()), draw, caption)
+
+
+RANGE = ("the smallest to the largest r with one category left out: a range of the leave-one-out values, not a "
+         "confidence interval")
 
 
 FIGURES: tuple[FigureSpec, ...] = (
@@ -53,42 +61,73 @@ FIGURES: tuple[FigureSpec, ...] = (
            {"layerwise": ("poolings/*/pearson_r", "poolings/*/loco_r", "poolings/mean/permutation_holm_reject",
                           "poolings/mean/sign_changes", "poolings/*/prenorm/pearson_r", "poolings/*/prenorm/loco_r"),
             "sink_excluded/layerwise": ("poolings/mean/pearson_r",)},
-           lambda d: figures_layers.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"])),
+           lambda d: figures_layers.layerwise_figure(d["layerwise"], sink_excluded=d["sink_excluded/layerwise"]),
+           "{display}, left: r(UA, preference) per layer with mean pooling under the default position-0 policy "
+           "and with position 0 excluded (band: " + RANGE + "; dotted lines: sign changes of r between adjacent "
+           "layers; stars: layers whose exact permutation p survives Holm's correction across the layers). Right: r "
+           "at the last layer for each pooling and for the pre-norm state (the last block's output before the final "
+           "normalisation; hatched), with the same range (open circles)."),
     _model("sink", ("robustness",),
            {"robustness": ("sink/norm_ratio_median", "sink/norm_ratio_q10", "sink/norm_ratio_q90",
                            "sink/mean_share_median", "sink/top_dim_share_median")},
-           lambda d: figures_geometry.sink_figure(d["robustness"])),
+           lambda d: figures_geometry.sink_figure(d["robustness"]),
+           "{display}, position 0 against the other tokens per layer: its norm over the median norm of the other "
+           "tokens (median and 10-90 % band over the statements, log scale), its share of the mean over all "
+           "positions, and the share of its squared norm in its largest dimension."),
     _model("bins", ("bins", "layerwise"),
            {"bins": ("poolings/mean/schemes/*/comparison", "poolings/mean/schemes/*/ci_partition")},
-           lambda d: figures_groups.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories))),
+           lambda d: figures_groups.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories)),
+           "{display}, seed 002 (random bins): per layer, r over the categories beside r over random bins of the "
+           "pairs, and the width of r's bootstrap interval over the bins, for the notebook's randint assignment "
+           "and for balanced bins (mean pooling)."),
     _model("validation", ("validation", "layerwise"),
            {"validation": ("variants/mean/table/*/ua", "variants/mean/table/*/mean_preference"),
             REFERENCE: ("models",)},
            lambda d: figures_groups.validation_figure(
                d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
-               reference_category=d["reference"]["category"], preference_unit=_unit(d))),
+               reference_category=d["reference"]["category"], preference_unit=_unit(d)),
+           "{display}, seed 003 (validation): each category's UA against its mean preference at the last layer "
+           "(mean pooling), with the original study's published scientific-facts points of its reference models."),
     _model("anisotropy", ("anisotropy",),
            {"anisotropy": ("lambda1_ratio", "effective_rank", "mean_cos_to_mean", "eigenvalue_variance", "l_star")},
-           lambda d: figures_geometry.anisotropy_figure(d["anisotropy"])),
+           lambda d: figures_geometry.anisotropy_figure(d["anisotropy"]),
+           "{display}, seed 004 (anisotropy profile) of all token states of the anisotropy prompts per layer: the "
+           "share of variance on the first principal component, the effective rank, the mean cosine to the mean "
+           "state and the eigenvalue variance, with L* (the layer of the largest first-component share) marked."),
     _model("spectrum", ("anisotropy",), {"anisotropy": ("spectrum", "l_star")},
-           lambda d: figures_geometry.spectrum_figure(d["anisotropy"])),
+           lambda d: figures_geometry.spectrum_figure(d["anisotropy"]),
+           "{display}, seed 004: the leading covariance eigenvalues of the token states at key layers, as shares "
+           "of the total variance."),
     _model("pairs", ("pairs",),
            {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
-           lambda d: figures_groups.pairs_figure(d["pairs"])),
+           lambda d: figures_groups.pairs_figure(d["pairs"]),
+           "{display}: per layer and pooling, r between the within-category centroid score of each pair and its "
+           "preference over all pairs, with a percentile bootstrap interval over pairs (this project's statistic, "
+           "not the original's Option B)."),
     _model("loco", ("layerwise",), {"layerwise": ("poolings/mean/pearson_r", "poolings/mean/loco_r")},
-           lambda d: figures_layers.loco_figure(d["layerwise"])),
+           lambda d: figures_layers.loco_figure(d["layerwise"]),
+           "{display}: r(UA, preference) per layer with every category and with each category left out in turn "
+           "(mean pooling)."),
     _model("option_b", ("option_b",),
            {"option_b": ("poolings/mean/metrics/*/pearson_r", "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_low",
                          "poolings/mean/metrics/centroid_asymmetry/bootstrap_ci_high",
                          "poolings/mean/metrics/centroid_asymmetry/phases")},
-           lambda d: figures_original.option_b_figure(d["option_b"])),
-    _model("specification_curve", ("specification_curve",),
-           {"specification_curve": ("specs/*", "joint/all")},
-           lambda d: figure_spec.specification_curve_figure(d["specification_curve"])),
+           lambda d: figures_original.option_b_figure(d["option_b"]),
+           "{display}, Option B (the follow-up study's pair-level analysis with global centroids): r of each "
+           "per-pair metric with the preference over all pairs, per layer (mean pooling); the centroid asymmetry "
+           "with its bootstrap band over pairs; the follow-up study's early, middle and late phases shaded."),
+    FigureSpec("specification_curve", "models", ("specification_curve",),
+               (("specification_curve", ("specs/*",)),),
+               lambda d: figure_spec.specification_curve_figure({m: docs["specification_curve"]
+                                                                 for m, docs in d.items()}),
+               "Specification curve of every model: the category-level r of every distinct specification, sorted, "
+               "above the choices that make it."),
     FigureSpec("scaling", "panel", (PANEL,),
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),
-               lambda d: figures_layers.scaling_figure(d[PANEL])),
+               lambda d: figures_layers.scaling_figure(d[PANEL]),
+               "Seed 001 (scaling): the layer curves of r(UA, preference) of every model of the panel, by layer and "
+               "by depth, with each model's positive peak marked (mean pooling)."),
 )
 """Every figure, in the order the figures stage draws them (per-model figures for each model, then the panel's)."""
 
@@ -103,8 +142,13 @@ def data_line(entry: Mapping[str, Any]) -> str:
     model = entry.get("model")
     files = []
     for name, keys in spec.data:
-        file = name if name.startswith(("results/", "data/")) else f"results/models/{model}/{name}.json"
-        files.append(f"`{file}`: " + ", ".join(f"`{k}`" for k in keys))
+        if name.startswith(("results/", "data/")):
+            paths = [name]
+        elif spec.scope == "models":  # every model's file, as the manifest lists them
+            paths = [s for s in entry.get("sources", []) if s.endswith(f"/{name}.json")]
+        else:
+            paths = [f"results/models/{model}/{name}.json"]
+        files += [f"`{file}`: " + ", ".join(f"`{k}`" for k in keys) for file in paths]
     return f"Data: {'; '.join(files)}."
 
 

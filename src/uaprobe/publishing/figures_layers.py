@@ -20,7 +20,8 @@ from matplotlib.ticker import MaxNLocator
 
 from uaprobe.names import POOLINGS
 from uaprobe.publishing.plotting import (DEPTH_LABEL, LAYER_LABEL, LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE,
-                                         R_LABEL, arr, layer_axis, new_figure, pick, style, model_title, zero_line)
+                                         PRINT_WIDTH_IN, R_LABEL, arr, layer_axis, new_figure, option_words, pick,
+                                         style, model_title, zero_line)
 from uaprobe.schema.categories import Layerwise, LayerwisePooling
 from uaprobe.schema.panel import Panel
 
@@ -32,7 +33,7 @@ from uaprobe.schema.panel import Panel
 def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
                      sink_excluded: Layerwise | None = None) -> Figure:
     """Seed 000: r(UA, preference) per layer with the range of r when one category is left out and the
-    sign changes ("divergence"), the same curve with the attention sink excluded, and stars where the
+    sign changes, the same curve with position 0 excluded, and stars where the
     exact permutation test survives Holm's correction; beside it the final-layer r of every pooling (and
     of the pre-final-norm state) with the range of r when one category is left out. At six categories
     neither a Fisher-z interval nor a bootstrap over the categories has coverage: the leave-one-out
@@ -42,32 +43,32 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
     layers = arr(layerwise.layers)
     r = arr(block.pearson_r)
     low, high = loco_bounds(block.loco_r)
-    policy = layerwise.policy
     with style():
-        fig = new_figure(9.0, 3.6)
-        ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.7, 1.0))
+        fig = new_figure(PRINT_WIDTH_IN, 3.3)
+        ax_curve, ax_bars = fig.subplots(1, 2, width_ratios=(1.3, 1.0))
         st = POOLING_STYLE.get(pooling, POOLING_STYLE["mean"])
         ax_curve.fill_between(layers, low, high, color=st["color"], alpha=0.18, linewidth=0,
-                              label="range with one category left out")
-        ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling}, {policy}")
+                              label="range, one category left out")
+        ax_curve.plot(layers, r, color=st["color"], marker=st["marker"], label=f"r, {pooling} pooling")
         if sink_excluded is not None:
             sx = arr(pick(sink_excluded.poolings, pooling, where="poolings", of=sink_excluded.model).pearson_r)
             ax_curve.plot(layers, sx, color=OKABE_ITO[4], marker="D", markersize=3, linestyle="--",
-                          label=f"r, {pooling}, sink excluded")
+                          label=f"r, position 0 {option_words('policy', 'sink_excluded')}")
         holm = np.array([bool(x) for x in block.permutation_holm_reject] or [False] * len(r))
         if holm.any():
             ax_curve.plot(layers[holm], r[holm], linestyle="none", marker="*", markersize=9,
-                          color=OKABE_ITO[7], label="exact permutation p, Holm < alpha")
+                          color=OKABE_ITO[7], label="Holm-adjusted exact p < α")
         for i, change in enumerate(block.sign_changes):
             x = (float(change.layer_before) + float(change.layer_after)) / 2.0
             ax_curve.axvline(x, color=OKABE_ITO[1], linestyle=":", linewidth=1.3,
-                             label="sign change (divergence)" if i == 0 else None)
+                             label="sign change" if i == 0 else None)
         zero_line(ax_curve)
         layer_axis(ax_curve, layers)
-        ax_curve.set_ylabel(R_LABEL)
+        ax_curve.set_ylabel(R_LABEL.split(" (")[0])
         ax_curve.set_ylim(-1.05, 1.05)
-        ax_curve.set_title("Correlation by layer")
-        ax_curve.legend(loc="best")
+        ax_curve.set_title("Correlation by layer", fontsize=9)
+        # below the axes: the curves fill every corner of the plot
+        ax_curve.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7, frameon=False)
 
         names: list[str] = []
         values: list[float] = []
@@ -83,7 +84,7 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             pre_low, pre_high = loco_bounds([pb.prenorm.loco_r])
             for label, value, lo, hi, hatch in (
                 (name, arr(pb.pearson_r)[final_index], final_low[final_index], final_high[final_index], ""),
-                (f"{name}\npre-norm", _nan(pb.prenorm.pearson_r), pre_low[0], pre_high[0], "//"),
+                ("pre-\nnorm", _nan(pb.prenorm.pearson_r), pre_low[0], pre_high[0], "//"),
             ):
                 names.append(label)
                 values.append(value)
@@ -104,17 +105,21 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
             up = math.isnan(value) or value >= 0
             ends = [heights[i], *(v for v in span[i] if not math.isnan(v))]
             tip = max(ends) if up else min(ends)
-            ax_bars.annotate(text, (x[i], float(np.clip(tip, -1.0, 1.0))), xytext=(0, 3 if up else -9),
-                             textcoords="offset points", ha="center", fontsize=7)
-        ax_bars.vlines(x, span[:, 0], span[:, 1], color=OKABE_ITO[7], linewidth=0.8,
-                       label="range with one category left out")
-        ax_bars.plot(np.repeat(x, 2), span.ravel(), linestyle="none", marker="_", color=OKABE_ITO[7], markersize=5)
+            # vertical, so that neighbouring labels never meet
+            ax_bars.annotate(text, (x[i], float(np.clip(tip, -1.0, 1.0))), xytext=(0, 4 if up else -4),
+                             textcoords="offset points", ha="center", va="bottom" if up else "top", rotation=90,
+                             fontsize=7)
+        # the leave-one-out range as its two ends joined by a dotted line: a range, not an error bar
+        ax_bars.vlines(x, span[:, 0], span[:, 1], color=OKABE_ITO[7], linewidth=0.8, linestyles=":",
+                       label="range, one category left out")
+        ax_bars.plot(np.repeat(x, 2), span.ravel(), linestyle="none", marker="o", markerfacecolor="white",
+                     color=OKABE_ITO[7], markersize=3.5)
         zero_line(ax_bars)
         ax_bars.set_xticks(x, names, fontsize=7)
-        ax_bars.set_ylim(-1.2, 1.2)
-        ax_bars.set_ylabel(R_LABEL)
-        ax_bars.set_title(f"Pooling strategy, final layer ({int(layers[final_index]) if layers.size else '?'})")
-        fig.suptitle(model_title(layerwise))
+        ax_bars.set_ylim(-1.5, 1.5)
+        ax_bars.set_ylabel(R_LABEL.split(" (")[0])
+        ax_bars.set_title(f"Last layer ({int(layers[final_index]) if layers.size else '?'}), by pooling", fontsize=9)
+        fig.suptitle(model_title(layerwise), fontsize=10)
     return fig
 
 

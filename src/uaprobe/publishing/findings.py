@@ -10,7 +10,7 @@ gives a different sentence; every number it shows is a sourced
 from __future__ import annotations
 
 
-from uaprobe.publishing.curve import CURVE, differs
+from uaprobe.publishing.curve import CURVE, alpha, category_words, differs, without_index
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.formats import pretty
 from uaprobe.publishing.markdown import join_words, prose
@@ -91,9 +91,8 @@ def confound_verdict(out: Outputs) -> str:
         sentences.append(f"Without it, no model's r changes sign, and the lexical baseline's {baseline}.")
     moved = [m for m in same if normalisation_moves(out, m)]
     if moved:
-        who = "both models" if len(moved) == len(out.models) == 2 else join_words([out.display(m) for m in moved])
         sentences.append("The per-token mean NLL divides by the statement's length; with the summed NLL instead, "
-                         f"the last-layer r moves for {who} (@tbl-confound).")
+                         f"the last-layer r {summed_nll_words(out, moved)} (@tbl-confound).")
     longer_b = all((d := out.raw(m, "robustness", f"length/mean_token_difference/{length_category(out, m)}")) is not None
                    and d > 0 for m in same)
     if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
@@ -129,6 +128,18 @@ def lexical_without_words(out: Outputs, models: list[str]) -> str:
     return words.pop() if len(words) == 1 else "differs between the models"
 
 
+def summed_nll_words(out: Outputs, models: list[str]) -> str:
+    """``changes sign for Gemma (+0.912 to −0.651) and moves for SmolLM2 (+0.972 to +0.266)``: what the summed NLL
+    does to each model's last-layer r, a sign change named as one."""
+    flips, moves = [], []
+    for m in models:
+        a, b = (out.v(m, "robustness", f"preference/final_r_{k}_nll") for k in ("mean", "sum"))
+        (flips if a.raw * b.raw < 0 else moves).append(f"{out.display(m)} ({a} to {b})")
+    parts = ([f"changes sign for {join_words(flips)}"] if flips else []) + ([f"moves for {join_words(moves)}"]
+                                                                          if moves else [])
+    return join_words(parts)
+
+
 def normalisation_moves(out: Outputs, m: str) -> bool:
     """Whether the last-layer r with the summed NLL differs in sign, or by more than
     :data:`~uaprobe.publishing.phrases.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
@@ -159,47 +170,23 @@ def conclusion_phrase(out: Outputs) -> str:
         parts.append("at the last layer, the models' category-level r exceeds what the statements' tokens alone give")
     if reversed_:
         parts.append(f"there (mean pooling) its sign rests on a single category for {join_words(reversed_)}")
-    parts.append("across every analytic choice, " + curve_conclusion(out) + " (@sec-spec)")
+    parts.append("over the pre-declared analytic choices at the last layer, " + curve_conclusion(out) + " (@sec-spec)")
     return "; ".join(parts)
 
 
 def curve_conclusion(out: Outputs) -> str:
-    """Which statistic of the exact joint permutation test finds the curve different from chance, for which
-    models, with each p, unadjusted for the two statistics tested."""
-    parts = []
-    for stat, words in (("median", "median r"), ("share", "share of r > 0")):
-        yes = [m for m in out.models if differs(out, m)[stat]]
-        if yes:
-            ps = join_words([f"p = {out.v(m, CURVE, f'joint/all/{stat}_p', 'p')}" for m in yes])
-            only = " only" if len(yes) < len(out.models) else ""
-            parts.append(f"the curve's {words} differs from chance for {join_words([out.display(m) for m in yes])}"
-                         f"{only} ({ps}, not adjusted for the two statistics tested)")
-    return join_words(parts) if parts else "the exact joint permutation test finds the curve different from chance for no model"
-
-
-@prose
-def confound_abstract(out: Outputs) -> str:
-    """The confound as one number-free sentence: whether the most influential category is the one whose
-    framings differ most in length, whether leaving it out reverses the models' last-layer r, what it does to
-    the lexical baseline's, and whether the summed NLL moves r (for which models, where not all of those the
-    sentence opens with)."""
-    same = confound_models(out)
-    if not same:
-        return ("The category that most influences the correlation is not the one whose framings differ most "
-                "in length.")
-    flips = [m for m in same if out.display(m) in reversing_models(out)]
-    baseline = lexical_without_words(out, same)
-
-    def for_whom(models: list[str]) -> str:
-        return "" if models == same else f" for {join_words([out.display(m) for m in models])}"
-
-    text = (f"For {'both models' if len(same) == len(out.models) == 2 else join_words([out.display(m) for m in same])}, "
-            "the most influential category is the one whose framings differ most in length")
-    if flips:
-        text += f"; without it the last-layer r (mean pooling) changes sign{for_whom(flips)}, while a lexical baseline's {baseline}"
+    """For which models the primary joint test finds the curve different from chance (with each p), and for
+    which the test without the pre-declared category does."""
+    yes = [m for m in out.models if differs(out, m)]
+    if yes:
+        ps = join_words([f"p = {out.v(m, CURVE, 'primary/p', 'p')}" for m in yes])
+        only = " only" if len(yes) < len(out.models) else ""
+        text = (f"the pre-declared joint test finds the correlation different from chance for "
+                f"{join_words([out.display(m) for m in yes])}{only} ({ps})")
     else:
-        text += f"; without it no model's last-layer r changes sign, and a lexical baseline's {baseline}"
-    moved = [m for m in same if normalisation_moves(out, m)]
-    if moved:
-        text += f", and summing rather than averaging the NLL moves r{for_whom(moved)}"
-    return text + "."
+        text = "the pre-declared joint test finds the correlation different from chance for no model"
+    without = [m for m in out.models if (i := without_index(out, m)) is not None
+               and (p := out.raw(m, CURVE, f"secondary/tests/{i}/p")) is not None and p < alpha(out, m)]
+    category = category_words(out, out.models[0])
+    return text + (f", and without {category} for {join_words([out.display(m) for m in without])}" if without else
+                   f", and without {category} for no model")

@@ -4,6 +4,8 @@ markup (:class:`~uaprobe.publishing.values.Value`); a table sizes its columns by
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -21,10 +23,16 @@ class Prose(str):
         return str(self)
 
 
+POSSESSIVE_AFTER_DIGIT = re.compile(r"(?<=\d)'s\b")
+"""``SmolLM2's``: Typst sets an apostrophe after a digit as a prime (2′), and pandoc writes a typographic
+apostrophe as a plain one, so a possessive there is written with the modifier letter apostrophe (U+02BC),
+which neither changes."""
+
+
 def prose(fn: Callable[..., str]) -> Callable[..., Prose]:
-    """A phrase function whose result is :class:`Prose`."""
+    """A phrase function whose result is :class:`Prose` (a possessive after a digit with its apostrophe)."""
     def wrapper(*args: Any, **kwargs: Any) -> Prose:
-        return Prose(fn(*args, **kwargs))
+        return Prose(POSSESSIVE_AFTER_DIGIT.sub("\u02bcs", fn(*args, **kwargs)))
     wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = fn.__name__, fn.__doc__, fn  # type: ignore[attr-defined]
     return wrapper
 

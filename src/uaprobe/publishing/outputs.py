@@ -18,7 +18,7 @@ import yaml
 
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
-from uaprobe.names import PANEL_RESULTS
+from uaprobe.names import PANEL_RESULTS, short_names
 from uaprobe.publishing.values import Ledger, Source, Value, lookup
 from uaprobe.schema import load_json, read_results
 
@@ -93,8 +93,15 @@ class Outputs:
         """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""
         return Block(self, file, prefix, fmt, suffix)
 
-    def display(self, model_id: str) -> str:
+    def full_name(self, model_id: str) -> str:
+        """The model's full name (``display`` in params.yaml), as the panel table and its first mention give it."""
         return self.params.model(model_id).display
+
+    def display(self, model_id: str) -> str:
+        """The model's short name: the shortest leading run of the hyphen-separated parts of its full name
+        that no other model of the panel shares (``SmolLM2-135M-Instruct`` -> ``SmolLM2``)."""
+        return short_names([self.full_name(m) for m in self.models]).get(self.full_name(model_id),
+                                                                             self.full_name(model_id))
 
     @property
     def figures(self) -> Mapping[str, Any]:

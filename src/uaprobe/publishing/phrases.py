@@ -39,7 +39,10 @@ def per_model(out: Outputs, stem: str, key: str, fmt: str = "r", models: Sequenc
 
 @prose
 def models(out: Outputs) -> str:
-    return join_words([out.display(m) for m in out.models])
+    """The panel's full names, then the short names the rest of the paper uses where they differ."""
+    full = join_words([out.full_name(m) for m in out.models])
+    short = [out.display(m) for m in out.models if out.display(m) != out.full_name(m)]
+    return full + (f" ({join_words(short)} below)" if short else "")
 
 
 @prose
@@ -141,14 +144,13 @@ def surviving_layers(out: Outputs, m: str, policy: str, pooling: str) -> list[in
 
 @prose
 def specifications_scope(out: Outputs) -> str:
-    """``the 12 specifications the results hold (2 models; mean, first-token and last-token pooling; the
-    default position-0 policy and position 0 excluded; 8 of them distinct, …)``."""
+    """``the 12 specifications (2 models × 3 poolings × 2 position-0 policies; 8 of them distinct, …)``."""
     specs = specifications(out)
-    distinct = sum(1 for m, policy, p in specs if policy == "default" or not same_numbers(out, m, p))
-    pools = [POOLING_WORDS.get(p, p) for p in dict.fromkeys(p for _, _, p in specs)]
-    text = (f"the {len(specs)} {plural(len(specs), 'specification')} the results hold ({len(out.models)} "
-            f"{plural(len(out.models), 'model')}; {join_words(pools)} pooling; the default position-0 policy and "
-            "position 0 excluded")
+    distinct = n_distinct(out)
+    pools = len(dict.fromkeys(p for _, _, p in specs))
+    text = (f"the {len(specs)} {plural(len(specs), 'specification')} ({len(out.models)} "
+            f"{plural(len(out.models), 'model')} × {pools} {plural(pools, 'pooling')} × {len(POLICY_FILES)} "
+            "position-0 policies")
     if distinct < len(specs):
         text += f"; {distinct} of them distinct, as the two policies agree wherever no pooled state includes position 0"
     return text + ")"
@@ -196,8 +198,28 @@ def specification_significance_phrase(out: Outputs) -> str:
     others = len(specifications(out)) - sum(len(g["specs"]) for g in groups.values())
     rest = (f"and no layer in the other {others} of {specifications_scope(out)}" if others else
             f"a layer in every one of {specifications_scope(out)}")
-    return (f"{join_words(found)}, {rest}, with Holm's correction across the layers of one specification, not across "
-            "the specifications")
+    text = f"{join_words(found)}, {rest}"
+    if all(at_holm_floor(out, m, h) for (m, _, _), g in groups.items() for h in g["holm"]):
+        text += (". These Holm p-values are the smallest the test can give: the number of layers times one over "
+                 f"the {out.v(out.models[0], 'layerwise', 'permutation_count', 'thousands')} orders")
+    a = out.v(out.models[0], "layerwise", "settings/alpha", "f2")
+    text += (". Holm's correction runs across the layers of one specification, not across the specifications: "
+             f"without any effect, each distinct specification shows a significant layer with probability up to "
+             f"α = {a}, so chance alone predicts up to {n_distinct(out)} × α of them"
+             + (", fewer than one" if n_distinct(out) * float(a.raw) < 1 else ""))
+    return text
+
+
+def n_distinct(out: Outputs) -> int:
+    """The layer-wise specifications whose numbers differ (the two policies agree where none pools position 0)."""
+    return sum(1 for m, policy, p in specifications(out) if policy == "default" or not same_numbers(out, m, p))
+
+
+def at_holm_floor(out: Outputs, m: str, holm: Any) -> bool:
+    """Whether a Holm-adjusted exact p is the smallest the test can give: layers x 1 / orders (capped at 1)."""
+    layers = len(out.raw(m, "layerwise", "layers") or [])
+    orders = out.raw(m, "layerwise", "permutation_count")
+    return bool(orders) and abs(float(holm.raw) - min(1.0, layers / float(orders))) < 1e-12
 
 
 def published_format(x: Any) -> str:
@@ -215,25 +237,35 @@ def published_comparison(out: Outputs) -> str:
     excluded = "; ".join(([per_model(out, 'robustness', 'policies/sink_excluded/final_r', models=differ)] if differ else [])
                          + ([f"the same numbers for {join_words(same)}"] if same else []))
     return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, against "
-            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (sink excluded: {excluded})")
+            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (position 0 excluded: {excluded})")
+
+
+@prose
+def weights_phrase(out: Outputs) -> str:
+    """What the weights are: for the GGUF models, their bit width and files, dequantized; empty otherwise."""
+    specs = {m: out.params.model(m) for m in out.models}
+    quantized = [m for m, sp in specs.items() if sp.source in ("packaged", "gguf")]
+    if not quantized:
+        return ""
+    files = join_words([f"`{specs[m].gguf_file or specs[m].location}`" for m in quantized])
+    bits = {b.group(1) for m in quantized if (b := re.search(r"q(\d+)_", str(specs[m].gguf_file).lower()))}
+    kind = f"{bits.pop()}-bit GGUF quantizations" if len(bits) == 1 else "quantized GGUF files"
+    return (f"The weights of {join_words([out.display(m) for m in quantized])} are {kind} ({files}), dequantized "
+            "to 32-bit floats for the forward pass; the tokenizer is rebuilt from the GGUF metadata.")
 
 
 @prose
 def panel_phrase(out: Outputs) -> str:
     """What the panel is, and what that rules out: quantized weights, small models, not the original's."""
-    specs = [out.params.model(m) for m in out.models]
-    quantized = [sp for sp in specs if sp.source in ("packaged", "gguf")]
-    sizes = [sp.params_millions for sp in specs if sp.params_millions is not None]
+    specs = {m: out.params.model(m) for m in out.models}
+    quantized = [m for m, sp in specs.items() if sp.source in ("packaged", "gguf")]
+    sizes = [sp.params_millions for sp in specs.values() if sp.params_millions is not None]
     text = []
     if quantized:
-        files = join_words([f"`{sp.gguf_file or sp.location}`" for sp in quantized])
-        bits = {m.group(1) for sp in quantized if (m := re.search(r"q(\d+)_", str(sp.gguf_file).lower()))}
-        kind = f"{bits.pop()}-bit GGUF quantizations" if len(bits) == 1 else "quantized GGUF files"
-        text.append(f"The weights of {join_words([sp.display for sp in quantized])} are {kind} ({files}), "
-                    "dequantized to 32-bit floats, not the original weights: they keep the quantization error, so "
-                    "hidden states and likelihoods differ from those of the original-precision models, and the "
-                    "tokenizer is rebuilt from the GGUF metadata.")
-    instruct = [sp.display for sp in specs if "instruct" in f"{sp.display} {sp.gguf_file or ''}".lower()]
+        text.append("Quantized weights keep the quantization error, so hidden states and likelihoods differ from "
+                    "those of the original-precision models.")
+    instruct = [out.display(m) for m, sp in specs.items()
+                if "instruct" in f"{sp.display} {sp.gguf_file or ''}".lower()]
     if instruct:
         verb = "are instruction-tuned models" if len(instruct) > 1 else "is an instruction-tuned model"
         text.append(f"{join_words(instruct)} {verb}, run here, like every model, on the bare statements without "
@@ -242,7 +274,7 @@ def panel_phrase(out: Outputs) -> str:
         text.append("These are small models that run on a CPU, far smaller than the models of the original study; "
                     "nothing here says how the results carry over to larger models.")
     published = str(out.raw_at(PUBLISHED_PYTHIA, "model")).lower()
-    if not any(sp.location.lower() == published for sp in specs):
+    if not any(sp.location.lower() == published for sp in specs.values()):
         text.append("No model of the panel is the original study's published one, so the numbers in this paper "
                     "are not a replication of its published values; running the Pythia panel reproduces that setting.")
     if len(specs) < 3:

@@ -46,6 +46,24 @@ MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)), "-")
 
 R_LABEL = "r(UA, preference) (Pearson r, unitless)"
+PRINT_WIDTH_IN = 5.75
+"""The width, in inches, at which the PDF prints a full-width figure (A4 less 1.25 in margins): a figure
+drawn at this width prints its fonts at their nominal size."""
+
+OPTION_WORDS: Mapping[str, Mapping[object, str]] = {
+    "policy": {"special": "default", "first": "default", "sink_excluded": "excluded"},
+    "representation": {"raw": "raw", "zscore": "z-scored", "abtt": "ABTT"},
+    "pooling": {"mean": "mean", "last": "last token", "first": "first token"},
+    "nll": {"mean": "mean", "sum": "summed"},
+    "left_out": {None: "none"},
+}
+"""The words the paper uses for each option of a choice (figures, tables and text alike)."""
+
+
+def option_words(choice: str, option: object) -> str:
+    """The paper's word for ``option`` of ``choice`` (a category: its name with spaces)."""
+    words = OPTION_WORDS.get(choice, {})
+    return words[option] if option in words else str(option).replace("_", " ")
 LAYER_LABEL = "layer (0 = token embeddings)"
 DEPTH_LABEL = "depth (% of layers)"
 

@@ -112,7 +112,7 @@ def layer_table(out: Outputs, pooling: str = "mean") -> str:
                          v(f"spearman_rho/{layer}"), v(f"permutation_p/{layer}", "p"),
                          v(f"permutation_holm_p/{layer}", "p"), v(f"permutation_bh_p/{layer}", "p"),
                          SAME if same else out.v(m, "sink_excluded/layerwise", f"{b}/pearson_r/{layer}")])
-    header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "r, no sink"]
+    header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "r, position 0 excl."]
     return markdown_table(header, rows)
 
 
@@ -194,7 +194,7 @@ def anisotropy_table(out: Outputs) -> str:
                      f"{v('bell_curve/is_bell_curve', 'bool')} / {v('bell_curve/is_bell_curve_significant', 'bool')}",
                      v("variants/all_tokens/l_star"), v("variants/sink_excluded/l_star")])
     return markdown_table(["Model", "token states", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
-                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, no sink"], rows,
+                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, position 0 excl."], rows,
                           align="lrrrrrrcrr")
 
 

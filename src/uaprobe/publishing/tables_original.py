@@ -18,14 +18,6 @@ METRIC_NAMES = {
 }
 
 
-def r_interval(out: Outputs, file: str, key: str, layer: int, r: str = "pearson_r") -> str:
-    """``r [low, high]`` of the per-layer entry ``key`` (with ``pearson_r`` and the bootstrap interval)."""
-    return (f"{out.at(file, f'{key}/{r}/{layer}')} "
-            f"{interval(out.at(file, f'{key}/bootstrap_ci_low/{layer}', 's2'), out.at(file, f'{key}/bootstrap_ci_high/{layer}', 's2'))}")
-
-
-
-
 def option_b_table(out: Outputs, pooling: str = "mean") -> str:
     """Per model and metric, at the last layer: r with its bootstrap interval, the permutation p and
     its Holm correction across layers, the length-partialled r, the pair-left-out r, and the layers
@@ -38,7 +30,10 @@ def option_b_table(out: Outputs, pooling: str = "mean") -> str:
         for name in OPTION_B_METRICS:
             key = f"poolings/{pooling}/metrics/{name}"
             loo = (out.at(file, f"{key}_loo/pearson_r/{last}") if f"{name}_loo" in metrics else "—")
-            rows.append([out.display(m), METRIC_NAMES[name], r_interval(out, file, key, last),
+            cluster = f"cluster_bootstrap/poolings/{pooling}/{name}"
+            shown = (f"{out.at(file, f'{key}/pearson_r/{last}')} "
+                     f"{interval(out.at(file, f'{cluster}/low/{last}', 's2'), out.at(file, f'{cluster}/high/{last}', 's2'))}")
+            rows.append([out.display(m) if name == OPTION_B_METRICS[0] else "", METRIC_NAMES[name], shown,
                          out.at(file, f"{key}/permutation_p/{last}", "p"),
                          out.at(file, f"{key}/permutation_holm_p/{last}", "p"), out.at(file, f"{key}/partial_r/{last}"),
                          loo, f"{out.at(file, f'{key}/permutation_holm_reject', 'count_true')} of "
@@ -56,7 +51,7 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
         # the sink-excluded pooling gets its own row where it differs (not where a BOS is already dropped)
         files = [(out.model_file(m, "option_b"), "this panel")]
         if out.raw(m, "sink_excluded/option_b", ph) != out.raw(m, "option_b", ph):
-            files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, sink excluded"))
+            files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, position 0 excluded"))
         for file, source in files:
             def cell(name: str, file: str = file) -> str:
                 v = out.under(file, f"{ph}/{name}", fmt="s2")
