@@ -11,6 +11,7 @@ from uaprobe.analysis import dimensions, representation as reps
 from uaprobe.analysis.uniformity import unit_rows
 from uaprobe.config import analysis_from_mapping
 from uaprobe.errors import ConfigError
+from uaprobe.names import REPRESENTATIONS
 
 
 @pytest.fixture
@@ -128,7 +129,7 @@ def test_sweep_matches_direct_cosines_per_representation(rng):
     row_a, row_b = np.arange(n_pairs), np.arange(n_pairs, 2 * n_pairs)
     sw = dimensions.sweep({"default": {"mean": x}}, row_a=row_a, row_b=row_b, category_of_pair=cat,
                           n_categories=2, k=2)
-    for kind in reps.KINDS:
+    for kind in REPRESENTATIONS:
         states = reps.transform(x, kind, k=2)
         for layer in range(2):
             assert sw.mean_cosine["default"]["mean"][kind][layer] == pytest.approx(

@@ -20,13 +20,13 @@ import yaml
 
 from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
 from uaprobe.errors import ConfigError, unreadable, unusable
+from uaprobe.names import Representation
 
 SourceKind = Literal["hub", "local", "gguf", "packaged"]
 DropPolicy = Literal["special", "first"]
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 DeviceName = Literal["auto", "cpu", "cuda"]
 PresetName = Literal["none", "original"]
-RepresentationName = Literal["raw", "zscore", "abtt"]
 
 PRESETS: Mapping[str, Mapping[str, str]] = {
     "original": {"pooling.drop": "first", "extract.dtype": "float16"},
@@ -232,7 +232,7 @@ class AnalysisParams:
     """Seed 004: how many leading eigenvalues of each layer's spectrum are stored."""
     robustness: RobustnessParams = field(default_factory=RobustnessParams)
     """Controls and nulls: lexical baseline, size-matched null, L* ties and bootstrap."""
-    representation: RepresentationName = "raw"
+    representation: Representation = "raw"
     """The transform of the pooled states before every analysis that reads them
     (:mod:`uaprobe.analysis.representation`): ``raw`` (none), ``zscore`` (each dimension
     standardized over all statements of the layer) or ``abtt`` (all-but-the-top: the mean and the

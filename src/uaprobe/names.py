@@ -1,8 +1,10 @@
 """The names every layer shares: poolings, position-0 policies, representations, Option B's metrics
-the panel's results file, and the models' short names. Defined once here (no imports), so the extraction, the analyses, the
+the panel's results file, and the models' short names. Defined once here (nothing but the standard library), so the extraction, the analyses, the
 schema and the manuscript spell them the same."""
 
 from __future__ import annotations
+
+from typing import Literal, get_args
 
 POOLINGS: tuple[str, ...] = ("mean", "last", "first")
 """How a statement's token states become one vector per layer, in the order every output lists them."""
@@ -11,8 +13,11 @@ POLICIES: tuple[str, ...] = ("default", "sink_excluded")
 """Position-0 policies of every extraction file: ``default`` is ``pooled/*`` (the run's ``pooling.drop``),
 ``sink_excluded`` is ``pooled_sink_excluded/*`` (special tokens and position 0 excluded)."""
 
-REPRESENTATIONS: tuple[str, ...] = ("raw", "zscore", "abtt")
-"""The transforms of the pooled states before an analysis (``analysis.representation``)."""
+Representation = Literal["raw", "zscore", "abtt"]
+"""A transform of the pooled states before an analysis (``analysis.representation``)."""
+
+REPRESENTATIONS: tuple[Representation, ...] = get_args(Representation)
+"""Every :data:`Representation`, in the order every output lists them."""
 
 OPTION_B_METRICS: tuple[str, ...] = ("centroid_asymmetry", "cross_centroid", "within_pair_sim",
                                      "knn_density_asymmetry", "margin_asymmetry")

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from uaprobe.analysis import representation as reps
+from uaprobe.names import REPRESENTATIONS
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.analysis.uniformity import unit_rows
 from uaprobe.analysis.workers import ordered_map
@@ -180,11 +181,11 @@ def _finish(total: np.ndarray, squares: np.ndarray, groups: _Groups) -> np.ndarr
 
 
 def _sweep_layer(x: np.ndarray, *, groups: _Groups, n_categories: int, k: int) -> _Layer:
-    """One layer's states (N, D) under every representation of :data:`KINDS`."""
+    """One layer's states (N, D) under every representation of :data:`~uaprobe.names.REPRESENTATIONS`."""
     abtt, variance_share = reps.abtt_and_shares(x, k=k, tops=TOPS)
     cosines, ua, ub = {}, {}, {}
     uniformity_share = np.full(len(TOPS), np.nan)
-    for kind in reps.KINDS:
+    for kind in REPRESENTATIONS:
         # unit rows once per representation: every uniformity below is a sum of their contributions
         c = group_contributions_of(abtt if kind == "abtt" else reps.transform_layer(x, kind, k=k), groups)
         # (1 + 2C, D): all statements, A by category, B by category
@@ -198,7 +199,7 @@ def _sweep_layer(x: np.ndarray, *, groups: _Groups, n_categories: int, k: int) -
 
 def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray, row_b: np.ndarray,
           category_of_pair: np.ndarray, n_categories: int, k: int) -> Sweep:
-    """Every policy (name -> pooling -> (N, L+1, D)) x pooling x representation of :data:`KINDS`.
+    """Every policy (name -> pooling -> (N, L+1, D)) x pooling x representation of :data:`~uaprobe.names.REPRESENTATIONS`.
 
     Each layer of each pooling is one unit of :func:`~uaprobe.analysis.workers.ordered_map` (its
     eigensolution and its passes over one (N, D) array), so the units run on the worker threads
@@ -221,9 +222,9 @@ def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray
         for pooling in pooled:
             ls = layers[(policy, pooling)]
             out.mean_cosine[policy][pooling] = {kind: np.array([one.mean_cosine[kind] for one in ls])
-                                                for kind in reps.KINDS}
-            out.u_a[policy][pooling] = {kind: np.stack([one.u_a[kind] for one in ls]) for kind in reps.KINDS}
-            out.u_b[policy][pooling] = {kind: np.stack([one.u_b[kind] for one in ls]) for kind in reps.KINDS}
+                                                for kind in REPRESENTATIONS}
+            out.u_a[policy][pooling] = {kind: np.stack([one.u_a[kind] for one in ls]) for kind in REPRESENTATIONS}
+            out.u_b[policy][pooling] = {kind: np.stack([one.u_b[kind] for one in ls]) for kind in REPRESENTATIONS}
             out.uniformity_share[policy][pooling] = np.stack([one.uniformity_share for one in ls])
             out.variance_share[policy][pooling] = np.stack([one.variance_share for one in ls])
     return out

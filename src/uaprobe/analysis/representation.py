@@ -18,16 +18,13 @@ statistics) read the raw token states. Everything in float64.
 
 from __future__ import annotations
 
-from typing import Literal
 
 import numpy as np
 from numba import njit
 
 from uaprobe.analysis.eigen import eigh_subset
-from uaprobe.names import REPRESENTATIONS
+from uaprobe.names import REPRESENTATIONS, Representation
 
-Kind = Literal["raw", "zscore", "abtt"]
-KINDS: tuple[Kind, ...] = REPRESENTATIONS  # type: ignore[assignment]
 
 
 def _top_eigh(xc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -110,7 +107,7 @@ def zscore_layer(x: np.ndarray) -> np.ndarray:
     return np.where(constant, 0.0, xc / np.where(constant, 1.0, sd))
 
 
-def transform_layer(x: np.ndarray, kind: Kind, *, k: int) -> np.ndarray:
+def transform_layer(x: np.ndarray, kind: Representation, *, k: int) -> np.ndarray:
     """One layer's states (N, D) under ``kind`` (float64; ``raw`` returns ``x`` itself)."""
     if kind == "raw":
         return x
@@ -119,17 +116,17 @@ def transform_layer(x: np.ndarray, kind: Kind, *, k: int) -> np.ndarray:
     if kind == "abtt":
         x = np.asarray(x, dtype=np.float64)
         return remove_top(x - x.mean(axis=0), k)
-    raise ValueError(f"unknown representation {kind!r}; expected one of {KINDS}")
+    raise ValueError(f"unknown representation {kind!r}; expected one of {REPRESENTATIONS}")
 
 
-def transform(states: np.ndarray, kind: Kind, *, k: int = 5) -> np.ndarray:
+def transform(states: np.ndarray, kind: Representation, *, k: int = 5) -> np.ndarray:
     """Pooled states (N, L+1, D) or one layer (N, D) under ``kind``, layer by layer.
 
     ``raw`` returns ``states`` itself (no copy, no cast); the others a new float64 array."""
     if kind == "raw":
         return states
-    if kind not in KINDS:
-        raise ValueError(f"unknown representation {kind!r}; expected one of {KINDS}")
+    if kind not in REPRESENTATIONS:
+        raise ValueError(f"unknown representation {kind!r}; expected one of {REPRESENTATIONS}")
     if states.ndim == 2:
         return transform_layer(states, kind, k=k)
     out = np.empty(states.shape, dtype=np.float64)
@@ -138,7 +135,7 @@ def transform(states: np.ndarray, kind: Kind, *, k: int = 5) -> np.ndarray:
     return out
 
 
-def transform_all(arrays: dict[str, np.ndarray], kind: Kind, *, k: int = 5) -> dict[str, np.ndarray]:
+def transform_all(arrays: dict[str, np.ndarray], kind: Representation, *, k: int = 5) -> dict[str, np.ndarray]:
     """Every array of a ``pooling -> states`` mapping under ``kind`` (``raw``: the same mapping)."""
     if kind == "raw":
         return arrays

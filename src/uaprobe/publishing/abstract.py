@@ -13,7 +13,8 @@ from uaprobe.publishing.findings import confound_models
 from uaprobe.publishing.markdown import join_words, prose
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.pair_family import family_abstract
-from uaprobe.publishing.phrases import MATCH_TOLERANCE, lexical_matches_or_beats, reversing_models
+from uaprobe.publishing.wording import MATCH_TOLERANCE
+from uaprobe.publishing.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.tables import length_category
 from uaprobe.publishing.values import Value
 

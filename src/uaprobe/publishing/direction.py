@@ -17,16 +17,11 @@ from uaprobe.publishing.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS,
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.values import Value, median_key
+from uaprobe.publishing.wording import DOMINATES, NEAR_ZERO
 
 DIMENSIONS = "dimensions"
 
 ACTION_WORDS = {"zscore": "z-scoring", "abtt": "ABTT"}
-
-NEAR_ZERO = 0.05
-"""A mean cosine within this of zero at every layer counts as "near zero": no shared direction left."""
-
-DOMINATES = 0.5
-"""A share above this counts as carrying "most" of the uniformity or variance."""
 
 
 def _argmax(values: list[Any]) -> int | None:

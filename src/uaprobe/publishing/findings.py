@@ -14,8 +14,9 @@ from uaprobe.publishing.curve import CURVE, alpha, category_words, differs, with
 from uaprobe.publishing.outputs import Outputs
 from uaprobe.publishing.formats import pretty
 from uaprobe.publishing.markdown import join_words, prose
-from uaprobe.publishing.phrases import MATCH_TOLERANCE, lexical_matches_or_beats, reversing_models, sign_word
+from uaprobe.publishing.phrases import lexical_matches_or_beats, reversing_models, sign_word
 from uaprobe.publishing.tables import length_category, other_range
+from uaprobe.publishing.wording import MATCH_TOLERANCE, STANDS_OUT
 
 # ------------------------------------------------------------------------------------------------
 # The length confound: one category whose B statements are longer
@@ -32,9 +33,6 @@ def confound_models(out: Outputs) -> list[str]:
             found.append(m)
     return found
 
-
-STANDS_OUT = 2.0
-"""A category's length difference "stands out" when it is at least this many times any other's in size."""
 
 
 def stands_out(out: Outputs, m: str) -> bool:
@@ -142,7 +140,7 @@ def summed_nll_words(out: Outputs, models: list[str]) -> str:
 
 def normalisation_moves(out: Outputs, m: str) -> bool:
     """Whether the last-layer r with the summed NLL differs in sign, or by more than
-    :data:`~uaprobe.publishing.phrases.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
+    :data:`~uaprobe.publishing.wording.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
     a = out.raw(m, "robustness", "preference/final_r_mean_nll")
     b = out.raw(m, "robustness", "preference/final_r_sum_nll")
     return a is not None and b is not None and (a * b < 0 or abs(a - b) > MATCH_TOLERANCE)

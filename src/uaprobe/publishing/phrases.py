@@ -21,9 +21,7 @@ from uaprobe.publishing.tables import (
     same_numbers,
     same_pooling_models,
 )
-
-MATCH_TOLERANCE = 0.05
-"""Two correlations closer than this count as "comparable" in the text."""
+from uaprobe.publishing.wording import MATCH_TOLERANCE
 
 
 @prose
