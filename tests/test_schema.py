@@ -18,7 +18,8 @@ from uaprobe.analysis.compare import compare_panel
 from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.schema.text import json_text
 from uaprobe.config import params_from_mapping
-from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, lookup, read_results, results_text, validate
+from uaprobe.publishing.values import ValueSourceError, lookup
+from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, read_results, results_text, validate
 from uaprobe.schema import reference
 from uaprobe.schema.base import walk
 from uaprobe.schema.categories import Layerwise
@@ -149,27 +150,27 @@ def test_read_results_names_the_file_and_returns_the_typed_model(tree: Path, tmp
         read_results(tmp_path, "results/panel.json")
 
 
-def test_lookup_resolves_a_key_path_and_names_file_and_key(tree: Path) -> None:
+def test_lookup_resolves_a_key_path_of_a_typed_record_and_names_file_and_key(tree: Path) -> None:
+    """The paper's one key-path lookup reads a validated record as it reads the JSON."""
     relative = "results/models/tiny-a/layerwise.json"
     doc, raw = read_results(tree, relative), load(tree, relative)
-    assert lookup(doc, "poolings/last/pearson_r/3") == raw["poolings"]["last"]["pearson_r"][3]
-    assert lookup(doc, "poolings/mean/sign_changes") == doc.poolings["mean"].sign_changes
-    assert lookup(doc, "n_layers") == raw["n_layers"] == doc.n_layers
+    assert lookup(doc, "poolings/last/pearson_r/3", file=relative) == raw["poolings"]["last"]["pearson_r"][3]
+    assert lookup(doc, "poolings/mean/sign_changes", file=relative) == doc.poolings["mean"].sign_changes
+    assert lookup(doc, "n_layers", file=relative) == raw["n_layers"] == doc.n_layers
     validation = read_results(tree, "results/models/tiny-a/validation.json")
-    assert lookup(validation, "variants/mean/global/label") == validation.variants["mean"].global_.label
-    for path, missing in (("poolings/median/pearson_r", "poolings/median"), ("poolings/mean/pearson_r/99",
-                                                                                "poolings/mean/pearson_r/99"),
-                          ("nothing", "nothing"), ("n_layers/0", "n_layers/0")):
-        with pytest.raises(ResultsFileError) as info:
-            lookup(doc, path)
-        assert str(info.value).startswith(f"{relative}: key {path!r} is missing (no {missing!r}); rerun the analyze")
+    assert lookup(validation, "variants/mean/global/label", file="v.json") == validation.variants["mean"].global_.label
+    for path, missing in (("poolings/median/pearson_r", "median"), ("poolings/mean/pearson_r/99", "99"),
+                          ("nothing", "nothing"), ("n_layers/0", "0")):
+        with pytest.raises(ValueSourceError) as info:
+            lookup(doc, path, file=relative)
+        assert str(info.value).startswith(f"{relative}: no key {path!r} (stops at {missing!r}); rerun"), info.value
     # a key the schema knows but this file leaves out is missing too
     raw = load(tree, "results/models/tiny-a/anisotropy.json")
     del raw["l_star_bootstrap"]
     aniso = validate(raw, "anisotropy", shown="results/models/tiny-a/anisotropy.json")
     assert aniso.l_star_bootstrap is None and "l_star_bootstrap" not in aniso
-    with pytest.raises(ResultsFileError, match="key 'l_star_bootstrap/mode' is missing"):
-        lookup(aniso, "l_star_bootstrap/mode")
+    with pytest.raises(ValueSourceError, match="no key 'l_star_bootstrap/mode'"):
+        lookup(aniso, "l_star_bootstrap/mode", file="a.json")
 
 
 def test_the_plain_json_object_comes_back_from_a_model(tree: Path) -> None:

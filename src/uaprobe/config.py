@@ -423,14 +423,16 @@ def params_from_mapping(mapping: Any) -> Params:
     return apply_preset(_build(Params, mapping, ""))
 
 
-def lookup(doc: Any, dotted: str) -> Any:
-    """The value of the dotted key ``a.b.c`` in a YAML document (DVC's parameter keys); KeyError if absent."""
+def param_at(doc: Any, dotted: str) -> Any:
+    """The value of DVC's dotted parameter key ``a.b.c`` in a parsed YAML document (a key that itself holds
+    dots matches first); KeyError if absent. Results files take ``/``-paths instead
+    (:func:`uaprobe.publishing.values.lookup`)."""
     if isinstance(doc, Mapping) and dotted in doc:
         return doc[dotted]
     head, _, rest = dotted.partition(".")
     if not rest or not isinstance(doc, Mapping) or head not in doc:
         raise KeyError(dotted)
-    return lookup(doc[head], rest)
+    return param_at(doc[head], rest)
 
 
 def differing(a: Any, b: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:

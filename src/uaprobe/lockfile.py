@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from uaprobe.config import lookup
+from uaprobe.config import param_at
 from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
 from uaprobe.errors import UAProbeError
 
@@ -133,7 +133,7 @@ def changed_params(root: Path, stage: LockedStage) -> list[str]:
             return [f"{file}: unreadable"]
         for key, value in recorded.items():
             try:
-                now = lookup(current, key)
+                now = param_at(current, key)
             except KeyError:
                 out.append(f"{file}: {key} is gone")
                 continue

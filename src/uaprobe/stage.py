@@ -165,7 +165,7 @@ class ParamsWatch:
             self.values = None  # the stage's own reading of params.yaml says what is wrong with it
 
     def _read(self) -> dict[str, Any]:
-        from uaprobe.config import lookup
+        from uaprobe.config import param_at
 
         try:
             doc = yaml.safe_load(self.path.read_text(encoding="utf-8"))
@@ -175,7 +175,7 @@ class ParamsWatch:
 
         def value(key: str) -> Any:
             try:
-                return lookup(doc, key)
+                return param_at(doc, key)
             except KeyError:
                 return _ABSENT
         return {key: value(key) for key in self.keys}

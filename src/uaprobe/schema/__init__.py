@@ -19,14 +19,14 @@ manifest               figures/manifest.json                       :mod:`.manife
 =====================  ==========================================  =======================
 
 Read with :func:`read_results` (the typed model; ``model.model_dump(mode="json", by_alias=True,
-exclude_unset=True)`` gives the plain JSON object back) and :func:`lookup` (a value by its key path);
+exclude_unset=True)`` gives the plain JSON object back) and :func:`resolve` (a value by its key path);
 write with :func:`results_text`. ``docs/results.md`` is generated from these models
 (``uaprobe schema-doc``).
 """
 
 from uaprobe.schema.base import Flag, Index, Label, PerLayer, Record, Stat
-from uaprobe.schema.files import (MODELS, PATHS, WRITER, KeyPathError, ResultsFileError, kind_of, load_json, lookup,
+from uaprobe.schema.files import (MODELS, PATHS, WRITER, KeyPathError, ResultsFileError, kind_of, load_json,
                                   read_results, resolve, results_text, validate)
 
 __all__ = ["Flag", "Index", "KeyPathError", "Label", "MODELS", "PATHS", "PerLayer", "Record", "ResultsFileError", "Stat", "WRITER",
-           "kind_of", "load_json", "lookup", "read_results", "resolve", "results_text", "validate"]
+           "kind_of", "load_json", "read_results", "resolve", "results_text", "validate"]

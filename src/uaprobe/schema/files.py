@@ -203,16 +203,3 @@ def resolve(node: Any, parts: Sequence[str]) -> Any:
         except (KeyError, IndexError, ValueError):
             raise KeyPathError("/".join(done), part) from None
     return node
-
-
-def lookup(model: Any, path: str) -> Any:
-    """The value at a ``/``-separated key path (the JSON's keys; list indices as integers) of a
-    validated model: ``lookup(doc, "poolings/mean/pearson_r/3")``; a missing key is a
-    :class:`ResultsFileError` naming the file and the key."""
-    source = model._source if isinstance(model, Record) else "results file"
-    try:
-        return resolve(model, [p for p in path.split("/") if p != ""])
-    except KeyPathError as exc:
-        fix = _fix(kind_of(source)) if source.endswith(".json") else "rerun `dvc repro`"
-        raise ResultsFileError(f"{source}: key {path!r} is missing (no {exc.at!r}); {fix}, or fix the key path") \
-            from None
