@@ -94,7 +94,7 @@ DRIVER = textwrap.dedent('''
     import importlib.util, json, os, signal, sys
     import h5py
     import transformers.models.gpt_neox.modeling_gpt_neox  # noqa: F401 - warm the import for the children
-    from uaprobe.extraction import job, store
+    from uaprobe.extraction import store
 
     n, stage_path, results = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     split = sys.argv.index("--")
@@ -119,7 +119,7 @@ DRIVER = textwrap.dedent('''
 
     def arm(point):
         if point == "loading-model":
-            job.load_model = lambda *a, **k: die()
+            stage.load_model = lambda *a, **k: die()
         elif point == "creating-partial":
             counting(store, "_allocated", lambda c: c == n and die())
         elif point == "between-batches":

@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from extract_stage import REPO, files_in, one_torch_thread, real_dataset, run_stage, stage, write_project
 from uaprobe.config import Params, load_params, params_from_mapping
-from uaprobe.extraction import job
 from uaprobe.extraction.dataset import MIN_CATEGORIES, MIN_PAIRS_PER_CATEGORY, Dataset, load_dataset, load_prompts
 from uaprobe.errors import ConfigError, DatasetError, UAProbeError
 
@@ -346,7 +345,7 @@ def no_model_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def loaded(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the model was loaded before the input error was found")
 
-    monkeypatch.setattr(job, "load_model", loaded)
+    monkeypatch.setattr(stage(), "load_model", loaded)
 
 
 @pytest.fixture()
