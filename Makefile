@@ -49,8 +49,10 @@ lint: setup
 docs: setup
 	uaprobe schema-doc
 
+# The suite in parallel, one file per worker at a time (its module fixtures are built once), a worker per
+# core up to 4: most tests run one pinned thread or wait on a child process.
 test: lint system-deps
-	python -m pytest -q
+	python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 # bench/scale.py's figures go to bench/results/<cpu model>.json; bench/report.py rewrites the blocks of
 # docs/performance.md that quote them (tests/test_bench_docs.py checks they agree).

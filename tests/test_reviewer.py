@@ -75,17 +75,27 @@ def test_two_clean_runs_give_identical_bytes(author: Path, workspace: Path) -> N
     assert differing == [], f"outputs differ between two clean runs: {differing}"
 
 
-def test_the_committed_paper_renders_again_at_its_own_commit(author: Path, workspace: Path) -> None:
-    """The README's flow: change a parameter, `dvc repro`, commit. `dvc repro -f -s paper` at that commit,
-    and at a later one, gives the committed paper's bytes; the hashes it names are dvc.lock's."""
-    project = _clone(author, workspace / "author-rerender")
+@pytest.fixture(scope="module")
+def changed(author: Path, workspace: Path) -> tuple[Path, str]:
+    """The README's flow on a clone of the author's project: change a parameter (``pooling.drop: first``,
+    which reruns the extraction too), `dvc repro`, commit. Returns the project and the commit before."""
+    project = _clone(author, workspace / "author-changed")
     dvc("pull", cwd=project)
+    before = git("rev-parse", "HEAD", cwd=project).stdout.strip()
     params = yaml.safe_load((project / "params.yaml").read_text())
-    params["analysis"]["preference"] = "sum" if params["analysis"]["preference"] != "sum" else "mean"
+    params["pooling"]["drop"] = "first"
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    assert "Running stage 'paper'" in dvc("repro", cwd=project).stdout
+    out = dvc("repro", cwd=project).stdout
+    assert "Running stage 'extract@tiny'" in out and "Running stage 'paper'" in out
     git("add", "-A", cwd=project)
-    git("commit", "-q", "-m", "analysis.preference changed", cwd=project)
+    git("commit", "-q", "-m", "pooling.drop: first", cwd=project)
+    return project, before
+
+
+def test_the_committed_paper_renders_again_at_its_own_commit(changed: tuple[Path, str]) -> None:
+    """`dvc repro -f -s paper` at the commit of a change, and at a later one, gives the committed paper's
+    bytes; the hashes it names are dvc.lock's."""
+    project, _ = changed
     committed = output_digests(project)
     html = (project / "paper/_output/paper.html").read_text(encoding="utf-8")
     supplement = (project / "paper/_output/provenance.html").read_text(encoding="utf-8")
@@ -145,23 +155,15 @@ def test_extraction_fails_fast_without_the_model(author: Path, workspace: Path) 
     assert not (reviewer / "data/embeddings/tiny.h5").exists()
 
 
-def test_metrics_and_plots_diff_across_commits(author: Path, workspace: Path) -> None:
-    project = _clone(author, workspace / "author-diff")
-    dvc("pull", cwd=project)
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params["pooling"]["drop"] = "first"
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    out = dvc("repro", cwd=project).stdout
-    assert "Running stage 'extract@tiny'" in out
-    git("add", "-A", cwd=project)
-    git("commit", "-q", "-m", "pooling.drop: first", cwd=project)
-    diff = json.loads(dvc("metrics", "diff", "HEAD~1", "--json", cwd=project).stdout)
-    changed = {f"{path}:{key}" for path, entries in diff.items() for key, v in entries.items()
-               if v.get("diff") not in (None, 0)}
-    assert any(k.startswith("metrics/models/tiny.json") for k in changed), diff
-    text = dvc("metrics", "diff", "HEAD~1", cwd=project).stdout
+def test_metrics_and_plots_diff_across_commits(changed: tuple[Path, str], workspace: Path) -> None:
+    project, before = changed
+    diff = json.loads(dvc("metrics", "diff", before, "--json", cwd=project).stdout)
+    moved = {f"{path}:{key}" for path, entries in diff.items() for key, v in entries.items()
+             if v.get("diff") not in (None, 0)}
+    assert any(k.startswith("metrics/models/tiny.json") for k in moved), diff
+    text = dvc("metrics", "diff", before, cwd=project).stdout
     assert "metrics/models/tiny.json" in text
-    plots = dvc("plots", "diff", "HEAD~1", "-o", str(workspace / "plots-diff"), cwd=project)
+    plots = dvc("plots", "diff", before, "-o", str(workspace / "plots-diff"), cwd=project)
     assert (workspace / "plots-diff" / "index.html").is_file(), plots.stdout
 
 
@@ -243,7 +245,7 @@ def test_readme_commands_in_a_fresh_shell(author: Path, workspace: Path) -> None
     before = (project / "results" / "panel.json").read_bytes()
     fresh = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "DVC_NO_ANALYTICS": "1",
              "LANG": "C.UTF-8"}
-    proc = subprocess.run([str(project / ".venv" / "bin" / "dvc"), "repro", "-f", "compare"], cwd=project,
+    proc = subprocess.run([str(project / ".venv" / "bin" / "dvc"), "repro", "-f", "-s", "compare"], cwd=project,
                           env=fresh, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Running stage 'compare'" in proc.stdout and "Traceback" not in proc.stderr
