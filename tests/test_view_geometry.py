@@ -61,3 +61,18 @@ def test_view_geometry_with_zero_and_repeated_rows(rng):
     for row, name in enumerate(GEOMETRY_METRICS):
         np.testing.assert_allclose(got[row], want[name], rtol=1e-9, atol=1e-12, err_msg=name)
 
+
+
+def test_the_cosine_of_a_state_with_itself_does_not_depend_on_the_order_of_its_sums(rng):
+    """A pair whose two statements have one state (two first tokens that are one token): its
+    within-pair similarity is ``|a|^2 / (|a|^2 + eps)`` whatever order the squares are added in, so
+    such pairs are not ranked by rounding (the dimensions permuted give the same bytes)."""
+    a = rng.standard_normal((6, 40)) * 10.0
+    b = rng.standard_normal((6, 40))
+    b[:3] = a[:3]
+    perm = rng.permutation(40)
+    got = view_geometry(a, b, option_b.EPS)[GEOMETRY_METRICS.index("within_pair_sim")]
+    permuted = view_geometry(a[:, perm], b[:, perm], option_b.EPS)[GEOMETRY_METRICS.index("within_pair_sim")]
+    assert np.array_equal(got[:3], permuted[:3])
+    sq = (a[:3] ** 2).sum(axis=1)
+    np.testing.assert_allclose(got[:3], sq / (sq + option_b.EPS), rtol=1e-15)

@@ -34,6 +34,15 @@ def _norm(x: np.ndarray) -> float:  # pragma: no cover - compiled
 
 
 @njit(cache=True, boundscheck=False, nogil=True)
+def _cosine(x: np.ndarray, y: np.ndarray, sq_x: float, sq_y: float, eps: float) -> float:  # pragma: no cover - compiled
+    """``x . y / (norm(x) norm(y) + eps)`` from the squared norms, the product of the norms taken as
+    ``sqrt(sq_x sq_y)``: for ``x == y`` that is ``sq_x`` exactly, so the cosine of a state with itself
+    is ``sq_x / (sq_x + eps)`` whatever order its squares were added in (a statement pair whose two
+    first tokens are one state is not ranked by rounding)."""
+    return _dot(x, y) / (np.sqrt(sq_x * sq_y) + eps)
+
+
+@njit(cache=True, boundscheck=False, nogil=True)
 def _margin(a: np.ndarray, b: np.ndarray, centre: np.ndarray, u: np.ndarray) -> float:  # pragma: no cover - compiled
     """``norm(a - centre) - norm(b - centre)``, each difference made in ``u``."""
     for d in range(a.size):
@@ -66,8 +75,8 @@ def view_geometry(xa: np.ndarray, xb: np.ndarray, eps: float) -> np.ndarray:  # 
     ca_loo = np.empty(dim)
     cb_loo = np.empty(dim)
     mid_loo = np.empty(dim)
-    norm_ca = _norm(ca)
-    norm_cb = _norm(cb)
+    sq_ca = _dot(ca, ca)
+    sq_cb = _dot(cb, cb)
     out = np.empty((len(GEOMETRY_METRICS), n))
     for i in range(n):
         for d in range(dim):
@@ -76,18 +85,16 @@ def view_geometry(xa: np.ndarray, xb: np.ndarray, eps: float) -> np.ndarray:  # 
             ca_loo[d] = (sa[d] - a[d]) / (n - 1)
             cb_loo[d] = (sb[d] - b[d]) / (n - 1)
             mid_loo[d] = (ca_loo[d] + cb_loo[d]) / 2.0
-        norm_a = _norm(a)
-        norm_b = _norm(b)
-        out[0, i] = _dot(a, ca) / (norm_a * norm_ca + eps) - _dot(b, cb) / (norm_b * norm_cb + eps)
-        out[1, i] = _dot(a, cb) / (norm_a * norm_cb + eps) - _dot(b, ca) / (norm_b * norm_ca + eps)
-        out[2, i] = _dot(a, b) / (norm_a * norm_b + eps)
+        sq_a = _dot(a, a)
+        sq_b = _dot(b, b)
+        sq_ca_loo = _dot(ca_loo, ca_loo)
+        sq_cb_loo = _dot(cb_loo, cb_loo)
+        out[0, i] = _cosine(a, ca, sq_a, sq_ca, eps) - _cosine(b, cb, sq_b, sq_cb, eps)
+        out[1, i] = _cosine(a, cb, sq_a, sq_cb, eps) - _cosine(b, ca, sq_b, sq_ca, eps)
+        out[2, i] = _cosine(a, b, sq_a, sq_b, eps)
         out[3, i] = _margin(a, b, mid, u)
-        norm_ca_loo = _norm(ca_loo)
-        norm_cb_loo = _norm(cb_loo)
-        out[4, i] = (_dot(a, ca_loo) / (norm_a * norm_ca_loo + eps)
-                     - _dot(b, cb_loo) / (norm_b * norm_cb_loo + eps))
-        out[5, i] = (_dot(a, cb_loo) / (norm_a * norm_cb_loo + eps)
-                     - _dot(b, ca_loo) / (norm_b * norm_ca_loo + eps))
+        out[4, i] = _cosine(a, ca_loo, sq_a, sq_ca_loo, eps) - _cosine(b, cb_loo, sq_b, sq_cb_loo, eps)
+        out[5, i] = _cosine(a, cb_loo, sq_a, sq_cb_loo, eps) - _cosine(b, ca_loo, sq_b, sq_ca_loo, eps)
         out[6, i] = _margin(a, b, mid_loo, u)
     return out
 
