@@ -12,9 +12,10 @@ each timing runs in a fresh process whose ``PYTHONPATH`` is one code's ``src/`` 
   and so the cost, of a 20-fold dataset), the first ``--layers-4600`` layers (the analysis is
   linear in the layers; all 31 take about 7 minutes per run on 2 cores).
 
-A process times :func:`~uaprobe.analysis.pipeline.analyze_model` once. Each code's first process at
-each size is untimed (it compiles and caches that code's kernels); then the two codes alternate,
-``--rounds`` times, and each time is the median of its rounds (the machine may be shared). Prints,
+A process times :func:`~uaprobe.analysis.pipeline.analyze_model` once. First each code runs every
+path of the analysis on a small subset, untimed (:func:`warm`: it compiles and caches that code's
+kernels); then the two codes alternate, ``--rounds`` times (``--rounds-4600`` at 4600 pairs), and
+each time is the median of its rounds (the machine may be shared). Prints,
 last, the line ``analyze plain: 230 pairs T s vs T0 s = R x; 4600 pairs T s vs T0 s = R x`` (T this
 checkout, T0 the revision) and writes the figures to ``DIR/<cpu model>.json`` (``make bench``:
 ``bench/results``, which :mod:`report` renders into docs/performance.md).
@@ -76,6 +77,22 @@ def first_layers(emb, views: int):
                                attrs={**emb.attrs, "n_layers": views - 1})
 
 
+def rows_of(emb, rows):
+    """The statements ``rows`` of ``emb``, in that order (every per-statement field)."""
+    import numpy as np
+
+    starts, stops = emb.token_offsets[rows], emb.token_offsets[rows + 1]
+    tokens = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)])
+    changes = {"text": [emb.text[i] for i in rows], "category": emb.category[rows], "side": emb.side[rows],
+               "pair": emb.pair[rows], "token_ids": emb.token_ids[tokens], "token_special": emb.token_special[tokens],
+               "token_offsets": np.concatenate([[0], np.cumsum(stops - starts)])}
+    for name in ("pooled", "prenorm", "pooled_sink_excluded", "prenorm_sink_excluded", "sink"):
+        changes[name] = {k: v[rows] for k, v in getattr(emb, name).items()}
+    for name in ("nll_mean", "nll_sum", "n_tokens", "n_content", "n_content_sink_excluded"):
+        changes[name] = getattr(emb, name)[rows]
+    return dataclasses.replace(emb, **changes)
+
+
 def tiled(emb, copies: int, seed: int = 0):
     """``copies`` copies of every statement, each copy after the first with its pooled states and NLLs
     perturbed by seeded noise (1 % of each row's scale) and new pair numbers."""
@@ -85,28 +102,45 @@ def tiled(emb, copies: int, seed: int = 0):
         return emb
     rng = np.random.default_rng(seed)
     n = len(emb.text)
-    rows = np.tile(np.arange(n), copies)
-    later = np.repeat(np.arange(copies), n) > 0
+    copy = np.repeat(np.arange(copies), n)
+    out = rows_of(emb, np.tile(np.arange(n), copies))
+    later = copy > 0
 
     def noisy(x):
-        x = x[rows]
+        x = x.copy()
         scale = 0.01 * np.abs(x[later]).mean(axis=tuple(range(1, x.ndim)) or None, keepdims=x.ndim > 1)
         x[later] += (scale * rng.standard_normal(x[later].shape)).astype(x.dtype)
         return x
 
-    starts, stops = emb.token_offsets[rows], emb.token_offsets[rows + 1]
-    tokens = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)])
-    changes = {"text": [emb.text[i] for i in rows], "category": emb.category[rows], "side": emb.side[rows],
-               "pair": emb.pair[rows] + (int(emb.pair.max()) + 1) * np.repeat(np.arange(copies), n),
-               "token_ids": emb.token_ids[tokens], "token_special": emb.token_special[tokens],
-               "token_offsets": np.concatenate([[0], np.cumsum(stops - starts)]),
-               "nll_mean": noisy(emb.nll_mean), "nll_sum": noisy(emb.nll_sum)}
+    changes = {"pair": out.pair + (int(emb.pair.max()) + 1) * copy,
+               "nll_mean": noisy(out.nll_mean), "nll_sum": noisy(out.nll_sum)}
     for name in ("pooled", "prenorm", "pooled_sink_excluded", "prenorm_sink_excluded"):
-        changes[name] = {k: noisy(v) for k, v in getattr(emb, name).items()}
-    changes["sink"] = {k: v[rows] for k, v in emb.sink.items()}
-    for name in ("n_tokens", "n_content", "n_content_sink_excluded"):
-        changes[name] = getattr(emb, name)[rows]
-    return dataclasses.replace(emb, **changes)
+        changes[name] = {k: noisy(v) for k, v in getattr(out, name).items()}
+    return dataclasses.replace(out, **changes)
+
+
+def warm(emb, params) -> None:
+    """Every compiled kernel of the analysis loaded (compiled and cached on a first run) on a small
+    subset: the analysis in the cosines' default form and in the unit-vector form (the form of many
+    pairs), and the Gram form in pieces (no table held) on every side."""
+    import numpy as np
+    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.analysis.uniformity import Cosines
+
+    first = {}
+    for row, (cat, pair) in enumerate(zip(emb.category, emb.pair)):
+        first.setdefault(str(cat), set())
+        if len(first[str(cat)]) < 12:
+            first[str(cat)].add(int(pair))
+    small = rows_of(emb, np.array([r for r, (c, p) in enumerate(zip(emb.category, emb.pair))
+                                   if int(p) in first[str(c)]]))
+    for form in (None, "vectors"):
+        analyze_model(small, params=params, model_id="warm", form=form)
+    a = np.stack([small.pooled["mean"][small.side == s] for s in (0, 1)])[:, :12]
+    cos = Cosines(a[0], a[1], form="gram")
+    cos.gram_bytes = 0  # no table held: every call builds and sums the table in pieces
+    for side in ("a", "b", "diff"):
+        cos.uniformity(np.arange(12)[None, :] % 3, n_groups=3, side=side)
 
 
 def child(args: argparse.Namespace) -> int:
@@ -117,8 +151,12 @@ def child(args: argparse.Namespace) -> int:
     from uaprobe.config import load_params
     from uaprobe.extraction.store import read_embeddings
 
-    emb = tiled(first_layers(read_embeddings(args.embeddings), args.layers), args.copies)
+    emb = first_layers(read_embeddings(args.embeddings), args.layers)
     params = load_params(REPO / "params.yaml")
+    if args.warm:
+        warm(emb, params.analysis)
+        return 0
+    emb = tiled(emb, args.copies)
     start, cpu = time.perf_counter(), time.process_time()
     analyze_model(emb, params=params.analysis, model_id="bench")
     print(json.dumps({"seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu}))
@@ -147,12 +185,12 @@ def embeddings_file() -> Path:
     return out
 
 
-def timed(src: Path, h5: Path, copies: int, layers: int) -> dict[str, float]:
+def timed(src: Path, h5: Path, copies: int, layers: int, *extra: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(src)}
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", "--embeddings", str(h5),
-                           "--copies", str(copies), "--layers", str(layers)], env=env, check=True,
+                           "--copies", str(copies), "--layers", str(layers), *extra], env=env, check=True,
                           capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]) if not extra else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers-4600", dest="layers_4600", type=int, default=3,
                     help="layer views analysed at 4600 pairs (default 3)")
     ap.add_argument("--results", type=Path, default=None, help="write DIR/<cpu model>.json")
+    ap.add_argument("--rounds-4600", dest="rounds_4600", type=int, default=None,
+                    help="timed runs of each code at 4600 pairs (default --rounds)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--embeddings", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--copies", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--layers", type=int, default=1000, help=argparse.SUPPRESS)
@@ -175,12 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = []
     with tempfile.TemporaryDirectory(prefix="uaprobe-bench-") as tmp:
         codes = {"this": REPO / "src", "previous": export_src(against, Path(tmp))}
+        for src in codes.values():
+            timed(src, h5, 1, 1000, "--warm")  # untimed: compiles and caches the code's kernels
         for copies in SIZES:
             layers = 1000 if copies == 1 else args.layers_4600
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in codes}
-            for name, src in codes.items():
-                timed(src, h5, copies, layers)  # untimed: compiles and caches this code's kernels
-            for _ in range(args.rounds):
+            rounds = args.rounds if copies == 1 or args.rounds_4600 is None else args.rounds_4600
+            for _ in range(rounds):
                 for name, src in codes.items():
                     runs[name].append(timed(src, h5, copies, layers))
                     print(f"  {230 * copies} pairs, {name}: {runs[name][-1]['seconds']:.1f} s", flush=True)
