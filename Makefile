@@ -45,7 +45,7 @@ docs: setup
 test: lint system-deps
 	python -m pytest -q
 
-# The analyze computation beside the previous commit's, alternating (about 12 minutes on 2 cores), then
+# The analyze computation beside the previous commit's, alternating (about 10 minutes on 2 cores), then
 # docs/performance.md's block that quotes bench/results/<cpu model>.json (tests/test_bench_docs.py).
 bench: setup
 	python bench/compare.py --results bench/results

@@ -1,6 +1,6 @@
 """The analyze computation of this checkout beside the code of another revision, in one run.
 
-    python bench/compare.py [--against REV] [--rounds 3] [--results DIR]
+    python bench/compare.py [--against REV] [--rounds 3] [--rounds-4600 1] [--layers-4600 3] [--results DIR]
 
 ``REV`` (default ``HEAD~1``)'s ``src/`` is exported by ``git archive`` into a temporary directory;
 each timing runs in a fresh process whose ``PYTHONPATH`` is one code's ``src/`` (pinned as the
@@ -14,8 +14,8 @@ each timing runs in a fresh process whose ``PYTHONPATH`` is one code's ``src/`` 
 
 A process times :func:`~uaprobe.analysis.pipeline.analyze_model` once. First each code runs every
 path of the analysis on a small subset, untimed (:func:`warm`: it compiles and caches that code's
-kernels); then the two codes alternate, ``--rounds`` times (``--rounds-4600`` at 4600 pairs), and
-each time is the median of its rounds (the machine may be shared). Prints,
+kernels); then the two codes alternate, ``--rounds`` times (3) at 230 pairs and ``--rounds-4600``
+times (1) at 4600, and each time is the median of its rounds (the machine may be shared). Prints,
 last, the line ``analyze plain: 230 pairs T s vs T0 s = R x; 4600 pairs T s vs T0 s = R x`` (T this
 checkout, T0 the revision) and writes the figures to ``DIR/<cpu model>.json`` (``make bench``:
 ``bench/results``, which :mod:`report` renders into docs/performance.md).
@@ -200,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers-4600", dest="layers_4600", type=int, default=3,
                     help="layer views analysed at 4600 pairs (default 3)")
     ap.add_argument("--results", type=Path, default=None, help="write DIR/<cpu model>.json")
-    ap.add_argument("--rounds-4600", dest="rounds_4600", type=int, default=None,
-                    help="timed runs of each code at 4600 pairs (default --rounds)")
+    ap.add_argument("--rounds-4600", dest="rounds_4600", type=int, default=1,
+                    help="timed runs of each code at 4600 pairs (default 1)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--warm", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--embeddings", type=Path, help=argparse.SUPPRESS)
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         for copies in SIZES:
             layers = 1000 if copies == 1 else args.layers_4600
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in codes}
-            rounds = args.rounds if copies == 1 or args.rounds_4600 is None else args.rounds_4600
+            rounds = args.rounds if copies == 1 else args.rounds_4600
             for _ in range(rounds):
                 for name, src in codes.items():
                     runs[name].append(timed(src, h5, copies, layers))

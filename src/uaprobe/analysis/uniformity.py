@@ -155,8 +155,7 @@ CosineForm = Literal["gram", "vectors"]
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per unit of work of the two exact forms, one thread, fitted to timings of both forms
-    on a 2-core AMD EPYC (``bench/scale.py --cost-check`` prints the choice against both timings at every size):
-    the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
+    on a 2-core AMD EPYC: the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
     460, 920 and 4600 pairs, about 6 G additions per CPU second; the Gram terms to the CPU seconds
     of the table and of the tiled sums of the same calls at 460 and 920 pairs. Only the ratios
     between the forms decide.
