@@ -24,7 +24,8 @@ BLOCK = re.compile(r"(<!-- bench: (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- end b
 def render(record: dict) -> str:
     """The markdown of one results file: the machine and the two revisions, then one row per size."""
     lines = [f"{record['cpu_model']}, {record['cores']} cores; this code: commit `{record['commit']}`, previous: "
-             f"`{record['against']}`; {record['embeddings']}; median of {record['rounds']} runs each, alternating:", "",
+             f"`{record['against']}`; {record['embeddings']}; each figure the median of its runs, the two codes "
+             "alternating:", "",
              "| pairs | layers | this code | previous | ratio | runs (this; previous) |", "|---|---|---|---|---|---|"]
     for s in record["sizes"]:
         runs = "; ".join(", ".join(f"{t:.1f}" for t in s["runs"][name]) for name in ("this", "previous"))
