@@ -54,10 +54,8 @@ docs: setup
 test: lint system-deps
 	python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
-# bench/scale.py's figures go to bench/results/<cpu model>.json; bench/report.py rewrites the blocks of
-# docs/performance.md that quote them (tests/test_bench_docs.py checks they agree).
+# The analyze computation beside the previous commit's, alternating (about 10 minutes on 2 cores), then
+# docs/performance.md's block that quotes bench/results/<cpu model>.json (tests/test_bench_docs.py).
 bench: setup
-	python bench/extract.py
-	python bench/analyze.py
-	python bench/scale.py --results bench/results
+	python bench/compare.py --results bench/results
 	python bench/report.py

@@ -181,35 +181,7 @@ def main() -> int:
     print(f"\n{'total (same work)':<34} seed {total_seed:9.2f} s   ours {total_ours:7.3f} s   "
           f"x{total_seed / total_ours:8.1f}")
     print(f"speed-up ratio: {total_seed / total_ours:.1f}x")
-    whole_analysis(params)
     return 0
-
-
-ANALYZE_BUDGET_S = 10.0
-"""What the whole ``analyze`` of one default model should take (both pooling policies, every analysis)."""
-
-
-def whole_analysis(params) -> None:
-    """The whole ``analyze_model`` of every default model whose extraction file exists: the first run
-    (compiling the resampling kernels) and the best of two warm runs, against the budget."""
-    from uaprobe.analysis.pipeline import analyze_model
-    from uaprobe.config import load_params
-
-    print()
-    for model in load_params(ROOT / "params.yaml").models:
-        path = ROOT / "data" / "embeddings" / f"{model}.h5"
-        if not path.is_file():
-            print(f"whole analyze, {model}: no {path.relative_to(ROOT)} (run the extract stage)")
-            continue
-        emb = read_embeddings(path)
-        runs = []
-        for _ in range(3):
-            t = time.perf_counter()
-            analyze_model(emb, params=params, model_id=model)
-            runs.append(time.perf_counter() - t)
-        warm = min(runs[1:])
-        print(f"whole analyze, {model:<14} first {runs[0]:6.2f} s   warm {warm:6.2f} s   "
-              f"budget {ANALYZE_BUDGET_S:.0f} s   ratio {warm / ANALYZE_BUDGET_S:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""docs/performance.md's generated figures, from the JSON files ``bench/scale.py --results`` writes.
+"""docs/performance.md's generated figures, from the JSON files ``bench/compare.py --results`` writes.
 
     python bench/report.py [--check]
 
@@ -22,38 +22,15 @@ BLOCK = re.compile(r"(<!-- bench: (?P<path>[^ ]+) -->\n)(?P<body>.*?)(<!-- end b
 
 
 def render(record: dict) -> str:
-    """The markdown of one results file: the machine, then one row per size, then the components
-    of the largest size."""
-    m = record["machine"]
-    lines = [f"{m['cpu_model']} ({m['cpu_vendor']}, {m['cores']} cores, kernels on {m['kernel_threads']} "
-             f"thread(s); {', '.join(m['isa']) or 'no listed ISA extension'}), commit `{record['commit'][:12]}{'+modified' if record['commit'].endswith('+modified') else ''}`, "
-             f"model {record['model']}, mode {record['mode']}:", "",
-             "| pairs | analyze, wall | CPU | floor | ratio to floor | CPU / (floor x threads) | peak RSS "
-             "| of it in the analysis |", "|---|---|---|---|---|---|---|---|"]
+    """The markdown of one results file: the machine and the two revisions, then one row per size."""
+    lines = [f"{record['cpu_model']}, {record['cores']} cores; this code: commit `{record['commit']}`, previous: "
+             f"`{record['against']}`; {record['embeddings']}; each figure the median of its runs, the two codes "
+             "alternating:", "",
+             "| pairs | layers | this code | previous | ratio | runs (this; previous) |", "|---|---|---|---|---|---|"]
     for s in record["sizes"]:
-        cpu_ratio = s["cpu_seconds"] / (s["floor_seconds"] * m["kernel_threads"])
-        above = f"+{s['rss_above_start_mib'] / 1024:.2f} GiB" if "rss_above_start_mib" in s else "not recorded"
-        lines.append(f"| {s['pairs']} | {s['seconds']:.1f} s | {s['cpu_seconds']:.1f} s | {s['floor_seconds']:.1f} s "
-                     f"| {s['ratio']:.2f}x | {cpu_ratio:.2f}x | {s['peak_rss_mib'] / 1024:.2f} GiB "
-                     f"| {above} |")
-    last = record["sizes"][-1]
-    lines += ["", f"Worst ratio to the floor over the sizes: {record['worst_ratio']:.2f}x. "
-              f"At {last['pairs']} pairs, each component's floor and measured wall time:", "",
-              "| component | floor | share | measured | share |", "|---|---|---|---|---|"]
-    fl, me = last["floor_components"], last["measured_components"]
-    total_f, total_m = sum(fl.values()), sum(me.values())
-    for name in list(fl) + [n for n in me if n not in fl]:
-        f_txt = f"{fl[name]:.2f} s | {100 * fl[name] / total_f:.1f} %" if name in fl else " | "
-        m_txt = f"{me[name]:.2f} s | {100 * me[name] / total_m:.1f} %" if name in me else "(inside the others) | "
-        mark = " (beside the main thread)" if name in last.get("beside_components", ()) else ""
-        lines.append(f"| {name}{mark} | {f_txt} | {m_txt} |")
-    r = last["rates"]
-    gather = f", Gram gather {r['gather'] / 1e9:.2f} G entries/s" if "gather" in r else ""  # recorded since the gather kind
-    if "gather_null" in r:
-        gather += f" ({r['gather_null'] / 1e9:.2f} G entries/s into the null's groups of the categories' sizes)"
-    lines += ["", f"Rates measured before that size: GEMM {r['gemm'] / 1e9:.1f} G multiply-adds/s, L2 sum "
-              f"{r['add'] / 1e9:.1f} G additions/s{gather} (all worker threads), draws {r['draw'] / 1e6:.0f} M/s "
-              "(one stream)."]
+        runs = "; ".join(", ".join(f"{t:.1f}" for t in s["runs"][name]) for name in ("this", "previous"))
+        lines.append(f"| {s['pairs']} | {s['layers']} | {s['seconds']:.1f} s | {s['previous_seconds']:.1f} s "
+                     f"| {s['ratio']:.2f}x | {runs} |")
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from uaprobe.analysis import dimensions, representation as reps
-from uaprobe.analysis.uniformity import unit_rows
 from uaprobe.config import analysis_from_mapping
 from uaprobe.errors import ConfigError
 from uaprobe.names import REPRESENTATIONS
@@ -144,59 +143,26 @@ def test_sweep_matches_direct_cosines_per_representation(rng):
                                    reps.variance_shares(x[:, layer], dimensions.TOPS), atol=1e-12)
 
 
-@pytest.mark.parametrize("n,d", [(40, 7), (300, 64), (97, 2)])
-def test_zscore_is_the_same_bytes_as_numpys_formula(rng, n, d):
-    """The compiled columns give numpy's exact values (the same additions in the same order), so
-    the representation's outputs do not move by a bit; also on a strided layer and with a constant
-    dimension."""
-    x = (rng.standard_normal((n, 3, d)) * 3.0 + rng.standard_normal(d)).astype(np.float32)
-    x[:, 1, 0] = 1.5
-    for layer in range(3):
-        col = np.asarray(x[:, layer], dtype=np.float64)
-        xc = col - col.mean(axis=0)
-        constant = np.ptp(col, axis=0) == 0
-        want = np.where(constant, 0.0, xc / np.where(constant, 1.0, xc.std(axis=0)))
-        assert np.array_equal(reps.zscore_layer(x[:, layer]), want)
-
-
-def test_zscore_of_one_column_takes_numpys_path(rng):
-    x = rng.standard_normal((50, 1))
-    want = (x - x.mean(axis=0)) / (x - x.mean(axis=0)).std(axis=0)
-    assert np.array_equal(reps.zscore_layer(x), want)
-
-
 @pytest.mark.parametrize("ordered", [True, False])
 @pytest.mark.parametrize("d", [1, 2, 48])
 @pytest.mark.parametrize("block", [1, 7, 128])
-def test_group_contributions_by_blocks_of_rows_are_the_same_bytes(rng, monkeypatch, ordered, d, block):
-    """Unit rows made a block of rows at a time and added to their groups as each block goes by give
-    the bytes of the whole array's unit rows summed per group: groups in ascending row order (the
-    blocked path, blocks that split groups and a last short block) and in any order (the whole path)."""
+def test_group_contributions_are_each_groups_own(rng, monkeypatch, ordered, d, block):
+    """The one-pass column sums over every group, made a block of rows at a time (groups in ascending
+    row order: blocks that split groups and a last short block) or over the whole array (any order),
+    equal each group's contributions computed from its own rows (a category of one pair included)."""
     x = rng.standard_normal((61, d)).astype(np.float32)  # float32 states, as the raw representation reads them
     order = np.arange(61) if ordered else rng.permutation(61)
     row_a, row_b = order[0:60:2], order[1:60:2]
     cat = np.sort(rng.integers(0, 3, 30)) if ordered else rng.integers(0, 3, 30)
-    groups = dimensions._Groups.of(n_rows=61, row_a=row_a, row_b=row_b, category_of_pair=cat, n_categories=3)
+    cat[cat == 3] = 2
+    cat[-1 if ordered else 0] = 3  # category 3: one pair, so one statement per side
+    groups = dimensions._Groups.of(n_rows=61, row_a=row_a, row_b=row_b, category_of_pair=cat, n_categories=4)
     assert groups.ascending == ordered
     monkeypatch.setattr(dimensions, "UNIT_BLOCK_ROWS", block)
-    want = dimensions._group_contributions(unit_rows(x), groups)
+    want = [dimensions.dimension_contributions(x)] + [dimensions.dimension_contributions(x[side[cat == c]])
+                                                      for side in (row_a, row_b) for c in range(4)]
     got = dimensions.group_contributions_of(x, groups)
-    assert np.array_equal(got, want, equal_nan=True)
-    assert np.array_equal(dimensions.group_contributions_of(x.astype(np.float64), groups), want, equal_nan=True)
-
-
-@pytest.mark.parametrize("d", [1, 2, 48])
-def test_group_contributions_are_the_same_bytes_as_each_groups_own(rng, d):
-    """The one-pass column sums over every group equal, bit for bit, the contributions of each
-    group's rows taken out and summed by numpy (groups in any row order, one of a single row)."""
-    units = rng.standard_normal((60, d))
-    row_a, row_b = rng.permutation(60)[:30], rng.permutation(60)[30:]
-    cat = rng.integers(0, 4, 30)
-    cat[cat == 3] = 2
-    cat[0] = 3  # category 3: one pair, so one statement per side
-    groups = dimensions._Groups.of(n_rows=60, row_a=row_a, row_b=row_b, category_of_pair=cat, n_categories=4)
-    got = dimensions._group_contributions(units, groups)
-    want = [dimensions._contributions(units)] + [dimensions._contributions(units[side[cat == c]])
-                                                 for side in (row_a, row_b) for c in range(4)]
     for g, w in enumerate(want):
-        np.testing.assert_array_equal(got[g], w)
+        np.testing.assert_allclose(got[g], w, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(dimensions.group_contributions_of(x.astype(np.float64), groups), got,
+                               rtol=1e-12, atol=1e-15)

@@ -1,4 +1,4 @@
-"""docs/performance.md's figures agree with the results files of bench/scale.py that they cite."""
+"""docs/performance.md's figures agree with the results files of bench/compare.py that they cite."""
 
 from __future__ import annotations
 
@@ -14,18 +14,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def record(seconds: float = 12.5) -> dict:
-    size = {"pairs": 230, "seconds": seconds, "cpu_seconds": 14.0, "floor_seconds": 5.0, "ratio": seconds / 5.0,
-            "peak_rss_mib": 1500, "rates": {"gemm": 2e10, "add": 1e10, "draw": 1e8},
-            "floor_components": {"random bins": 3.0, "anisotropy": 2.0},
-            "measured_components": {"random bins": 10.0, "other": 2.5}}
-    return {"machine": {"cpu_model": "Some CPU", "cpu_vendor": "V", "cores": 2, "kernel_threads": 2, "isa": ["avx2"]},
-            "commit": "0" * 40, "model": "m", "mode": "tile", "sizes": [size], "worst_ratio": seconds / 5.0}
+    size = {"pairs": 230, "layers": "all", "seconds": seconds, "previous_seconds": 12.0, "ratio": seconds / 12.0,
+            "runs": {"this": [seconds], "previous": [12.0]}}
+    return {"cpu_model": "Some CPU", "cores": 2, "commit": "0" * 12, "against": "1" * 12, "embeddings": "m.h5",
+            "rounds": 1, "sizes": [size]}
 
 
 def test_every_generated_block_of_the_performance_page_is_its_results_file_rendered():
     text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
     cited = report.blocks(text)
-    assert cited, "docs/performance.md quotes no results file of bench/scale.py"
+    assert cited, "docs/performance.md quotes no results file of bench/compare.py"
     for path, body in cited:
         assert (REPO / path).is_file(), f"docs/performance.md cites {path}, which does not exist"
         assert body == report.render(json.loads((REPO / path).read_text(encoding="utf-8"))), (
@@ -47,11 +45,3 @@ def test_a_changed_figure_is_caught_and_rewritten(tmp_path):
     new = report.rewrite(text, root=tmp_path)
     assert new != text and "13.5 s" in new and "12.5 s" not in new
     assert new.startswith("intro\n") and new.endswith("<!-- end bench -->\nafter\n")
-
-
-def test_the_gather_rate_is_rendered_where_recorded():
-    old = record()
-    assert "gather" not in report.render(old)  # a results file from before the gather kind renders as it did
-    new = record()
-    new["sizes"][0]["rates"]["gather"] = 3.5e8
-    assert "Gram gather 0.35 G entries/s" in report.render(new)

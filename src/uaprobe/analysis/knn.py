@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from uaprobe.analysis import pairwise
-
 EPS = 1e-10
 """The notebook's guard in every cosine, density and z-score denominator of the pair-level metrics."""
 KNN_BLOCK_ROWS = 1024
@@ -76,13 +74,7 @@ def _offer_block(dots: np.ndarray, first_row: int, first_col: int, nearest: np.n
 
 
 def _directions(x: np.ndarray) -> np.ndarray:
-    """The rows of ``x`` (n, D) over their norms, zero rows left 0, in float64: one compiled pass where
-    numpy would sum each row's squares along the row (:func:`~uaprobe.analysis.pairwise.directions_into`,
-    the same bytes), else numpy's expression."""
-    if x.ndim == 2 and pairwise.rows_in_order(x):
-        u = np.empty(x.shape)
-        pairwise.directions_into(x, u)
-        return u
+    """The rows of ``x`` (n, D) over their norms, zero rows left 0, in float64."""
     x = np.asarray(x, dtype=float)
     norm = np.linalg.norm(x, axis=1, keepdims=True)
     return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)

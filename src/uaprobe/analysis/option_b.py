@@ -162,13 +162,13 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
     """
     a, b = _check(a, b)
     values = pair_metrics(a, b, k=k) if values is None else values
-    return option_b_statistics(values, n=a.shape[0], n_views=a.shape[1], preference=preference,
-                               n_content_diff=n_content_diff, params=params, rng=rng, draws=draws, rec=rec, k=k)
+    return _results(values, n=a.shape[0], n_views=a.shape[1], preference=preference, n_content_diff=n_content_diff,
+                    params=params, rng=rng, draws=draws, rec=rec, k=k)
 
 
-def option_b_statistics(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preference: np.ndarray,
-                        n_content_diff: np.ndarray, params: AnalysisParams, rng: np.random.Generator | None,
-                        draws: Resampling | None, rec: Reasons | None, k: int) -> dict[str, Any]:
+def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preference: np.ndarray,
+             n_content_diff: np.ndarray, params: AnalysisParams, rng: np.random.Generator | None,
+             draws: Resampling | None, rec: Reasons | None, k: int) -> dict[str, Any]:
     """:func:`option_b_results` from the metric values (:func:`pair_metrics`) of n pairs and V views."""
     pref = np.asarray(preference, dtype=float)
     zdiff = np.asarray(n_content_diff, dtype=float)
@@ -302,9 +302,9 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
     values = {p: pair_metrics_of_rows(x, row_a, row_b) for p, x in pooled.items()}
     body = {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
-            "poolings": {p: option_b_statistics(values[p], n=len(row_a), n_views=x.shape[1],
-                                                preference=preference, n_content_diff=diff, params=params,
-                                                rng=None, draws=draws, rec=rec.sub(f"poolings/{p}"), k=KNN_K)
+            "poolings": {p: _results(values[p], n=len(row_a), n_views=x.shape[1], preference=preference,
+                                     n_content_diff=diff, params=params, rng=None, draws=draws,
+                                     rec=rec.sub(f"poolings/{p}"), k=KNN_K)
                          for p, x in pooled.items()}}
     return OptionB(body=body, values=values)
 
@@ -354,4 +354,4 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
 
 __all__: Sequence[str] = ("OptionB", "option_b_draws", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
                           "knn_density", "pair_metrics", "pair_metrics_of_rows", "option_b_results",
-                          "option_b_statistics", "metrics_summary")
+                          "metrics_summary")

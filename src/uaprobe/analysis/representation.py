@@ -20,9 +20,8 @@ from __future__ import annotations
 
 
 import numpy as np
-from numba import njit
+from scipy import linalg
 
-from uaprobe.analysis.eigen import eigh_subset
 from uaprobe.names import REPRESENTATIONS, Representation
 
 
@@ -36,7 +35,7 @@ def _top_eigh(xc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, bool]:
     g = xc @ xc.T if in_rows else xc.T @ xc
     m = g.shape[0]
     k = min(k, m)
-    w, v = eigh_subset(g, m - k, m - 1)  # scipy's eigh, without the GIL (the sweep's units run on threads)
+    w, v = linalg.eigh(g, subset_by_index=[m - k, m - 1])
     return np.clip(w[::-1], 0.0, None), v[:, ::-1], in_rows
 
 
@@ -60,51 +59,12 @@ def remove_top(xc: np.ndarray, k: int) -> np.ndarray:
     return xc - (xc @ v) @ v.T
 
 
-@njit(cache=True, boundscheck=False, nogil=True)
-def _zscore_columns(x: np.ndarray, constant: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """``(x - mean) / std`` per column of the float64 ``x`` (N, D), D >= 2, zeros where ``constant``: numpy's
-    ``xc = x - x.mean(axis=0)``, ``xc.std(axis=0)`` step by step (sums over the rows added row after
-    row, as numpy adds along an outer axis; ``std`` centres ``xc`` once more on its own mean), in
-    four passes over the rows and no temporary arrays."""
-    n, dim = x.shape
-    out = np.empty((n, dim))
-    total = np.zeros(dim)
-    for i in range(n):
-        for d in range(dim):
-            total[d] += x[i, d]
-    mean = total / n
-    again = np.zeros(dim)
-    for i in range(n):
-        for d in range(dim):
-            c = x[i, d] - mean[d]
-            out[i, d] = c
-            again[d] += c
-    again = again / n
-    squares = np.zeros(dim)
-    for i in range(n):
-        for d in range(dim):
-            e = out[i, d] - again[d]
-            squares[d] += e * e
-    sd = np.sqrt(squares / n)
-    for i in range(n):
-        for d in range(dim):
-            out[i, d] = 0.0 if constant[d] else out[i, d] / sd[d]
-    return out
-
-
 def zscore_layer(x: np.ndarray) -> np.ndarray:
-    """One layer's states (N, D) standardized per dimension (ddof 0), zero-variance dimensions as zeros.
-
-    The same bytes as ``np.where(constant, 0, (x - x.mean(0)) / (x - x.mean(0)).std(0))`` in float64
-    (tested), computed by :func:`_zscore_columns` in one pass per sum where D >= 2; with one column
-    numpy sums it pairwise (a contiguous axis), so that case takes numpy's own path."""
+    """One layer's states (N, D) standardized per dimension (ddof 0), zero-variance dimensions as zeros."""
     x = np.asarray(x, dtype=np.float64)
     constant = np.ptp(x, axis=0) == 0
-    if x.ndim == 2 and x.shape[1] >= 2 and x.shape[0] > 0:
-        return _zscore_columns(np.ascontiguousarray(x), constant)
     xc = x - x.mean(axis=0)
-    sd = xc.std(axis=0)
-    return np.where(constant, 0.0, xc / np.where(constant, 1.0, sd))
+    return np.where(constant, 0.0, xc / np.where(constant, 1.0, xc.std(axis=0)))
 
 
 def transform_layer(x: np.ndarray, kind: Representation, *, k: int) -> np.ndarray:

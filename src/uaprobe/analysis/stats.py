@@ -20,7 +20,6 @@ from numba import njit
 from scipy import special
 from scipy import stats as scipy_stats
 
-from uaprobe.analysis.pairwise import dot, scratch
 from uaprobe.analysis.workers import ordered_map
 
 FloatArray = np.ndarray
@@ -99,61 +98,16 @@ def pearson_p(*, r: FloatArray, n: np.ndarray) -> FloatArray:
 
 def _pearson_arrays(x: np.ndarray, y: np.ndarray, w: np.ndarray, xs: np.ndarray,
                     ys: np.ndarray) -> tuple[np.ndarray, ...]:
-    """:func:`pearson`'s per-row quantities as array expressions: the selected points' count, whether
+    """:func:`pearson`'s per-row quantities: the selected points' count, whether
     one is non-finite, whether x and y are constant over them, and the unclipped r."""
     n = w.sum(axis=-1)
     nonfinite = (w & ~(np.isfinite(x) & np.isfinite(y))).any(axis=-1)
     nn = np.maximum(n, 1)
-    xc = np.where(w, xs - (xs.sum(axis=-1) / nn)[..., None], 0.0)
-    yc = np.where(w, ys - (ys.sum(axis=-1) / nn)[..., None], 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a non-finite input: r is NaN with its reason
+        xc = np.where(w, xs - (xs.sum(axis=-1) / nn)[..., None], 0.0)
+        yc = np.where(w, ys - (ys.sum(axis=-1) / nn)[..., None], 0.0)
         r = (xc * yc).sum(axis=-1) / np.sqrt((xc * xc).sum(axis=-1) * (yc * yc).sum(axis=-1))
     return n, nonfinite, _constant(xs, w), _constant(ys, w), r
-
-
-@njit(cache=True, boundscheck=False, nogil=True, error_model="numpy")
-def _pearson_rows(xs: np.ndarray, ys: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:  # pragma: no cover - compiled
-    """:func:`_pearson_arrays` of C-ordered rows (R, n) in one pass per row: the same operations in the
-    same order (each row's sums numpy's pairwise sums along it, from 0; NaN among the selected points
-    makes neither variable constant, as ``max == min`` of them is then false), so the same bytes."""
-    rows, m = xs.shape
-    count = np.zeros(rows, dtype=np.int64)
-    nonfinite = np.zeros(rows, dtype=np.bool_)
-    const_x = np.zeros(rows, dtype=np.bool_)
-    const_y = np.zeros(rows, dtype=np.bool_)
-    r = np.empty(rows)
-    xr, yr, xc, yc, ones = np.empty(m), np.empty(m), np.empty(m), np.empty(m), np.ones(m)
-    nodes, values = scratch()
-    for i in range(rows):
-        c = 0
-        bad = nan_x = nan_y = False
-        hx = hy = -np.inf
-        lx = ly = np.inf
-        for j in range(m):
-            a, b = xs[i, j], ys[i, j]
-            xr[j], yr[j] = a, b
-            if w[i, j]:
-                c += 1
-                bad |= not (np.isfinite(a) and np.isfinite(b))
-                nan_x |= np.isnan(a)
-                nan_y |= np.isnan(b)
-                hx, lx = max(hx, a), min(lx, a)
-                hy, ly = max(hy, b), min(ly, b)
-        count[i], nonfinite[i] = c, bad
-        const_x[i] = not nan_x and hx == lx
-        const_y[i] = not nan_y and hy == ly
-        nn = max(c, 1)
-        mean_x = dot(xr, ones, nodes, values) / nn
-        mean_y = dot(yr, ones, nodes, values) / nn
-        for j in range(m):
-            selected = w[i, j]
-            xc[j] = xr[j] - mean_x if selected else 0.0
-            yc[j] = yr[j] - mean_y if selected else 0.0
-        sxy = dot(xc, yc, nodes, values)
-        sxx = dot(xc, xc, nodes, values)
-        syy = dot(yc, yc, nodes, values)
-        r[i] = sxy / np.sqrt(sxx * syy)
-    return count, nonfinite, const_x, const_y, r
 
 
 def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min_n: int = 3,
@@ -173,14 +127,7 @@ def pearson(x: np.ndarray, y: np.ndarray, *, mask: np.ndarray | None = None, min
         x, y, w = np.broadcast_arrays(x, y, np.asarray(mask, dtype=bool))
     xs = np.where(w, x, 0.0)
     ys = np.where(w, y, 0.0)
-    if xs.ndim >= 1 and xs.flags.c_contiguous and ys.flags.c_contiguous and xs.size > 0:
-        # rows in order: numpy sums each along the row, pairwise, as the compiled pass does
-        flat = (-1, xs.shape[-1])
-        n, nonfinite, const_x, const_y, r = (
-            a.reshape(xs.shape[:-1])[()] for a in _pearson_rows(xs.reshape(flat), ys.reshape(flat),
-                                                             np.ascontiguousarray(w).reshape(flat)))
-    else:
-        n, nonfinite, const_x, const_y, r = _pearson_arrays(x, y, w, xs, ys)
+    n, nonfinite, const_x, const_y, r = _pearson_arrays(x, y, w, xs, ys)
     reason = first_reason(
         (n < min_n, f"fewer than {min_n} points"),
         (nonfinite, "non-finite input"),

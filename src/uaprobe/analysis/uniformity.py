@@ -22,7 +22,7 @@ from typing import Iterator, Literal
 import numpy as np
 from scipy import sparse
 
-from uaprobe.analysis import gram_pieces, kernels, pairwise
+from uaprobe.analysis import gram_pieces, kernels
 from uaprobe.analysis.workers import ordered_map, worker_count
 
 NORM_EPS = 1e-10
@@ -30,17 +30,7 @@ NORM_EPS = 1e-10
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows (last axis) of ``x`` (..., D) divided by ``norm + 1e-10``, in float64: the bytes of
-    ``x / (np.linalg.norm(x, axis=-1, keepdims=True) + 1e-10)`` on ``x`` as float64 (tested). Float
-    rows laid out in order (the last axis contiguous, the rows after one another: any C-contiguous
-    array, or a strided (N, D) slice of one) are made a row at a time by the compiled
-    :func:`~uaprobe.analysis.pairwise.unit_rows_into`, which sums each row's squares in numpy's
-    order; other layouts, where numpy may add along another axis, and rows of one entry take numpy."""
-    x = np.asarray(x)
-    if pairwise.rows_in_order(x):
-        out = np.empty(x.shape)
-        pairwise.unit_rows_into(x.reshape(-1, x.shape[-1]), NORM_EPS, out.reshape(-1, x.shape[-1]))
-        return out
+    """Rows (last axis) of ``x`` (..., D) divided by ``norm + 1e-10``, in float64 (the seeds)."""
     x = np.asarray(x, dtype=np.float64)
     return x / (np.linalg.norm(x, axis=-1, keepdims=True) + NORM_EPS)
 
@@ -52,8 +42,8 @@ this many rows, not the whole array)."""
 
 def unit_rows_of(*parts: np.ndarray) -> np.ndarray:
     """:func:`unit_rows` of ``np.concatenate(parts, axis=1)`` (each (n, V_i, D)), written into the
-    result :data:`UNIT_CHUNK_ROWS` rows at a time: every operation of :func:`unit_rows` is within
-    one row, so the values are the same bytes, while the float64 copy, the squares and the norms are
+    result :data:`UNIT_CHUNK_ROWS` rows at a time (every operation of :func:`unit_rows` is within
+    one row), so that the float64 copy, the squares and the norms are
     held for a chunk of rows rather than for the whole array."""
     n, dim = parts[0].shape[0], parts[0].shape[-1]
     out = np.empty((n, sum(p.shape[1] for p in parts), dim))
@@ -165,8 +155,7 @@ CosineForm = Literal["gram", "vectors"]
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per unit of work of the two exact forms, one thread, fitted to timings of both forms
-    on a 2-core AMD EPYC (``bench/scale.py --cost-check`` prints the choice against both timings at every size):
-    the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
+    on a 2-core AMD EPYC: the unit-vector terms to the CPU seconds of the random bins' calls (33 views, side ``diff``) at
     460, 920 and 4600 pairs, about 6 G additions per CPU second; the Gram terms to the CPU seconds
     of the table and of the tiled sums of the same calls at 460 and 920 pairs. Only the ratios
     between the forms decide.
