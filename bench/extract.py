@@ -16,7 +16,7 @@ On the whole dataset it times, with model loading excluded from all three:
 It prints each time, the ratios a/b (goal >= 10) and b/c (goal <= 1.25), and the peak resident
 memory above the post-load baseline of each phase.
 
-Then (d) the cost of the pinned CPU code paths (:mod:`uaprobe.numerics`): (b) in fresh processes,
+Then (d) the cost of the pinned CPU code paths (:mod:`uaprobe.repro.numerics`): (b) in fresh processes,
 pinned and unpinned (the pins are environment variables read when the libraries are imported),
 alternating over two rounds, each side's best kept; it prints pinned/unpinned (goal <= 1.1).
 ``--pins-only`` runs (d) alone.
@@ -40,7 +40,7 @@ import threading
 import time
 from pathlib import Path
 
-from uaprobe import numerics
+from uaprobe.repro import numerics
 
 # The benchmark runs pinned, as the stages do; `--unpinned` (used by phase (d)) leaves the
 # numeric libraries to pick their own CPU code paths; `--previous-pins` (phase (e)) sets the pins of

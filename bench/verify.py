@@ -5,7 +5,7 @@
 With ``--repo`` a DVC project whose outputs are in the workspace, the files are the outputs its
 ``dvc.lock`` records (every file of a directory output); otherwise (or with ``--synthetic-mb``) a
 temporary directory of four files of that total size and a directory of small JSON files. Each
-round runs ``md5sum`` over the files and then the workspace check of :mod:`uaprobe.verify` (DVC's md5
+round runs ``md5sum`` over the files and then the workspace check of :mod:`uaprobe.repro.verify` (DVC's md5
 and `.dir` hashing, its own threads), from a warm page cache; the best of ``--repeats`` rounds is
 printed as ``verify: T s vs md5sum T0 s = R x``.
 """
@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from uaprobe.lockfile import Output, read_lock
-from uaprobe.hashing import workspace_hash
-from uaprobe.verify import workspace_problems
+from uaprobe.repro.lockfile import Output, read_lock
+from uaprobe.repro.hashing import workspace_hash
+from uaprobe.repro.verify import workspace_problems
 
 
 def synthetic(root: Path, megabytes: int) -> list[Output]:

@@ -7,9 +7,9 @@ each id; writes results/panel.json, metrics/panel.json and plots/panel/<id>.csv
 
 from __future__ import annotations
 
-from uaprobe import numerics
+from uaprobe.repro import numerics
 
-# Pinned CPU code paths and one BLAS thread (uaprobe.numerics), before numpy is imported; only when
+# Pinned CPU code paths and one BLAS thread (uaprobe.repro.numerics), before numpy is imported; only when
 # run as a script (importing the module changes nothing).
 if __name__ == "__main__":
     numerics.pin(analysis=True)

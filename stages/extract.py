@@ -21,9 +21,9 @@ frees the disk, so there is nothing worth resuming -- and the exit code is 2 wit
 
 from __future__ import annotations
 
-from uaprobe import numerics
+from uaprobe.repro import numerics
 
-# Pinned CPU code paths (uaprobe.numerics), before numpy and torch are imported; only when run as a
+# Pinned CPU code paths (uaprobe.repro.numerics), before numpy and torch are imported; only when run as a
 # script (importing the module changes nothing).
 if __name__ == "__main__":
     numerics.pin()
@@ -52,7 +52,7 @@ from uaprobe.extraction.pooling import SINK_EXCLUDED
 from uaprobe.extraction.store import ExtractionWriter, check_output_path
 from uaprobe.extraction.tokens import (check_content, check_lengths, content_counts, encode, literal_special_tokens,
                                        prepare_tokenizer, statement_tokens, token_lengths)
-from uaprobe.lockfile import check_recompute
+from uaprobe.repro.lockfile import check_recompute
 from uaprobe.stage import ParamsWatch, run_stage
 
 __all__ = ["control_path_for", "main", "run"]
@@ -168,7 +168,7 @@ def _setup_device(device: torch.device, rank) -> torch.device:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         log.info("rank %d of %d on %s", rank.rank, rank.world, device)
     torch.manual_seed(0)
-    if device.type == "cpu":  # the bytes depend on how ATen splits a tensor among threads (uaprobe.numerics)
+    if device.type == "cpu":  # the bytes depend on how ATen splits a tensor among threads (uaprobe.repro.numerics)
         torch.set_num_threads(numerics.EXTRACTION_THREADS)
     return device
 

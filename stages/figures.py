@@ -11,9 +11,9 @@ and swapped in whole, so no figure of a model that left the panel survives.
 
 from __future__ import annotations
 
-from uaprobe import numerics
+from uaprobe.repro import numerics
 
-# Pinned CPU code paths (uaprobe.numerics), before numpy is imported; only when run as a script.
+# Pinned CPU code paths (uaprobe.repro.numerics), before numpy is imported; only when run as a script.
 if __name__ == "__main__":
     numerics.pin()
 
@@ -27,8 +27,8 @@ from typing import Any
 
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
-from uaprobe.publishing import plotting
-from uaprobe.publishing.figure_registry import FIGURES, PANEL, REFERENCE, manifest_entry, relative
+from uaprobe.publishing.figures import plotting
+from uaprobe.publishing.figures.figure_registry import FIGURES, PANEL, REFERENCE, manifest_entry, relative
 from uaprobe.schema import load_json, read_results, validate
 from uaprobe.stage import ParamsWatch, run_stage
 

@@ -9,14 +9,14 @@ without one it uses the fallback renderer of :mod:`uaprobe.publishing.render` (J
 Typst). The manuscript's cells read the tracked outputs (results/, metrics/, figures/, dvc.lock,
 params.yaml) from the repository root. The supplementary files list every value the rendered HTML
 shows, with its file, the file's md5 and its key, and the paper's inputs, software and CPU code
-paths (:mod:`uaprobe.publishing.supplement`).
+paths (:mod:`uaprobe.publishing.provenance.supplement`).
 """
 
 from __future__ import annotations
 
-from uaprobe import numerics
+from uaprobe.repro import numerics
 
-# Pinned CPU code paths (uaprobe.numerics), before numpy is imported; only when run as a script.
+# Pinned CPU code paths (uaprobe.repro.numerics), before numpy is imported; only when run as a script.
 if __name__ == "__main__":
     numerics.pin()
 
@@ -26,13 +26,14 @@ import time
 from pathlib import Path
 
 from uaprobe.errors import UAProbeError
-from uaprobe.publishing import embed, supplement
-from uaprobe.publishing.figures_page import FIGURES_HTML, figures_html
-from uaprobe.publishing.reproducibility import input_hashes
-from uaprobe.publishing.outputs import find_root, load_outputs
+from uaprobe.publishing.figures import embed
+from uaprobe.publishing.provenance import supplement
+from uaprobe.publishing.figures.figures_page import FIGURES_HTML, figures_html
+from uaprobe.publishing.provenance.reproducibility import input_hashes
+from uaprobe.publishing.provenance.outputs import find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
-from uaprobe.publishing.readback import parse_values
-from uaprobe.publishing.values import SUPPLEMENT_HTML, file_md5
+from uaprobe.publishing.provenance.readback import parse_values
+from uaprobe.publishing.provenance.values import SUPPLEMENT_HTML, file_md5
 from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.paper")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from uaprobe import numerics
+from uaprobe.repro import numerics
 
 # The stages' pins, before numpy, scipy or torch load in this process (nothing above, pytest and its
 # plugins included, imports one of them): the tests then compute on the CPU code paths the stages

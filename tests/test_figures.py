@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from synthetic_h5 import SYNTHETIC_MODELS
-from uaprobe.publishing import figure_spec, figures_geometry, figures_groups, figures_layers, plotting
+from uaprobe.publishing.figures import figure_spec, figures_geometry, figures_groups, figures_layers, plotting
 from uaprobe.schema import Record, read_results
 from uaprobe.schema.categories import Layerwise, Validation
 
@@ -294,7 +294,7 @@ def test_a_layer_axis_spans_the_models_layers_and_no_further(tree: Path, name: s
 
 
 def test_the_option_b_layer_axis_ends_at_the_last_layer(tree: Path) -> None:
-    from uaprobe.publishing import figures_original
+    from uaprobe.publishing.figures import figures_original
 
     doc = read_results(tree, "results/models/tiny-a/option_b.json")
     ax = figures_original.option_b_figure(doc).axes[0]
@@ -321,7 +321,7 @@ def test_the_sink_legends_cover_no_curve(tree: Path) -> None:
 
 
 def test_the_option_b_phase_names_lie_above_the_plot_and_below_the_title(tree: Path) -> None:
-    from uaprobe.publishing import figures_original
+    from uaprobe.publishing.figures import figures_original
 
     doc = read_results(tree, "results/models/tiny-a/option_b.json")
     phases = {name for name, layers in doc.poolings["mean"].phase_layers.model_dump().items() if layers}

@@ -10,13 +10,13 @@ import pytest
 
 import numpy as np
 from test_phrases import Panel, layerwise, robustness
-from uaprobe.publishing import curve as cv
-from uaprobe.publishing import direction as dr
-from uaprobe.publishing import findings as fd
-from uaprobe.publishing import pair_findings as pl
-from uaprobe.publishing import phrases as ph
-from uaprobe.publishing.tables import confound_table, length_category, other_range
-from uaprobe.publishing.values import plain_text
+from uaprobe.publishing.prose import curve as cv
+from uaprobe.publishing.prose import direction as dr
+from uaprobe.publishing.prose import findings as fd
+from uaprobe.publishing.prose import pair_findings as pl
+from uaprobe.publishing.prose import phrases as ph
+from uaprobe.publishing.prose.tables import confound_table, length_category, other_range
+from uaprobe.publishing.provenance.values import plain_text
 
 CATEGORIES = ["cat_x", "cat_y", "cat_z"]
 
@@ -345,7 +345,7 @@ def test_the_representation_change_names_the_transform_and_the_layers_where_the_
 
 
 def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
-    from uaprobe.publishing import abstract as ab
+    from uaprobe.publishing.prose import abstract as ab
 
     def panel_of(**kw: Any) -> Panel:
         models = {name: model(diffs=[4.8, 1.4, 0.0], **kw) for name in ("a", "b")}
@@ -395,7 +395,7 @@ def pair_doc(length: dict[str, Any], incremental: dict[str, Any], without: dict[
 
 
 def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_policy() -> None:
-    from uaprobe.publishing import pair_family as pf
+    from uaprobe.publishing.prose import pair_family as pf
 
     knn, margin = "knn_density_asymmetry", "margin_asymmetry"
     a = family([("default", "mean", knn, 0.2, 0.5, False), ("default", "first", knn, 0.3, 0.01, True),
@@ -438,7 +438,7 @@ def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
     longest wording the phrases write stays within the abstract's words and numbers."""
     import re
 
-    from uaprobe.publishing import abstract as ab
+    from uaprobe.publishing.prose import abstract as ab
 
     rows = [("default", "mean", k, 0.2, 0.01, True) for k in METRICS]
     models = {}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe import fingerprint as fp
-from uaprobe import numerics
+from uaprobe.repro import fingerprint as fp
+from uaprobe.repro import numerics
 
 needs_avx2 = pytest.mark.skipif(not numerics.pinnable(flags=numerics.cpu_flags())[0],
                                 reason="the committed digests are those of the AVX2 pins, which this CPU cannot run")

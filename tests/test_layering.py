@@ -19,17 +19,21 @@ ALLOWED: dict[str, set[str]] = {
     "extraction": {"infrastructure", "extraction"},
     "analysis": {"infrastructure", "extraction", "analysis"},
     "publishing": {"infrastructure", "publishing"},
-    "command": {"infrastructure", "extraction", "analysis", "publishing", "command"},
+    "repro": {"infrastructure", "extraction", "analysis", "publishing", "repro"},
+    "command": {"infrastructure", "extraction", "analysis", "publishing", "repro", "command"},
 }
 """For each layer, the layers its modules may import."""
 
 
 def layer(module: str) -> str:
-    """``uaprobe.extraction.store`` -> ``extraction``; the top-level helpers are the infrastructure."""
+    """``uaprobe.extraction.store`` -> ``extraction``; the top-level helpers (and the pins) are the
+    infrastructure; ``repro`` checks what the other layers made."""
     parts = module.split(".")
-    if parts[:2] in (["uaprobe", "cli"], ["uaprobe", "fingerprint"]):  # commands: they run every layer's code
+    if parts[:2] == ["uaprobe", "cli"]:  # the command: it runs every layer's code
         return "command"
-    if len(parts) > 1 and parts[1] in ("extraction", "analysis", "publishing"):
+    if module in ("uaprobe.repro.numerics", "uaprobe.repro.mkl_pin"):  # the pins: every process sets them
+        return "infrastructure"                                            # first, whatever it runs
+    if len(parts) > 1 and parts[1] in ("extraction", "analysis", "publishing", "repro"):
         return parts[1]
     return "infrastructure"
 

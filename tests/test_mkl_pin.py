@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe import fingerprint as fp
-from uaprobe import mkl_pin, numerics
+from uaprobe.repro import fingerprint as fp
+from uaprobe.repro import mkl_pin, numerics
 
 REPO = Path(__file__).resolve().parents[1]
 HERE_PINNABLE, WHY_NOT = numerics.pinnable(flags=numerics.cpu_flags())
@@ -28,7 +28,7 @@ int mkl_serv_intel_cpu(void) { return 0; }
 
 PROBE = """
 import json, os, sys
-from uaprobe import mkl_pin, numerics
+from uaprobe.repro import mkl_pin, numerics
 numerics.pin()
 import torch
 record = numerics.record()
@@ -65,7 +65,7 @@ def _probe(**env: str) -> dict:
 def test_the_dispatch_library_answers_mkl_and_counts_its_answers() -> None:
     """Pinned, the global lookup finds the dispatch library (dladdr), and MKL asked it during a product."""
     library = mkl_pin.library()
-    assert library is not None, "uaprobe._mkl_dispatch was not built: run `make setup` with a C compiler"
+    assert library is not None, "uaprobe.repro._mkl_dispatch was not built: run `make setup` with a C compiler"
     import ctypes
 
     lib = ctypes.CDLL(str(library))
@@ -135,19 +135,20 @@ def test_preload_first_keeps_the_callers_order_behind_it(tmp_path: Path) -> None
 def test_setup_stops_with_the_fix_where_the_library_cannot_be_built(tmp_path: Path) -> None:
     """A machine that needs the library and has no working C compiler: the install stops, naming the library,
     why and how to get a compiler -- not a silent skip; with one, the library is built with its count."""
-    for name in ("setup.py", "pyproject.toml", "README.md", "src/uaprobe/__init__.py", "src/uaprobe/errors.py", "src/uaprobe/numerics.py",
-                 "src/uaprobe/mkl_pin.py", "src/uaprobe/_mkl_dispatch.c"):
+    for name in ("setup.py", "pyproject.toml", "README.md", "src/uaprobe/__init__.py", "src/uaprobe/errors.py",
+                 "src/uaprobe/repro/__init__.py", "src/uaprobe/repro/numerics.py", "src/uaprobe/repro/mkl_pin.py",
+                 "src/uaprobe/repro/_mkl_dispatch.c"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / name, tmp_path / name)
     command = [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
     broken = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "CC": "/bin/false"})
-    assert broken.returncode != 0 and not list((tmp_path / "src" / "uaprobe").glob("*.so"))
-    assert "the MKL dispatch library (src/uaprobe/_mkl_dispatch.c) could not be built" in broken.stderr
+    assert broken.returncode != 0 and not list((tmp_path / "src" / "uaprobe" / "repro").glob("*.so"))
+    assert "the MKL dispatch library (src/uaprobe/repro/_mkl_dispatch.c) could not be built" in broken.stderr
     assert "Install a C compiler" in broken.stderr and "rerun `make setup`" in broken.stderr
     built = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    (so,) = (tmp_path / "src" / "uaprobe").glob("_mkl_dispatch*.so")
+    (so,) = (tmp_path / "src" / "uaprobe" / "repro").glob("_mkl_dispatch*.so")
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
     assert {"mkl_serv_intel_cpu_true", "mkl_serv_intel_cpu", "uaprobe_mkl_dispatch_calls"} <= {
         line.split()[-1] for line in symbols.splitlines() if line.strip()}

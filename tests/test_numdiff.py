@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe import cli, numdiff
+from uaprobe import cli
+from uaprobe.repro import numdiff
 from uaprobe.errors import UAProbeError
 
 METRICS = {"model": "tiny", "layerwise": {"mean": {"peak_r": 0.8125, "peak_layer": 2, "p": None}},

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe import mkl_pin, numerics
+from uaprobe.repro import mkl_pin, numerics
 
 REPO = Path(__file__).resolve().parents[1]
 HERE_PINNABLE, WHY_NOT = numerics.pinnable(flags=numerics.cpu_flags())
@@ -132,7 +132,7 @@ def test_results_provenance_parses_the_extraction_attribute() -> None:
 # per-sequence NLL (ATen reductions).
 WORKLOAD = textwrap.dedent("""\
     import hashlib, json, os, sys
-    from uaprobe import numerics
+    from uaprobe.repro import numerics
     if sys.argv[1] == "pinned":
         numerics.pin()
     import numpy as np, scipy.linalg, torch
@@ -225,9 +225,9 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from uaprobe.publishing import supplement
-    from uaprobe.publishing.outputs import Outputs
-    from uaprobe.publishing.values import Ledger
+    from uaprobe.publishing.provenance import supplement
+    from uaprobe.publishing.provenance.outputs import Outputs
+    from uaprobe.publishing.provenance.values import Ledger
 
     pinned = {"isa": "AVX2", "pins": dict(numerics.ISA_PINS), "threads": "not pinned: ...",
               "torch": {"cpu_capability": "AVX2", "blas": "Intel(R) oneAPI Math Kernel Library Version 2024.2-Product"},

@@ -338,8 +338,8 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
 
 
 def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synthetic_tree):
-    from uaprobe.publishing import tables_original as mo
-    from uaprobe.publishing.outputs import load_outputs
+    from uaprobe.publishing.prose import tables_original as mo
+    from uaprobe.publishing.provenance.outputs import load_outputs
 
     out = load_outputs(synthetic_tree)
     pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))
@@ -354,7 +354,7 @@ def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synt
 
 
 def test_the_option_b_figure_draws_every_metric_and_the_phases(synthetic_tree):
-    from uaprobe.publishing import figures_original
+    from uaprobe.publishing.figures import figures_original
     from uaprobe.schema import read_results
 
     doc = read_results(synthetic_tree, "results/models/tiny-a/option_b.json")

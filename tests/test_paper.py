@@ -19,13 +19,14 @@ import pytest
 import yaml
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
-from uaprobe.publishing import abstract, embed, figure_registry
-from uaprobe.publishing import reproducibility as ap
-from uaprobe.publishing import paperdiff
+from uaprobe.publishing.prose import abstract
+from uaprobe.publishing.figures import embed, figure_registry
+from uaprobe.publishing.provenance import reproducibility as ap
+from uaprobe.repro import paperdiff
 from uaprobe.publishing.render import render_manuscript
-from uaprobe.publishing.readback import parse_values, shown_text
-from uaprobe.publishing.formats import FORMATS, fmt, fmt_r
-from uaprobe.publishing.values import lookup
+from uaprobe.publishing.provenance.readback import parse_values, shown_text
+from uaprobe.publishing.prose.formats import FORMATS, fmt, fmt_r
+from uaprobe.publishing.provenance.values import lookup
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
@@ -327,7 +328,7 @@ def test_no_text_of_the_pdf_is_set_over_other_text(project: Path) -> None:
 
 def _inputs_lines(hashes: object) -> str:
     """The supplement's rows of the paper's inputs, one line each: ``| path | md5 | files | bytes |``."""
-    from uaprobe.publishing.supplement import inputs_rows
+    from uaprobe.publishing.provenance.supplement import inputs_rows
 
     return "\n".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |" for r in inputs_rows(hashes))  # type: ignore[arg-type]
 
@@ -346,8 +347,8 @@ def _small_project(root: Path) -> Path:
     (root / "src" / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"machine-local")
     (root / "params.yaml").write_text("analysis:\n  preference: mean\n", encoding="utf-8")
     (root / ".dvcignore").write_text("__pycache__/\n", encoding="utf-8")
-    write = ("from pathlib import Path; from uaprobe.publishing import reproducibility as ap; "
-             "from uaprobe.publishing.supplement import inputs_rows; "
+    write = ("from pathlib import Path; from uaprobe.publishing.provenance import reproducibility as ap; "
+             "from uaprobe.publishing.provenance.supplement import inputs_rows; "
              "h = ap.input_hashes(Path('.')); "
              "Path('paper.md').write_text(ap.inputs_paragraph(h) + chr(10) + chr(10).join("
              "'| ' + ' | '.join(r) + ' |' for r in inputs_rows(h)))")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from uaprobe.publishing import phrases as fd
-from uaprobe.publishing.markdown import count_phrase
-from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.values import Ledger, Source, Value, plain_text
+from uaprobe.publishing.prose import phrases as fd
+from uaprobe.publishing.prose.markdown import count_phrase
+from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.provenance.values import Ledger, Source, Value, plain_text
 
 
 class Panel(Outputs):
@@ -189,7 +189,7 @@ def test_specifications_scope_counts_the_distinct_ones() -> None:
 
 
 def test_loco_cell_gives_the_range_or_n_a() -> None:
-    from uaprobe.publishing.tables import loco_cell
+    from uaprobe.publishing.prose.tables import loco_cell
 
     lw = layerwise([0.5, 0.9])
     lw["poolings"]["mean"]["loco_r"] = [[0.1, -0.2], [None, None]]
@@ -210,7 +210,7 @@ def test_a_published_number_is_shown_with_the_decimals_it_was_published_with() -
 
 def test_a_possessive_after_a_digit_keeps_its_apostrophe() -> None:
     """Typst sets ' after a digit as a prime: a phrase writes the typographic apostrophe there, and only there."""
-    from uaprobe.publishing.markdown import prose
+    from uaprobe.publishing.prose.markdown import prose
 
     phrase = prose(lambda: "SmolLM2's curve, Gemma's curve, 5'10\"")
     assert phrase() == "SmolLM2\u02bcs curve, Gemma's curve, 5'10\""

@@ -17,7 +17,7 @@ import pytest
 from uaprobe.publishing import render
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.render import ManuscriptSyntaxError, RenderError
-from uaprobe.publishing.readback import parse_values
+from uaprobe.publishing.provenance.readback import parse_values
 
 QUARTO_YML = textwrap.dedent("""\
     project:
@@ -57,7 +57,7 @@ DOC = textwrap.dedent('''\
     fig = Figure(figsize=(2, 2)); fig.subplots().plot([0, 1]); fig.savefig("plot.png", metadata={"Software": None})
     value = 0.125
     from pathlib import Path
-    from uaprobe.publishing.values import Ledger, Source, Value
+    from uaprobe.publishing.provenance.values import Ledger, Source, Value
     sourced = Value(-0.25, "r", Source("r.json", "a/0"), Ledger(Path(".")))
     ```
 

@@ -196,7 +196,7 @@ def set_up_venv(project: Path) -> None:
             (venv / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     (venv / ".installed").touch()
     before = time.time() - 3600
-    for source in ("requirements.lock", "pyproject.toml", "setup.py", "src/uaprobe/_mkl_dispatch.c"):
+    for source in ("requirements.lock", "pyproject.toml", "setup.py", "src/uaprobe/repro/_mkl_dispatch.c"):
         os.utime(project / source, (before, before))
 
 

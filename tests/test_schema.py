@@ -18,7 +18,7 @@ from uaprobe.analysis.compare import compare_panel
 from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.schema.text import json_text
 from uaprobe.config import params_from_mapping
-from uaprobe.publishing.values import ValueSourceError, lookup
+from uaprobe.publishing.provenance.values import ValueSourceError, lookup
 from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, read_results, results_text, validate
 from uaprobe.schema import reference
 from uaprobe.schema.base import walk

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing import (abstract, curve, direction, findings, pair_family, pair_findings, phrases, tables,
-                                tables_original)
-from uaprobe.publishing.outputs import Outputs, load_outputs
-from uaprobe.publishing.values import plain_text
+from uaprobe.publishing.prose import (abstract, curve, direction, findings, pair_family, pair_findings, phrases,
+                                      tables, tables_original)
+from uaprobe.publishing.provenance.outputs import Outputs, load_outputs
+from uaprobe.publishing.provenance.values import plain_text
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

@@ -652,7 +652,7 @@ def test_verify_lists_an_unreadable_extraction_file_as_a_mismatch(tmp_path: Path
 
 DRIVER = """import os, runpy, signal, sys, importlib
 module, attr, n, stage = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-from uaprobe import numerics
+from uaprobe.repro import numerics
 numerics.pin(analysis=stage.endswith(("analyze.py", "compare.py")))  # as the stage would, before numpy
 numerics.pin = lambda **kwargs: {}
 target = importlib.import_module(module)
@@ -672,7 +672,7 @@ runpy.run_path(stage, run_name="__main__")
 @pytest.mark.parametrize(("stage", "module", "attr", "n", "args"), [
     ("analyze", "uaprobe.atomic", "_write_temporary", 3, ["--model", "m1", "--control", "data/embeddings/m1.control.h5"]),
     ("compare", "uaprobe.atomic", "_write_temporary", 2, []),
-    ("figures", "uaprobe.publishing.plotting", "save_figure", 2, []),
+    ("figures", "uaprobe.publishing.figures.plotting", "save_figure", 2, []),
     ("paper", "uaprobe.publishing.render.fallback", "execute_manuscript", 1, ["--engine", "fallback"]),
 ])
 def test_sigterm_in_every_stage_leaves_nothing_behind(project: Path, tmp_path: Path, stage: str, module: str,

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from uaprobe.publishing import supplement
-from uaprobe.publishing.outputs import Outputs
-from uaprobe.publishing.readback import Shown
-from uaprobe.publishing.values import SUPPLEMENT_HTML, Ledger
+from uaprobe.publishing.provenance import supplement
+from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.provenance.readback import Shown
+from uaprobe.publishing.provenance.values import SUPPLEMENT_HTML, Ledger
 
 
 def shown(text: str, file: str, key: str, number: int | None, index: int) -> Shown:

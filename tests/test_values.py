@@ -13,10 +13,10 @@ import numpy as np
 import pypandoc
 import pytest
 
-from uaprobe.publishing.formats import FORMATS
-from uaprobe.publishing.markdown import markdown_table
-from uaprobe.publishing.readback import parse_values, shown_text
-from uaprobe.publishing.values import SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, plain_text
+from uaprobe.publishing.prose.formats import FORMATS
+from uaprobe.publishing.prose.markdown import markdown_table
+from uaprobe.publishing.provenance.readback import parse_values, shown_text
+from uaprobe.publishing.provenance.values import SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, plain_text
 
 MINUS = "\u2212"
 
@@ -142,7 +142,7 @@ def test_paper_diff_reads_a_revision_through_git_and_the_dvc_cache(tmp_path: Pat
 
 
 def test_a_summary_of_a_list_differs_only_when_the_summary_does() -> None:
-    from uaprobe.publishing.paperdiff import compare
+    from uaprobe.repro.paperdiff import compare
 
     page = ('<p><a href="#prov-1" class="uav" data-file="r.json" data-key="rows" data-fmt="count">2</a> '
             '<a href="#prov-2" class="uav" data-file="r.json" data-key="x" data-fmt="r">+0.500</a></p>')
@@ -159,7 +159,7 @@ def test_what_one_side_cannot_read_is_counted_as_not_compared_never_as_changed()
     compared", counted on the first line, and no figure is called changed for want of its bytes."""
     import json
 
-    from uaprobe.publishing import paperdiff
+    from uaprobe.repro import paperdiff
 
     page = ('<html><body><p><a href="#prov-1" class="uav" data-file="r.json" data-key="x" data-fmt="r">+0.500</a> '
             '<a href="#prov-2" class="uav" data-file="s.json" data-key="y" data-fmt="r">+0.250</a></p></body></html>')

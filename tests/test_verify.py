@@ -362,8 +362,8 @@ def test_results_computed_with_other_settings_than_dvc_lock_records(synthetic_pr
     """The race DVC cannot see: the results record the seed they were computed with, dvc.lock another one."""
     from uaprobe.analysis.documents import settings
     from uaprobe.config import analysis_from_mapping
-    from uaprobe.lockfile import read_lock
-    from uaprobe.verify import settings_mismatches
+    from uaprobe.repro.lockfile import read_lock
+    from uaprobe.repro.verify import settings_mismatches
 
     root = synthetic_project
     analysis = yaml.safe_load((root / "params.yaml").read_text())["analysis"]
@@ -389,7 +389,7 @@ def test_the_extraction_refuses_to_recompute_what_a_failed_pull_left_out(project
     """`dvc repro --pull` with the remote unreachable would run the stage: it stops with the remote and the fix,
     unless the parameters or inputs changed (a real recomputation) or UAPROBE_RECOMPUTE=1 asks for one."""
     from uaprobe.errors import UAProbeError
-    from uaprobe.lockfile import RECOMPUTE, check_recompute
+    from uaprobe.repro.lockfile import RECOMPUTE, check_recompute
 
     monkeypatch.delenv(RECOMPUTE, raising=False)
     (project / "params.yaml").write_text("make: {seed: 1}\n")
@@ -418,7 +418,7 @@ def test_a_pulling_invocation_is_read_from_the_parent_processes(tmp_path: Path) 
     import subprocess
     import sys
 
-    probe = ("import sys; sys.path[:0] = [sys.argv[1]]; from uaprobe.lockfile import pulling_invocation; "
+    probe = ("import sys; sys.path[:0] = [sys.argv[1]]; from uaprobe.repro.lockfile import pulling_invocation; "
              "print(pulling_invocation())")
     src = str(Path(__file__).resolve().parents[1] / "src")
     for args, expected in ((["repro", "--pull"], "True"), (["repro"], "False"), (["exp", "run", "--pull"], "True")):
@@ -504,8 +504,8 @@ def test_verify_true_on_the_remote_does_not_check_a_directory_listing(project: P
 def test_conflict_markers_are_a_merge_not_damage(tmp_path: Path) -> None:
     from uaprobe.config import load_params
     from uaprobe.conflicts import MergeConflict, marker_line
-    from uaprobe.lockfile import parse_lock
-    from uaprobe.publishing.paperdiff import parse
+    from uaprobe.repro.lockfile import parse_lock
+    from uaprobe.repro.paperdiff import parse
 
     merged = b"a: 1\n<<<<<<< HEAD\nb: 2\n=======\nb: 3\n>>>>>>> theirs\n"
     assert marker_line(merged) == 2
@@ -521,7 +521,7 @@ def test_conflict_markers_are_a_merge_not_damage(tmp_path: Path) -> None:
 
 
 def test_the_review_verdict_agrees_only_when_every_check_does() -> None:
-    from uaprobe.review import Check, Review, _html
+    from uaprobe.repro.review import Check, Review, _html
 
     review = Review({"CPU": "x"}, "abc123 (no changes)", [Check("pull", True, "ok"), Check("verify", True, "ok")])
     assert review.passed and review.verdict.startswith("AGREES")

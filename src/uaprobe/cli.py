@@ -21,12 +21,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from uaprobe import numdiff, numerics
+from uaprobe.repro import numdiff, numerics
 from uaprobe.atomic import locked_by_another_process, locked_message, os_reason
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import stage_main
-from uaprobe.verify import check_repo, find_repo
+from uaprobe.repro.verify import check_repo, find_repo
 
 log = logging.getLogger("uaprobe")
 
@@ -100,7 +100,7 @@ def paper_diff(repo: Path, rev: str, rev2: str | None, out: Path) -> int:
     marked page to ``out``; print the summary, whose first line counts what differs and what could not be
     compared. Exit 0 either way: a difference is not a failure."""
     from uaprobe.atomic import check_writable, write_file
-    from uaprobe.publishing import paperdiff
+    from uaprobe.repro import paperdiff
 
     check_repo(repo)
     check_writable(out.parent, output=out, fix="point --out at a writable path (e.g. --out /tmp/diff.html): "
@@ -208,19 +208,19 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "verify" and args.against:
         return numdiff.verify_against(args.repo, args.against, atol=args.atol, rtol=args.rtol)
     if args.command == "verify":
-        from uaprobe import verify
+        from uaprobe.repro import verify
 
         return verify.run(args.repo, cache=args.cache, remote=args.remote, **_verify_checks())
     if args.command == "review":
-        from uaprobe import review
-        from uaprobe.fingerprint import fingerprint
+        from uaprobe.repro import review
+        from uaprobe.repro.fingerprint import fingerprint
 
         return review.run(args.repo, remote=args.remote, out=args.out or args.repo / review.PAGE,
                           fingerprint=lambda: fingerprint(update=False), verify_kwargs=_verify_checks())
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     if args.command == "fingerprint":
-        from uaprobe.fingerprint import fingerprint
+        from uaprobe.repro.fingerprint import fingerprint
 
         return fingerprint(update=args.update)
     if args.command == "schema-doc":

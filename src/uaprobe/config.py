@@ -426,7 +426,7 @@ def params_from_mapping(mapping: Any) -> Params:
 def param_at(doc: Any, dotted: str) -> Any:
     """The value of DVC's dotted parameter key ``a.b.c`` in a parsed YAML document (a key that itself holds
     dots matches first); KeyError if absent. Results files take ``/``-paths instead
-    (:func:`uaprobe.publishing.values.lookup`)."""
+    (:func:`uaprobe.publishing.provenance.values.lookup`)."""
     if isinstance(doc, Mapping) and dotted in doc:
         return doc[dotted]
     head, _, rest = dotted.partition(".")

@@ -142,7 +142,7 @@ ATTRIBUTES: tuple[AttrSpec, ...] = (
     AttrSpec("transformers_version", "str", "transformers version"),
     AttrSpec("bos_added", "bool", "the tokenizer adds a BOS token"),
     AttrSpec("params_millions", "float", "parameter count in millions (0 when unknown)"),
-    AttrSpec("numerics", "str", "CPU code paths of the numbers: pins, kernels, versions (uaprobe.numerics, JSON)"),
+    AttrSpec("numerics", "str", "CPU code paths of the numbers: pins, kernels, versions (uaprobe.repro.numerics, JSON)"),
 )
 
 SYMBOL_ATTRS = {"L": "n_layers", "D": "hidden_size"}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from uaprobe.atomic import write_files
-from uaprobe.publishing.outputs import FIGURES_DIR, FIGURES_DIR_ENV
+from uaprobe.publishing.provenance.outputs import FIGURES_DIR, FIGURES_DIR_ENV
 from uaprobe.publishing.render.result import RenderError, RenderResult
 
 

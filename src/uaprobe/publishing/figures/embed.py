@@ -1,0 +1,59 @@
+"""The figures in the manuscript: markdown images of the figures stage's PNGs, one per model where
+the figure is per model, labelled for cross-references and captioned with the arrays they plot
+(:func:`uaprobe.publishing.figures.figure_registry.data_line`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from uaprobe.publishing.figures.figure_registry import data_line
+from uaprobe.publishing.provenance.outputs import FIGURES_DIR, FIGURES_DIR_ENV, ManuscriptDataError, Outputs
+from uaprobe.publishing.prose.markdown import join_words
+
+
+def slug(text: str) -> str:
+    """A label-safe form of a model id (letters, digits and single hyphens)."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", text.lower())).strip("-")
+
+
+def figure_entries(out: Outputs, key: str) -> list[Mapping[str, Any]]:
+    """The manifest entries of figure ``key``, in panel order (one per model, or one for the panel)."""
+    entries = [e for e in out.figures.get("figures", []) if e.get("key") == key]
+    if not entries:
+        raise ManuscriptDataError(f"figures/manifest.json: no figure {key!r}; run the `figures` stage")
+    order = {m: i for i, m in enumerate(out.models)}
+    return sorted(entries, key=lambda e: order.get(e.get("model") or "", -1))
+
+
+def figure_label(key: str, model_id: str | None = None) -> str:
+    return f"fig-{slug(key)}" + (f"-{slug(model_id)}" if model_id else "")
+
+
+def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Path | None = None) -> str:
+    """Markdown figures for ``key`` (one per model where per model), captioned with the arrays each plots:
+    the first with ``caption`` (``{display}`` replaced by the model's name), each further one with the model's
+    name and a reference to the first, so that no caption repeats another."""
+    paper_dir = Path.cwd() if paper_dir is None else Path(paper_dir)
+    staged = os.environ.get(FIGURES_DIR_ENV)
+    blocks = []
+    first: str | None = None
+    for e in figure_entries(out, key):
+        model = e.get("model")
+        name = out.display(model) if model else "the panel"
+        text = caption.format(display=name) if first is None else f"{name}, as @{first}."
+        first = first or figure_label(key, model)
+        png = out.root / e["png"]
+        if staged:  # the renderer copied figures/ to where Quarto's Typst may read it
+            png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)
+        path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
+        blocks.append(f"![{text} {data_line(e)}]({path}){{#{figure_label(key, model)} width=\"100%\"}}")
+    return "\n\n".join(blocks) + "\n\n"
+
+
+def figure_refs(out: Outputs, key: str) -> str:
+    """Cross-references to every figure of ``key``: ``@fig-key-a and @fig-key-b``."""
+    return join_words([f"@{figure_label(key, e.get('model'))}" for e in figure_entries(out, key)])

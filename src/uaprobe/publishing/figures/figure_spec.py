@@ -1,0 +1,130 @@
+"""The specification curve figure (Simonsohn, Simmons & Nelson 2020): for every model of the panel, in one
+figure, every distinct specification's r, sorted, above a panel of the choices that make it; drawn from
+each model's ``specification_curve.json`` only, at the width the PDF prints it
+(:data:`~uaprobe.publishing.figures.plotting.PRINT_WIDTH_IN`), so that no text is below 7 pt on the page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+
+from uaprobe.publishing.figures.plotting import (OKABE_ITO, PRINT_WIDTH_IN, R_LABEL, arr, model_title, new_figure,
+                                         option_words, style, zero_line)
+from uaprobe.names import short_names
+from uaprobe.schema.specs import SpecificationCurve
+
+ROWS: tuple[tuple[str, str], ...] = (("pooling", "pooling"), ("policy", "position 0"),
+                                     ("representation", "representation"), ("nll", "NLL"),
+                                     ("left_out", "left out"))
+"""The choice columns drawn as indicator rows, top to bottom, and their labels."""
+SIGNIFICANT = "exact p < {alpha:g}"
+"""The label of the indicator row that marks the specifications whose own exact permutation p is below α."""
+MAX_COLUMNS = 120
+"""At most this many columns in the indicator panel: with more specifications each column is a run of
+adjacent specifications, and its bar's height the share of them that take the option."""
+DEPTH_CMAP = "viridis"
+FONT = 7.0
+"""The smallest font of the figure, in points at the printed width."""
+
+
+def distinct_mask(doc: SpecificationCurve) -> np.ndarray:
+    """The specifications counted once (``specs.distinct`` where the results record it; else every one)."""
+    flags = getattr(doc.specs, "distinct", None)
+    return np.ones(len(doc.specs.r), dtype=bool) if flags is None else np.array([bool(f) for f in flags])
+
+
+def row_options(docs: Sequence[SpecificationCurve]) -> list[tuple[str, str, object]]:
+    """(column, label, option) of every indicator row: every option any model's curve takes."""
+    rows = []
+    for col, label in ROWS:
+        seen: list[object] = []
+        for doc in docs:
+            seen += [o for o in getattr(doc.choices, col) if o not in seen]
+        rows += [(col, label, o) for o in seen]
+    return rows
+
+
+def _alpha(doc: SpecificationCurve) -> float:
+    settings = getattr(doc, "settings", None)
+    return float(getattr(settings, "alpha", 0.05) if settings is not None else 0.05)
+
+
+def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure:
+    """One column per model (``docs``: model id -> its curve, in panel order). Top: r of every distinct
+    specification, sorted, with the median. Below, the indicator panel: one row per option of each choice
+    and a first row for the specifications whose own exact permutation p is below α; each column of the
+    panel is a run of adjacent specifications, its bar as high as the share of them taking the option (the
+    grey row behind it is 100 %). Bottom: the mean depth of each column's layers, with a colour bar."""
+    models = list(docs.values())
+    names = short_names([model_title(doc) for doc in models])
+    options = row_options(models)
+    alpha = _alpha(models[0]) if models else 0.05
+    labels = [SIGNIFICANT.format(alpha=alpha)] + [f"{label}: {option_words(col, opt)}" for col, label, opt in options]
+    norm = Normalize(0, 100)
+    with style():
+        fig = new_figure(PRINT_WIDTH_IN, 4.6)
+        fig.set_layout_engine("none")  # fixed margins: the same bytes on every draw
+        grid = fig.add_gridspec(3, len(models) or 1, height_ratios=[1.5, 3.2, 0.16], hspace=0.06, wspace=0.06,
+                                left=0.33, right=0.97, top=0.95, bottom=0.18)
+        for j, doc in enumerate(models):
+            keep = distinct_mask(doc)
+            r = arr(doc.specs.r)[keep]
+            defined = np.isfinite(r)
+            n = len(r)
+            x = np.arange(n)
+            ax = fig.add_subplot(grid[0, j])
+            ax.plot(x, np.where(r > 0, r, np.nan), color=OKABE_ITO[0], linewidth=1.4, label="r > 0")
+            ax.plot(x, np.where(r > 0, np.nan, r), color=OKABE_ITO[1], linewidth=1.4, label="r ≤ 0")
+            if defined.any():
+                median = float(np.median(r[defined]))
+                ax.axhline(median, color=OKABE_ITO[7], linewidth=0.9, linestyle="--", label=f"median {median:+.2f}")
+            zero_line(ax)
+            ax.set_ylim(-1.05, 1.05)
+            ax.set_xlim(-0.5, n - 0.5)
+            ax.tick_params(labelbottom=False, labelsize=FONT)
+            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications", fontsize=8)
+            ax.legend(loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
+            if j == 0:
+                ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
+            else:
+                ax.tick_params(labelleft=False)
+            panel = fig.add_subplot(grid[1, j], sharex=ax)
+            edges = np.linspace(0, n, min(n, MAX_COLUMNS) + 1).round().astype(int)
+            widths = np.diff(edges)
+            p = arr(doc.specs.permutation_p)[keep]
+            columns = [np.array([v == p_ for v in getattr(doc.specs, col)], dtype=float)[keep]
+                       for col, _, p_ in options]
+            rows = [np.nan_to_num(p, nan=1.0) < alpha] + columns
+            for i, taken in enumerate(rows):
+                share = np.array([np.mean(taken[a:b]) for a, b in zip(edges[:-1], edges[1:])])
+                group = 7 if i == 0 else [c for c, _ in ROWS].index(options[i - 1][0])
+                panel.bar(edges[:-1] - 0.5, np.ones_like(share) * 0.8, width=widths, bottom=i - 0.4, align="edge",
+                          color="0.92", linewidth=0)
+                panel.bar(edges[:-1] - 0.5, 0.8 * share, width=widths, bottom=i + 0.4 - 0.8 * share, align="edge",
+                          color=OKABE_ITO[group], linewidth=0)
+            panel.set_ylim(len(rows) - 0.5, -0.5)
+            panel.set_yticks(range(len(rows)))
+            panel.set_yticklabels(labels if j == 0 else [], fontsize=FONT)
+            panel.tick_params(length=0)
+            panel.grid(False)
+            panel.get_xaxis().set_visible(False)
+            strip = fig.add_subplot(grid[2, j], sharex=ax)
+            depth = 100.0 * np.array(doc.specs.layer, dtype=float)[keep] / max(doc.n_layers, 1)
+            mean_depth = np.array([depth[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
+            mesh = strip.pcolormesh(edges - 0.5, [0, 1], mean_depth[None, :], cmap=colormaps[DEPTH_CMAP], norm=norm)
+            strip.set_yticks([0.5])
+            strip.set_yticklabels(["depth (mean)"] if j == 0 else [], fontsize=FONT)
+            strip.tick_params(length=0, labelsize=FONT)
+            strip.grid(False)
+            strip.set_xlabel("specifications, sorted by r", fontsize=FONT)
+            if j == len(models) - 1:
+                bar = fig.add_axes((0.33, 0.075, 0.64, 0.02))
+                fig.colorbar(mesh, cax=bar, orientation="horizontal")
+                bar.tick_params(labelsize=FONT, length=2)
+                bar.set_xlabel("layer depth, % of the model's layers (0 = token embeddings)", fontsize=FONT,
+                               labelpad=1)
+    return fig

@@ -1,0 +1,1 @@
+"""The words and tables of the paper that depend on its numbers."""

@@ -1,0 +1,161 @@
+"""The specification curve as phrases.
+
+Reads ``specification_curve.json``: every analytic choice's category-level r, the universe of the one
+primary joint test (declared before any result), its exact joint permutation p, the secondary family with
+Holm's correction, the test without the pre-declared category and layer 0 beside the declared layer. Every number shown is a sourced
+:class:`~uaprobe.publishing.provenance.values.Value`; a median over a subset of the specifications is a derived
+key (:func:`~uaprobe.publishing.provenance.values.median_key`) that the provenance checks recompute. The shared
+direction and what each representation does to r are in :mod:`uaprobe.publishing.prose.direction`.
+"""
+
+from __future__ import annotations
+
+from uaprobe.publishing.prose.formats import pretty
+from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.prose.markdown import join_words, prose
+from uaprobe.publishing.provenance.values import Value, median_key
+
+CURVE = "specification_curve"
+
+REPRESENTATION_WORDS = {"raw": "raw", "zscore": "z-scored", "abtt": "ABTT"}
+POOLING_WORDS = {"mean": "mean", "last": "last-token", "first": "first-token"}
+
+
+def alpha(out: Outputs, m: str) -> float:
+    return float(out.raw(m, CURVE, "settings/alpha"))
+
+
+def representations(out: Outputs, m: str) -> list[str]:
+    return list(out.raw(m, CURVE, "choices/representation") or [])
+
+
+def representation_median(out: Outputs, m: str, representation: str) -> Value:
+    """The median r over every specification with ``representation`` (a derived, sourced value)."""
+    return out.v(m, CURVE, median_key("specs/r", representation=representation))
+
+
+STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
+
+
+def category_words(out: Outputs, m: str) -> str:
+    """The category the second joint test leaves out, in words."""
+    return pretty(str(out.raw(m, CURVE, "joint/without_category/left_out")))
+
+
+def test_words(out: Outputs, m: str, test: str) -> str:
+    """Where a joint statistic is taken: ``over the universe``, ``over every layer``, ``without ground truth numeric``."""
+    return {"declared": "over the universe", "every_layer": "over every layer instead",
+            "without_category": f"without {category_words(out, m)}"}.get(test, test)
+
+
+def floor_words(out: Outputs, m: str, key: str) -> str:
+    """``, the smallest p its test can give`` where the p at ``key`` sits at its test's floor."""
+    return ", the smallest p its test can give" if out.raw(m, CURVE, f"{key}/at_floor") else ""
+
+
+def primary_statistic(out: Outputs, m: str) -> str:
+    return STATISTIC_WORDS.get(str(out.raw(m, CURVE, "primary/statistic")), "statistic")
+
+
+@prose
+def universe_phrase(out: Outputs) -> str:
+    """Methods: the universe of the primary test (its axes, the pre-declared layer, the duplicates counted once
+    per model), the primary statistic with its number of relabellings and smallest p, and the secondary family."""
+    m0 = out.models[0]
+    counts = {k: out.v(m0, CURVE, f"universe/axes/{k}/options", "count") for k in ("pooling", "policy",
+                                                                                   "representation", "nll")}
+    depth = out.raw(m0, CURVE, "universe/depth")
+    layer = "the last" if depth == 1.0 else f"at depth {out.v(m0, CURVE, 'universe/depth', 'f2')} of the layers"
+    distinct = join_words([f"{out.v(m, CURVE, 'universe/n_distinct', 'int')} of {out.v(m, CURVE, 'universe/n_listed', 'int')}"
+                           f" for {out.display(m)}" for m in out.models])
+    tests = out.raw(m0, CURVE, "secondary/tests") or []
+    secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
+                            f"{test_words(out, m0, t['test'])}" for t in tests])
+    return (f"**The primary test.** It was declared before any result (`analysis.primary` in `params.yaml`). Its "
+            f"universe crosses {counts['pooling']} poolings, {counts['policy']} position-0 policies, "
+            f"{counts['representation']} representations and {counts['nll']} NLLs at one pre-declared layer, {layer}: a depth curve is an estimand, not an analytic choice, and leaving a "
+            "category out is an influence diagnostic, not a choice. Specifications with bit-identical category UA "
+            f"(the same pooled states) are counted once: {distinct} are distinct. The primary statistic is the "
+            f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
+            f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "
+            f"preferences to every specification at once, so its smallest value is one over that number. The secondary "
+            f"statistics, Holm-corrected as one family, are {secondary}; the last two run over the "
+            f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
+            "categories.")
+
+
+@prose
+def primary_phrase(out: Outputs) -> str:
+    """Results: per model, the primary statistic with its exact p (said to be at the floor where it is), the
+    verdict at α, the secondary family after Holm, and the test without the pre-declared category."""
+    parts = []
+    for m in out.models:
+        parts.append(f"{out.v(m, CURVE, 'primary/estimate')} for {out.display(m)} "
+                     f"(p = {out.v(m, CURVE, 'primary/p', 'p')}{floor_words(out, m, 'primary')})")
+    a = alpha(out, out.models[0])
+    yes = [out.display(m) for m in out.models if differs(out, m)]
+    verdict = (f"at α = {a:g} the primary test finds it different from chance for {join_words(yes)}"
+               + (" only" if 0 < len(yes) < len(out.models) else "") if yes else
+               f"at α = {a:g} the primary test finds it different from chance for no model")
+    text = f"Over the universe, the {primary_statistic(out, out.models[0])} is {join_words(parts)}: {verdict}."
+    survivors = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
+                 if t.get("holm_reject")]
+    if survivors:
+        text += (" After Holm's correction, the secondary tests find " + join_words([
+            f"the {STATISTIC_WORDS.get(out.raw(m, CURVE, f'secondary/tests/{i}/statistic'), '')} "
+            f"{test_words(out, m, out.raw(m, CURVE, f'secondary/tests/{i}/test'))} of {out.display(m)} "
+            f"(Holm p = {out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})" for m, i in survivors]) + ".")
+    else:
+        text += " After Holm's correction, no secondary test is significant for any model."
+    without = []
+    for m in out.models:
+        i = without_index(out, m)
+        if i is not None:
+            without.append(f"{out.v(m, CURVE, f'secondary/tests/{i}/estimate')} for {out.display(m)} "
+                           f"(p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
+                           f"{out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})")
+    if without:
+        text += (f" Without {category_words(out, out.models[0])}, the {primary_statistic(out, out.models[0])} over the "
+                 f"same choices is {join_words(without)}.")
+    return text
+
+
+def without_index(out: Outputs, m: str) -> int | None:
+    """The secondary test of the primary statistic without the pre-declared category."""
+    stat = out.raw(m, CURVE, "primary/statistic")
+    for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or []):
+        if t.get("test") == "without_category" and t.get("statistic") == stat:
+            return i
+    return None
+
+
+@prose
+def layer_zero_phrase(out: Outputs) -> str:
+    """Layer 0 (the token embeddings) beside the pre-declared layer: the primary statistic over the universe's
+    choices at each, per model."""
+    parts = [f"{out.v(m, CURVE, 'joint/layer_zero/' + str(out.raw(m, CURVE, 'primary/statistic')))} at layer 0 against "
+             f"{out.v(m, CURVE, 'primary/estimate')} at the declared layer for {out.display(m)}" for m in out.models]
+    return (f"Layer 0, the token embeddings before any context, is the model's own lexical baseline: over the same "
+            f"choices, the {primary_statistic(out, out.models[0])} is {join_words(parts)}")
+
+
+def differs(out: Outputs, m: str) -> bool:
+    """Whether the primary joint p is below α."""
+    p = out.raw(m, CURVE, "primary/p")
+    return p is not None and p < alpha(out, m)
+
+
+@prose
+def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
+    """The primary test and the test without the pre-declared category in one sentence, without model names:
+    each model's p, in panel order; ``category_named``: the sentence before named that category."""
+    ps = join_words([str(out.v(m, CURVE, "primary/p", "p")) for m in out.models])
+    without = [out.v(m, CURVE, f"secondary/tests/{i}/p", "p") for m in out.models
+               if (i := without_index(out, m)) is not None]
+    stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
+        str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
+    text = f"A pre-declared joint permutation test of the {stat} over the analytic choices gives p = {ps}"
+    if without:
+        which = "that category" if category_named else f"{category_words(out, out.models[0])}"
+        text += f"; without {which}, {join_words([str(p) for p in without])}"
+    return text

@@ -1,0 +1,190 @@
+"""The paper's main findings as phrases: the length confound and the verdict (the specification curve is
+in :mod:`uaprobe.publishing.prose.curve`, the shared direction in :mod:`uaprobe.publishing.prose.direction`, the
+pair-level models in :mod:`uaprobe.publishing.prose.pair_findings`).
+
+Each function reads the values it reports and chooses its words from them, so a different result
+gives a different sentence; every number it shows is a sourced
+:class:`~uaprobe.publishing.provenance.values.Value` (see :mod:`uaprobe.publishing.prose.phrases`).
+"""
+
+from __future__ import annotations
+
+
+from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs, without_index
+from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.prose.formats import pretty
+from uaprobe.publishing.prose.markdown import join_words, prose
+from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models, sign_word
+from uaprobe.publishing.prose.tables import length_category, other_range
+from uaprobe.publishing.prose.wording import MATCH_TOLERANCE, STANDS_OUT
+
+# ------------------------------------------------------------------------------------------------
+# The length confound: one category whose B statements are longer
+
+
+def confound_models(out: Outputs) -> list[str]:
+    """Models whose most influential category (found from the data) is the one whose framings differ
+    most in length."""
+    found = []
+    for m in out.models:
+        i = length_category(out, m)
+        categories = out.raw(m, "layerwise", "categories")
+        if i is not None and out.raw(m, "robustness", "loco/most_influential") == categories[i]:
+            found.append(m)
+    return found
+
+
+
+def stands_out(out: Outputs, m: str) -> bool:
+    """Whether one category's mean token difference is at least :data:`STANDS_OUT` times any other's."""
+    i = length_category(out, m)
+    diffs = out.raw(m, "robustness", "length/mean_token_difference") or []
+    if i is None:
+        return False
+    others = [abs(d) for j, d in enumerate(diffs) if j != i and d is not None]
+    return abs(diffs[i]) > 0 and all(abs(diffs[i]) >= STANDS_OUT * d for d in others)
+
+
+@prose
+def length_phrase(out: Outputs) -> str:
+    """A sentence: per model, the category whose framings differ most in content tokens, its mean
+    difference B − A and the range of the other categories'; led by whether that category stands out."""
+    parts = []
+    for m in out.models:
+        i = length_category(out, m)
+        if i is None:
+            parts.append(f"no token counts are recorded for {out.display(m)}")
+            continue
+        name = pretty(out.raw(m, "layerwise", "categories")[i])
+        diff = out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
+        rest = other_range(out, m, i)
+        parts.append(f"{name} for {out.display(m)} ({diff}"
+                     + (f", against {rest[0]} to {rest[1]} in the other categories)" if rest else ")"))
+    lead = ("The framings differ in length in one category far more than in any other"
+            if out.models and all(stands_out(out, m) for m in out.models) else
+            "No category's framings differ in length far more than every other's")
+    return f"{lead}: the mean difference in content tokens, B − A, is largest in size in {join_words(parts)}."
+
+
+@prose
+def confound_verdict(out: Outputs) -> str:
+    """Whether the category that carries the correlation is the longest-B one, what leaving it out does
+    to the model's r and to the lexical baseline's, and whether the summed NLL moves the r."""
+    same = confound_models(out)
+    if not same:
+        return ("For no model is the category that most influences the correlation the one whose framings "
+                "differ most in length.")
+    sentences = []
+    who = "both models" if len(same) == len(out.models) == 2 else join_words([out.display(m) for m in same])
+    sentences.append(f"For {who}, that category is also the one whose removal changes the last-layer r most "
+                     "(@tbl-confound).")
+    flips = [m for m in same if out.display(m) in reversing_models(out)]
+    flipped = ("both models" if len(flips) == len(out.models) == 2 else
+               join_words([out.display(m) for m in flips]))
+    baseline = lexical_without_words(out, same)
+    if flips:
+        sentences.append(f"Without it, the last-layer r (mean pooling) changes sign for {flipped}, while the lexical "
+                         f"baseline's {baseline}.")
+    else:
+        sentences.append(f"Without it, no model's r changes sign, and the lexical baseline's {baseline}.")
+    moved = [m for m in same if normalisation_moves(out, m)]
+    if moved:
+        sentences.append("The per-token mean NLL divides by the statement's length; with the summed NLL instead, "
+                         f"the last-layer r {summed_nll_words(out, moved)} (@tbl-confound).")
+    longer_b = all((d := out.raw(m, "robustness", f"length/mean_token_difference/{length_category(out, m)}")) is not None
+                   and d > 0 for m in same)
+    if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
+            and all(stands_out(out, m) for m in out.models)):
+        name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+        sentences.append("The lexical baseline's agreement with the models, the sign of their r and its dependence "
+                         f"on the normalisation of the NLL thus all rest on one category, {name}, whose B statements are "
+                         "also much longer; length is the likeliest but not the only explanation.")
+    return " ".join(sentences)
+
+
+@prose
+def length_limitation(out: Outputs) -> str:
+    """A limitation: where the most influential category is also the one that differs most in length, its
+    length and its content cannot be separated."""
+    same = confound_models(out)
+    if not same:
+        return ""
+    name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+    return (f"With one influential category ({name}), its length cannot be separated from the rest of what "
+            "distinguishes it.")
+
+
+def lexical_without_words(out: Outputs, models: list[str]) -> str:
+    """What the lexical baseline's last-layer r (mean over seeds) does when the most influential category is
+    left out: ``stays positive`` (or negative) where its sign is that of the r with every category,
+    ``turns negative`` (or positive) where the sign changes, ``differs between the models`` otherwise."""
+    words = set()
+    for m in models:
+        before = sign_word(out.raw(m, "robustness", "lexical_baseline/final_r/mean"))
+        after = sign_word(out.raw(m, "robustness", "loco/lexical_final_r_without/mean"))
+        words.add(f"stays {after}" if before == after else f"turns {after}")
+    return words.pop() if len(words) == 1 else "differs between the models"
+
+
+def summed_nll_words(out: Outputs, models: list[str]) -> str:
+    """``changes sign for Gemma (+0.912 to −0.651) and moves for SmolLM2 (+0.972 to +0.266)``: what the summed NLL
+    does to each model's last-layer r, a sign change named as one."""
+    flips, moves = [], []
+    for m in models:
+        a, b = (out.v(m, "robustness", f"preference/final_r_{k}_nll") for k in ("mean", "sum"))
+        (flips if a.raw * b.raw < 0 else moves).append(f"{out.display(m)} ({a} to {b})")
+    parts = ([f"changes sign for {join_words(flips)}"] if flips else []) + ([f"moves for {join_words(moves)}"]
+                                                                          if moves else [])
+    return join_words(parts)
+
+
+def normalisation_moves(out: Outputs, m: str) -> bool:
+    """Whether the last-layer r with the summed NLL differs in sign, or by more than
+    :data:`~uaprobe.publishing.prose.wording.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
+    a = out.raw(m, "robustness", "preference/final_r_mean_nll")
+    b = out.raw(m, "robustness", "preference/final_r_sum_nll")
+    return a is not None and b is not None and (a * b < 0 or abs(a - b) > MATCH_TOLERANCE)
+
+
+# ------------------------------------------------------------------------------------------------
+# Verdicts
+
+
+@prose
+def conclusion_phrase(out: Outputs) -> str:
+    """What the data support, as clauses: lexical or not at the last layer, one category or not, the
+    specification curve's verdict by statistic (unadjusted for the two statistics)."""
+    lexical = lexical_matches_or_beats(out)
+    reversed_ = reversing_models(out)
+    parts = []
+    if lexical and len(lexical) == len(out.models):
+        parts.append("at the last layer, the category-level r is matched by a lexical baseline that sees only the "
+                     "statements' tokens, so by itself it does not show that the models' representations, rather "
+                     "than the statements' words, produce it")
+    elif lexical:
+        parts.append(f"at the last layer, for {join_words(lexical)} the category-level r is matched by the "
+                     "statements' tokens alone")
+    else:
+        parts.append("at the last layer, the models' category-level r exceeds what the statements' tokens alone give")
+    if reversed_:
+        parts.append(f"there (mean pooling) its sign rests on a single category for {join_words(reversed_)}")
+    parts.append("over the pre-declared analytic choices at the last layer, " + curve_conclusion(out) + " (@sec-spec)")
+    return "; ".join(parts)
+
+
+def curve_conclusion(out: Outputs) -> str:
+    """For which models the primary joint test finds the curve different from chance (with each p), and for
+    which the test without the pre-declared category does."""
+    yes = [m for m in out.models if differs(out, m)]
+    if yes:
+        ps = join_words([f"p = {out.v(m, CURVE, 'primary/p', 'p')}" for m in yes])
+        only = " only" if len(yes) < len(out.models) else ""
+        text = (f"the pre-declared joint test finds the correlation different from chance for "
+                f"{join_words([out.display(m) for m in yes])}{only} ({ps})")
+    else:
+        text = "the pre-declared joint test finds the correlation different from chance for no model"
+    without = [m for m in out.models if (i := without_index(out, m)) is not None
+               and (p := out.raw(m, CURVE, f"secondary/tests/{i}/p")) is not None and p < alpha(out, m)]
+    category = category_words(out, out.models[0])
+    return text + (f", and without {category} for {join_words([out.display(m) for m in without])}" if without else
+                   f", and without {category} for no model")

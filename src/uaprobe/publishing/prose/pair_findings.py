@@ -1,0 +1,100 @@
+"""The pair-level models as phrases and a table.
+
+Reads ``pair_models.json``: per position-0 policy and pooling, each Option B metric's partial r with the
+preference over the pairs (both sides' content-token counts as covariates), its Freedman–Lane
+permutation p with the residuals permuted within categories, Holm's correction across the layers, and
+the lexical baseline run the same way over several seeds. Beside it, ``option_b.json``'s kNN result
+(permutation over all pairs, the token difference alone partialled out) for the comparison. Every
+number shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`; the words follow the numbers.
+"""
+
+from __future__ import annotations
+
+from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.prose.formats import pretty
+from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
+from uaprobe.publishing.provenance.values import Value
+
+PAIRS = "pair_models"
+KNN = "knn_density_asymmetry"
+METRIC_WORDS = {"centroid_asymmetry": "centroid asymmetry", "cross_centroid": "cross-centroid score",
+                "knn_density_asymmetry": "kNN density asymmetry", "margin_asymmetry": "margin asymmetry",
+                "within_pair_sim": "within-pair similarity"}
+
+
+def base(policy: str, pooling: str) -> str:
+    return f"policies/{policy}/poolings/{pooling}"
+
+
+def metrics(out: Outputs, m: str, policy: str = "sink_excluded", pooling: str = "mean") -> list[str]:
+    return list(out.raw(m, PAIRS, base(policy, pooling)) or {})
+
+
+def n_layers(out: Outputs, m: str) -> Value:
+    return out.v(m, PAIRS, "layers", "count")
+
+
+def holm_count(out: Outputs, m: str, metric: str, policy: str = "sink_excluded", pooling: str = "mean") -> Value:
+    return out.v(m, PAIRS, f"{base(policy, pooling)}/{metric}/n_holm_layers", "int")
+
+
+def lexical(out: Outputs, m: str, metric: str, policy: str = "sink_excluded") -> tuple[Value, Value, Value]:
+    """The lexical baseline's median partial r over seeds, its number of significant seeds, and of seeds."""
+    b = f"policies/{policy}/lexical_baseline/metrics/{metric}"
+    return (out.v(m, PAIRS, f"{b}/median_partial_r"), out.v(m, PAIRS, f"{b}/significant", "count_true"),
+            out.v(m, PAIRS, f"{b}/significant", "count"))
+
+
+@prose
+def old_knn_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Option B's kNN r (permutation over all pairs, token difference partialled out): Holm-surviving layers per
+    model under each policy, then the within-category models' count and whether their partial r stays positive."""
+    parts, models = [], []
+    for m in out.models:
+        key = f"poolings/{pooling}/metrics/{KNN}/permutation_holm_reject"
+        sx, df = out.v(m, "sink_excluded/option_b", key, "count_true"), out.v(m, "option_b", key, "count_true")
+        where = ("under both policies" if sx.raw == df.raw else
+                 f"with position 0 excluded ({df} under the default policy)")
+        parts.append(f"{sx} of {out.v(m, 'sink_excluded/option_b', 'layers', 'count')} layers of {out.display(m)} {where}")
+        b = f"{base('sink_excluded', pooling)}/{KNN}"
+        models.append((holm_count(out, m, KNN, pooling=pooling), n_layers(out, m),
+                       out.v(m, PAIRS, f"{b}/partial_r_min"), out.v(m, PAIRS, f"{b}/partial_r_max")))
+    text = (f"Option B's test of the kNN density asymmetry (@tbl-optionb), which permutes the preference over all "
+            f"pairs, finds its r significant after Holm's correction at {join_words(parts)}; with both sides' lengths "
+            f"as covariates and the permutation within categories, it survives at "
+            f"{join_words([f'{n} of {total}' for n, total, _, _ in models])} layers")
+    positive = [(lo, hi) for _, _, lo, hi in models if lo.raw is not None and lo.raw > 0]
+    if len(positive) == len(models):
+        text += (", though its partial r stays positive at every layer ("
+                 + "; ".join(f"{lo} to {hi}" for lo, hi in positive) + ")")
+    return text
+
+
+def pair_table(out: Outputs, pooling: str = "mean") -> str:
+    """Per model and metric (mean pooling): the layers surviving Holm under each policy, the partial r range
+    over the layers with position 0 excluded, and the lexical baseline's median partial r and significant
+    seeds."""
+    header = ["Model", "Metric", "Holm layers, pos. 0 excl.", "Holm layers, default", "Partial r, min to max",
+              "Lexical median r", "Lexical seeds sig."]
+    rows = []
+    for m in out.models:
+        for i, k in enumerate(metrics(out, m, pooling=pooling)):
+            b = f"{base('sink_excluded', pooling)}/{k}"
+            med, sig, seeds = lexical(out, m, k)
+            rows.append([out.display(m) if i == 0 else "", METRIC_WORDS.get(k, pretty(k)),
+                         f"{holm_count(out, m, k, pooling=pooling)} of {n_layers(out, m)}",
+                         str(holm_count(out, m, k, 'default', pooling)),
+                         f"{out.v(m, PAIRS, f'{b}/partial_r_min')} to {out.v(m, PAIRS, f'{b}/partial_r_max')}",
+                         str(med), f"{sig} of {seeds}"])
+    return markdown_table(header, rows, align="llrrrrr")
+
+
+@prose
+def pooling_limitation(out: Outputs, pooling: str = "mean") -> str:
+    """A limitation: whether the pair-level Holm counts of the kNN density asymmetry depend on the pooling."""
+    counts = {out.raw(m, PAIRS, f"{base(pol, p)}/{KNN}/n_holm_layers") for m in out.models
+              for pol in ("sink_excluded", "default") for p in (out.raw(m, PAIRS, f"policies/{pol}/poolings") or {})}
+    if len(counts) <= 1:
+        return ""
+    return (f"The pair-level Holm counts depend on the pooling: the {pooling}-pooling result is not that of the "
+            "first- or last-token state (@sec-pairs).")

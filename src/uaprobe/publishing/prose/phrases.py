@@ -1,0 +1,281 @@
+"""The words of the paper that depend on its numbers: short phrases, each with its values sourced.
+
+The sentences live in ``paper/paper.qmd``. What is conditional on the data (a sign, a reversal,
+whether an interval excludes zero, whether a baseline matches the model, whether anything is
+significant) is a phrase returned by a small function here, tested on its own. Every number in a
+phrase is a :class:`~uaprobe.publishing.provenance.values.Value`, so it keeps its file and key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from uaprobe.publishing.prose.markdown import count_phrase, join_words, plural, prose
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.prose.tables import (
+    POLICY_FILES,
+    POOLING_WORDS,
+    poolings,
+    same_numbers,
+    same_pooling_models,
+)
+from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
+
+
+@prose
+def per_model(out: Outputs, stem: str, key: str, fmt: str = "r", models: Sequence[str] | None = None) -> str:
+    """``x (Model A) and y (Model B)``: one value of every model of the panel (or of ``models``); ``x for
+    both models`` (or ``for every model``) when every model of the whole panel shows the same text."""
+    chosen = list(out.models if models is None else models)
+    values = [out.v(m, stem, key, fmt) for m in chosen]
+    if len(values) > 1 and len(chosen) == len(out.models) and len({v.text for v in values}) == 1:
+        return f"{values[0]} for {'both models' if len(values) == 2 else 'every model'}"
+    return join_words([f"{v} ({out.display(m)})" for v, m in zip(values, chosen)])
+
+
+@prose
+def models(out: Outputs) -> str:
+    """The panel's full names, then the short names the rest of the paper uses where they differ."""
+    full = join_words([out.full_name(m) for m in out.models])
+    short = [out.display(m) for m in out.models if out.display(m) != out.full_name(m)]
+    return full + (f" ({join_words(short)} below)" if short else "")
+
+
+@prose
+def sign_word(r: float | None) -> str:
+    if r is None:
+        return "undefined"
+    return "positive" if r > 0 else "negative" if r < 0 else "zero"
+
+
+@prose
+def comparison_word(baseline: float | None, model: float | None, *, tolerance: float = MATCH_TOLERANCE) -> str:
+    """How a baseline's r compares with the model's: ``exceeds``, ``matches`` or ``falls short of``."""
+    if baseline is None or model is None:
+        return "cannot be compared with"
+    if abs(baseline - model) <= tolerance:
+        return "matches"
+    return "exceeds" if baseline > model else "falls short of"
+
+
+# ------------------------------------------------------------------------------------------------
+# Panel-wide findings
+
+
+@prose
+def same_numbers_reason(out: Outputs, m: str) -> str:
+    """Why excluding position 0 changes nothing for a model, from what its extraction recorded."""
+    if out.raw(m, "layerwise", "extraction/bos_added"):
+        return "position 0 is the BOS, which no pooled state includes"
+    return "the default policy already leaves position 0 out of every pooled state"
+
+
+@prose
+def position0_phrase(out: Outputs) -> str:
+    """A sentence, per model: what sits at position 0 and what that means for the two position-0 policies."""
+    parts = []
+    for m in out.models:
+        if out.raw(m, "layerwise", "extraction/bos_added"):
+            same = m in same_pooling_models(out)
+            parts.append(f"{out.display(m)}'s tokenizer adds a BOS at position 0, which neither policy pools"
+                         + (", so its two policies give identical numbers" if same else
+                            ", yet its two policies give different numbers"))
+        else:
+            parts.append(f"{out.display(m)}'s tokenizer adds no BOS, so its position 0 is the statement's first word")
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:] + "."
+
+
+@prose
+def sink_exclusion_phrase(out: Outputs, *, final_r: bool = False) -> str:
+    """A sentence: what excluding position 0 from the pooling does to each model's layer curve (mean
+    pooling): its sign changes (and, with ``final_r``, its last-layer r) beside the default policy's; for a
+    model whose two policies give the same numbers, that they do and why, so that no agreement reads as
+    a robustness check."""
+    changed, same = [], []
+    for m in out.models:
+        if m in same_pooling_models(out):
+            same.append(f"for {out.display(m)} it gives the same numbers: {same_numbers_reason(out, m)}, so there "
+                        "the exclusion is no check")
+            continue
+        d, sx = "policies/default", "policies/sink_excluded"
+        text = (f"{count_phrase(out.v(m, 'robustness', f'{sx}/n_sign_changes', 'int'), 'sign change')} in the layer "
+                f"curve of {out.display(m)} ({out.v(m, 'robustness', f'{d}/n_sign_changes', 'int')} under the default policy)")
+        if final_r:
+            text += (f" and a last-layer r of {out.v(m, 'robustness', f'{sx}/final_r')} "
+                     f"({out.v(m, 'robustness', f'{d}/final_r')} under the default policy)")
+        changed.append(text)
+    if changed:
+        return f"Excluding position 0 from the pooling leaves {join_words(changed)}" + "".join(f"; {c}" for c in same) + "."
+    return "Excluding position 0 from the pooling changes no number: " + "; ".join(same) + "."
+
+
+
+
+def reversing_models(out: Outputs) -> list[str]:
+    """Models whose last-layer r reverses its sign without their most influential category."""
+    return [out.display(m) for m in out.models if out.raw(m, "robustness", "loco/sign_reversed")]
+
+
+def lexical_matches_or_beats(out: Outputs) -> list[str]:
+    """Models whose lexical baseline reaches (within the tolerance) or exceeds their own last-layer r."""
+    return [out.display(m) for m in out.models
+            if comparison_word(out.raw(m, "robustness", "lexical_baseline/final_r/mean"),
+                               out.raw(m, "robustness", "policies/default/final_r")) in ("matches", "exceeds")]
+
+
+
+
+def specifications(out: Outputs) -> list[tuple[str, str, str]]:
+    """Every (model, policy, pooling) whose layer-wise exact permutation tests the results hold."""
+    return [(m, policy, p) for m in out.models for policy in POLICY_FILES for p in poolings(out, m)]
+
+
+def surviving_layers(out: Outputs, m: str, policy: str, pooling: str) -> list[int]:
+    """Indices of the layers whose exact permutation p survives Holm's correction across the layers of
+    this specification (``poolings/<pooling>/permutation_holm_reject``)."""
+    reject = out.raw(m, POLICY_FILES[policy], f"poolings/{pooling}/permutation_holm_reject")
+    return [i for i, x in enumerate(reject) if x]
+
+
+@prose
+def specifications_scope(out: Outputs) -> str:
+    """``the 12 specifications (2 models × 3 poolings × 2 position-0 policies; 8 of them distinct, …)``."""
+    specs = specifications(out)
+    distinct = n_distinct(out)
+    pools = len(dict.fromkeys(p for _, _, p in specs))
+    text = (f"the {len(specs)} {plural(len(specs), 'specification')} ({len(out.models)} "
+            f"{plural(len(out.models), 'model')} × {pools} {plural(pools, 'pooling')} × {len(POLICY_FILES)} "
+            "position-0 policies")
+    if distinct < len(specs):
+        text += f"; {distinct} of them distinct, as the two policies agree wherever no pooled state includes position 0"
+    return text + ")"
+
+
+POLICY_WORDS = {"default": "under the default policy", "sink_excluded": "and position 0 excluded"}
+
+
+def specification_words(out: Outputs, m: str, specs: Sequence[tuple[str, str]]) -> str:
+    """``with first-token pooling and position 0 excluded``, ``with mean and last-token pooling under the
+    default policy``, or ``with every pooling under both position-0 policies``, for (policy, pooling) pairs."""
+    if len(specs) == len(poolings(out, m)) * len(POLICY_FILES):
+        return "with every pooling under both position-0 policies"
+    by_policy: dict[str, list[str]] = {}
+    for policy, p in specs:
+        by_policy.setdefault(policy, []).append(POOLING_WORDS.get(p, p))
+    return join_words([f"with {join_words(pools)} pooling {POLICY_WORDS[policy]}" for policy, pools in by_policy.items()])
+
+
+@prose
+def specification_significance_phrase(out: Outputs) -> str:
+    """Which specifications hold a layer whose category-level r survives the exact permutation test with
+    Holm's correction across its layers, with the layers and their corrected p, or that none does.
+    Specifications of one model with the same layers and corrected p are named together."""
+    groups: dict[tuple[str, tuple[int, ...], tuple[str, ...]], dict[str, Any]] = {}
+    for m, policy, p in specifications(out):
+        layers = surviving_layers(out, m, policy, p)
+        if not layers:
+            continue
+        stem = POLICY_FILES[policy]
+        holm = [out.v(m, stem, f"poolings/{p}/permutation_holm_p/{i}", "p") for i in layers]
+        group = groups.setdefault((m, tuple(layers), tuple(h.text for h in holm)), {
+            "holm": holm, "layers": [out.v(m, stem, f"layers/{i}", "int") for i in layers], "specs": []})
+        group["specs"].append((policy, p))
+    if not groups:
+        return f"no layer of any model, in any of {specifications_scope(out)}"
+    found = []
+    for (m, layers, texts), g in groups.items():
+        holm, shown = g["holm"], g["layers"]
+        ps = (f"Holm p = {holm[0]}" + (f" at {'both' if len(layers) == 2 else 'each'}" if len(layers) > 1 else "")
+              if len(set(texts)) == 1 else
+              "Holm p = " + join_words([f"{h} at layer {layer}" for h, layer in zip(holm, shown)]))
+        found.append(f"{plural(len(layers), 'layer')} {join_words(shown)} of {out.display(m)} "
+                     f"{specification_words(out, m, g['specs'])} ({ps})")
+    others = len(specifications(out)) - sum(len(g["specs"]) for g in groups.values())
+    rest = (f"and no layer in the other {others} of {specifications_scope(out)}" if others else
+            f"a layer in every one of {specifications_scope(out)}")
+    text = f"{join_words(found)}, {rest}"
+    if all(at_holm_floor(out, m, h) for (m, _, _), g in groups.items() for h in g["holm"]):
+        text += (". These Holm p-values are the smallest the test can give: the number of layers times one over "
+                 f"the {out.v(out.models[0], 'layerwise', 'permutation_count', 'thousands')} orders")
+    a = out.v(out.models[0], "layerwise", "settings/alpha", "f2")
+    text += (". Holm's correction runs across the layers of one specification, not across the specifications: "
+             f"without any effect, each distinct specification shows a significant layer with probability up to "
+             f"α = {a}, so chance alone predicts up to {n_distinct(out)} × α of them"
+             + (", fewer than one" if n_distinct(out) * float(a.raw) < 1 else ""))
+    return text
+
+
+def n_distinct(out: Outputs) -> int:
+    """The layer-wise specifications whose numbers differ (the two policies agree where none pools position 0)."""
+    return sum(1 for m, policy, p in specifications(out) if policy == "default" or not same_numbers(out, m, p))
+
+
+def at_holm_floor(out: Outputs, m: str, holm: Any) -> bool:
+    """Whether a Holm-adjusted exact p is the smallest the test can give: layers x 1 / orders (capped at 1)."""
+    layers = len(out.raw(m, "layerwise", "layers") or [])
+    orders = out.raw(m, "layerwise", "permutation_count")
+    return bool(orders) and abs(float(holm.raw) - min(1.0, layers / float(orders))) < 1e-12
+
+
+def published_format(x: Any) -> str:
+    """The signed format with as many decimals as a published number was stored with (at most four)."""
+    text = repr(float(x)) if isinstance(x, (int, float)) else ""
+    decimals = len(text.split(".")[1]) if "." in text and "e" not in text else 3
+    return f"s{min(decimals, 4)}"
+
+
+@prose
+def published_comparison(out: Outputs) -> str:
+    """The original study's Pythia-6.9B final-layer r beside this panel's, under both policies."""
+    differ = [m for m in out.models if m not in same_pooling_models(out)]
+    same = [out.display(m) for m in out.models if m not in differ]
+    excluded = "; ".join(([per_model(out, 'robustness', 'policies/sink_excluded/final_r', models=differ)] if differ else [])
+                         + ([f"the same numbers for {join_words(same)}"] if same else []))
+    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, against "
+            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (position 0 excluded: {excluded})")
+
+
+@prose
+def weights_phrase(out: Outputs) -> str:
+    """What the weights are: for the GGUF models, their bit width and files, dequantized; empty otherwise."""
+    specs = {m: out.params.model(m) for m in out.models}
+    quantized = [m for m, sp in specs.items() if sp.source in ("packaged", "gguf")]
+    if not quantized:
+        return ""
+    files = join_words([f"`{specs[m].gguf_file or specs[m].location}`" for m in quantized])
+    bits = {b.group(1) for m in quantized if (b := re.search(r"q(\d+)_", str(specs[m].gguf_file).lower()))}
+    kind = f"{bits.pop()}-bit GGUF quantizations" if len(bits) == 1 else "quantized GGUF files"
+    return (f"The weights of {join_words([out.display(m) for m in quantized])} are {kind} ({files}), dequantized "
+            "to 32-bit floats for the forward pass; the tokenizer is rebuilt from the GGUF metadata.")
+
+
+@prose
+def panel_phrase(out: Outputs) -> str:
+    """What the panel is, and what that rules out: quantized weights, small models, not the original's."""
+    specs = {m: out.params.model(m) for m in out.models}
+    quantized = [m for m, sp in specs.items() if sp.source in ("packaged", "gguf")]
+    sizes = [sp.params_millions for sp in specs.values() if sp.params_millions is not None]
+    text = []
+    if quantized:
+        text.append("Quantized weights keep the quantization error, so hidden states and likelihoods differ from "
+                    "those of the original-precision models.")
+    instruct = [out.display(m) for m, sp in specs.items()
+                if "instruct" in f"{sp.display} {sp.gguf_file or ''}".lower()]
+    if instruct:
+        verb = "are instruction-tuned models" if len(instruct) > 1 else "is an instruction-tuned model"
+        text.append(f"{join_words(instruct)} {verb}, run here, like every model, on the bare statements without "
+                    "its chat template: its states and likelihoods are those of text in a form it was not tuned on.")
+    if sizes and max(sizes) < 1000:
+        text.append("These are small models that run on a CPU, far smaller than the models of the original study; "
+                    "nothing here says how the results carry over to larger models.")
+    published = str(out.raw_at(PUBLISHED_PYTHIA, "model")).lower()
+    if not any(sp.location.lower() == published for sp in specs.values()):
+        text.append("No model of the panel is the original study's published one, so the numbers in this paper "
+                    "are not a replication of its published values; running the Pythia panel reproduces that setting.")
+    if len(specs) < 3:
+        text.append(f"With {len(specs)} {plural(len(specs), 'model')}, the scaling analysis (@tbl-scaling) is a "
+                    "comparison, not a trend.")
+    return " ".join(text)

@@ -1,0 +1,142 @@
+"""The tracked outputs the paper reads, loaded once, and read as values that know their source.
+
+:func:`load_outputs` reads ``params.yaml``, every results and metrics file of the panel, the figure
+manifest and the published reference values. :meth:`Outputs.v` returns a
+:class:`~uaprobe.publishing.provenance.values.Value`: the value at a key path of one of those files, with the
+format it is shown in; :meth:`Outputs.under` a :class:`Block` that reads the values under one key
+prefix; :meth:`Outputs.raw` the bare value, for the decisions a phrase makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from uaprobe.config import Params, load_params
+from uaprobe.errors import UAProbeError
+from uaprobe.names import PANEL_RESULTS, short_names
+from uaprobe.publishing.provenance.values import Ledger, Source, Value, lookup
+from uaprobe.schema import load_json, read_results
+
+FIGURES_DIR = "figures"
+"""The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
+
+FIGURES_DIR_ENV = "UAPROBE_FIGURES_DIR"
+"""Set by the Quarto runner to a copy of ``figures/`` inside the paper directory."""
+
+PUBLISHED_PYTHIA = "data/published/pythia-6-9b.json"
+"""The original study's published Pythia-6.9B numbers, with their source (quoted, not computed)."""
+
+PUBLISHED_REFERENCE = "data/published/reference-models.json"
+"""The original study's published scientific-facts values of its four reference models."""
+
+
+class ManuscriptDataError(UAProbeError):
+    """A tracked output the manuscript reads is missing or malformed."""
+
+
+def find_root(start: str | Path | None = None) -> Path:
+    """The repository root: the nearest directory at or above ``start`` with ``params.yaml``."""
+    here = (Path.cwd() if start is None else Path(start)).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "params.yaml").is_file():
+            return candidate
+    raise ManuscriptDataError(f"no params.yaml at or above {here}; render from inside the repository")
+
+
+@dataclass
+class Outputs:
+    """Everything the manuscript reads, by file (relative to the root), loaded on first use."""
+
+    root: Path
+    params: Params
+    models: tuple[str, ...]
+    ledger: Ledger
+    files: dict[str, Any] = field(default_factory=dict)
+
+    def doc(self, file: str) -> Any:
+        if file not in self.files:
+            if file == "params.yaml":
+                self.files[file] = yaml.safe_load((self.root / file).read_text(encoding="utf-8"))
+            elif file.startswith("data/"):  # quoted, tracked in git
+                self.files[file] = load_json(self.root / file, shown=file, fix=f"restore it with `git checkout -- {file}`")
+            else:  # checked against its schema; the values as the file holds them
+                typed = read_results(self.root, file)
+                self.files[file] = (typed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                                    if hasattr(typed, "model_dump") else typed)
+        return self.files[file]
+
+    @staticmethod
+    def model_file(model: str, stem: str) -> str:
+        return f"results/models/{model}/{stem}.json"
+
+    def raw_at(self, file: str, key: str) -> Any:
+        return lookup(self.doc(file), key, file=file)
+
+    def raw(self, model: str, stem: str, key: str) -> Any:
+        """The bare value at ``key`` of ``results/models/<model>/<stem>.json``."""
+        return self.raw_at(self.model_file(model, stem), key)
+
+    def at(self, file: str, key: str, fmt: str = "r") -> Value:
+        """The value at ``key`` of ``file``, shown in format ``fmt``."""
+        return Value(self.raw_at(file, key), fmt, Source(file, key), self.ledger)
+
+    def v(self, model: str, stem: str, key: str, fmt: str = "r") -> Value:
+        """The value at ``key`` of ``results/models/<model>/<stem>.json``, shown in format ``fmt``."""
+        return self.at(self.model_file(model, stem), key, fmt)
+
+    def under(self, file: str, prefix: str = "", *, fmt: str = "r", suffix: str = "") -> Block:
+        """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""
+        return Block(self, file, prefix, fmt, suffix)
+
+    def full_name(self, model_id: str) -> str:
+        """The model's full name (``display`` in params.yaml), as the panel table and its first mention give it."""
+        return self.params.model(model_id).display
+
+    def display(self, model_id: str) -> str:
+        """The model's short name: the shortest leading run of the hyphen-separated parts of its full name
+        that no other model of the panel shares (``SmolLM2-135M-Instruct`` -> ``SmolLM2``)."""
+        return short_names([self.full_name(m) for m in self.models]).get(self.full_name(model_id),
+                                                                             self.full_name(model_id))
+
+    @property
+    def figures(self) -> Mapping[str, Any]:
+        """``figures/manifest.json`` (empty when the figures have not been drawn)."""
+        manifest = f"{FIGURES_DIR}/manifest.json"
+        return self.doc(manifest) if (self.root / manifest).is_file() else {}
+
+
+@dataclass(frozen=True)
+class Block:
+    """The values under one key prefix of one file: ``block(key)`` is the value at ``<prefix>/<key>``, then
+    ``/<suffix>`` where one is given, shown in ``fmt`` unless the call names another format."""
+
+    out: Outputs
+    file: str
+    prefix: str = ""
+    fmt: str = "r"
+    suffix: str = ""
+
+    def __call__(self, key: str, fmt: str | None = None) -> Value:
+        path = "/".join(part for part in (self.prefix, key, self.suffix) if part)
+        return self.out.at(self.file, path, self.fmt if fmt is None else fmt)
+
+
+def load_outputs(root: str | Path | None = None) -> Outputs:
+    """The outputs of the repository at or above ``root``; every results file the paper reads is read (and
+    checked) at once, so a missing or malformed one stops the render before any cell runs."""
+    root = find_root(root)
+    params = load_params(root / "params.yaml")
+    out = Outputs(root=root, params=params, models=tuple(params.models), ledger=Ledger(root))
+    for m in out.models:
+        for stem in ("layerwise", "validation", "bins", "pairs", "preference", "anisotropy", "robustness",
+                     "option_b", "neutral_control", "sink_excluded/layerwise", "sink_excluded/option_b",
+                     "specification_curve", "dimensions", "pair_models"):
+            out.doc(out.model_file(m, stem))
+    out.doc(PANEL_RESULTS)
+    out.doc("params.yaml")
+    return out
