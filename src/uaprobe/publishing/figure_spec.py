@@ -23,7 +23,7 @@ ROWS: tuple[tuple[str, str], ...] = (("pooling", "pooling"), ("policy", "positio
 """The choice columns drawn as indicator rows, top to bottom, and their labels."""
 SIGNIFICANT = "exact p < {alpha:g}"
 """The label of the indicator row that marks the specifications whose own exact permutation p is below α."""
-NULL_BAND = "{level:g} % of the relabelled curves"
+NULL_BAND = "{level:g} % of the\nrelabelled curves"
 """The legend entry of the permutation null band (``null_band`` of the results)."""
 MAX_COLUMNS = 120
 """At most this many columns in the indicator panel: with more specifications each column is a run of
@@ -95,7 +95,13 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
             ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications", fontsize=8)
-            ax.legend(loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
+            handles, texts = ax.get_legend_handles_labels()
+            ax.legend([h for h, t in zip(handles, texts) if t.startswith("median")], [t for t in texts
+                      if t.startswith("median")], loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
+            if j == 0:  # what every model's curve draws: one legend, in the margin left of the curves
+                shared = [(h, t) for h, t in zip(handles, texts) if not t.startswith("median")]
+                fig.legend([h for h, _ in shared], [t for _, t in shared], loc="upper left",
+                           bbox_to_anchor=(0.005, 0.95), frameon=False, fontsize=FONT, handlelength=1.2)
             if j == 0:
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:
