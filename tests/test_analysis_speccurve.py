@@ -83,10 +83,10 @@ def test_joint_p_is_not_small_when_the_preference_is_independent():
 POLICIES = {"default": "special", "sink_excluded": "sink_excluded"}
 
 
-def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, rec=None):
+def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, level=0.95, rec=None):
     return speccurve.curve_results(ua, pref, categories=CATS, policy_names=POLICIES,
                                    primary=PrimaryParams(depth=depth, statistic=statistic, left_out=left_out),
-                                   alpha=alpha, rec=NanReasons() if rec is None else rec)
+                                   alpha=alpha, level=level, rec=NanReasons() if rec is None else rec)
 
 
 def test_curve_results_sorted_parallel_columns():
@@ -241,3 +241,63 @@ def test_permutation_floors_of_the_layerwise_test():
         {"permutation_p_floor": 1 / 720, "permutation_holm_floor": 31 / 720})
     assert permutation_floors(mode="random", count=999, n_tests=2000) == pytest.approx(
         {"permutation_p_floor": 1 / 1000, "permutation_holm_floor": 1.0})
+
+
+def _direct_band(ua_rows, pref_rows, level):
+    """Every relabelling of the categories' preferences applied to every (UA row, preference row) at once,
+    each relabelled curve sorted, then the central quantiles per rank: with scipy's r."""
+    curves = [np.sort([sps.pearsonr(u, q[list(o)])[0] for u in ua_rows for q in pref_rows])
+              for o in itertools.permutations(range(ua_rows.shape[1]))]
+    return np.quantile(np.array(curves), [(1 - level) / 2, (1 + level) / 2], axis=0)
+
+
+def test_null_band_matches_a_sort_and_quantile_of_every_relabelled_curve():
+    rng = np.random.default_rng(5)
+    ua, pref = rng.standard_normal((3, 5)), rng.standard_normal((2, 5))
+    r_perm = speccurve.curve_r(ua, pref).r_perm[..., 0]
+    low, high = speccurve.null_band(r_perm.reshape(r_perm.shape[0], -1), 0.9)
+    d_low, d_high = _direct_band(ua, pref, 0.9)
+    np.testing.assert_allclose(low, d_low, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(high, d_high, rtol=0, atol=1e-12)
+    assert low.shape == (6,) and np.all(np.diff(low) >= 0) and np.all(low <= high)
+
+
+def test_null_band_of_one_specification_is_symmetric_and_undefined_r_is_left_out():
+    # y = 0..5 is its own mirror image up to an order: the r of every order is as often -r
+    y = np.arange(6.0)
+    r_perm = speccurve.curve_r(np.array([[0.0, 1.0, 3.0, 2.0, 7.0, 5.0], [1.0] * 6]), y[None, :]).r_perm[:, :, 0, 0]
+    low, high = speccurve.null_band(r_perm, 0.95)
+    assert low.shape == (1,)  # the constant UA row has no r and no band
+    np.testing.assert_allclose(low, -high, rtol=0, atol=1e-12)
+    assert high[0] > 0.5
+
+
+def test_declared_and_curve_null_bands_match_an_enumeration():
+    rng = np.random.default_rng(21)
+    ua = _universe_ua(rng)
+    pref = {"mean": rng.standard_normal(6), "sum": rng.standard_normal(6)}
+    body = _curve(ua, pref, depth=2 / 3, left_out="c3", level=0.9)
+    rows = np.array([ua[pol][p][k][2] for p in ("mean", "last") for pol in ua for k in ("raw", "zscore")])
+    band = body["joint"]["declared"]["null_band"]
+    d_low, d_high = _direct_band(rows, np.array([pref["mean"], pref["sum"]]), 0.9)
+    assert band["level"] == 0.9
+    np.testing.assert_allclose(band["low"], d_low, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(band["high"], d_high, rtol=0, atol=1e-12)
+    # the figure's band: every distinct specification (every layer and left-out option)
+    distinct = np.array(body["specs"]["distinct"])
+    assert len(body["null_band"]["low"]) == distinct.sum() == body["n_specs"]
+    assert all(len(j["null_band"]["low"]) == j["n_specs"] for j in body["joint"].values())
+
+
+def test_a_planted_effect_lies_above_its_null_band():
+    rng = np.random.default_rng(4)
+    u = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])
+    ua = _universe_ua(rng)
+    for pol in ua:
+        for p in ua[pol]:
+            for k in ua[pol][p]:
+                ua[pol][p][k][3] = rng.uniform(0.5, 2.0) * u + rng.standard_normal()  # the last layer: r = 1
+    body = _curve(ua, {"mean": 3.0 * u - 1.0, "sum": 0.5 * u + 2.0})
+    d = body["joint"]["declared"]
+    assert np.all(np.array(d["null_band"]["high"]) < 0.99)  # no relabelling but the identity reaches r = 1
+    assert d["median_r"] == pytest.approx(1.0)

@@ -389,6 +389,15 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
         assert f"{int(keep.sum()):,} specifications" in top.get_title()
         finite = r[np.isfinite(r)]
         assert _line(top, f"median {np.median(finite):+.2f}")[0] == pytest.approx(np.median(finite))
+        # the permutation null band of the same curve behind it, in the legend
+        label = figure_spec.NULL_BAND.format(level=100 * doc.null_band.level)
+        assert label.replace("\n", " ") == "95 % of the relabelled curves"
+        assert label in [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+        verts = next(c for c in top.collections if c.get_label() == label).get_paths()[0].vertices
+        low, high = _values(doc.null_band.low), _values(doc.null_band.high)
+        assert len(low) == finite.size
+        assert verts[:, 0].min() == 0 and verts[:, 0].max() == finite.size - 1
+        assert verts[:, 1].min() == pytest.approx(low.min()) and verts[:, 1].max() == pytest.approx(high.max())
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
     assert labels[0] == "exact p < 0.05"  # the significant specifications, first row
     for word in ("raw", "z-scored", "ABTT"):

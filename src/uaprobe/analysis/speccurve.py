@@ -17,6 +17,11 @@ Inference at C = 6 categories is by exact permutation only:
   specifications with r > 0 (two-sided: ``|share_pi - 1/2| >= |share - 1/2|``). Each p is the share
   of the relabellings, the identity included, so the smallest is 1/C! (its ``p_floor``).
 
+The **null band** of a set of specifications: sort the curve under each relabelling (the identity
+included) and take, per rank, the (1 - level)/2 and (1 + level)/2 quantiles over the relabellings
+(level: ``analysis.ci_level``). It is recorded for every joint test and for the curve the figure
+draws (every distinct specification, every layer and left-out option).
+
 The **primary test** is declared in params.yaml (``analysis.primary``) before any result: its
 universe is pooling x policy x representation x NLL at one pre-declared layer (``depth``; a depth
 curve is an estimand, not an analytic choice), every category; specifications whose category UA
@@ -136,6 +141,28 @@ def joint_test(r_perm: np.ndarray) -> JointTest:
     return JointTest(int(r.shape[1]), float(medians[0]), med_p, float(shares[0]), share_p)
 
 
+def null_band(r_perm: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank of the sorted curve, the central ``level`` quantiles of the sorted relabelled curves.
+
+    Args:
+        r_perm: (P, S) r of S specifications under P relabellings (row 0 observed); the specifications
+            whose observed r is undefined (NaN) are left out, as in :func:`joint_test`.
+        level: the central share of the relabelled curves the band holds.
+
+    Returns: (low, high), each (S',) over the S' defined specifications, rank 0 the smallest."""
+    r = np.sort(r_perm[:, np.isfinite(r_perm[0])], axis=1)
+    if r.shape[1] == 0:
+        return np.empty(0), np.empty(0)
+    low, high = np.quantile(r, [(1.0 - level) / 2, (1.0 + level) / 2], axis=0)
+    return low, high
+
+
+def _band_body(r_perm: np.ndarray, level: float, rec: Reasons, where: str) -> dict[str, Any]:
+    low, high = null_band(r_perm, level)
+    why = "r is undefined under some relabelling at this rank"
+    return {"level": level, "low": rec.series(f"{where}/low", low, why), "high": rec.series(f"{where}/high", high, why)}
+
+
 AXIS_REASONS = {
     "pooling": "How a statement's token states become one vector: the original study reports mean, last- and "
                "first-token pooling, and no theory prefers one.",
@@ -174,14 +201,14 @@ def distinct_subset(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def _joint_body(t: JointTest, rec: Reasons, where: str, *, description: str, layers: list[int],
-                left_out: str | None, n_merged: int, relabellings: int) -> dict[str, Any]:
+                left_out: str | None, n_merged: int, relabellings: int, band: dict[str, Any]) -> dict[str, Any]:
     why = "no specification has a defined r"
     return {"description": description, "layers": layers, "left_out": left_out, "n_specs": t.n_specs,
             "n_merged": n_merged, "relabellings": relabellings, "p_floor": 1.0 / relabellings,
             "median_r": rec.value(f"{where}/median_r", t.median_r, why),
             "median_p": rec.value(f"{where}/median_p", t.median_p, why),
             "share_positive": rec.value(f"{where}/share_positive", t.share_positive, why),
-            "share_p": rec.value(f"{where}/share_p", t.share_p, why)}
+            "share_p": rec.value(f"{where}/share_p", t.share_p, why), "null_band": band}
 
 
 def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str, rec: Reasons, where: str
@@ -219,7 +246,7 @@ def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
 
 def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
                   categories: Sequence[str], policy_names: Mapping[str, str], primary: PrimaryParams, alpha: float,
-                  rec: Reasons) -> dict[str, Any]:
+                  level: float, rec: Reasons) -> dict[str, Any]:
     """The body of ``specification_curve.json``.
 
     Args:
@@ -229,6 +256,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         policy_names: policy key -> the name written (the default policy's ``pooling_drop``).
         primary: the pre-declared layer, statistic and left-out category (``analysis.primary``).
         alpha: level of the Holm correction of the secondary family.
+        level: the share of the relabelled curves each null band holds (``analysis.ci_level``).
     """
     out_idx = primary.left_out_index(categories)
     base, rows = _base_rows(ua, policy_names)
@@ -255,6 +283,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
         "distinct": [bool(distinct[s]) for s in s_idx],
     }
+    specs_distinct = distinct[s_idx]
 
     # --- the joint tests: distinct specifications of a set of layers, every category or one out
     n_perm = stats.r_perm.shape[0]
@@ -269,10 +298,11 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
             ("layer_zero", [0], stats.r_perm[..., 0], "the universe's choices at layer 0 (the token embeddings)")):
         in_layers = np.flatnonzero(np.isin(layer_of, layers))
         sel = distinct_subset(rows, in_layers)
-        t = joint_test(r_perm[:, sel, :].reshape(r_perm.shape[0], -1))
-        joint[key] = _joint_body(t, rec, f"joint/{key}", description=description, layers=layers,
+        curves = r_perm[:, sel, :].reshape(r_perm.shape[0], -1)
+        joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
                                  left_out=primary.left_out if key == "without_category" else None,
-                                 n_merged=(in_layers.size - sel.size) * len(nll), relabellings=int(r_perm.shape[0]))
+                                 n_merged=(in_layers.size - sel.size) * len(nll), relabellings=int(r_perm.shape[0]),
+                                 band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
     other = "share_positive" if primary.statistic == "median_r" else "median_r"
     family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
         [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
@@ -331,6 +361,8 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
                     "layer": sorted({b[3] for b in base}), "left_out": left_out},
         "relabellings": int(n_perm),
         "specs": specs,
+        "null_band": _band_body(stats.r_perm[:, s_idx[specs_distinct], k_idx[specs_distinct], j_idx[specs_distinct]],
+                                level, rec, "null_band"),
         "universe": universe,
         "joint": joint,
         "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),

@@ -114,6 +114,17 @@ class Universe(Record):
     merged: list[MergedSpecs] = Field(description="every group of identical specifications")
 
 
+class NullBand(Record):
+    """The permutation null band of a sorted curve: sort the curve under each relabelling of the categories'
+    preferences (applied to every specification at once, the identity included), then take per rank the central
+    `level` quantiles over the relabellings."""
+
+    level: float = Field(description="the share of the relabelled curves between `low` and `high` (`analysis.ci_level`)")
+    low: list[Stat] = Field(description="per rank of the sorted curve (smallest first, specifications with a defined r): "
+                                        "the (1 - level)/2 quantile of the sorted relabelled curves")
+    high: list[Stat] = Field(description="per rank: the (1 + level)/2 quantile of the sorted relabelled curves")
+
+
 class JointTest(Record):
     """The curve-level statistics of one set of distinct specifications and their exact joint
     permutation p (every relabelling of the categories applied to every specification at once)."""
@@ -129,6 +140,7 @@ class JointTest(Record):
     median_p: Stat = Field(description="share of the relabellings with |median r| at least as large")
     share_positive: Stat = Field(description="share of them with r > 0")
     share_p: Stat = Field(description="share of the relabellings with |share - 1/2| at least as large")
+    null_band: NullBand = Field(description="the null band of these specifications' sorted curve")
 
 
 class JointP(Record):
@@ -196,6 +208,9 @@ class SpecificationCurve(ResultsHeader):
     choices: SpecChoices = Field(description="the options of each choice")
     relabellings: int = Field(description="permutations of the categories the joint test enumerates (C!)")
     specs: SpecColumns = Field(description="the specifications as parallel columns, sorted by r")
+    null_band: NullBand = Field(description="the null band of the curve of every distinct specification (`specs` "
+                                            "where `distinct`: every layer and left-out option; the curve the figure "
+                                            "draws)")
     universe: Universe = Field(description="the universe of the primary test")
     joint: dict[str, JointTest] = Field(
         description="`declared`: the universe (the primary test's); `every_layer`: every layer 0..L instead of the "

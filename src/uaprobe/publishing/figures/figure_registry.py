@@ -117,11 +117,12 @@ FIGURES: tuple[FigureSpec, ...] = (
            "per-pair metric with the preference over all pairs, per layer (mean pooling); the centroid asymmetry "
            "with its bootstrap band over pairs; the follow-up study's early, middle and late phases shaded."),
     FigureSpec("specification_curve", "models", ("specification_curve",),
-               (("specification_curve", ("specs/*",)),),
+               (("specification_curve", ("specs/*", "null_band/*")),),
                lambda d: figure_spec.specification_curve_figure({m: docs["specification_curve"]
                                                                  for m, docs in d.items()}),
                "Specification curve of every model: the category-level r of every distinct specification, sorted, "
-               "above the choices that make it."),
+               "over the permutation null band (per rank, the central `analysis.ci_level` share of the sorted curves "
+               "under every relabelling of the categories' preferences), above the choices that make it."),
     FigureSpec("scaling", "panel", (PANEL,),
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),

@@ -23,6 +23,8 @@ ROWS: tuple[tuple[str, str], ...] = (("pooling", "pooling"), ("policy", "positio
 """The choice columns drawn as indicator rows, top to bottom, and their labels."""
 SIGNIFICANT = "exact p < {alpha:g}"
 """The label of the indicator row that marks the specifications whose own exact permutation p is below α."""
+NULL_BAND = "{level:g} % of the\nrelabelled curves"
+"""The legend entry of the permutation null band (``null_band`` of the results)."""
 MAX_COLUMNS = 120
 """At most this many columns in the indicator panel: with more specifications each column is a run of
 adjacent specifications, and its bar's height the share of them that take the option."""
@@ -55,7 +57,8 @@ def _alpha(doc: SpecificationCurve) -> float:
 
 def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure:
     """One column per model (``docs``: model id -> its curve, in panel order). Top: r of every distinct
-    specification, sorted, with the median. Below, the indicator panel: one row per option of each choice
+    specification, sorted, with the median, over the permutation null band (``null_band``: per rank, the
+    central ``level`` share of the sorted relabelled curves), light grey. Below, the indicator panel: one row per option of each choice
     and a first row for the specifications whose own exact permutation p is below α; each column of the
     panel is a run of adjacent specifications, its bar as high as the share of them taking the option (the
     grey row behind it is 100 %). Bottom: the mean depth of each column's layers, with a colour bar."""
@@ -77,6 +80,11 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             n = len(r)
             x = np.arange(n)
             ax = fig.add_subplot(grid[0, j])
+            band = getattr(doc, "null_band", None)
+            if band is not None and band.low:
+                ranks = np.arange(len(band.low))
+                ax.fill_between(ranks, arr(band.low), arr(band.high), color="0.85", linewidth=0, zorder=0,
+                                label=NULL_BAND.format(level=100 * band.level))
             ax.plot(x, np.where(r > 0, r, np.nan), color=OKABE_ITO[0], linewidth=1.4, label="r > 0")
             ax.plot(x, np.where(r > 0, np.nan, r), color=OKABE_ITO[1], linewidth=1.4, label="r ≤ 0")
             if defined.any():
@@ -87,7 +95,13 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
             ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications", fontsize=8)
-            ax.legend(loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
+            handles, texts = ax.get_legend_handles_labels()
+            ax.legend([h for h, t in zip(handles, texts) if t.startswith("median")], [t for t in texts
+                      if t.startswith("median")], loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
+            if j == 0:  # what every model's curve draws: one legend, in the margin left of the curves
+                shared = [(h, t) for h, t in zip(handles, texts) if not t.startswith("median")]
+                fig.legend([h for h, _ in shared], [t for _, t in shared], loc="upper left",
+                           bbox_to_anchor=(0.005, 0.95), frameon=False, fontsize=FONT, handlelength=1.2)
             if j == 0:
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:

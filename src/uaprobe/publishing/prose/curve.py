@@ -53,6 +53,11 @@ def floor_words(out: Outputs, m: str, key: str) -> str:
     return ", the smallest p its test can give" if out.raw(m, CURVE, f"{key}/at_floor") else ""
 
 
+def band_level(out: Outputs) -> str:
+    """The share of the relabelled curves the figure's null band holds, as text (``95 %``): a caption's words."""
+    return out.v(out.models[0], CURVE, "null_band/level", "percent_g").text
+
+
 def primary_statistic(out: Outputs, m: str) -> str:
     return STATISTIC_WORDS.get(str(out.raw(m, CURVE, "primary/statistic")), "statistic")
 
