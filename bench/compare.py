@@ -144,7 +144,10 @@ def warm(emb, params) -> None:
 
 
 def child(args: argparse.Namespace) -> int:
-    from uaprobe.repro import numerics
+    try:
+        from uaprobe.repro import numerics
+    except ImportError:  # a revision from before the toolkit moved into uaprobe.repro
+        from uaprobe import numerics  # type: ignore[no-redef]
 
     numerics.pin(analysis=True)
     from uaprobe.analysis.pipeline import analyze_model
