@@ -39,7 +39,7 @@ import pytest
 from extract_stage import (STAGE, digest, files_in, one_torch_thread, real_dataset, run_stage, stage, stage_args,
                            subprocess_env, write_project)
 from uaprobe import atomic
-from uaprobe.extraction import extract, job, store
+from uaprobe.extraction import extract, store
 from uaprobe.config import load_params
 from uaprobe.errors import NumericalError, UAProbeError
 from uaprobe.extraction.store import partial_path, read_embeddings
@@ -512,7 +512,7 @@ def test_output_path_is_a_directory_or_under_a_file(runs: dict, tmp_path: Path, 
     def loaded(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the model was loaded before the output error was found")
 
-    monkeypatch.setattr(job, "load_model", loaded)
+    monkeypatch.setattr(stage(), "load_model", loaded)
     (tmp_path / "tiny.h5").mkdir()
     with pytest.raises(UAProbeError, match="tiny.h5: is a directory; remove it or point --out at a file path"):
         run_stage(runs["project"], tmp_path / "tiny.h5")
@@ -559,7 +559,7 @@ def test_real_read_only_directory_is_refused_before_the_model_loads(runs: dict, 
     def loaded(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the model was loaded before the output error was found")
 
-    monkeypatch.setattr(job, "load_model", loaded)
+    monkeypatch.setattr(stage(), "load_model", loaded)
     try:
         with pytest.raises(UAProbeError, match=rf"the output directory .* is not writable \({reason}"):
             run_stage(runs["project"], out)

@@ -350,7 +350,7 @@ def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synt
     assert differs == ["tiny-a"]  # tiny-b's position 0 is a BOS that both poolings drop
     phase_rows = mo.phase_table(out).splitlines()
     assert len(phase_rows) == 2 + len(out.models) + len(differs) + len(pub["phases"]["models"])
-    assert sum("sink excluded" in row for row in phase_rows) == len(differs)
+    assert sum("position 0 excluded" in row for row in phase_rows) == len(differs)
 
 
 def test_the_option_b_figure_draws_every_metric_and_the_phases(synthetic_tree):
