@@ -77,7 +77,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     _model("bins", ("bins", "layerwise"),
            {"bins": ("poolings/mean/schemes/*/comparison", "poolings/mean/schemes/*/ci_partition")},
            lambda d: figures_groups.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories)),
-           "{display}, seed 002 (random bins): per layer, r over the categories beside r over random bins of the "
+           "{display}, notebook 002 (random bins): per layer, r over the categories beside r over random bins of the "
            "pairs, and the width of r's bootstrap interval over the bins, for the notebook's randint assignment "
            "and for balanced bins (mean pooling)."),
     _model("validation", ("validation", "layerwise"),
@@ -86,17 +86,17 @@ FIGURES: tuple[FigureSpec, ...] = (
            lambda d: figures_groups.validation_figure(
                d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
                reference_category=d["reference"]["category"], preference_unit=_unit(d)),
-           "{display}, seed 003 (validation): each category's UA against its mean preference at the last layer "
+           "{display}, notebook 003 (validation): each category's UA against its mean preference at the last layer "
            "(mean pooling), with the original study's published scientific-facts points of its reference models."),
     _model("anisotropy", ("anisotropy",),
            {"anisotropy": ("lambda1_ratio", "effective_rank", "mean_cos_to_mean", "eigenvalue_variance", "l_star")},
            lambda d: figures_geometry.anisotropy_figure(d["anisotropy"]),
-           "{display}, seed 004 (anisotropy profile) of all token states of the anisotropy prompts per layer: the "
+           "{display}, notebook 004 (anisotropy profile) of all token states of the anisotropy prompts per layer: the "
            "share of variance on the first principal component, the effective rank, the mean cosine to the mean "
            "state and the eigenvalue variance, with L* (the layer of the largest first-component share) marked."),
     _model("spectrum", ("anisotropy",), {"anisotropy": ("spectrum", "l_star")},
            lambda d: figures_geometry.spectrum_figure(d["anisotropy"]),
-           "{display}, seed 004: the leading covariance eigenvalues of the token states at key layers, as shares "
+           "{display}, notebook 004: the leading covariance eigenvalues of the token states at key layers, as shares "
            "of the total variance."),
     _model("pairs", ("pairs",),
            {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
@@ -126,7 +126,7 @@ FIGURES: tuple[FigureSpec, ...] = (
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),
                lambda d: figures_layers.scaling_figure(d[PANEL]),
-               "Seed 001 (scaling): the layer curves of r(UA, preference) of every model of the panel, by layer and "
+               "Notebook 001 (scaling): the layer curves of r(UA, preference) of every model of the panel, by layer and "
                "by depth, with each model's positive peak marked (mean pooling)."),
 )
 """Every figure, in the order the figures stage draws them (per-model figures for each model, then the panel's)."""

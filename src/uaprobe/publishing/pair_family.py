@@ -78,14 +78,29 @@ def family_phrase(out: Outputs) -> str:
         parts = []
         for m in out.models:
             mine = survivors(out, m, family, reported_only=True)
-            names = join_words(sorted({METRIC_WORDS.get(k, pretty(k)) for k in
-                                       (out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}") for t in mine)}))
+            names = join_words(signed_names(out, m, family, mine))
             parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_reject', 'int')} of the "
                          f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
                          + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: the {names})" if mine else
                             f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
         text += f" {lead}, {join_words(parts)} survive Holm's correction."
     return text + " @tbl-family lists them."
+
+
+def sign_word(r: float | None) -> str:
+    return "undefined" if r is None else "positive" if r > 0 else "negative" if r < 0 else "zero"
+
+
+def signed_names(out: Outputs, m: str, family: str, found: list[Survivor]) -> list[str]:
+    """The surviving metrics in words, each once, with the sign of its partial r (``centroid asymmetry with a
+    negative partial r``; ``of both signs`` where its tests disagree)."""
+    signs: dict[str, set[str]] = {}
+    for t in found:
+        metric = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}")
+        signs.setdefault(METRIC_WORDS.get(metric, pretty(metric)), set()).add(
+            sign_word(out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")))
+    return [f"{name} with a {signs[name].pop()} partial r" if len(signs[name]) == 1 else
+            f"{name} with partial r of both signs" for name in sorted(signs)]
 
 
 FAMILY_WORDS = {"family": "length", "incremental": "length, lexical", "without_category": "length, lexical; "
@@ -105,20 +120,23 @@ def family_table(out: Outputs) -> str:
             found = survivors(out, m, family)
             label = FAMILY_WORDS[family].format(category=category)
             if not found:
-                rows.append([out.display(m) if first else "", label, "none", "", "", "", ""])
+                rows.append([out.display(m) if first else "", label, "none", "", "", "", "", ""])
                 first = False
             for i, t in enumerate(found):
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
+                ob = out.model_file(m, "option_b" if t.policy in (None, "default") else f"{t.policy}/option_b")
+                last = out.raw_at(ob, "n_layers")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
                              METRIC_WORDS.get(metric, pretty(metric)),
                              ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
+                             out.at(ob, f"poolings/{t.poolings[0]}/metrics/{metric}/pearson_r/{last}"),
                              out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
                              f"{out.v(m, PAIRS, f'{base}/holm_p/{t.row}', 'p')}"
                              + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
                 first = False
-    return markdown_table(["Model", "Covariates", "Metric", "Pooling", "Position 0", "Partial r", "Holm p"], rows,
-                          align="lllllrr")
+    return markdown_table(["Model", "Covariates", "Metric", "Pooling", "Position 0", "r", "Partial r", "Holm p"],
+                          rows, align="lllllrrr")
 
 
 def _who_survives(out: Outputs, family: str) -> tuple[str, int]:
@@ -163,8 +181,7 @@ def family_conclusion(out: Outputs) -> str:
     parts = []
     for m in out.models:
         mine = survivors(out, m, "without_category", reported_only=True)
-        names = sorted({METRIC_WORDS.get(k, pretty(k)) for k in
-                        (out.raw(m, PAIRS, f"{FAMILIES['without_category']}/tests/metric/{t.row}") for t in mine)})
+        names = signed_names(out, m, "without_category", mine)
         parts.append(f"the {join_words(names)} for {out.display(m)}" if names else f"nothing for {out.display(m)}")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths, the lexical baseline and {category} left out together in one pair-level family is "

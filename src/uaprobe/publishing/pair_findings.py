@@ -98,3 +98,16 @@ def pooling_limitation(out: Outputs, pooling: str = "mean") -> str:
         return ""
     return (f"The pair-level Holm counts depend on the pooling: the {pooling}-pooling result is not that of the "
             "first- or last-token state (@sec-pairs).")
+
+
+@prose
+def cluster_phrase(out: Outputs) -> str:
+    """How coarse the two-stage cluster bootstrap is with few categories: its resamples, how many hold three or
+    fewer distinct categories, and the fewest any resample holds (the same draws for every model)."""
+    m = out.models[0]
+    key = "cluster_bootstrap"
+    return (f"With {out.v(m, 'layerwise', 'categories', 'count')} categories that bootstrap is coarse: "
+            f"{out.v(m, 'option_b', f'{key}/degenerate', 'thousands')} of its "
+            f"{out.v(m, 'option_b', f'{key}/resamples', 'thousands')} resamples draw three or fewer distinct "
+            f"categories, some only {out.v(m, 'option_b', f'{key}/distinct_categories_min', 'int')}, so its intervals "
+            "describe the spread and carry no claim of coverage; no conclusion here rests on an interval")
