@@ -183,13 +183,13 @@ def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
                if (i := without_index(out, m)) is not None]
     stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
         str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
-    text = f"A pre-declared joint permutation test of the {stat} over the analytic choices gives p = {ps}"
+    text = f"A pre-declared joint permutation test of the {stat} over analytic choices gives p = {ps}"
     kept = [m for m in out.models if across_models(out, m, "reject")]
     nominal = [m for m in out.models if differs(out, m)]
     if len(out.models) > 1 and nominal and not kept:
-        text += ", not significant once corrected across the models"
+        text += f", {'neither' if len(out.models) == 2 else 'none'} significant once corrected across models"
     elif len(out.models) > 1 and kept and len(kept) < len(out.models):
-        text += f", significant for {'one' if len(kept) == 1 else len(kept)} once corrected across the models"
+        text += f", significant for {'one' if len(kept) == 1 else len(kept)} once corrected across models"
     if without:
         which = "that category" if category_named else f"{category_words(out, out.models[0])}"
         text += f"; without {which}, {join_words([str(p) for p in without])}"
