@@ -37,6 +37,13 @@ def distinct_mask(doc: SpecificationCurve) -> np.ndarray:
     return np.ones(len(doc.specs.r), dtype=bool) if flags is None else np.array([bool(f) for f in flags])
 
 
+def declared_mask(doc: SpecificationCurve) -> np.ndarray:
+    """The specifications of the primary test's universe: at its pre-declared layers, every category kept."""
+    layers = {int(o) for o in doc.universe.axes["layer"].options}
+    return np.array([int(layer) in layers and left is None for layer, left in zip(doc.specs.layer, doc.specs.left_out)],
+                    dtype=bool)
+
+
 def row_options(docs: Sequence[SpecificationCurve]) -> list[tuple[str, str, object]]:
     """(column, label, option) of every indicator row: every option any model's curve takes."""
     rows = []
@@ -55,7 +62,8 @@ def _alpha(doc: SpecificationCurve) -> float:
 
 def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure:
     """One column per model (``docs``: model id -> its curve, in panel order). Top: r of every distinct
-    specification, sorted, with the median. Below, the indicator panel: one row per option of each choice
+    specification, sorted, its declared universe (the primary test's specifications) marked, with the median over
+    all of them and over the declared universe (the primary statistic). Below, the indicator panel: one row per option of each choice
     and a first row for the specifications whose own exact permutation p is below α; each column of the
     panel is a run of adjacent specifications, its bar as high as the share of them taking the option (the
     grey row behind it is 100 %). Bottom: the mean depth of each column's layers, with a colour bar."""
@@ -77,11 +85,18 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             n = len(r)
             x = np.arange(n)
             ax = fig.add_subplot(grid[0, j])
-            ax.plot(x, np.where(r > 0, r, np.nan), color=OKABE_ITO[0], linewidth=1.4, label="r > 0")
-            ax.plot(x, np.where(r > 0, np.nan, r), color=OKABE_ITO[1], linewidth=1.4, label="r ≤ 0")
+            ax.plot(x, r, color="0.15", linewidth=1.4, label="r")
+            declared = declared_mask(doc)[keep]
+            if declared.any():
+                ax.plot(x[declared], r[declared], linestyle="none", marker="o", markersize=3.2, markerfacecolor="white",
+                        markeredgecolor="black", markeredgewidth=0.7, label="declared universe")
             if defined.any():
                 median = float(np.median(r[defined]))
-                ax.axhline(median, color=OKABE_ITO[7], linewidth=0.9, linestyle="--", label=f"median {median:+.2f}")
+                ax.axhline(median, color="0.45", linewidth=0.9, linestyle="--", label=f"median, all {median:+.2f}")
+            if (declared & defined).any():
+                primary = float(np.median(r[declared & defined]))
+                ax.axhline(primary, color="black", linewidth=0.9, linestyle=":",
+                           label=f"median, declared {primary:+.2f}")
             zero_line(ax)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlim(-0.5, n - 0.5)
