@@ -382,13 +382,19 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
     for top, doc in zip(tops, docs.values()):
         keep = figure_spec.distinct_mask(doc)
         r = _values(doc.specs.r)[keep]
-        pos, neg = _line(top, "r > 0"), _line(top, "r ≤ 0")
-        assert len(pos) == len(neg) == int(keep.sum())
-        np.testing.assert_allclose(np.where(np.isfinite(pos), pos, neg), r)
+        np.testing.assert_allclose(_line(top, "r"), r)
         assert (np.diff(r[np.isfinite(r)]) >= 0).all()
         assert f"{int(keep.sum()):,} specifications" in top.get_title()
         finite = r[np.isfinite(r)]
-        assert _line(top, f"median {np.median(finite):+.2f}")[0] == pytest.approx(np.median(finite))
+        assert _line(top, f"median, all {np.median(finite):+.2f}")[0] == pytest.approx(np.median(finite))
+        # the declared universe: the pre-declared layers with every category kept, marked and with its own median
+        layers = {int(o) for o in doc.universe.axes["layer"].options}
+        declared = np.array([int(la) in layers and lo is None for la, lo in zip(doc.specs.layer, doc.specs.left_out)])[keep]
+        marked = next(ln for ln in top.get_lines() if ln.get_label() == "declared universe")
+        np.testing.assert_allclose(marked.get_xdata(), np.flatnonzero(declared))
+        np.testing.assert_allclose(marked.get_ydata(), r[declared])
+        primary = np.median(r[declared & np.isfinite(r)])
+        assert _line(top, f"median, declared {primary:+.2f}")[0] == pytest.approx(primary)
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
     assert labels[0] == "exact p < 0.05"  # the significant specifications, first row
     for word in ("raw", "z-scored", "ABTT"):
