@@ -194,7 +194,7 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     assert "Cat x was declared as the category to leave out because" in universe
     text = plain_text(cv.primary_phrase(p))
     assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400). "
-                           "The test runs once per model, so α = 0.05 is split across the 2 models by Holm's "
+                           "The test runs once per model, so α = 0.05 is split across the two models by Holm's "
                            "correction, declared before any result: the corrected p is 0.060 for A and 0.400 for B. "
                            "A's p is below α only before that correction: the primary test is inconclusive for every "
                            "model.")

@@ -38,6 +38,8 @@ def representation_median(out: Outputs, m: str, representation: str) -> Value:
     return out.v(m, CURVE, median_key("specs/r", representation=representation, distinct=True))
 
 
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
 STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
 
 
@@ -115,7 +117,8 @@ def primary_phrase(out: Outputs) -> str:
     adjusted = join_words([f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')} for {out.display(m)}"
                            for m in out.models])
     kept = [out.display(m) for m in out.models if across_models(out, m, "reject")]
-    text += (f" The test runs once per model, so α = {a:g} is split across the {len(out.models)} models by "
+    n = len(out.models)
+    text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models by "
              f"{correction}, declared before any result: the corrected p is {adjusted}.")
     if kept:
         text += f" The primary test finds the statistic different from chance for {join_words(kept)}."

@@ -102,7 +102,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
             ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications", fontsize=8)
-            ax.legend(loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
+            ax.legend(loc="upper left", frameon=False, fontsize=FONT, handlelength=1.2)  # sorted r: empty there
             if j == 0:
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:
