@@ -77,7 +77,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
         fig = new_figure(PRINT_WIDTH_IN, 4.6)
         fig.set_layout_engine("none")  # fixed margins: the same bytes on every draw
         grid = fig.add_gridspec(3, len(models) or 1, height_ratios=[1.5, 3.2, 0.16], hspace=0.06, wspace=0.06,
-                                left=0.33, right=0.97, top=0.95, bottom=0.18)
+                                left=0.33, right=0.97, top=0.91, bottom=0.18)
         for j, doc in enumerate(models):
             keep = distinct_mask(doc)
             r = arr(doc.specs.r)[keep]
@@ -90,20 +90,23 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             if declared.any():
                 ax.plot(x[declared], r[declared], linestyle="none", marker="o", markersize=3.2, markerfacecolor="white",
                         markeredgecolor="black", markeredgewidth=0.7, label="declared universe")
+            medians = []
             if defined.any():
                 median = float(np.median(r[defined]))
-                ax.axhline(median, color="0.45", linewidth=0.9, linestyle="--", label=f"median, all {median:+.2f}")
+                ax.axhline(median, color="0.45", linewidth=0.9, linestyle="--", label="median, all")
+                medians.append(f"{median:+.2f} all")
             if (declared & defined).any():
                 primary = float(np.median(r[declared & defined]))
-                ax.axhline(primary, color="black", linewidth=0.9, linestyle=":",
-                           label=f"median, declared {primary:+.2f}")
+                ax.axhline(primary, color="black", linewidth=0.9, linestyle=":", label="median, declared")
+                medians.append(f"{primary:+.2f} decl.")
             zero_line(ax)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
-            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications", fontsize=8)
-            ax.legend(loc="upper left", frameon=False, fontsize=FONT, handlelength=1.2)  # sorted r: empty there
-            if j == 0:
+            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\nmedians " + ", ".join(medians), fontsize=8)
+            if j == 0:  # one legend, in the margin left of the first panel: no line runs under it
+                ax.legend(loc="upper right", bbox_to_anchor=(-0.27, 1.0), frameon=False, fontsize=FONT,
+                          handlelength=1.6, borderaxespad=0)
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:
                 ax.tick_params(labelleft=False)
