@@ -85,8 +85,7 @@ def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
 @prose
 def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model, r at layer 0 beside r at the last layer (``pooling``, default policy, raw states)."""
-    return join_words([f"{z} at layer 0 against {a} at the last layer for {out.display(m)}"
-                       for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
+    return "; ".join([f"{z} and {a} for {out.display(m)}" for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
 
 
 @prose

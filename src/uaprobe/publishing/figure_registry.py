@@ -102,8 +102,9 @@ FIGURES: tuple[FigureSpec, ...] = (
            {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
            lambda d: figures_groups.pairs_figure(d["pairs"]),
            "{display}: per layer and pooling, r between the within-category centroid score of each pair and its "
-           "preference over all pairs, with a percentile bootstrap interval over pairs (this project's statistic, "
-           "not the original's Option B)."),
+           "preference over all pairs, with a percentile bootstrap interval over pairs resampled independently, which "
+           "ignores their categories and is not valid for inference (this project's statistic, not the original's "
+           "Option B)."),
     _model("loco", ("layerwise",), {"layerwise": ("poolings/mean/pearson_r", "poolings/mean/loco_r")},
            lambda d: figures_layers.loco_figure(d["layerwise"]),
            "{display}: r(UA, preference) per layer with every category and with each category left out in turn "
@@ -115,7 +116,9 @@ FIGURES: tuple[FigureSpec, ...] = (
            lambda d: figures_original.option_b_figure(d["option_b"]),
            "{display}, Option B (the follow-up study's pair-level analysis with global centroids): r of each "
            "per-pair metric with the preference over all pairs, per layer (mean pooling); the centroid asymmetry "
-           "with its bootstrap band over pairs; the follow-up study's early, middle and late phases shaded."),
+           "with its bootstrap band over pairs resampled independently (it ignores their categories and is not valid for "
+           "inference; the paper's cluster intervals are in its tables); the follow-up study's early, middle and late "
+           "phases shaded."),
     FigureSpec("specification_curve", "models", ("specification_curve",),
                (("specification_curve", ("specs/*",)),),
                lambda d: figure_spec.specification_curve_figure({m: docs["specification_curve"]
