@@ -1,7 +1,7 @@
 """DVC stage `compare`: the scaling analysis across the model panel (seed 001).
 
-Reads params.yaml (the `models` list) and results/models/<id>/{layerwise,anisotropy}.json for
-each id; writes results/panel.json, metrics/panel.json and plots/panel/<id>.csv
+Reads params.yaml (the `models` list) and results/models/<id>/{layerwise,anisotropy,specification_curve}.json
+for each id; writes results/panel.json, metrics/panel.json and plots/panel/<id>.csv
 (schema: docs/results.md).
 """
 
@@ -50,11 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     layerwise = {m: _load(args.results / m / "layerwise.json") for m in ids}
     aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
     sink_excluded = {m: _load(args.results / m / "sink_excluded" / "layerwise.json") for m in ids}
+    primary_p = {m: _load(args.results / m / "specification_curve.json").primary.p for m in ids}
     for directory, option in ((args.out_results.parent, "--out-results"), (args.out_metrics.parent, "--out-metrics"),
                               (args.out_plots, "--out-plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
-                        sink_excluded_results=sink_excluded,
+                        sink_excluded_results=sink_excluded, primary_p=primary_p,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
     panel = {**out.results["panel"], "numerics": {"analysis": numerics.record(analysis=True)}}
     files = {args.out_results: results_text(panel, kind="panel", shown=args.out_results),

@@ -377,22 +377,31 @@ def test_a_category_on_a_published_marker_leaves_both_visible(tree: Path, refere
 def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_figure(tree: Path) -> None:
     docs = {m: read_results(tree, f"results/models/{m}/specification_curve.json") for m in ("tiny-a", "tiny-b")}
     fig = figure_spec.specification_curve_figure(docs)
-    tops = [ax for ax in fig.axes if ax.get_legend() is not None]
+    tops = [ax for ax in fig.axes if "specifications" in ax.get_title()]
     assert len(tops) == len(docs)
+    assert [ax.get_legend() is not None for ax in tops] == [True] + [False] * (len(tops) - 1)  # one legend
     for top, doc in zip(tops, docs.values()):
         keep = figure_spec.distinct_mask(doc)
         r = _values(doc.specs.r)[keep]
-        pos, neg = _line(top, "r > 0"), _line(top, "r ≤ 0")
-        assert len(pos) == len(neg) == int(keep.sum())
-        np.testing.assert_allclose(np.where(np.isfinite(pos), pos, neg), r)
+        np.testing.assert_allclose(_line(top, "r"), r)
         assert (np.diff(r[np.isfinite(r)]) >= 0).all()
         assert f"{int(keep.sum()):,} specifications" in top.get_title()
         finite = r[np.isfinite(r)]
-        assert _line(top, f"median {np.median(finite):+.2f}")[0] == pytest.approx(np.median(finite))
+        assert _line(top, "median, all")[0] == pytest.approx(np.median(finite))
+        assert f"{np.median(finite):+.2f} all" in top.get_title()
+        # the declared universe: the pre-declared layers with every category kept, marked and with its own median
+        layers = {int(o) for o in doc.universe.axes["layer"].options}
+        declared = np.array([int(la) in layers and lo is None for la, lo in zip(doc.specs.layer, doc.specs.left_out)])[keep]
+        marked = next(ln for ln in top.get_lines() if ln.get_label() == "declared universe")
+        np.testing.assert_allclose(marked.get_xdata(), np.flatnonzero(declared))
+        np.testing.assert_allclose(marked.get_ydata(), r[declared])
+        primary = np.median(r[declared & np.isfinite(r)])
+        assert _line(top, "median, declared")[0] == pytest.approx(primary)
+        assert f"{primary:+.2f} decl." in top.get_title()
         # the permutation null band of the same curve behind it, in the legend
         label = figure_spec.NULL_BAND.format(level=100 * doc.null_band.level)
         assert label.replace("\n", " ") == "95 % of the relabelled curves"
-        assert label in [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+        assert label in [t.get_text() for t in tops[0].get_legend().get_texts()]
         verts = next(c for c in top.collections if c.get_label() == label).get_paths()[0].vertices
         low, high = _values(doc.null_band.low), _values(doc.null_band.high)
         assert len(low) == finite.size

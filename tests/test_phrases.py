@@ -12,6 +12,7 @@ import pytest
 from uaprobe.publishing.prose import phrases as fd
 from uaprobe.publishing.prose.markdown import count_phrase
 from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, plain_text
 
 
@@ -21,9 +22,24 @@ class Panel(Outputs):
     def __init__(self, results: dict[str, dict[str, Any]]) -> None:
         params = SimpleNamespace(model=lambda m: SimpleNamespace(display=m.upper()))
         files = {self.model_file(m, stem): doc for m, docs in results.items() for stem, doc in docs.items()}
+        primary = {m: docs["specification_curve"]["primary"]["p"] for m, docs in results.items()
+                   if "primary" in docs.get("specification_curve", {})}
+        if primary:
+            files[PANEL_RESULTS] = {"primary": holm_across(primary)}
         super().__init__(root=Path("."), params=params, models=tuple(results), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                          files=files)
         self.results = results
+
+
+def holm_across(ps: dict[str, float], alpha: float = 0.05) -> dict[str, Any]:
+    """``results/panel.json``'s ``primary``: Holm's step-down over the models' primary p, written out by hand."""
+    order = sorted(ps, key=ps.__getitem__)
+    adjusted, running = {}, 0.0
+    for rank, m in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[m]))
+        adjusted[m] = running
+    return {"statistic": "median_r", "correction": "holm", "alpha": alpha,
+            "models": {m: {"p": ps[m], "adjusted_p": adjusted[m], "reject": adjusted[m] <= alpha} for m in ps}}
 
 
 def v(x: Any) -> Value:
@@ -124,7 +140,7 @@ def test_sink_exclusion_phrase_says_when_the_policies_give_the_same_numbers() ->
     only_changed = Panel({"b": p.results["b"]})
     assert "same numbers" not in plain_text(fd.sink_exclusion_phrase(only_changed))
     assert plain_text(fd.published_comparison(with_published(p))).endswith(
-        "(position 0 excluded: +0.800 (B); the same numbers for A)")
+        "here; with position 0 excluded, +0.800 (B); the same numbers for A")
 
 
 def with_published(p: Panel) -> Panel:

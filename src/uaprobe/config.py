@@ -178,6 +178,9 @@ class PrimaryParams:
     """The category the second joint test leaves out (default: the dataset's category whose pairs differ most in length)."""
     pooling: str = "mean"
     """The pooling the summary of the pair-level family reports (every pooling is in the family)."""
+    across_models: Literal["holm", "bonferroni"] = "holm"
+    """How α is split across the panel's models: the correction of the models' primary p (``results/panel.json``,
+    key ``primary``); the primary test runs once per model, so the panel's verdict rests on the corrected p."""
 
     def __post_init__(self) -> None:
         _require(0.0 <= self.depth <= 1.0, "analysis.primary.depth", self.depth,
@@ -187,6 +190,8 @@ class PrimaryParams:
         _require(bool(self.left_out), "analysis.primary.left_out", self.left_out, "a category name of the dataset")
         _require(self.pooling in ("mean", "last", "first"), "analysis.primary.pooling", self.pooling,
                  "`mean`, `last` or `first`")
+        _require(self.across_models in ("holm", "bonferroni"), "analysis.primary.across_models", self.across_models,
+                 "`holm` or `bonferroni`")
 
     def layer(self, n_layers: int) -> int:
         """The pre-declared layer of a model with ``n_layers`` blocks (0 = the token embeddings)."""

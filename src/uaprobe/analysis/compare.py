@@ -1,11 +1,14 @@
 """The ``compare`` stage's library entry point: seed 001 across the panel, from each model's
-``layerwise.json`` and ``anisotropy.json`` (read through :mod:`uaprobe.schema`)."""
+``layerwise.json`` and ``anisotropy.json`` (read through :mod:`uaprobe.schema`), and the models' primary
+joint p (``specification_curve.json``) corrected across the panel as ``analysis.primary.across_models`` declares."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from uaprobe.analysis import scaling
+import numpy as np
+
+from uaprobe.analysis import scaling, stats
 from uaprobe.analysis.documents import StageOutputs, settings
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams
@@ -29,13 +32,39 @@ def _panel_anisotropy(model_id: str, aniso: Anisotropy, *, rec: Any) -> dict[str
     return values
 
 
+def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: str, correction: str,
+                          alpha: float, rec: Any) -> dict[str, Any]:
+    """The ``primary`` object of ``results/panel.json``: each model's primary joint p (``primary_p``: model ->
+    p, None where undefined) with its correction across the panel's models (``holm`` or ``bonferroni``; an
+    undefined p is left out of the family) and the verdict at ``alpha``."""
+    ids = list(primary_p)
+    p = np.array([np.nan if primary_p[m] is None else float(primary_p[m]) for m in ids], dtype=float)
+    if correction == "holm":
+        adj = stats.holm(p)
+    elif correction == "bonferroni":
+        adj = np.where(np.isfinite(p), np.minimum(1.0, p * np.isfinite(p).sum()), np.nan)
+    else:
+        raise ValueError(f"unknown correction across models {correction!r} (holm or bonferroni)")
+    models = {}
+    for m, q in zip(ids, adj):
+        why = f"the primary p of {m} is undefined (see its specification_curve.json)"
+        sub = rec.sub(f"primary/models/{m}")
+        models[m] = {"p": sub.value("p", np.nan if primary_p[m] is None else float(primary_p[m]), why),
+                     "adjusted_p": sub.value("adjusted_p", q, why),
+                     "reject": sub.scalar_flag("reject", bool(np.isfinite(q) and q <= alpha),
+                                               defined=bool(np.isfinite(q)), reason=why)}
+    return {"statistic": statistic, "correction": correction, "alpha": float(alpha), "models": models}
+
+
 def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, Layerwise],
                   anisotropy_results: Mapping[str, Anisotropy],
                   params_millions: Mapping[str, float | None], params: AnalysisParams,
-                  sink_excluded_results: Mapping[str, Layerwise] | None = None) -> StageOutputs:
+                  sink_excluded_results: Mapping[str, Layerwise] | None = None,
+                  primary_p: Mapping[str, float | None] | None = None) -> StageOutputs:
     """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json`` (read
     through :mod:`uaprobe.schema`); the same view of the sink-excluded policy from
-    ``sink_excluded/layerwise.json`` where given."""
+    ``sink_excluded/layerwise.json`` where given; with ``primary_p`` (model -> the primary joint p of its
+    ``specification_curve.json``) that p corrected across the models (:func:`primary_across_models`)."""
     rec = NanReasons()
     present = set(next(iter(layerwise_results.values())).poolings) if layerwise_results else set(POOLINGS)
     poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
@@ -56,6 +85,9 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
         "anisotropy": {m: _panel_anisotropy(m, a, rec=rec.sub(f"anisotropy/{m}"))
                        for m, a in anisotropy_results.items()},
     }
+    if primary_p is not None:
+        body["primary"] = primary_across_models(primary_p, statistic=params.primary.statistic,
+                                                correction=params.primary.across_models, alpha=params.alpha, rec=rec)
     if sink_excluded_results:
         sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
                                                          params_millions=params_millions.get(m)) for m in model_ids]}

@@ -61,6 +61,24 @@ class PanelAnisotropy(Record):
     is_bell_curve: Flag = Field(description="the seed's bell-curve verdict")
 
 
+class PanelPrimaryModel(Record):
+    """One model's primary joint p and its correction across the panel."""
+
+    p: Stat = Field(description="the primary joint p of its `specification_curve.json` (`primary.p`), uncorrected")
+    adjusted_p: Stat = Field(description="that p corrected across the panel's models (`correction`)")
+    reject: Flag = Field(description="`adjusted_p` <= `alpha`")
+
+
+class PanelPrimary(Record):
+    """The primary test across the panel: it runs once per model, so α is split across the models as
+    ``analysis.primary.across_models`` declares before any result."""
+
+    statistic: str = Field(description="`analysis.primary.statistic`")
+    correction: str = Field(description="`analysis.primary.across_models`: `holm` or `bonferroni` over the models")
+    alpha: float = Field(description="`analysis.alpha`")
+    models: dict[str, PanelPrimaryModel] = Field(description="per model id, panel order")
+
+
 class Panel(Record):
     """``results/panel.json``: seed 001, the layer curves across the panel."""
 
@@ -73,6 +91,7 @@ class Panel(Record):
     sink_excluded: dict[str, ScalingView] | None = Field(None, description="the sink-excluded policy's view "
                                                                            "(mean pooling)")
     anisotropy: dict[str, PanelAnisotropy] = Field(description="per model, its L*")
+    primary: PanelPrimary | None = Field(None, description="the models' primary joint p corrected across the panel")
     nan_reasons: dict[str, str] = Field(description="for the path of every missing value, why it is missing")
     numerics: dict[str, Any] | None = Field(None, description=NUMERICS)
 

@@ -77,7 +77,7 @@ FIGURES: tuple[FigureSpec, ...] = (
     _model("bins", ("bins", "layerwise"),
            {"bins": ("poolings/mean/schemes/*/comparison", "poolings/mean/schemes/*/ci_partition")},
            lambda d: figures_groups.bins_figure(d["bins"], n_categories=len(d["layerwise"].categories)),
-           "{display}, seed 002 (random bins): per layer, r over the categories beside r over random bins of the "
+           "{display}, notebook 002 (random bins): per layer, r over the categories beside r over random bins of the "
            "pairs, and the width of r's bootstrap interval over the bins, for the notebook's randint assignment "
            "and for balanced bins (mean pooling)."),
     _model("validation", ("validation", "layerwise"),
@@ -86,24 +86,25 @@ FIGURES: tuple[FigureSpec, ...] = (
            lambda d: figures_groups.validation_figure(
                d["validation"], reference={name: (v["ua"], v["preference"]) for name, v in d["reference"]["models"].items()},
                reference_category=d["reference"]["category"], preference_unit=_unit(d)),
-           "{display}, seed 003 (validation): each category's UA against its mean preference at the last layer "
+           "{display}, notebook 003 (validation): each category's UA against its mean preference at the last layer "
            "(mean pooling), with the original study's published scientific-facts points of its reference models."),
     _model("anisotropy", ("anisotropy",),
            {"anisotropy": ("lambda1_ratio", "effective_rank", "mean_cos_to_mean", "eigenvalue_variance", "l_star")},
            lambda d: figures_geometry.anisotropy_figure(d["anisotropy"]),
-           "{display}, seed 004 (anisotropy profile) of all token states of the anisotropy prompts per layer: the "
+           "{display}, notebook 004 (anisotropy profile) of all token states of the anisotropy prompts per layer: the "
            "share of variance on the first principal component, the effective rank, the mean cosine to the mean "
            "state and the eigenvalue variance, with L* (the layer of the largest first-component share) marked."),
     _model("spectrum", ("anisotropy",), {"anisotropy": ("spectrum", "l_star")},
            lambda d: figures_geometry.spectrum_figure(d["anisotropy"]),
-           "{display}, seed 004: the leading covariance eigenvalues of the token states at key layers, as shares "
+           "{display}, notebook 004: the leading covariance eigenvalues of the token states at key layers, as shares "
            "of the total variance."),
     _model("pairs", ("pairs",),
            {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
            lambda d: figures_groups.pairs_figure(d["pairs"]),
            "{display}: per layer and pooling, r between the within-category centroid score of each pair and its "
-           "preference over all pairs, with a percentile bootstrap interval over pairs (this project's statistic, "
-           "not the original's Option B)."),
+           "preference over all pairs, with a percentile bootstrap interval over pairs resampled independently, which "
+           "ignores their categories and is not valid for inference (this project's statistic, not the original's "
+           "Option B)."),
     _model("loco", ("layerwise",), {"layerwise": ("poolings/mean/pearson_r", "poolings/mean/loco_r")},
            lambda d: figures_layers.loco_figure(d["layerwise"]),
            "{display}: r(UA, preference) per layer with every category and with each category left out in turn "
@@ -115,7 +116,9 @@ FIGURES: tuple[FigureSpec, ...] = (
            lambda d: figures_original.option_b_figure(d["option_b"]),
            "{display}, Option B (the follow-up study's pair-level analysis with global centroids): r of each "
            "per-pair metric with the preference over all pairs, per layer (mean pooling); the centroid asymmetry "
-           "with its bootstrap band over pairs; the follow-up study's early, middle and late phases shaded."),
+           "with its bootstrap band over pairs resampled independently (it ignores their categories and is not valid for "
+           "inference; the paper's cluster intervals are in its tables); the follow-up study's early, middle and late "
+           "phases shaded."),
     FigureSpec("specification_curve", "models", ("specification_curve",),
                (("specification_curve", ("specs/*", "null_band/*")),),
                lambda d: figure_spec.specification_curve_figure({m: docs["specification_curve"]
@@ -127,7 +130,7 @@ FIGURES: tuple[FigureSpec, ...] = (
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),
                lambda d: figures_layers.scaling_figure(d[PANEL]),
-               "Seed 001 (scaling): the layer curves of r(UA, preference) of every model of the panel, by layer and "
+               "Notebook 001 (scaling): the layer curves of r(UA, preference) of every model of the panel, by layer and "
                "by depth, with each model's positive peak marked (mean pooling)."),
 )
 """Every figure, in the order the figures stage draws them (per-model figures for each model, then the panel's)."""

@@ -39,6 +39,13 @@ def distinct_mask(doc: SpecificationCurve) -> np.ndarray:
     return np.ones(len(doc.specs.r), dtype=bool) if flags is None else np.array([bool(f) for f in flags])
 
 
+def declared_mask(doc: SpecificationCurve) -> np.ndarray:
+    """The specifications of the primary test's universe: at its pre-declared layers, every category kept."""
+    layers = {int(o) for o in doc.universe.axes["layer"].options}
+    return np.array([int(layer) in layers and left is None for layer, left in zip(doc.specs.layer, doc.specs.left_out)],
+                    dtype=bool)
+
+
 def row_options(docs: Sequence[SpecificationCurve]) -> list[tuple[str, str, object]]:
     """(column, label, option) of every indicator row: every option any model's curve takes."""
     rows = []
@@ -57,8 +64,10 @@ def _alpha(doc: SpecificationCurve) -> float:
 
 def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure:
     """One column per model (``docs``: model id -> its curve, in panel order). Top: r of every distinct
-    specification, sorted, with the median, over the permutation null band (``null_band``: per rank, the
-    central ``level`` share of the sorted relabelled curves), light grey. Below, the indicator panel: one row per option of each choice
+    specification, sorted, over the permutation null band (``null_band``: per rank, the central ``level`` share
+    of the sorted relabelled curves, light grey), its declared universe (the primary test's specifications)
+    marked, with the median over all of them and over the declared universe (the primary statistic). Below,
+    the indicator panel: one row per option of each choice
     and a first row for the specifications whose own exact permutation p is below α; each column of the
     panel is a run of adjacent specifications, its bar as high as the share of them taking the option (the
     grey row behind it is 100 %). Bottom: the mean depth of each column's layers, with a colour bar."""
@@ -72,7 +81,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
         fig = new_figure(PRINT_WIDTH_IN, 4.6)
         fig.set_layout_engine("none")  # fixed margins: the same bytes on every draw
         grid = fig.add_gridspec(3, len(models) or 1, height_ratios=[1.5, 3.2, 0.16], hspace=0.06, wspace=0.06,
-                                left=0.33, right=0.97, top=0.95, bottom=0.18)
+                                left=0.33, right=0.97, top=0.91, bottom=0.18)
         for j, doc in enumerate(models):
             keep = distinct_mask(doc)
             r = arr(doc.specs.r)[keep]
@@ -85,24 +94,28 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
                 ranks = np.arange(len(band.low))
                 ax.fill_between(ranks, arr(band.low), arr(band.high), color="0.85", linewidth=0, zorder=0,
                                 label=NULL_BAND.format(level=100 * band.level))
-            ax.plot(x, np.where(r > 0, r, np.nan), color=OKABE_ITO[0], linewidth=1.4, label="r > 0")
-            ax.plot(x, np.where(r > 0, np.nan, r), color=OKABE_ITO[1], linewidth=1.4, label="r ≤ 0")
+            ax.plot(x, r, color="0.15", linewidth=1.4, label="r")
+            declared = declared_mask(doc)[keep]
+            if declared.any():
+                ax.plot(x[declared], r[declared], linestyle="none", marker="o", markersize=3.2, markerfacecolor="white",
+                        markeredgecolor="black", markeredgewidth=0.7, label="declared universe")
+            medians = []
             if defined.any():
                 median = float(np.median(r[defined]))
-                ax.axhline(median, color=OKABE_ITO[7], linewidth=0.9, linestyle="--", label=f"median {median:+.2f}")
+                ax.axhline(median, color="0.45", linewidth=0.9, linestyle="--", label="median, all")
+                medians.append(f"{median:+.2f} all")
+            if (declared & defined).any():
+                primary = float(np.median(r[declared & defined]))
+                ax.axhline(primary, color="black", linewidth=0.9, linestyle=":", label="median, declared")
+                medians.append(f"{primary:+.2f} decl.")
             zero_line(ax)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
-            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications", fontsize=8)
-            handles, texts = ax.get_legend_handles_labels()
-            ax.legend([h for h, t in zip(handles, texts) if t.startswith("median")], [t for t in texts
-                      if t.startswith("median")], loc="lower right", frameon=False, fontsize=FONT, handlelength=1.2)
-            if j == 0:  # what every model's curve draws: one legend, in the margin left of the curves
-                shared = [(h, t) for h, t in zip(handles, texts) if not t.startswith("median")]
-                fig.legend([h for h, _ in shared], [t for _, t in shared], loc="upper left",
-                           bbox_to_anchor=(0.005, 0.95), frameon=False, fontsize=FONT, handlelength=1.2)
-            if j == 0:
+            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\nmedians " + ", ".join(medians), fontsize=8)
+            if j == 0:  # one legend, in the margin left of the first panel: no line runs under it
+                ax.legend(loc="upper right", bbox_to_anchor=(-0.27, 1.0), frameon=False, fontsize=FONT,
+                          handlelength=1.6, borderaxespad=0)
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:
                 ax.tick_params(labelleft=False)

@@ -45,16 +45,17 @@ def answer(out: Outputs) -> str:
     n = len(out.models)
     reasons = []
     if _all(confound_models(out), out) and _all(reversing_models(out), out):
-        reasons.append("its sign rests on the one category whose framings differ most in length")
+        reasons.append("its sign rests on the category whose framings differ most in length")
     if _all(lexical_matches_or_beats(out), out):
-        reasons.append("a lexical baseline (the same measure from random token vectors) matches it")
-    first = ("Uniformity Asymmetry, the difference in hidden-state similarity between two framings of a statement, "
-             "was proposed to probe which framing a language model prefers.")
+        reasons.append("a lexical baseline from random token vectors matches it")
+    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of a "
+             "statement, was proposed to probe a language model's preferred framing.")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
     across = "across statement categories"
     if reasons:
-        listed = reasons[0] if len(reasons) == 1 else "; ".join(reasons[:-1]) + f"; and {reasons[-1]}"
-        second = f"In {models}, its correlation with the models' preference {across} is not robust: {listed}."
+        listed = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + f", and {reasons[-1]}"
+        second = (f"In {models}, its correlation {across} with the preference, the per-token loss difference, "
+                  f"is not robust: {listed}.")
     else:
         second = (f"In {models}, its correlation with the models' preference {across} holds against one category "
                   "left out, a lexical baseline and the token embeddings.")
@@ -78,15 +79,13 @@ def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
     words = [layer_zero_relation(out, m, pooling) for m in out.models]
     than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
             f"respectively {join_words(words)} at the last layer")
-    already = "already " if set(words) == {"as large as"} else ""
-    return f"The correlation is {already}{zero} in the token embeddings ({pooling} pooling), {than}"
+    return f"With {pooling} pooling, the correlation is {zero} in the token embeddings, {than}"
 
 
 @prose
 def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model, r at layer 0 beside r at the last layer (``pooling``, default policy, raw states)."""
-    return join_words([f"{z} at layer 0 against {a} at the last layer for {out.display(m)}"
-                       for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
+    return "; ".join([f"{z} and {a} for {out.display(m)}" for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
 
 
 @prose
@@ -94,7 +93,8 @@ def abstract(out: Outputs) -> str:
     """The whole abstract: the answer, the primary test and the test without the category, layer 0, and the
     pair-level family with the declared pooling (at most :data:`WORDS` words and :data:`NUMBERS` numbers)."""
     named = names_left_out_category(out)
-    return (f"{answer(out)} {curve_abstract(out, category_named=named)}. {layer_zero_sentence(out)}. Across pairs, "
+    return (f"{answer(out)} {curve_abstract(out, category_named=named)}. {layer_zero_sentence(out)}. Of the "
+            "follow-up study's pair-level scores (not UA), "
             f"{family_abstract(out, category_named=named)}.")
 
 

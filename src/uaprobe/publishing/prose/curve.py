@@ -10,6 +10,9 @@ direction and what each representation does to r are in :mod:`uaprobe.publishing
 
 from __future__ import annotations
 
+from typing import Any
+
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.markdown import join_words, prose
@@ -21,6 +24,11 @@ REPRESENTATION_WORDS = {"raw": "raw", "zscore": "z-scored", "abtt": "ABTT"}
 POOLING_WORDS = {"mean": "mean", "last": "last-token", "first": "first-token"}
 
 
+def band_level(out: Outputs) -> str:
+    """The share of the relabelled curves the figure's null band holds, as text (``95 %``): a caption's words."""
+    return out.v(out.models[0], CURVE, "null_band/level", "percent_g").text
+
+
 def alpha(out: Outputs, m: str) -> float:
     return float(out.raw(m, CURVE, "settings/alpha"))
 
@@ -30,9 +38,12 @@ def representations(out: Outputs, m: str) -> list[str]:
 
 
 def representation_median(out: Outputs, m: str, representation: str) -> Value:
-    """The median r over every specification with ``representation`` (a derived, sourced value)."""
-    return out.v(m, CURVE, median_key("specs/r", representation=representation))
+    """The median r over every distinct specification with ``representation`` (a derived, sourced value):
+    identical specifications (the same states) are counted once, as in the joint tests."""
+    return out.v(m, CURVE, median_key("specs/r", representation=representation, distinct=True))
 
+
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
 
@@ -51,11 +62,6 @@ def test_words(out: Outputs, m: str, test: str) -> str:
 def floor_words(out: Outputs, m: str, key: str) -> str:
     """``, the smallest p its test can give`` where the p at ``key`` sits at its test's floor."""
     return ", the smallest p its test can give" if out.raw(m, CURVE, f"{key}/at_floor") else ""
-
-
-def band_level(out: Outputs) -> str:
-    """The share of the relabelled curves the figure's null band holds, as text (``95 %``): a caption's words."""
-    return out.v(out.models[0], CURVE, "null_band/level", "percent_g").text
 
 
 def primary_statistic(out: Outputs, m: str) -> str:
@@ -79,30 +85,53 @@ def universe_phrase(out: Outputs) -> str:
     return (f"**The primary test.** It was declared before any result (`analysis.primary` in `params.yaml`). Its "
             f"universe crosses {counts['pooling']} poolings, {counts['policy']} position-0 policies, "
             f"{counts['representation']} representations and {counts['nll']} NLLs at one pre-declared layer, {layer}: a depth curve is an estimand, not an analytic choice, and leaving a "
-            "category out is an influence diagnostic, not a choice. Specifications with bit-identical category UA "
-            f"(the same pooled states) are counted once: {distinct} are distinct. The primary statistic is the "
+            "category out is an influence diagnostic, not a choice. Two specifications with bit-identical category UA "
+            "and the same preference (the same pooled states and NLL) are one, counted once: "
+            f"{distinct} are distinct. The primary statistic is the "
             f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
             f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "
             f"preferences to every specification at once, so its smallest value is one over that number. The secondary "
             f"statistics, Holm-corrected as one family, are {secondary}; the last two run over the "
             f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
-            "categories.")
+            f"categories. {category_words(out, m0).capitalize()} was declared as the category to leave out because its "
+            "two framings differ most in relative length and in kind of token, a name against a number, which the "
+            "dataset's text shows before any model output.")
+
+
+CORRECTION_WORDS = {"holm": "Holm's correction", "bonferroni": "Bonferroni's correction"}
+
+
+def across_models(out: Outputs, m: str, key: str) -> Any:
+    """A key of the model's entry in ``results/panel.json``'s ``primary`` (its p corrected across the models)."""
+    return out.raw_at(PANEL_RESULTS, f"primary/models/{m}/{key}")
 
 
 @prose
 def primary_phrase(out: Outputs) -> str:
     """Results: per model, the primary statistic with its exact p (said to be at the floor where it is), the
-    verdict at α, the secondary family after Holm, and the test without the pre-declared category."""
+    verdict before and after the pre-declared correction across the models, the secondary family after Holm,
+    and the test without the pre-declared category."""
     parts = []
     for m in out.models:
         parts.append(f"{out.v(m, CURVE, 'primary/estimate')} for {out.display(m)} "
                      f"(p = {out.v(m, CURVE, 'primary/p', 'p')}{floor_words(out, m, 'primary')})")
     a = alpha(out, out.models[0])
-    yes = [out.display(m) for m in out.models if differs(out, m)]
-    verdict = (f"at α = {a:g} the primary test finds it different from chance for {join_words(yes)}"
-               + (" only" if 0 < len(yes) < len(out.models) else "") if yes else
-               f"at α = {a:g} the primary test finds it different from chance for no model")
-    text = f"Over the universe, the {primary_statistic(out, out.models[0])} is {join_words(parts)}: {verdict}."
+    text = f"Over the universe, the {primary_statistic(out, out.models[0])} is {join_words(parts)}."
+    nominal = [m for m in out.models if differs(out, m)]
+    correction = CORRECTION_WORDS.get(str(out.raw_at(PANEL_RESULTS, "primary/correction")), "the correction")
+    adjusted = join_words([f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')} for {out.display(m)}"
+                           for m in out.models])
+    kept = [out.display(m) for m in out.models if across_models(out, m, "reject")]
+    n = len(out.models)
+    text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models by "
+             f"{correction}, declared before any result: the corrected p is {adjusted}.")
+    if kept:
+        text += f" The primary test finds the statistic different from chance for {join_words(kept)}."
+    elif nominal:
+        text += (f" {join_words([out.display(m) for m in nominal])}'s p is below α only before that correction: "
+                 "the primary test is inconclusive for every model.")
+    else:
+        text += " The primary test finds the statistic different from chance for no model."
     survivors = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
                  if t.get("holm_reject")]
     if survivors:
@@ -137,11 +166,14 @@ def without_index(out: Outputs, m: str) -> int | None:
 @prose
 def layer_zero_phrase(out: Outputs) -> str:
     """Layer 0 (the token embeddings) beside the pre-declared layer: the primary statistic over the universe's
-    choices at each, per model."""
-    parts = [f"{out.v(m, CURVE, 'joint/layer_zero/' + str(out.raw(m, CURVE, 'primary/statistic')))} at layer 0 against "
-             f"{out.v(m, CURVE, 'primary/estimate')} at the declared layer for {out.display(m)}" for m in out.models]
-    return (f"Layer 0, the token embeddings before any context, is the model's own lexical baseline: over the same "
-            f"choices, the {primary_statistic(out, out.models[0])} is {join_words(parts)}")
+    choices at each, per model, with layer 0's exact joint p (a secondary, exploratory comparison in no family)."""
+    stat = str(out.raw(out.models[0], CURVE, "primary/statistic"))
+    p_key = "median_p" if stat == "median_r" else "share_p"
+    parts = [f"{out.v(m, CURVE, 'joint/layer_zero/' + stat)} (p = {out.v(m, CURVE, 'joint/layer_zero/' + p_key, 'p')})"
+             f" for {out.display(m)}" for m in out.models]
+    return (f"Layer 0, the token embeddings before any context, is the model's own lexical baseline. Over the "
+            f"universe's choices at layer 0, the {primary_statistic(out, out.models[0])} is {join_words(parts)}; "
+            "this is an exploratory comparison, in no family and uncorrected")
 
 
 def differs(out: Outputs, m: str) -> bool:
@@ -159,7 +191,13 @@ def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
                if (i := without_index(out, m)) is not None]
     stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
         str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
-    text = f"A pre-declared joint permutation test of the {stat} over the analytic choices gives p = {ps}"
+    text = f"A pre-declared joint permutation test of the {stat} over analytic choices gives p = {ps}"
+    kept = [m for m in out.models if across_models(out, m, "reject")]
+    nominal = [m for m in out.models if differs(out, m)]
+    if len(out.models) > 1 and nominal and not kept:
+        text += f", {'neither' if len(out.models) == 2 else 'none'} significant once corrected across models"
+    elif len(out.models) > 1 and kept and len(kept) < len(out.models):
+        text += f", significant for {'one' if len(kept) == 1 else len(kept)} once corrected across models"
     if without:
         which = "that category" if category_named else f"{category_words(out, out.models[0])}"
         text += f"; without {which}, {join_words([str(p) for p in without])}"

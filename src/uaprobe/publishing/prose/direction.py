@@ -61,8 +61,8 @@ def direction_phrase(out: Outputs, pooling: str = "mean") -> str:
         if sx is not None and out.raw(m, DIMENSIONS, f"policies/sink_excluded/poolings/{pooling}/mean_cosine/raw") != \
                 out.raw(m, DIMENSIONS, f"{base}/mean_cosine/raw"):
             text += f" ({sx[0]} at layer {sx[1]} with position 0 excluded)"
-        text += (f", where the top dimension carries up to {top[0]} of the uniformity (layer {top[1]}) and the first "
-                 f"principal component up to {pc[0]} of the variance (layer {pc[1]})")
+        text += (f", while the top dimension's share of the uniformity peaks at {top[0]} at layer {top[1]} and the "
+                 f"first principal component's share of the variance at {pc[0]} at layer {pc[1]}")
         parts.append(text)
     most = bool(shares) and all(s > DOMINATES for s in shares)
     verdict = ("so at those layers the raw cosines mostly measure one dimension" if most else
@@ -158,8 +158,8 @@ def representation_r_phrase(out: Outputs, pooling: str = "mean") -> str:
 
 def representation_table(out: Outputs, pooling: str = "mean") -> str:
     """Per model and representation: the largest and smallest mean cosine over all statements (default
-    policy), the median r over every specification with that representation, and the last-layer r."""
-    header = ["Model", "Representation", "Mean cosine, min–max over layers", "Median r, all specifications",
+    policy), the median r over every distinct specification with that representation, and the last-layer r."""
+    header = ["Model", "Representation", "Mean cosine, min–max over layers", "Median r, distinct specifications",
               "r, last layer"]
     rows = []
     for m in out.models:
@@ -168,8 +168,9 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
             key = f"policies/default/poolings/{pooling}/mean_cosine/{k}"
             values = out.raw(m, DIMENSIONS, key) or []
             finite = [(v, i) for i, v in enumerate(values) if v is not None]
-            cos = (f"{out.v(m, DIMENSIONS, f'{key}/{min(finite)[1]}', 's3')} to "
-                   f"{out.v(m, DIMENSIONS, f'{key}/{max(finite)[1]}', 's3')}") if finite else "n/a"
+            low, high = ((out.v(m, DIMENSIONS, f'{key}/{min(finite)[1]}', 's3'),
+                          out.v(m, DIMENSIONS, f'{key}/{max(finite)[1]}', 's3')) if finite else (None, None))
+            cos = "n/a" if low is None else f"{low} at every layer" if str(low) == str(high) else f"{low} to {high}"
             rows.append([out.display(m) if k == representations(out, m)[0] else "", REPRESENTATION_WORDS.get(k, k), cos,
                          str(representation_median(out, m, k)), str(last[k]) if k in last else "n/a"])
     return markdown_table(header, rows)
@@ -178,7 +179,7 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
 def _direction_word(out: Outputs, rep: str, pooling: str | None = None) -> str:
     """``raises``/``lowers`` where the median r under ``rep`` (over every specification, or those with
     ``pooling``) is above/below the raw median for every model, ``changes`` otherwise."""
-    where = {} if pooling is None else {"pooling": pooling}
+    where: dict[str, object] = {"distinct": True} if pooling is None else {"pooling": pooling, "distinct": True}
     moves = set()
     for m in out.models:
         a = out.v(m, CURVE, median_key("specs/r", representation=rep, **where)).raw

@@ -9,6 +9,8 @@ gives a different sentence; every number it shows is a sourced
 
 from __future__ import annotations
 
+from uaprobe.names import PANEL_RESULTS
+
 
 from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs, without_index
 from uaprobe.publishing.provenance.outputs import Outputs
@@ -49,21 +51,22 @@ def stands_out(out: Outputs, m: str) -> bool:
 def length_phrase(out: Outputs) -> str:
     """A sentence: per model, the category whose framings differ most in content tokens, its mean
     difference B − A and the range of the other categories'; led by whether that category stands out."""
-    parts = []
+    parts, names = [], set()
     for m in out.models:
         i = length_category(out, m)
         if i is None:
             parts.append(f"no token counts are recorded for {out.display(m)}")
             continue
-        name = pretty(out.raw(m, "layerwise", "categories")[i])
+        names.add(pretty(out.raw(m, "layerwise", "categories")[i]))
         diff = out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
         rest = other_range(out, m, i)
-        parts.append(f"{name} for {out.display(m)} ({diff}"
-                     + (f", against {rest[0]} to {rest[1]} in the other categories)" if rest else ")"))
+        parts.append(f"{diff} for {out.display(m)}" + (f", against {rest[0]} to {rest[1]} elsewhere" if rest else ""))
     lead = ("The framings differ in length in one category far more than in any other"
             if out.models and all(stands_out(out, m) for m in out.models) else
             "No category's framings differ in length far more than every other's")
-    return f"{lead}: the mean difference in content tokens, B − A, is largest in size in {join_words(parts)}."
+    where = (f"is largest in size in {names.pop()}" if len(names) == 1 else
+             "is largest in size in a different category per model")
+    return f"{lead}: the mean difference in content tokens, B − A, {where}: {'; '.join(parts)}."
 
 
 @prose
@@ -152,39 +155,40 @@ def normalisation_moves(out: Outputs, m: str) -> bool:
 
 @prose
 def conclusion_phrase(out: Outputs) -> str:
-    """What the data support, as clauses: lexical or not at the last layer, one category or not, the
-    specification curve's verdict by statistic (unadjusted for the two statistics)."""
+    """What the data support, in short sentences (the first continues "On this panel, "): lexical or not at the
+    last layer, one category or not, the primary test's verdict after the correction across the models."""
     lexical = lexical_matches_or_beats(out)
     reversed_ = reversing_models(out)
-    parts = []
     if lexical and len(lexical) == len(out.models):
-        parts.append("at the last layer, the category-level r is matched by a lexical baseline that sees only the "
-                     "statements' tokens, so by itself it does not show that the models' representations, rather "
-                     "than the statements' words, produce it")
+        first = ("a lexical baseline that sees only the statements' tokens matches the category-level r at the last "
+                 "layer, so that r alone does not show that the models' representations produce it")
     elif lexical:
-        parts.append(f"at the last layer, for {join_words(lexical)} the category-level r is matched by the "
-                     "statements' tokens alone")
+        first = (f"the statements' tokens alone match the category-level r at the last layer for "
+                 f"{join_words(lexical)}")
     else:
-        parts.append("at the last layer, the models' category-level r exceeds what the statements' tokens alone give")
+        first = "the models' category-level r at the last layer exceeds what the statements' tokens alone give"
+    text = first + "."
     if reversed_:
-        parts.append(f"there (mean pooling) its sign rests on a single category for {join_words(reversed_)}")
-    parts.append("over the pre-declared analytic choices at the last layer, " + curve_conclusion(out) + " (@sec-spec)")
-    return "; ".join(parts)
+        text += f" With mean pooling, its sign rests on a single category for {join_words(reversed_)}."
+    return text + " Over the pre-declared analytic choices, " + curve_conclusion(out) + " (@sec-spec)"
 
 
 def curve_conclusion(out: Outputs) -> str:
-    """For which models the primary joint test finds the curve different from chance (with each p), and for
-    which the test without the pre-declared category does."""
-    yes = [m for m in out.models if differs(out, m)]
-    if yes:
-        ps = join_words([f"p = {out.v(m, CURVE, 'primary/p', 'p')}" for m in yes])
-        only = " only" if len(yes) < len(out.models) else ""
-        text = (f"the pre-declared joint test finds the correlation different from chance for "
-                f"{join_words([out.display(m) for m in yes])}{only} ({ps})")
+    """The primary joint test's verdict after the pre-declared correction across the models (with the p before and
+    after it where it differs), and for which models the test without the pre-declared category is below α."""
+    kept = [m for m in out.models if out.raw_at(PANEL_RESULTS, f"primary/models/{m}/reject")]
+    nominal = [m for m in out.models if differs(out, m) and m not in kept]
+    if kept:
+        text = ("the primary test, corrected across the models, finds the correlation different from chance for "
+                + join_words([out.display(m) for m in kept]))
     else:
-        text = "the pre-declared joint test finds the correlation different from chance for no model"
+        text = "the primary test, corrected across the models, finds the correlation different from chance for no model"
+    if nominal:
+        text += ("; " + join_words([f"{out.display(m)}'s p = {out.v(m, CURVE, 'primary/p', 'p')} becomes "
+                                    f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')}" for m in nominal])
+                 + ", so it is inconclusive")
     without = [m for m in out.models if (i := without_index(out, m)) is not None
                and (p := out.raw(m, CURVE, f"secondary/tests/{i}/p")) is not None and p < alpha(out, m)]
     category = category_words(out, out.models[0])
-    return text + (f", and without {category} for {join_words([out.display(m) for m in without])}" if without else
-                   f", and without {category} for no model")
+    return text + (f". Without {category}, the test is below α for {join_words([out.display(m) for m in without])}"
+                   if without else f". Without {category}, it is below α for no model")

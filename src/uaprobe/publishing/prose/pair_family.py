@@ -78,14 +78,37 @@ def family_phrase(out: Outputs) -> str:
         parts = []
         for m in out.models:
             mine = survivors(out, m, family, reported_only=True)
-            names = join_words(sorted({METRIC_WORDS.get(k, pretty(k)) for k in
-                                       (out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}") for t in mine)}))
+            names = signed_names(out, m, family, mine)
             parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_reject', 'int')} of the "
                          f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
-                         + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: the {names})" if mine else
+                         + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: {names})" if mine else
                             f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
         text += f" {lead}, {join_words(parts)} survive Holm's correction."
     return text + " @tbl-family lists them."
+
+
+def sign_word(r: float | None) -> str:
+    return "undefined" if r is None else "positive" if r > 0 else "negative" if r < 0 else "zero"
+
+
+def signed_names(out: Outputs, m: str, family: str, found: list[Survivor]) -> str:
+    """The surviving metrics in words, grouped by the sign of their partial r (``the centroid asymmetry and
+    kNN density asymmetry with a negative partial r, the margin asymmetry with a positive one``); a metric whose
+    tests disagree in sign is named with both signs."""
+    signs: dict[str, set[str]] = {}
+    for t in found:
+        metric = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}")
+        signs.setdefault(METRIC_WORDS.get(metric, pretty(metric)), set()).add(
+            sign_word(out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")))
+    groups: dict[str, list[str]] = {}
+    for name in sorted(signs):
+        groups.setdefault(signs[name].pop() if len(signs[name]) == 1 else "mixed", []).append(name)
+    parts = []
+    for sign, names in groups.items():
+        tail = "with partial r of both signs" if sign == "mixed" else (
+            f"with a {sign} partial r" if not parts else f"with a {sign} one")
+        parts.append(f"the {join_words(names)} {tail}")
+    return ", ".join(parts)
 
 
 FAMILY_WORDS = {"family": "length", "incremental": "length, lexical", "without_category": "length, lexical; "
@@ -105,36 +128,48 @@ def family_table(out: Outputs) -> str:
             found = survivors(out, m, family)
             label = FAMILY_WORDS[family].format(category=category)
             if not found:
-                rows.append([out.display(m) if first else "", label, "none", "", "", "", ""])
+                rows.append([out.display(m) if first else "", label, "none", "", "", "", "", ""])
                 first = False
             for i, t in enumerate(found):
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
+                ob = out.model_file(m, "option_b" if t.policy in (None, "default") else f"{t.policy}/option_b")
+                last = out.raw_at(ob, "n_layers")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
                              METRIC_WORDS.get(metric, pretty(metric)),
                              ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
+                             out.at(ob, f"poolings/{t.poolings[0]}/metrics/{metric}/pearson_r/{last}"),
                              out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
                              f"{out.v(m, PAIRS, f'{base}/holm_p/{t.row}', 'p')}"
                              + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
                 first = False
-    return markdown_table(["Model", "Covariates", "Metric", "Pooling", "Position 0", "Partial r", "Holm p"], rows,
-                          align="lllllrr")
+    return markdown_table(["Model", "Covariates", "Metric", "Pooling", "Position 0", "r", "Partial r", "Holm p"],
+                          rows, align="lllllrrr")
+
+
+HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
+"""The metrics whose sign UA's hypothesis fixes (the framing whose states sit closer to their own set is preferred:
+a positive partial r); the others' sign has no stated prediction."""
 
 
 def _who_survives(out: Outputs, family: str) -> tuple[str, int]:
-    """``the margin asymmetry of one model`` / ``several metrics of both models``: the surviving metrics of
-    ``family`` with the reported pooling, without numbers, and how many metrics."""
+    """``one metric of one model`` / ``several metrics of both models``: how many metrics of ``family`` survive
+    with the reported pooling, and of which models, without numbers or metric names; where some of them have
+    the sign opposite to :data:`HYPOTHESIS_SIGN`, says so."""
     key = FAMILIES[family]
-    found = {m: [out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}")
+    found = {m: [(out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}"), out.raw(m, PAIRS, f"{key}/tests/partial_r/{t.row}"))
                  for t in survivors(out, m, family, reported_only=True)] for m in out.models}
-    metrics = sorted({k for ks in found.values() for k in ks})
+    metrics = sorted({k for ks in found.values() for k, _ in ks})
     holders = [m for m in out.models if found[m]]
     who = ("both models" if len(holders) == len(out.models) == 2 else
            "one model" if len(holders) == 1 else "every model" if len(holders) == len(out.models) else
            "some models")
-    words = (f"the {join_words([METRIC_WORDS.get(k, pretty(k)) for k in metrics])}" if len(metrics) <= 2 else
-             "several metrics")
-    return f"{words} of {who}", len(metrics)
+    words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'}"
+    against = sorted({k for ks in found.values() for k, r in ks
+                      if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
+    tail = ("" if not against else ", against the hypothesis's sign" if len(metrics) == 1 else
+            f", {'one' if len(against) == 1 else 'two' if len(against) == 2 else 'some'} against the hypothesis's sign")
+    return f"{words} of {who}{tail}", len(metrics)
 
 
 @prose
@@ -142,15 +177,17 @@ def family_abstract(out: Outputs, *, category_named: bool = False) -> str:
     """The incremental family with the reported pooling, then the same without the declared category's pairs, in
     one number-free clause; ``category_named``: the abstract named that category before."""
     pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
-    lead = (f"with lengths and the lexical baseline as covariates (pre-declared {POOLING_WORDS.get(pooling, pooling)} "
-            "pooling), ")
+    lead = f"with length and lexical covariates ({POOLING_WORDS.get(pooling, pooling)} pooling), "
     words, n = _who_survives(out, "incremental")
-    text = lead + (f"only {words} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
-    text += " Holm's correction over all tests"
+    text = lead + (f"{words} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
+    text += " Holm's correction"
     category = ("that category" if category_named else
                 pretty(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
     words, n = _who_survives(out, "without_category")
-    return text + f"; without {category}'s pairs, " + (f"{words} {'does' if n == 1 else 'do'}" if n else "none does")
+    if not n:
+        return text + f"; without {category}, none does"
+    head, _, tail = words.partition(", ")
+    return text + f"; without {category}, {head} {'does' if n == 1 else 'do'}" + (f", {tail}" if tail else "")
 
 
 @prose
@@ -163,9 +200,8 @@ def family_conclusion(out: Outputs) -> str:
     parts = []
     for m in out.models:
         mine = survivors(out, m, "without_category", reported_only=True)
-        names = sorted({METRIC_WORDS.get(k, pretty(k)) for k in
-                        (out.raw(m, PAIRS, f"{FAMILIES['without_category']}/tests/metric/{t.row}") for t in mine)})
-        parts.append(f"the {join_words(names)} for {out.display(m)}" if names else f"nothing for {out.display(m)}")
+        names = signed_names(out, m, "without_category", mine)
+        parts.append(f"for {out.display(m)}, {names or 'nothing'}")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
-            f"lengths, the lexical baseline and {category} left out together in one pair-level family is "
-            f"{join_words(parts)}")
+            f"lengths, the lexical baseline and {category} left out together in one pair-level family is, "
+            f"{'; '.join(parts)}")

@@ -98,3 +98,29 @@ def pooling_limitation(out: Outputs, pooling: str = "mean") -> str:
         return ""
     return (f"The pair-level Holm counts depend on the pooling: the {pooling}-pooling result is not that of the "
             "first- or last-token state (@sec-pairs).")
+
+
+@prose
+def cluster_phrase(out: Outputs) -> str:
+    """How coarse the two-stage cluster bootstrap is with few categories: its resamples, how many hold three or
+    fewer distinct categories, and the fewest any resample holds (the same draws for every model)."""
+    m = out.models[0]
+    key = "cluster_bootstrap"
+    return (f"With {out.v(m, 'layerwise', 'categories', 'count')} categories that bootstrap is coarse: "
+            f"{out.v(m, 'option_b', f'{key}/degenerate', 'thousands')} of its "
+            f"{out.v(m, 'option_b', f'{key}/resamples', 'thousands')} resamples draw three or fewer distinct "
+            f"categories, some only {out.v(m, 'option_b', f'{key}/distinct_categories_min', 'int')}, so its intervals "
+            "describe the spread and carry no claim of coverage; no conclusion here rests on an interval")
+
+
+@prose
+def lexical_pair_phrase(out: Outputs, metric: str = "centroid_asymmetry") -> str:
+    """The lexical baseline's own pair-level result for ``metric``: per model (its tokenizer), the median partial r
+    over the random seeds and how many seeds are significant (position 0 excluded)."""
+    parts = []
+    for m in out.models:
+        med, sig, seeds = lexical(out, m, metric)
+        parts.append(f"{med} with {out.display(m)}'s tokenizer ({sig} of {seeds} seeds below α)")
+    return (f"The lexical baseline alone relates to the preference across pairs: its "
+            f"{METRIC_WORDS.get(metric, pretty(metric))} has a median partial r over its random seeds of "
+            f"{join_words(parts)}; the pair-level family takes it as a covariate")

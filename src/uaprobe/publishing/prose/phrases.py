@@ -234,8 +234,9 @@ def published_comparison(out: Outputs) -> str:
     same = [out.display(m) for m in out.models if m not in differ]
     excluded = "; ".join(([per_model(out, 'robustness', 'policies/sink_excluded/final_r', models=differ)] if differ else [])
                          + ([f"the same numbers for {join_words(same)}"] if same else []))
-    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, against "
-            f"{per_model(out, 'robustness', 'policies/default/final_r')} here (position 0 excluded: {excluded})")
+    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, as its "
+            f"published table gives it (`{PUBLISHED_PYTHIA}`), against {per_model(out, 'robustness', 'policies/default/final_r')} "
+            f"here; with position 0 excluded, {excluded}")
 
 
 @prose

@@ -194,7 +194,7 @@ def anisotropy_table(out: Outputs) -> str:
                      f"{v('bell_curve/is_bell_curve', 'bool')} / {v('bell_curve/is_bell_curve_significant', 'bool')}",
                      v("variants/all_tokens/l_star"), v("variants/sink_excluded/l_star")])
     return markdown_table(["Model", "token states", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
-                           "slope after", "bell: seed / sig.", f"{L_STAR}, all", f"{L_STAR}, position 0 excl."], rows,
+                           "slope after", "bell: notebook / sig.", f"{L_STAR}, all", f"{L_STAR}, position 0 excl."], rows,
                           align="lrrrrrrcrr")
 
 

@@ -42,6 +42,11 @@ def option_b_table(out: Outputs, pooling: str = "mean") -> str:
                            "layers, Holm"], rows, align="llrrrrrr")
 
 
+def late_inversion(high: float | None) -> str:
+    """The follow-up paper's verdict, read from the cluster interval of the late phase: its upper end below zero."""
+    return "n/a" if high is None else "yes" if high < 0 else "no"
+
+
 def phase_table(out: Outputs, pooling: str = "mean") -> str:
     """Early / mid / late means of the centroid-asymmetry curve with intervals and the verdicts, for
     this panel and, marked published, the follow-up paper's models."""
@@ -53,14 +58,18 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
         if out.raw(m, "sink_excluded/option_b", ph) != out.raw(m, "option_b", ph):
             files.append((out.model_file(m, "sink_excluded/option_b"), "this panel, position 0 excluded"))
         for file, source in files:
+            cluster = f"cluster_bootstrap/phases/{pooling}/centroid_asymmetry"
+
             def cell(name: str, file: str = file) -> str:
                 v = out.under(file, f"{ph}/{name}", fmt="s2")
+                c = out.under(file, f"{cluster}/{name}", fmt="s2")
                 mean = v("mean_r")
-                shown = f"{mean} {interval(v('bootstrap_ci_low'), v('bootstrap_ci_high'))}" if mean.raw is not None else "n/a"
+                shown = f"{mean} {interval(c('low'), c('high'))}" if mean.raw is not None else "n/a"
                 return f"{shown} (L {v('layers', 'layers')})"
 
             rows.append([out.display(m), source, cell("early"), cell("mid"), cell("late"),
-                         out.at(file, f"{ph}/late_inversion", "bool"), out.at(file, f"{ph}/sign_change", "bool")])
+                         late_inversion(out.raw_at(file, f"{cluster}/late/high")),
+                         out.at(file, f"{ph}/sign_change", "bool")])
     for i, row in enumerate(out.raw_at(PUBLISHED_PYTHIA, "phases/models")):
         p = out.under(PUBLISHED_PYTHIA, f"phases/models/{i}", fmt="s2")
         sign_change = "yes" if row["early"] > 0 > row["late"] else "no"

@@ -1,0 +1,57 @@
+"""The models' primary joint p corrected across the panel (``results/panel.json``, key ``primary``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from uaprobe.analysis.compare import primary_across_models
+from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema.panel import PanelPrimary
+
+
+def _run(ps: dict[str, float | None], correction: str = "holm", alpha: float = 0.05) -> tuple[dict, NanReasons]:
+    rec = NanReasons()
+    return primary_across_models(ps, statistic="median_r", correction=correction, alpha=alpha, rec=rec), rec
+
+
+def test_holm_across_two_models_matches_the_step_down_by_hand() -> None:
+    body, _ = _run({"a": 0.049, "b": 0.39})
+    # Holm with m = 2: the smaller p times 2, the larger times 1, made monotone
+    assert_allclose(body["models"]["a"]["adjusted_p"], min(1.0, 2 * 0.049))
+    assert_allclose(body["models"]["b"]["adjusted_p"], max(2 * 0.049, 0.39))
+    assert body["models"]["a"]["p"] == 0.049
+    assert body["models"]["a"]["reject"] is False  # 0.098 > 0.05: nominal only
+    PanelPrimary.model_validate(body)
+
+
+def test_bonferroni_and_a_rejection() -> None:
+    body, _ = _run({"a": 0.01, "b": 0.6, "c": 0.02}, correction="bonferroni")
+    assert_allclose([body["models"][m]["adjusted_p"] for m in "abc"], [0.03, 1.0, 0.06])
+    assert [body["models"][m]["reject"] for m in "abc"] == [True, False, False]
+
+
+def test_an_undefined_p_is_left_out_of_the_family_with_its_reason() -> None:
+    body, rec = _run({"a": 0.02, "b": None})
+    assert_allclose(body["models"]["a"]["adjusted_p"], 0.02)  # a family of one
+    assert body["models"]["b"]["adjusted_p"] is None and body["models"]["b"]["reject"] is None
+    assert "primary/models/b/adjusted_p" in rec.reasons
+
+
+def test_holm_matches_a_direct_computation_on_many_models() -> None:
+    rng = np.random.default_rng(3)
+    ps = rng.uniform(0, 0.2, size=5)
+    body, _ = _run({str(i): float(p) for i, p in enumerate(ps)})
+    order = np.argsort(ps)
+    direct = np.empty(5)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (5 - rank) * ps[i]))
+        direct[i] = running
+    assert_allclose([body["models"][str(i)]["adjusted_p"] for i in range(5)], direct)
+
+
+def test_unknown_correction_is_refused() -> None:
+    with pytest.raises(ValueError, match="holm or bonferroni"):
+        _run({"a": 0.1}, correction="fdr")
