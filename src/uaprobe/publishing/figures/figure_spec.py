@@ -114,7 +114,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             ax.tick_params(labelbottom=False, labelsize=FONT)
             ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\nmedians " + ", ".join(medians), fontsize=8)
             if j == 0:  # one legend, in the margin left of the first panel: no line runs under it
-                ax.legend(loc="upper right", bbox_to_anchor=(-0.27, 1.0), frameon=False, fontsize=FONT,
+                ax.legend(loc="upper right", bbox_to_anchor=(-0.36, 1.0), frameon=False, fontsize=FONT,
                           handlelength=1.6, borderaxespad=0)
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:
