@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -80,13 +81,23 @@ def test_markup_survives_pandoc_and_every_link_names_its_row_of_the_supplement(t
     assert typst.compile(str(source)).startswith(b"%PDF")  # links to the supplementary file, not to a label
 
 
-def test_paper_diff_names_a_revision_that_does_not_exist(tmp_path: Path) -> None:
+def _dvc_project(root: Path) -> tuple[Callable[..., subprocess.CompletedProcess[str]], Callable[..., None]]:
+    """An empty git + DVC project at ``root`` with no stages: a runner of commands in it, and a git that
+    asserts each call succeeds."""
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
+        return subprocess.run(args, cwd=root, capture_output=True, text=True)
 
-    run("git", "init", "-q")
-    run(sys.executable, "-m", "dvc", "init", "-q")
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    def git(*args: str) -> None:
+        assert run("git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args).returncode == 0
+
+    git("init", "-q")
+    assert run(sys.executable, "-m", "dvc", "init", "-q").returncode == 0
+    (root / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    return run, git
+
+
+def test_paper_diff_names_a_revision_that_does_not_exist(tmp_path: Path) -> None:
+    run, _ = _dvc_project(tmp_path)
     proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "no-such-rev")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -96,15 +107,7 @@ def test_paper_diff_names_a_revision_that_does_not_exist(tmp_path: Path) -> None
 def test_paper_diff_reads_a_revision_through_git_and_the_dvc_cache(tmp_path: Path) -> None:
     """A revision's results come from the DVC cache; the same revision twice is "no change"; one
     planted change in the working tree is the one marked number."""
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
-
-    def git(*args: str) -> None:
-        assert run("git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args).returncode == 0
-
-    git("init", "-q")
-    assert run(sys.executable, "-m", "dvc", "init", "-q").returncode == 0
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    run, git = _dvc_project(tmp_path)
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "r.json").write_text('{"a": {"r": 0.5}, "b": 2}', encoding="utf-8")
     page = tmp_path / "paper" / "_output" / "paper.html"
@@ -193,15 +196,7 @@ def test_what_one_side_cannot_read_is_counted_as_not_compared_never_as_changed()
 
 def test_paper_diff_names_a_merge_conflict_in_params_yaml_and_the_option_for_an_unwritable_page(tmp_path: Path
                                                                                                  ) -> None:
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(args, cwd=tmp_path, capture_output=True, text=True)
-
-    def git(*args: str) -> None:
-        assert run("git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args).returncode == 0
-
-    git("init", "-q")
-    assert run(sys.executable, "-m", "dvc", "init", "-q").returncode == 0
-    (tmp_path / "dvc.yaml").write_text("stages: {}\n", encoding="utf-8")
+    run, git = _dvc_project(tmp_path)
     (tmp_path / "params.yaml").write_text("analysis:\n  seed: 42\n", encoding="utf-8")
     page = tmp_path / "paper" / "_output" / "paper.html"
     page.parent.mkdir(parents=True)
