@@ -18,7 +18,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import yaml
 
-from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
+from uaprobe.conflicts import check_bytes
 from uaprobe.errors import ConfigError, unreadable, unusable
 from uaprobe.names import Representation
 
@@ -502,8 +502,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        if (line := marker_line(text.encode("utf-8"))) is not None:
-            raise MergeConflict(conflict_message(path, line))
+        check_bytes(text.encode("utf-8"), path)
         mapping = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise ConfigError(f"{path}: not found; run from the repository root or pass --params") from None

@@ -43,6 +43,13 @@ def conflict_message(file: str | Path, line: int, *, at: str = "") -> str:
     return f"{shown}: an unresolved git merge (conflict markers from line {line}); {way}"
 
 
+def check_bytes(data: bytes, file: str | Path, *, at: str = "") -> None:
+    """Raise :class:`MergeConflict` if ``data``, the bytes of ``file`` (at the revision ``at``, if given),
+    hold git's conflict markers."""
+    if (line := marker_line(data)) is not None:
+        raise MergeConflict(conflict_message(file, line, at=at))
+
+
 def check(path: Path) -> None:
     """Raise :class:`MergeConflict` if ``path`` holds git's conflict markers (an unreadable file passes: its
     reader names that)."""
@@ -50,9 +57,7 @@ def check(path: Path) -> None:
         data = path.read_bytes()
     except OSError:
         return
-    line = marker_line(data)
-    if line is not None:
-        raise MergeConflict(conflict_message(path, line))
+    check_bytes(data, path)
 
 
-__all__ = ["MergeConflict", "check", "conflict_message", "marker_line"]
+__all__ = ["MergeConflict", "check", "check_bytes", "conflict_message", "marker_line"]

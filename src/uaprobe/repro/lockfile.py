@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from uaprobe.config import param_at
-from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
+from uaprobe.conflicts import check_bytes
 from uaprobe.errors import UAProbeError
 
 LOCK = "dvc.lock"
@@ -79,8 +79,7 @@ def _entries(root: Path, stage: str, body: Mapping[str, Any], key: str) -> list[
 def parse_lock(root: Path, data: bytes) -> dict[str, LockedStage]:
     """The stages recorded in ``data`` (the bytes of ``root/dvc.lock``); :class:`LockDamaged` if it is damaged,
     :class:`~uaprobe.conflicts.MergeConflict` if it holds an unresolved merge."""
-    if (line := marker_line(data)) is not None:
-        raise MergeConflict(conflict_message(root / LOCK, line))
+    check_bytes(data, root / LOCK)
     if not data.strip():
         raise damaged(root, "empty")
     if not data.endswith(b"\n"):

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from uaprobe.conflicts import MergeConflict, conflict_message, marker_line
+from uaprobe.conflicts import check_bytes
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.provenance.readback import VALUE_TAG, parse_values, shown_text
 from uaprobe.publishing.provenance.values import ValueSourceError, lookup
@@ -40,7 +40,6 @@ Unreadable = Callable[[int, str], bool]
 
 NOT_COMPARED = "not compared"
 """The status of a value or figure whose file one side could not read: neither changed nor the same."""
-
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,7 @@ class FigureChange:
 
 
 def parse(data: bytes, file: str, label: str) -> Any:
-    if (line := marker_line(data)) is not None:
-        raise MergeConflict(conflict_message(file, line, at=label))
+    check_bytes(data, file, at=label)
     try:
         text = data.decode("utf-8")
         return yaml.safe_load(text) if file.endswith((".yaml", ".yml")) else json.loads(text)
