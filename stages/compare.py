@@ -1,6 +1,6 @@
 """DVC stage `compare`: the scaling analysis across the model panel (seed 001).
 
-Reads params.yaml (the `models` list) and results/models/<id>/{layerwise,anisotropy,specification_curve}.json
+Reads params.yaml (the `models` list) and results/models/<id>/{layerwise,anisotropy,specification_curve,pair_models}.json
 for each id; writes results/panel.json, metrics/panel.json and plots/panel/<id>.csv
 (schema: docs/results.md).
 """
@@ -51,11 +51,16 @@ def main(argv: list[str] | None = None) -> int:
     aniso = {m: _load(args.results / m / "anisotropy.json") for m in ids}
     sink_excluded = {m: _load(args.results / m / "sink_excluded" / "layerwise.json") for m in ids}
     primary_p = {m: _load(args.results / m / "specification_curve.json").primary.p for m in ids}
+    pair_families = {}
+    for m in ids:
+        pm = _load(args.results / m / "pair_models.json")
+        pair_families[m] = {"length": pm.family, "lexical": pm.incremental.family,
+                            "lexical_without_category": pm.incremental.without_category.family}
     for directory, option in ((args.out_results.parent, "--out-results"), (args.out_metrics.parent, "--out-metrics"),
                               (args.out_plots, "--out-plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
-                        sink_excluded_results=sink_excluded, primary_p=primary_p,
+                        sink_excluded_results=sink_excluded, primary_p=primary_p, pair_families=pair_families,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
     panel = {**out.results["panel"], "numerics": {"analysis": numerics.record(analysis=True)}}
     files = {args.out_results: results_text(panel, kind="panel", shown=args.out_results),

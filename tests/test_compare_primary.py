@@ -55,3 +55,40 @@ def test_holm_matches_a_direct_computation_on_many_models() -> None:
 def test_unknown_correction_is_refused() -> None:
     with pytest.raises(ValueError, match="holm or bonferroni"):
         _run({"a": 0.1}, correction="fdr")
+
+
+def _family(metric, pooling, p, r, counted, floor=1 / 1000):
+    from uaprobe.schema.pairmodels import PairFamily
+    n = len(p)
+    return PairFamily.model_validate({
+        "layer": 3, "reported_pooling": "mean", "n_tests": sum(counted), "n_merged": n - sum(counted),
+        "n_reject": 0, "alpha": 0.05, "p_floor": floor, "holm_floor": min(1.0, sum(counted) * floor),
+        "tests": {"policy": ["default"] * n, "pooling": pooling, "metric": metric, "partial_r": r,
+                  "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "at_floor": [False] * n,
+                  "reported": [x == "mean" for x in pooling], "counted": counted, "vif": [1.0] * n,
+                  "base_partial_r": [None] * n}})
+
+
+def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> None:
+    from uaprobe.analysis.compare import pair_family_across_models
+    a = _family(["m1", "m2", "m1"], ["mean", "mean", "mean"], [0.001, 0.03, 0.001], [0.3, 0.1, 0.3],
+                [True, True, False])  # the third row merged into the first
+    b = _family(["m1", "m2"], ["last", "mean"], [0.004, None], [0.2, None], [True, True])
+    c = _family(["m1"], ["mean"], [0.04], [-0.2], [True])
+    out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c}}, alpha=0.05,
+                                    rec=NanReasons())
+    p = np.array([0.001, 0.03, 0.004, 0.04])  # the counted, defined tests in order
+    order = np.argsort(p)
+    holm = np.empty(4)
+    running = 0.0
+    for rank, i in enumerate(order):  # the step-down written out
+        running = max(running, min(1.0, (4 - rank) * p[i]))
+        holm[i] = running
+    assert out["n_tests"] == 4 and out["holm_floor"] == pytest.approx(4 / 1000)
+    assert out["models"]["x"]["length"]["holm_p"] == pytest.approx([holm[0], holm[1], holm[0]])
+    assert out["models"]["x"]["lexical"]["holm_p"][0] == pytest.approx(holm[2])
+    assert out["models"]["x"]["lexical"]["holm_p"][1] is None  # undefined p: out of the family
+    assert out["models"]["y"]["length"]["holm_p"] == pytest.approx([holm[3]])
+    assert out["models"]["x"]["length"]["holm_reject"] == [True, False, True]
+    assert out["models"]["x"]["length"]["n_reject"] == 1  # the merged row is not counted twice
+    assert out["n_reject"] == sum(holm <= 0.05)

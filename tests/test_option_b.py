@@ -231,7 +231,8 @@ def test_results_record_reasons_for_a_constant_metric():
     assert "nan_reasons" not in body
     assert body["metrics"]["centroid_asymmetry"]["pearson_r"] == [None] * 4
     assert "constant" in rec.reasons["metrics/centroid_asymmetry/pearson_r/0"]
-    assert body["metrics"]["centroid_asymmetry"]["phases"]["late_inversion"] is None
+    assert body["metrics"]["centroid_asymmetry"]["phases"]["sign_change"] is None
+    assert "late_inversion" not in body["metrics"]["centroid_asymmetry"]["phases"]  # no verdict on such intervals
 
 
 # ------------------------------------------------------------------------------------- phases
@@ -263,10 +264,9 @@ def test_phase_means_and_intervals_by_hand():
     assert out["early"]["bootstrap_ci_high"] == pytest.approx(0.45)
     # early permutation means: 0.1, -0.45; |.| >= 0.4 once in 2 (exact mode)
     assert out["early"]["permutation_p"] == pytest.approx(0.5)
-    # late draws: -0.35, -0.2, -0.2 -> [25%, 75%] = [-0.275, -0.2]: below zero -> late inversion
+    # late draws: -0.35, -0.2, -0.2 -> [25%, 75%] = [-0.275, -0.2]
     assert out["late"]["bootstrap_ci_high"] == pytest.approx(-0.2)
     assert out["late"]["bootstrap_ci_low"] == pytest.approx(-0.275)
-    assert out["late_inversion"] is True
     assert out["sign_change"] is True
     assert out["mid"]["layers"] == [3]
 

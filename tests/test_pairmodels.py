@@ -163,6 +163,41 @@ def test_a_category_offset_shared_with_the_preference_is_not_a_pair_level_associ
     assert t_free.p[0] < 0.01 and t_within.p[0] > 0.05
 
 
+def test_with_category_fixed_effects_a_shared_category_offset_leaves_only_the_within_category_r():
+    rng = np.random.default_rng(21)
+    cat = np.repeat(np.arange(6), 30)
+    lengths = rng.integers(3, 15, size=(cat.size, 2)).astype(float)
+    offset = np.linspace(-2, 2, 6)[cat]
+    noise = rng.normal(size=cat.size)
+    pref = offset + noise
+    x = offset + rng.normal(size=cat.size)  # shares only the categories' offsets with the preference
+    fixed = pairmodels.category_indicators(cat, 6)
+    assert fixed.sum(axis=1).tolist() == [1.0] * cat.size and fixed[cat == 4, 4].all()
+    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    without = pairmodels.PermutedProjections(pref, lengths, orders).test(x[None])
+    within = pairmodels.PermutedProjections(pref, np.column_stack([fixed, lengths]), orders).test(x[None])
+    assert without.r[0] > 0.5  # between-category variation passes for a correlation
+    # with the fixed effects: the correlation of residuals after each category's mean and the lengths
+    z = np.column_stack([fixed[:, 1:], lengths])
+    assert within.r[0] == pytest.approx(corr_loop(residuals_loop(x, z), residuals_loop(pref, z)), abs=1e-12)
+    assert abs(within.r[0]) < 4 / np.sqrt(cat.size) and within.p[0] > 0.01
+    # and a within-category association is kept
+    y2 = offset + noise + 0.0
+    x2 = rng.normal(size=cat.size) + 0.8 * noise
+    t2 = pairmodels.PermutedProjections(y2, np.column_stack([fixed, lengths]), orders).test(x2[None])
+    assert t2.r[0] > 0.4 and t2.p[0] == pytest.approx(1 / 1000)
+
+
+def test_vif_is_one_over_the_unexplained_share_and_flags_a_spanned_metric():
+    rng = np.random.default_rng(5)
+    z = rng.normal(size=(200, 2))
+    x = z[:, 0] + 0.5 * rng.normal(size=200)
+    r2 = 1 - (residuals_loop(x, z) ** 2).sum() / ((x - x.mean()) ** 2).sum()
+    assert incremental.vif(x, z) == pytest.approx(1 / (1 - r2))
+    assert incremental.vif(rng.normal(size=200), z) < 1.1
+    assert incremental.vif(2 * z[:, 1] - 3, z) == np.inf and np.isnan(incremental.vif(np.ones(200), z))
+
+
 def test_a_metric_explained_by_the_lengths_is_missing_with_a_reason():
     cat, lengths, pref = design()
     orders = pairmodels.within_category_orders(np.random.default_rng(0), category_of_pair=cat, permutations=50)
@@ -209,7 +244,8 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     orders = pairmodels.within_category_orders(pairmodels.rng_for_pair_models(params),
                                                category_of_pair=inp["category_of_pair"], permutations=499)
     n = inp["policies"]["default"].n_content
-    z = np.column_stack([n[inp["row_a"]], n[inp["row_b"]]]).astype(float)
+    fixed = (inp["category_of_pair"][:, None] == np.arange(3)[None, :]).astype(float)  # category fixed effects
+    z = np.column_stack([fixed, n[inp["row_a"]], n[inp["row_b"]]]).astype(float)
     t = pairmodels.PermutedProjections(inp["preference"], z, orders).test(values)
     e = pol["poolings"]["last"]["within_pair_sim"]
     assert e["partial_r"] == pytest.approx(t.r.tolist(), abs=1e-12)
@@ -336,7 +372,9 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
                                        seed=seed)["last"]
         lex.append(option_b.pair_metrics(e[ra][:, None], e[rb][:, None])["cross_centroid"][0])
     n = inp["policies"]["default"].n_content
-    z = np.column_stack([n[ra], n[rb], *lex]).astype(float)
+    fixed = (inp["category_of_pair"][:, None] == np.arange(3)[None, :]).astype(float)
+    base = np.column_stack([fixed, n[ra], n[rb]]).astype(float)
+    z = np.column_stack([base, *lex])
     e = inc["policies"]["default"]["poolings"]["last"]["cross_centroid"]
     for layer in range(4):  # partial r written out: the correlation of the residuals on [1, Z]
         want = corr_loop(residuals_loop(model[layer], z), residuals_loop(pref, z))
@@ -368,6 +406,16 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
              and wc["family"]["tests"]["metric"][i] == "cross_centroid")
     assert wc["family"]["tests"]["partial_r"][i] == pytest.approx(t.r[0], abs=1e-12)
     assert wc["family"]["tests"]["permutation_p"][i] == pytest.approx(t.p[0], abs=1e-15)
+    # its checks: the VIF on [1, base, lexical] and the partial r without the lexical columns, same pairs
+    x3 = model[3, keep]
+    fit = residuals_loop(x3, z[keep])
+    assert wc["family"]["tests"]["vif"][i] == pytest.approx(((x3 - x3.mean()) ** 2).sum() / (fit ** 2).sum())
+    assert wc["family"]["tests"]["base_partial_r"][i] == pytest.approx(
+        corr_loop(residuals_loop(x3, base[keep]), residuals_loop(pref[keep], base[keep])), abs=1e-10)
+    j = next(j for j in range(10) if inc["family"]["tests"]["pooling"][j] == "last"
+             and inc["family"]["tests"]["metric"][j] == "cross_centroid")
+    assert inc["family"]["tests"]["base_partial_r"][j] == body["family"]["tests"]["partial_r"][j]
+    assert all(v is None for v in body["family"]["tests"]["base_partial_r"])
     assert wc["family"]["n_tests"] == 10
     head = pairmodels.headline_metrics(body)["default"]["cross_centroid"]
     i = next(i for i in range(10) if inc["family"]["tests"]["pooling"][i] == "mean"
@@ -397,8 +445,8 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
     # over the lexical metric only noise is left: r within four null standard errors, p far from its floor
     assert abs(t.r[0]) < 4 / np.sqrt(cat.size) and t.p[0] > 0.01
     assert t.r[1] > 0.5 and t.p[1] == pytest.approx(1 / 1000)
-    fam = incremental.family_results([("default", "mean", "m", t.r[0], t.p[0]), ("default", "last", "m", t.r[1],
-                                                                                  t.p[1])],
+    fam = incremental.family_results([incremental.FamilyTest("default", "mean", "m", t.r[0], t.p[0], 1.0, np.nan),
+                                      incremental.FamilyTest("default", "last", "m", t.r[1], t.p[1], 1.0, np.nan)],
                                      layer=2, reported_pooling="mean", permutations=999, alpha=0.01,
                                      rec=NanReasons())
     assert fam["tests"]["at_floor"] == [False, True] and fam["tests"]["holm_reject"] == [False, True]

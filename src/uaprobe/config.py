@@ -167,7 +167,7 @@ class RobustnessParams:
 
 @dataclass(frozen=True)
 class PrimaryParams:
-    """The pre-declared choices of the primary tests, fixed before any result is read."""
+    """The pre-declared choices of the primary tests, fixed before the tests are run."""
 
     depth: float = 1.0
     """The layer of the primary joint test and of the pair-level family, as a share of the depth:

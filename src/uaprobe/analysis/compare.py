@@ -1,6 +1,8 @@
 """The ``compare`` stage's library entry point: seed 001 across the panel, from each model's
 ``layerwise.json`` and ``anisotropy.json`` (read through :mod:`uaprobe.schema`), and the models' primary
-joint p (``specification_curve.json``) corrected across the panel as ``analysis.primary.across_models`` declares."""
+joint p (``specification_curve.json``) corrected across the panel as ``analysis.primary.across_models`` declares,
+and every pair-level test at the pre-declared layer (``pair_models.json``'s three families, every model) as one
+Holm family."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from uaprobe.extraction.store import POOLINGS
 
 if TYPE_CHECKING:
     from uaprobe.schema.categories import Layerwise
+    from uaprobe.schema.pairmodels import PairFamily
     from uaprobe.schema.geometry import Anisotropy
 
 
@@ -56,15 +59,67 @@ def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: s
     return {"statistic": statistic, "correction": correction, "alpha": float(alpha), "models": models}
 
 
+PAIR_FAMILIES = {"length": "family", "lexical": "incremental/family",
+                 "lexical_without_category": "incremental/without_category/family"}
+"""The pair-level families of ``pair_models.json`` (name -> key): the category and length covariates; the
+lexical metric added; the same without ``analysis.primary.left_out``'s pairs."""
+
+
+def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], *, alpha: float,
+                              rec: Any) -> dict[str, Any]:
+    """The ``pair_family`` object of ``results/panel.json``: every counted test of every family of every model
+    (``families[model][name]``, :data:`PAIR_FAMILIES`) Holm-corrected as one family. A test merged into an
+    identical one (``counted`` false) takes the Holm p of the earlier test of its model and family with the
+    same metric and pooling, the same p and a partial r within 1e-12; an undefined p stays out of the family."""
+    rows: list[tuple[str, str, int]] = []
+    p_all: list[float] = []
+    for m, fams in families.items():
+        for name, fam in fams.items():
+            t = fam.tests
+            for i, counted in enumerate(t.counted):
+                if counted and t.permutation_p[i] is not None:
+                    rows.append((m, name, i))
+                    p_all.append(float(t.permutation_p[i]))
+    adjusted = dict(zip(rows, stats.holm(np.array(p_all, dtype=float)).tolist()))
+    models: dict[str, Any] = {}
+    floor = None
+    for m, fams in families.items():
+        models[m] = {}
+        for name, fam in fams.items():
+            t = fam.tests
+            floor = fam.p_floor
+            holm_p = []
+            for i in range(len(t.metric)):
+                twin = i if t.counted[i] else next(
+                    (j for j in range(i) if t.counted[j] and t.metric[j] == t.metric[i] and t.pooling[j] == t.pooling[i]
+                     and t.permutation_p[j] == t.permutation_p[i] and t.partial_r[i] is not None
+                     and t.partial_r[j] is not None and abs(t.partial_r[j] - t.partial_r[i]) <= 1e-12), i)
+                holm_p.append(adjusted.get((m, name, twin), np.nan))
+            q = np.array(holm_p, dtype=float)
+            ok = np.isfinite(q)
+            sub = rec.sub(f"pair_family/models/{m}/{name}")
+            why = "the test's p is undefined (see pair_models.json)"
+            models[m][name] = {"holm_p": sub.series("holm_p", q, why),
+                               "holm_reject": sub.flags("holm_reject", ok & (q <= alpha), defined=ok, reasons=why),
+                               "n_reject": int(sum(ok[i] and q[i] <= alpha and t.counted[i] for i in range(q.size)))}
+    n_tests = len(rows)
+    return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests,
+            "n_reject": int(sum(v <= alpha for v in adjusted.values())),
+            "holm_floor": None if floor is None else min(1.0, n_tests * floor), "models": models}
+
+
 def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, Layerwise],
                   anisotropy_results: Mapping[str, Anisotropy],
                   params_millions: Mapping[str, float | None], params: AnalysisParams,
                   sink_excluded_results: Mapping[str, Layerwise] | None = None,
-                  primary_p: Mapping[str, float | None] | None = None) -> StageOutputs:
+                  primary_p: Mapping[str, float | None] | None = None,
+                  pair_families: Mapping[str, Mapping[str, PairFamily]] | None = None) -> StageOutputs:
     """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json`` (read
     through :mod:`uaprobe.schema`); the same view of the sink-excluded policy from
     ``sink_excluded/layerwise.json`` where given; with ``primary_p`` (model -> the primary joint p of its
-    ``specification_curve.json``) that p corrected across the models (:func:`primary_across_models`)."""
+    ``specification_curve.json``) that p corrected across the models (:func:`primary_across_models`); with
+    ``pair_families`` (model -> :data:`PAIR_FAMILIES` name -> its family) the pair-level tests as one family
+    (:func:`pair_family_across_models`)."""
     rec = NanReasons()
     present = set(next(iter(layerwise_results.values())).poolings) if layerwise_results else set(POOLINGS)
     poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
@@ -88,6 +143,8 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
     if primary_p is not None:
         body["primary"] = primary_across_models(primary_p, statistic=params.primary.statistic,
                                                 correction=params.primary.across_models, alpha=params.alpha, rec=rec)
+    if pair_families is not None:
+        body["pair_family"] = pair_family_across_models(pair_families, alpha=params.alpha, rec=rec)
     if sink_excluded_results:
         sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
                                                          params_millions=params_millions.get(m)) for m in model_ids]}

@@ -12,12 +12,17 @@
   tokens the policy pools, its first token, its last token. A metric that adds nothing to what
   the words alone give has a partial r near zero. Freedman-Lane within categories, the same draws
   as the length-only models (:class:`uaprobe.analysis.pairmodels.PermutedProjections`).
+- **Collinearity checks** of every test of a family (:func:`vif`): the variance inflation factor of
+  the model metric on the family's covariates, and for the incremental families the partial r of the
+  same pairs without the lexical covariates (``base_partial_r``). A lexical covariate that nearly
+  spans the metric (a large VIF) can flip the sign of the partial r (suppression): a sign that the
+  base covariates alone do not give is the lexical covariate's, not the metric's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -27,7 +32,7 @@ from uaprobe.analysis.nan_reasons import Reasons
 if TYPE_CHECKING:
     from uaprobe.analysis.pairmodels import PartialTest, PermutedProjections
 
-COVARIATES = ("intercept, n_content(A), n_content(B), and the same metric of the pair computed from the lexical "
+COVARIATES = ("intercept, one indicator per category, n_content(A), n_content(B), and the same metric of the pair computed from the lexical "
               "states of the same pooling, one column per lexical seed")
 LEXICAL_POOLING = ("each distinct token id gets one seeded N(0, I) vector (the lexical baseline's); `mean`: the mean "
                    "of the vectors of the tokens the policy pools; `first` and `last`: the vector of the token at "
@@ -91,6 +96,36 @@ def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: M
     return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
 
 
+def vif(x: np.ndarray, covariates: np.ndarray) -> float:
+    """The variance inflation factor ``1 / (1 - R^2)`` of ``x`` (n,) regressed on ``[1, covariates]``
+    (n, k): how far the covariates span the metric (inf where they span it exactly, NaN for a
+    constant ``x``)."""
+    x = np.asarray(x, dtype=float)
+    z = np.column_stack([np.ones(x.size), np.asarray(covariates, dtype=float).reshape(x.size, -1)])
+    fit = z @ np.linalg.lstsq(z, x, rcond=None)[0]
+    total = float(((x - x.mean()) ** 2).sum())
+    left = float(((x - fit) ** 2).sum())
+    if total <= 0.0:
+        return float("nan")
+    return float("inf") if left <= 1e-12 * total else total / left
+
+
+class FamilyTest(NamedTuple):
+    """One test of a family at the family's layer (NaN where undefined)."""
+
+    policy: str
+    pooling: str
+    metric: str
+    r: float
+    """the partial r"""
+    p: float
+    """its permutation p"""
+    vif: float
+    """:func:`vif` of the metric on the test's covariates"""
+    base_partial_r: float
+    """the partial r of the same pairs without the lexical covariates (NaN in a family without them)"""
+
+
 @dataclass(frozen=True)
 class PolicyMetrics:
     """One policy's inputs of the incremental models."""
@@ -99,37 +134,42 @@ class PolicyMetrics:
     """pooling -> metric -> (V, n) the model metric of every pair per layer."""
     lexical: Mapping[str, Mapping[str, np.ndarray]]
     """pooling -> metric -> (S, n) the lexical metric per seed (:func:`lexical_metrics`)."""
-    length: np.ndarray
-    """(n, 2) the content tokens of A and of B."""
+    base: np.ndarray
+    """(n, k) the base covariates: the category indicators, the content tokens of A and of B."""
 
 
 def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: Sequence[str], layer: int,
-               projections: Callable[[np.ndarray, np.ndarray], PermutedProjections]
-               ) -> list[tuple[str, str, str, float, float]]:
-    """``(policy, pooling, metric, r, p)`` of the incremental test at ``layer`` over the pairs
-    ``keep`` (n,) bool; ``projections(length, lexical)`` builds the projections of those pairs."""
-    tests: list[tuple[str, str, str, float, float]] = []
+               preference: np.ndarray, projections: Callable[[np.ndarray, np.ndarray], PermutedProjections]
+               ) -> list[FamilyTest]:
+    """The incremental test at ``layer`` over the pairs ``keep`` (n,) bool, with its collinearity
+    checks; ``projections(base, lexical)`` builds the projections of those pairs, ``preference`` (n,)
+    is that of every pair."""
+    tests: list[FamilyTest] = []
+    y = np.asarray(preference, dtype=float)[keep]
     for key, pm in inputs.items():
+        base = pm.base[keep]
         for p in pm.values:
             for m in names:
-                t = projections(pm.length[keep], np.asarray(pm.lexical[p][m])[:, keep].T).test(
-                    np.asarray(pm.values[p][m])[layer:layer + 1, keep])
-                tests.append((key, p, m, float(t.r[0]), float(t.p[0])))
+                x = np.asarray(pm.values[p][m])[layer, keep]
+                extra = np.asarray(pm.lexical[p][m])[:, keep].T
+                t = projections(base, extra).test(x[None, :])
+                tests.append(FamilyTest(key, p, m, float(t.r[0]), float(t.p[0]), vif(x, np.column_stack([base, extra])),
+                                        controls.partial_r(x, y, base).r))
     return tests
 
 
-def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer: int, reported_pooling: str,
+def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling: str,
                    permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None
                    ) -> dict[str, Any]:
-    """One Holm family of pair-level tests: ``tests`` holds ``(policy, pooling, metric, r, p)`` at
-    ``layer`` (NaN where undefined; left out of the family's size). ``p_floor = 1 / (1 + B)``.
+    """One Holm family of pair-level tests (:class:`FamilyTest`) at ``layer`` (NaN where undefined;
+    left out of the family's size). ``p_floor = 1 / (1 + B)``.
 
     ``same[i]``: the bytes of test i's metric values; a test whose bytes and p equal an earlier
     test's and whose r is within 1e-12 of it (covariates that differ by a constant, as the
     content-token counts of two policies that pool the same tokens but for position 0) is that
     test: merged into it, with its Holm p, and counted once."""
-    r = np.array([t[3] for t in tests], dtype=float)
-    p = np.array([t[4] for t in tests], dtype=float)
+    r = np.array([t.r for t in tests], dtype=float)
+    p = np.array([t.p for t in tests], dtype=float)
     twin = np.arange(len(tests))
     if same is not None:
         for i in range(len(tests)):
@@ -148,14 +188,20 @@ def family_results(tests: Sequence[tuple[str, str, str, float, float]], *, layer
         "layer": int(layer), "reported_pooling": reported_pooling, "n_tests": n_tests,
         "n_merged": int((~counted).sum()), "n_reject": int((reject & counted).sum()),
         "alpha": float(alpha), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
-        "tests": {"policy": [t[0] for t in tests], "pooling": [t[1] for t in tests], "metric": [t[2] for t in tests],
+        "tests": {"policy": [t.policy for t in tests], "pooling": [t.pooling for t in tests],
+                  "metric": [t.metric for t in tests],
                   "partial_r": rec.series("tests/partial_r", r, why),
                   "permutation_p": rec.series("tests/permutation_p", p, why),
                   "holm_p": rec.series("tests/holm_p", holm_p, why),
                   "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=why),
                   "at_floor": rec.flags("tests/at_floor", np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
                                         reasons=why),
-                  "reported": [t[1] == reported_pooling for t in tests], "counted": counted.tolist()},
+                  "reported": [t.pooling == reported_pooling for t in tests], "counted": counted.tolist(),
+                  "vif": rec.series("tests/vif", np.array([t.vif for t in tests], dtype=float),
+                                    "the metric is constant over the pairs"),
+                  "base_partial_r": rec.series("tests/base_partial_r",
+                                               np.array([t.base_partial_r for t in tests], dtype=float),
+                                               "no lexical covariate in this family, or the partial r is undefined")},
     }
 
 
@@ -163,15 +209,17 @@ def _equal(a: float, b: float, tol: float) -> bool:
     return bool((np.isnan(a) and np.isnan(b)) or abs(a - b) <= tol)
 
 
-def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int) -> list[tuple[str, str, str,
-                                                                                                     float, float]]:
-    """``(policy, pooling, metric, r, p)`` at ``layer`` of the serialised per-layer entries
-    ``policies[policy][pooling][metric]`` (``partial_r``, ``permutation_p``; None -> NaN)."""
+def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int,
+              checks: Mapping[tuple[str, str, str], tuple[float, float]]) -> list[FamilyTest]:
+    """The tests at ``layer`` of the serialised per-layer entries ``policies[policy][pooling][metric]``
+    (``partial_r``, ``permutation_p``; None -> NaN), with ``checks[policy, pooling, metric] = (vif,
+    base_partial_r)``."""
     def f(v: Any) -> float:
         return np.nan if v is None else float(v)
-    return [(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]))
+    return [FamilyTest(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]), *checks[key, p, m])
             for key, poolings in policies.items() for p, ms in poolings.items() for m, e in ms.items()]
 
 
-__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "PolicyMetrics", "family_of", "family_results",
-                          "incremental_tests", "lexical_metrics", "lexical_states", "pooled_positions", "tests_over")
+__all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "FamilyTest", "PolicyMetrics", "family_of",
+                          "family_results", "incremental_tests", "lexical_metrics", "lexical_states",
+                          "pooled_positions", "tests_over", "vif")

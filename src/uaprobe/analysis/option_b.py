@@ -319,7 +319,7 @@ def headline_metrics(body: Mapping[str, Any], *, n_layers: int) -> dict[str, Any
         ph = e["metrics"]["centroid_asymmetry"]["phases"]
         phase[p] = {**{f"{name}_mean_r": ph[name]["mean_r"] for name in phases.PHASES},
                     "late_ci_low": ph["late"]["bootstrap_ci_low"], "late_ci_high": ph["late"]["bootstrap_ci_high"],
-                    "late_inversion": ph["late_inversion"], "sign_change": ph["sign_change"]}
+                    "sign_change": ph["sign_change"]}
     return {"option_b": option_b, "phases": phase}
 
 

@@ -4,10 +4,12 @@ length partialled out, tested by permutation within categories.
 For every metric of :data:`uaprobe.analysis.option_b.METRICS` (values from
 :func:`uaprobe.analysis.option_b.pair_metrics`), pooling, layer and position-0 policy:
 
-- **Partial r** of the metric ``x`` with the preference ``y = NLL(B) - NLL(A)`` given the length
-  covariates ``Z = [1, n_content(A), n_content(B)]`` (the content tokens behind each side's pooled
-  state under that policy; the two counts span their difference): ``r = corr(R x, R y)`` with ``R``
-  the residual maker of ``Z`` (:func:`uaprobe.analysis.controls.partial_r`).
+- **Partial r** of the metric ``x`` with the preference ``y = NLL(B) - NLL(A)`` given the category
+  indicators and the length covariates ``Z = [1, 1{category = c} for every c, n_content(A),
+  n_content(B)]`` (the content tokens behind each side's pooled state under that policy; the two
+  counts span their difference): ``r = corr(R x, R y)`` with ``R`` the residual maker of ``Z``
+  (:func:`uaprobe.analysis.controls.partial_r`). With the category fixed effects the r measures the
+  association within categories, the one the within-category permutation tests.
 - **Freedman-Lane permutation p, within categories.** The metric's residuals ``e = R x`` are
   permuted within each category, ``x* = (I - R) x + P e``, and the partial r recomputed; ``p = (1 +
   #{|r*| >= |r|}) / (1 + B)`` over ``B = analysis.permutations`` draws of one generator
@@ -55,8 +57,8 @@ RNG_NAME_WITHOUT = "pair-models-without-category"
 ``analysis.primary.left_out``."""
 ROW_BLOCK = 64
 """Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
-COVARIATES = ("intercept, n_content(A), n_content(B): the content tokens behind each side's pooled state under "
-              "the policy (they span the token-count difference)")
+COVARIATES = ("intercept, one indicator per category (category fixed effects), n_content(A), n_content(B): the "
+              "content tokens behind each side's pooled state under the policy (they span the token-count difference)")
 SCHEME = ("Freedman-Lane: the metric's residuals on the covariates are permuted within each category and added "
           "back to its fitted values; p = (1 + #{|r*| >= |r|}) / (1 + B)")
 
@@ -275,10 +277,12 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     inc_inputs: dict[str, incremental.PolicyMetrics] = {}
+    checks: dict[str, dict[tuple[str, str, str], tuple[float, float]]] = {"family": {}, "incremental/family": {}}
+    fixed = category_indicators(category_of_pair, len(categories))
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
-        length = np.column_stack([n_content[row_a], n_content[row_b]])
-        proj = PermutedProjections(pref, length, orders)
+        base = np.column_stack([fixed, n_content[row_a], n_content[row_b]])
+        proj = PermutedProjections(pref, base, orders)
         prec = rec.sub(f"policies/{key}")
         poolings: dict[str, Any] = {}
         values: dict[str, Mapping[str, np.ndarray]] = {}
@@ -298,8 +302,16 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         s = len(seeds)
         inc = incremental.incremental_tests(
             values, lex, metrics=names,
-            projections=lambda extra: PermutedProjections(pref, np.column_stack([length, extra]), orders))
-        inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, length=length)
+            projections=lambda extra: PermutedProjections(pref, np.column_stack([base, extra]), orders))
+        inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, base=base)
+        for p in values:
+            for m in names:
+                x = np.asarray(values[p][m])[layer]
+                r_base = poolings[p][m]["partial_r"][layer]
+                checks["family"][key, p, m] = (incremental.vif(x, base), np.nan)
+                checks["incremental/family"][key, p, m] = (
+                    incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
+                    np.nan if r_base is None else float(r_base))
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
             "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
@@ -319,7 +331,8 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             for m in ms]
     for where, pols in (("family", body["policies"]), ("incremental/family", body["incremental"]["policies"])):
         fam = incremental.family_results(
-            incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer), same=same,
+            incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer,
+                                  checks=checks[where]), same=same,
             layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
             rec=rec.sub(where))
         (body if where == "family" else body["incremental"])["family"] = fam
@@ -339,12 +352,18 @@ def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, catego
     keep = category_of_pair != out
     orders = within_category_orders(stats.rng_for(seed=params.seed, name=RNG_NAME_WITHOUT),
                                     category_of_pair=category_of_pair[keep], permutations=params.permutations)
-    tests = incremental.tests_over(inputs, keep=keep, names=names, layer=layer, projections=lambda length, extra: (
-        PermutedProjections(preference[keep], np.column_stack([length, extra]), orders)))
+    tests = incremental.tests_over(inputs, keep=keep, names=names, layer=layer, preference=preference,
+                                   projections=lambda base, extra: (
+                                       PermutedProjections(preference[keep], np.column_stack([base, extra]), orders)))
     return {"left_out": categories[out], "n_pairs": int(keep.sum()),
             "family": incremental.family_results(tests, same=same, layer=layer,
                                                  reported_pooling=params.primary.pooling,
                                                  permutations=params.permutations, alpha=params.alpha, rec=rec)}
+
+
+def category_indicators(category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """(n, C) the category fixed effects: column c is 1 for the pairs of category c, else 0."""
+    return (np.asarray(category_of_pair)[:, None] == np.arange(n_categories)[None, :]).astype(float)
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:
@@ -435,5 +454,5 @@ def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]], pool
 
 
 __all__: Sequence[str] = ("COVARIATES", "RNG_NAME", "SCHEME", "PartialTest", "PermutedProjections", "PolicyInput",
-                          "covariate_basis", "from_embeddings", "headline_metrics", "pair_models_results",
+                          "category_indicators", "covariate_basis", "from_embeddings", "headline_metrics", "pair_models_results",
                           "plot_columns", "pooled_token_mask", "rng_for_pair_models", "within_category_orders")

@@ -1,4 +1,4 @@
-"""Phase means of a layer curve of r and the late-inversion verdict (the follow-up paper's summary).
+"""Phase means of a layer curve of r (the follow-up paper's summary).
 
 The original study's second paper ("Layer-wise Embedding-Output Dynamics Across LLM Families:
 Evidence for Phase-Structured Decision Commitment", D'Elia 2026, section "Phase Partitions")
@@ -11,10 +11,12 @@ the last layer; all layers where that view has fewer than 3 points), which for 3
 paper's partition exactly.
 
 The paper calls a late-layer inversion "significant" when the late phase's interval excludes zero
-on the negative side; that is the verdict here (``late_inversion``), from a percentile bootstrap
-of the phase mean (each resample of the pairs gives every layer's r; their mean over the phase's
-layers is one draw). ``sign_change`` says whether the early mean is positive and the late mean
-negative (the paper's "phase structure" in its simplest reading).
+on the negative side. No such verdict is drawn here: the interval of each phase mean is a percentile
+bootstrap that resamples the pairs independently (each resample gives every layer's r; their mean
+over the phase's layers is one draw), which ignores that the pairs are grouped in categories, and a
+bootstrap over the few categories has no coverage either
+(:mod:`uaprobe.analysis.clusterboot`). ``sign_change`` says whether the early mean is positive and the
+late mean negative (the paper's "phase structure" in its simplest reading).
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def phase_means(r: np.ndarray, part: Mapping[str, Sequence[int]]) -> dict[str, f
 
 def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode: str,
                   partition: Mapping[str, Sequence[int]], level: float, rec: Reasons) -> dict[str, Any]:
-    """Phase means of one curve with intervals, permutation p-values and the verdicts.
+    """Phase means of one curve with intervals (pairs resampled independently), permutation p-values and the
+    sign-change verdict.
 
     Args:
         r: (V,) observed r per layer.
@@ -69,7 +72,6 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
     r = np.asarray(r, dtype=float)
     out: dict[str, Any] = {}
     means: dict[str, float] = {}
-    highs: dict[str, float] = {}
     for name in PHASES:
         layers = list(partition.get(name, ()))
         prec = rec.sub(name)
@@ -79,7 +81,7 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
                          "bootstrap_ci_low": prec.value("bootstrap_ci_low", np.nan, why),
                          "bootstrap_ci_high": prec.value("bootstrap_ci_high", np.nan, why),
                          "bootstrap_valid": 0, "permutation_p": prec.value("permutation_p", np.nan, why)}
-            means[name], highs[name] = np.nan, np.nan
+            means[name] = np.nan
             continue
         mean = float(r[layers].mean())
         undefined = "r is undefined at a layer of the phase" if not np.isfinite(mean) else ""
@@ -101,10 +103,7 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
             "bootstrap_valid": valid if not undefined else 0,
             "permutation_p": prec.value("permutation_p", p, undefined),
         }
-        means[name], highs[name] = mean, hi
-    late_defined = bool(np.isfinite(highs["late"]))
-    out["late_inversion"] = rec.scalar_flag("late_inversion", late_defined and highs["late"] < 0,
-                                            defined=late_defined, reason="the late phase's interval is undefined")
+        means[name] = mean
     sc_defined = bool(np.isfinite(means["early"]) and np.isfinite(means["late"]))
     out["sign_change"] = rec.scalar_flag("sign_change", sc_defined and means["early"] > 0 > means["late"],
                                          defined=sc_defined, reason="an early or late phase mean is undefined")

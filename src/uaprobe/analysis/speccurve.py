@@ -187,6 +187,15 @@ DUPLICATE_RULE = ("Specifications whose category UA vectors are bit-identical (t
                   "pooling, policy, representation, layer is counted, the others are listed as merged.")
 
 
+def below_alpha(p: np.ndarray, alpha: float) -> dict[str, Any]:
+    """How many of the specifications with a defined exact p (``p``: one per distinct specification) have it at or
+    below ``alpha``, uncorrected, and their share (0 where none is defined): without any effect about ``alpha`` of
+    them on average, more or fewer in one data set as the specifications are correlated."""
+    ok = np.isfinite(p)
+    n, below = int(ok.sum()), int((p[ok] <= alpha).sum())
+    return {"alpha": float(alpha), "n_specs": n, "n_below": below, "share": below / n if n else 0.0}
+
+
 def first_identical(ua: np.ndarray) -> np.ndarray:
     """(S,) for each row of ``ua`` (S, C) the index of the first row bit-identical to it (itself if none before)."""
     first: dict[bytes, int] = {}
@@ -363,6 +372,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "specs": specs,
         "null_band": _band_body(stats.r_perm[:, s_idx[specs_distinct], k_idx[specs_distinct], j_idx[specs_distinct]],
                                 level, rec, "null_band"),
+        "below_alpha": below_alpha(p[specs_distinct], alpha),
         "universe": universe,
         "joint": joint,
         "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),

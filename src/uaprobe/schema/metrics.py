@@ -188,9 +188,9 @@ class PhaseMetrics(Record):
     early_mean_r: Stat = Field(description="mean r over the early layers")
     mid_mean_r: Stat = Field(description="over the middle layers")
     late_mean_r: Stat = Field(description="over the late layers")
-    late_ci_low: Stat = Field(description="bootstrap CI of the late mean, low end")
+    late_ci_low: Stat = Field(description="bootstrap interval of the late mean (pairs resampled independently, "
+                                          "no coverage claimed), low end")
     late_ci_high: Stat = Field(description="high end")
-    late_inversion: Flag = Field(description="the late interval lies below zero")
     sign_change: Flag = Field(description="early mean > 0 > late mean")
 
 

@@ -12,8 +12,8 @@ from uaprobe.schema.common import ResultsHeader
 class PairModelMetric(Record):
     """One metric of one pooling and policy, lists over the layers."""
 
-    partial_r: PerLayer[Stat] = Field(description="partial r(metric, preference | intercept, n_content(A), "
-                                                  "n_content(B)) over the pairs")
+    partial_r: PerLayer[Stat] = Field(description="partial r(metric, preference | intercept, category indicators, "
+                                                  "n_content(A), n_content(B)) over the pairs")
     permutation_p: PerLayer[Stat] = Field(description="Freedman-Lane permutation p, residuals permuted within "
                                                       "categories")
     holm_p: PerLayer[Stat] = Field(description="Holm-adjusted `permutation_p` across the layers")
@@ -69,6 +69,12 @@ class FamilyTests(Record):
                                             "metric values, the same p, partial r within 1e-12: the same states under "
                                             "both policies): merged into it, with its Holm p, and not counted in the "
                                             "family")
+    vif: list[Stat] = Field(description="the variance inflation factor 1 / (1 - R^2) of the metric on the test's "
+                                        "covariates: how far they span it")
+    base_partial_r: list[Stat] = Field(description="the partial r of the same pairs given the category indicators "
+                                                   "and lengths alone (null in a family without lexical "
+                                                   "covariates): a sign that differs from `partial_r` is set by the "
+                                                   "lexical covariate (suppression)")
 
 
 class PairFamily(Record):
@@ -125,8 +131,8 @@ class PairModels(ResultsHeader):
     Per metric of the original (``option_b.json``: `centroid_asymmetry`, `cross_centroid`,
     `within_pair_sim`, `knn_density_asymmetry`, `margin_asymmetry`), pooling, layer and position-0
     policy: the partial r of the metric with the preference `NLL(B) - NLL(A)` over the pairs given an
-    intercept and the content tokens of A and of B (the counts behind the pooled states under that
-    policy); its Freedman-Lane permutation p (the metric's residuals on the covariates permuted
+    intercept, one indicator per category (fixed effects) and the content tokens of A and of B (the
+    counts behind the pooled states under that policy); its Freedman-Lane permutation p (the metric's residuals on the covariates permuted
     within each category, `analysis.permutations` draws of one seeded generator, the same for
     every metric, pooling, layer and policy; `p = (1 + #{|r*| >= |r|}) / (1 + B)`); Holm across the
     layers of each metric, pooling and policy at `analysis.alpha`. The lexical baseline (random

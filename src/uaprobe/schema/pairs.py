@@ -132,7 +132,6 @@ class Phases(Record):
     early: Phase = Field(description="the first third of the seeds' layers")
     mid: Phase = Field(description="the middle third")
     late: Phase = Field(description="the last third")
-    late_inversion: Flag = Field(description="the late phase's interval lies below zero")
     sign_change: Flag = Field(description="early mean > 0 > late mean")
 
 

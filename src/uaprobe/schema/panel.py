@@ -79,6 +79,28 @@ class PanelPrimary(Record):
     models: dict[str, PanelPrimaryModel] = Field(description="per model id, panel order")
 
 
+class PanelPairFamilyModel(Record):
+    """One family of one model in the panel-wide pair-level family: one entry per row of that family's
+    ``tests`` in ``pair_models.json``."""
+
+    holm_p: list[Stat] = Field(description="the test's p Holm-adjusted across the panel-wide family (a merged test: "
+                                           "that of the test it is merged into)")
+    holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
+    n_reject: int = Field(description="counted tests with `holm_reject` true")
+
+
+class PanelPairFamily(Record):
+    """Every pair-level test at the pre-declared layer -- the three families of ``pair_models.json``, every
+    model -- Holm-corrected as one family."""
+
+    families: dict[str, str] = Field(description="family name -> its key in `pair_models.json`")
+    alpha: float = Field(description="`analysis.alpha`")
+    n_tests: int = Field(description="the counted tests with a defined p, over every family and model")
+    n_reject: int = Field(description="how many of them survive")
+    holm_floor: Stat = Field(description="the smallest Holm p the family can give: `n_tests` / (1 + B)")
+    models: dict[str, dict[str, PanelPairFamilyModel]] = Field(description="per model id and family name")
+
+
 class Panel(Record):
     """``results/panel.json``: seed 001, the layer curves across the panel."""
 
@@ -92,6 +114,8 @@ class Panel(Record):
                                                                            "(mean pooling)")
     anisotropy: dict[str, PanelAnisotropy] = Field(description="per model, its L*")
     primary: PanelPrimary | None = Field(None, description="the models' primary joint p corrected across the panel")
+    pair_family: PanelPairFamily | None = Field(None, description="every pair-level test at the pre-declared "
+                                                                  "layer of every model as one Holm family")
     nan_reasons: dict[str, str] = Field(description="for the path of every missing value, why it is missing")
     numerics: dict[str, Any] | None = Field(None, description=NUMERICS)
 

@@ -125,6 +125,16 @@ class NullBand(Record):
     high: list[Stat] = Field(description="per rank: the (1 + level)/2 quantile of the sorted relabelled curves")
 
 
+class BelowAlpha(Record):
+    """The distinct specifications whose own exact p is at or below alpha, uncorrected: chance alone gives about
+    `alpha` of them on average, more or fewer in one data set as the specifications are correlated."""
+
+    alpha: float = Field(description="`analysis.alpha`")
+    n_specs: int = Field(description="distinct specifications with a defined exact p")
+    n_below: int = Field(description="how many have p <= alpha")
+    share: float = Field(description="`n_below` / `n_specs` (0 where `n_specs` is 0)")
+
+
 class JointTest(Record):
     """The curve-level statistics of one set of distinct specifications and their exact joint
     permutation p (every relabelling of the categories applied to every specification at once)."""
@@ -211,6 +221,8 @@ class SpecificationCurve(ResultsHeader):
     null_band: NullBand = Field(description="the null band of the curve of every distinct specification (`specs` "
                                             "where `distinct`: every layer and left-out option; the curve the figure "
                                             "draws)")
+    below_alpha: BelowAlpha = Field(description="the distinct specifications whose own exact p is at or below "
+                                                "alpha, uncorrected")
     universe: Universe = Field(description="the universe of the primary test")
     joint: dict[str, JointTest] = Field(
         description="`declared`: the universe (the primary test's); `every_layer`: every layer 0..L instead of the "
