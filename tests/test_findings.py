@@ -195,14 +195,14 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     text = plain_text(cv.primary_phrase(p))
     assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400). "
                            "The test runs once per model, so α = 0.05 is split across the two models by Holm's "
-                           "correction, declared before any result: the corrected p is 0.060 for A and 0.400 for B. "
+                           "correction, declared with the primary test: the corrected p is 0.060 for A and 0.400 for B. "
                            "A's p is below α only before that correction: the primary test is inconclusive for every "
                            "model.")
     assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
     assert plain_text(cv.curve_abstract(p)) == (
-        "A pre-declared joint permutation test of the median correlation over analytic choices gives p = 0.030 "
-        "and 0.400, neither significant once corrected across models; without cat x, 0.500 and 0.500")
+        "A pre-declared permutation test of the median correlation over analytic choices gives p = 0.030 "
+        "and 0.400, neither significant once corrected across models; without cat x, p = 0.500 and 0.500")
     both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)},
                   "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7)}})
     assert "The primary test finds the statistic different from chance for A." in plain_text(cv.primary_phrase(both))
@@ -393,13 +393,17 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
         "With mean pooling, the correlation is +0.900 and +0.900 in the token embeddings, as large as at the last layer")
 
 
-def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None) -> dict[str, Any]:
-    """A pair-level family: rows of (policy, pooling, metric, partial r, Holm p, reject); mean reported."""
+def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None,
+           base: list[float | None] | None = None) -> dict[str, Any]:
+    """A pair-level family: rows of (policy, pooling, metric, partial r, Holm p, reject); mean reported; ``base``:
+    the partial r without the lexical covariates (None: a family without them); VIF 1.5 throughout."""
     cols = ("policy", "pooling", "metric", "partial_r", "holm_p", "holm_reject")
     tests = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
     tests["reported"] = [r[1] == "mean" for r in rows]
     tests["permutation_p"] = [r[4] / 4 for r in rows]
     tests["at_floor"] = [False for _ in rows]
+    tests["vif"] = [1.5 for _ in rows]
+    tests["base_partial_r"] = [None for _ in rows] if base is None else base
     return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
             "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
 
@@ -430,13 +434,14 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                "b": {"pair_models": pair_doc(b, b, family([("default", "mean", margin, 0.1, 0.3, False)])),
                      "option_b": raw_r(-0.1)}})
     text = plain_text(pf.family_phrase(p))
-    assert ("With the length covariates, 1 of the 4 tests of A (none with mean pooling) and 1 of the 1 tests of B "
-            "(with mean pooling: the margin asymmetry with a positive partial r) survive Holm's correction.") in text
-    assert ("With both, over the pairs outside cat x (their own within-category permutations), 0 of the 1 tests of A "
-            "(none with mean pooling) and 0 of the 1 tests of B (none with mean pooling) survive") in text
+    assert "for both models: 9 tests, those on the same states counted once" in text  # 4+1+1 and 1+1+1
+    assert ("With the category and length covariates, 1 of the 4 tests of A (none with mean pooling) and 1 of the 1 "
+            "tests of B (with mean pooling: the margin asymmetry with a positive partial r) survive.") in text
+    assert ("With both, over the pairs outside cat x, 0 of the 1 tests of A (none with mean pooling) and 0 of the 1 "
+            "tests of B (none with mean pooling) survive") in text
     assert plain_text(pf.family_abstract(p)) == (
-        "with length and lexical covariates (mean pooling), one metric of one model survives Holm's correction; "
-        "without cat x, none does")
+        "with length and lexical covariates (mean pooling), one metric of one model survives (Holm across all "
+        "pair-level tests); without cat x, none does")
     assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category, none does")
     assert plain_text(pf.family_conclusion(p)) == (
         "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
@@ -449,19 +454,37 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_conclusion(signs)).endswith(
         "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one")
     assert plain_text(pf.family_abstract(signs)).endswith(
-        "without cat x, two of one model do, one against the hypothesis's sign")
+        "without cat x, two metrics of one model do, one, the centroid asymmetry, against the hypothesis's sign")
+    assert plain_text(pf.family_abstract(signs, metric_names=False)).endswith(
+        "without cat x, two metrics of one model do, one against the hypothesis's sign")  # the abstract's fallback
+    # a sign that only the lexical covariate gives (the partial r without it has the other sign) is not the metric's
+    flipped = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
+                      ("default", "mean", margin, 0.2, 0.01, True)], base=[0.1, 0.25])
+    suppressed = Panel({"b": {"pair_models": pair_doc(against, flipped)}})
+    assert plain_text(pf.family_conclusion(suppressed)).endswith(
+        "for B, the centroid asymmetry with a sign that only the lexical covariate gives, the margin asymmetry with a "
+        "positive partial r")
+    assert plain_text(pf.family_abstract(suppressed)).endswith("without cat x, two metrics of one model do")
+    assert plain_text(pf.suppression_phrase(suppressed)) == (
+        "A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the 4 "
+        "surviving tests with the lexical covariates, 2 have a sign that the category and length covariates alone, "
+        "over the same pairs, do not give, and the variance inflation factor of their metrics on the covariates is at "
+        "most 1.50")
+    assert "none have a sign" in plain_text(pf.suppression_phrase(signs))
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     # r without covariates beside the partial r: the sign may change
-    assert "| A | length | kNN density asymmetry | first-token | default | −0.100 | +0.300 | 0.010 |" in table
-    assert "| B | length | margin asymmetry | mean | both | −0.100 | +0.200 | 0.030 |" in table  # one test, both policies
-    assert "|  | length, lexical; without cat x | none |" in table
+    assert ("| A | base | kNN density asymmetry | first-token | default | −0.100 | +0.300 |  | 1.50 | 0.010 |"
+            in table)
+    assert ("| B | base | margin asymmetry | mean | both | −0.100 | +0.200 |  | 1.50 | 0.030 |"
+            in table)  # one test, both policies
+    assert "|  | base, lex., subset | none |" in table
     # one test on the same states under several poolings: one row naming them; a p at its floor is starred
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
     shared["tests"]["at_floor"] = [True, True]
     q = Panel({"b": {"pair_models": pair_doc(shared, shared), "option_b": raw_r(0.1)}})
-    assert "| B | length | margin asymmetry | mean, last-token | both | +0.100 | +0.200 | 0.030* |" in plain_text(
-        pf.family_table(q))
+    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.100 | +0.200 |  | 1.50 | 0.030* |"
+            in plain_text(pf.family_table(q)))
     none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
     assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
 
@@ -486,7 +509,7 @@ def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
     text = plain_text(ab.abstract(p))
     words = [w for w in text.split() if re.search(r"\w", w)]
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
-    assert "respectively" in text and "several of both models survive" in text
-    assert "without that category, several of both models do" in text
+    assert "respectively" in text and "several metrics of both models survive" in text
+    assert "without that category, several metrics of both models do" in text
     assert "; without that category, " in text  # the answer named it: the category whose framings differ most
     assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)

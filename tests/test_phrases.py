@@ -26,6 +26,9 @@ class Panel(Outputs):
                    if "primary" in docs.get("specification_curve", {})}
         if primary:
             files[PANEL_RESULTS] = {"primary": holm_across(primary)}
+        pairs = {m: docs["pair_models"] for m, docs in results.items() if "family" in docs.get("pair_models", {})}
+        if pairs:
+            files.setdefault(PANEL_RESULTS, {})["pair_family"] = pair_family_as_given(pairs)
         super().__init__(root=Path("."), params=params, models=tuple(results), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                          files=files)
         self.results = results
@@ -40,6 +43,25 @@ def holm_across(ps: dict[str, float], alpha: float = 0.05) -> dict[str, Any]:
         adjusted[m] = running
     return {"statistic": "median_r", "correction": "holm", "alpha": alpha,
             "models": {m: {"p": ps[m], "adjusted_p": adjusted[m], "reject": adjusted[m] <= alpha} for m in ps}}
+
+
+def pair_family_as_given(pairs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``results/panel.json``'s ``pair_family`` that keeps each family's own ``holm_p`` and ``holm_reject`` (the
+    phrases read the panel-wide verdicts from there)."""
+    keys = {"length": ("family",), "lexical": ("incremental", "family"),
+            "lexical_without_category": ("incremental", "without_category", "family")}
+    models: dict[str, Any] = {}
+    n_tests = 0
+    for m, doc in pairs.items():
+        models[m] = {}
+        for name, path in keys.items():
+            fam = doc
+            for k in path:
+                fam = fam[k]
+            models[m][name] = {"holm_p": fam["tests"]["holm_p"], "holm_reject": fam["tests"]["holm_reject"],
+                               "n_reject": fam["n_reject"]}
+            n_tests += fam["n_tests"]
+    return {"alpha": 0.05, "n_tests": n_tests, "holm_floor": n_tests / 10001, "models": models}
 
 
 def v(x: Any) -> Value:

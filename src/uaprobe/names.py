@@ -22,6 +22,11 @@ REPRESENTATIONS: tuple[Representation, ...] = get_args(Representation)
 OPTION_B_METRICS: tuple[str, ...] = ("centroid_asymmetry", "cross_centroid", "within_pair_sim",
                                      "knn_density_asymmetry", "margin_asymmetry")
 """The original study's five per-pair metrics, in its order."""
+OPTION_B_METRIC_WORDS: dict[str, str] = {
+    "centroid_asymmetry": "centroid asymmetry", "cross_centroid": "cross-centroid score",
+    "within_pair_sim": "within-pair similarity", "knn_density_asymmetry": "kNN density asymmetry",
+    "margin_asymmetry": "margin asymmetry"}
+"""Each per-pair metric's one name in the paper's text, tables and figures."""
 
 PANEL_RESULTS = "results/panel.json"
 """The compare stage's results file."""

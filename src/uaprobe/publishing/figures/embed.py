@@ -33,10 +33,11 @@ def figure_label(key: str, model_id: str | None = None) -> str:
     return f"fig-{slug(key)}" + (f"-{slug(model_id)}" if model_id else "")
 
 
-def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Path | None = None) -> str:
+def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Path | None = None,
+                    width: str = "100%") -> str:
     """Markdown figures for ``key`` (one per model where per model), captioned with the arrays each plots:
     the first with ``caption`` (``{display}`` replaced by the model's name), each further one with the model's
-    name and a reference to the first, so that no caption repeats another."""
+    name and a reference to the first, so that no caption repeats another; ``width``: of the text width."""
     paper_dir = Path.cwd() if paper_dir is None else Path(paper_dir)
     staged = os.environ.get(FIGURES_DIR_ENV)
     blocks = []
@@ -50,7 +51,7 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
         if staged:  # the renderer copied figures/ to where Quarto's Typst may read it
             png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)
         path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
-        blocks.append(f"![{text} {data_line(e)}]({path}){{#{figure_label(key, model)} width=\"100%\"}}")
+        blocks.append(f"![{text} {data_line(e)}]({path}){{#{figure_label(key, model)} width=\"{width}\"}}")
     return "\n\n".join(blocks) + "\n\n"
 
 

@@ -124,8 +124,9 @@ FIGURES: tuple[FigureSpec, ...] = (
                lambda d: figure_spec.specification_curve_figure({m: docs["specification_curve"]
                                                                  for m, docs in d.items()}),
                "Specification curve of every model: the category-level r of every distinct specification, sorted, "
-               "over the permutation null band (per rank, the central `analysis.ci_level` share of the sorted curves "
-               "under every relabelling of the categories' preferences), above the choices that make it."),
+               "over the pointwise permutation null band (per rank, the central share of the sorted curves under every "
+               "relabelling of the categories' preferences; the share is the confidence level of params.yaml), above "
+               "the choices that make it."),
     FigureSpec("scaling", "panel", (PANEL,),
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from uaprobe.names import OPTION_B_METRIC_WORDS
 from uaprobe.publishing.figures.plotting import arr, layer_axis, new_figure, pick, style, model_title, zero_line
 from uaprobe.schema.pairs import OptionB
 
@@ -44,7 +45,7 @@ def option_b_figure(option_b: OptionB, *, pooling: str = "mean") -> Figure:
                         color=METRIC_STYLE["centroid_asymmetry"]["color"], alpha=0.15, linewidth=0)
         for name, st in METRIC_STYLE.items():
             if name in metrics:
-                ax.plot(layers, arr(metrics[name].pearson_r), label=name.replace("_", " "), markersize=3.5,
+                ax.plot(layers, arr(metrics[name].pearson_r), label=OPTION_B_METRIC_WORDS.get(name, name.replace("_", " ")), markersize=3.5,
                         linewidth=1.3, **st)
         zero_line(ax)
         layer_axis(ax, layers)

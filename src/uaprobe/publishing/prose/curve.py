@@ -1,7 +1,7 @@
 """The specification curve as phrases.
 
 Reads ``specification_curve.json``: every analytic choice's category-level r, the universe of the one
-primary joint test (declared before any result), its exact joint permutation p, the secondary family with
+primary joint test (declared in ``params.yaml``), its exact joint permutation p, the secondary family with
 Holm's correction, the test without the pre-declared category and layer 0 beside the declared layer. Every number shown is a sourced
 :class:`~uaprobe.publishing.provenance.values.Value`; a median over a subset of the specifications is a derived
 key (:func:`~uaprobe.publishing.provenance.values.median_key`) that the provenance checks recompute. The shared
@@ -82,7 +82,11 @@ def universe_phrase(out: Outputs) -> str:
     tests = out.raw(m0, CURVE, "secondary/tests") or []
     secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
                             f"{test_words(out, m0, t['test'])}" for t in tests])
-    return (f"**The primary test.** It was declared before any result (`analysis.primary` in `params.yaml`). Its "
+    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with the "
+            "correction across models and the pair-level family. It was fixed after an earlier version of this "
+            "analysis had shown the specification curve over every layer, so it is a declaration, not a "
+            "preregistration: it fixes the original study's last layer and every open choice there, not the "
+            "curve's best specification. Its "
             f"universe crosses {counts['pooling']} poolings, {counts['policy']} position-0 policies, "
             f"{counts['representation']} representations and {counts['nll']} NLLs at one pre-declared layer, {layer}: a depth curve is an estimand, not an analytic choice, and leaving a "
             "category out is an influence diagnostic, not a choice. Two specifications with bit-identical category UA "
@@ -107,6 +111,18 @@ def across_models(out: Outputs, m: str, key: str) -> Any:
 
 
 @prose
+def below_alpha_phrase(out: Outputs) -> str:
+    """The share of distinct specifications whose own exact p is below α, uncorrected, per model, against what
+    chance gives (the first indicator row of the curve figure)."""
+    shares = join_words([f"{out.v(m, CURVE, 'below_alpha/share', 'percent')} % of the "
+                         f"{out.v(m, CURVE, 'below_alpha/n_specs', 'thousands')} of {out.display(m)}"
+                         for m in out.models])
+    return (f"Uncorrected, the exact p of a distinct specification is at or below α for {shares} (the first indicator "
+            "row of @fig-specification-curve); without any effect, about α of them would be, on average, and more "
+            "or fewer in one data set, as the specifications are correlated.")
+
+
+@prose
 def primary_phrase(out: Outputs) -> str:
     """Results: per model, the primary statistic with its exact p (said to be at the floor where it is), the
     verdict before and after the pre-declared correction across the models, the secondary family after Holm,
@@ -124,7 +140,7 @@ def primary_phrase(out: Outputs) -> str:
     kept = [out.display(m) for m in out.models if across_models(out, m, "reject")]
     n = len(out.models)
     text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models by "
-             f"{correction}, declared before any result: the corrected p is {adjusted}.")
+             f"{correction}, declared with the primary test: the corrected p is {adjusted}.")
     if kept:
         text += f" The primary test finds the statistic different from chance for {join_words(kept)}."
     elif nominal:
@@ -191,7 +207,7 @@ def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
                if (i := without_index(out, m)) is not None]
     stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
         str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
-    text = f"A pre-declared joint permutation test of the {stat} over analytic choices gives p = {ps}"
+    text = f"A pre-declared permutation test of the {stat} over analytic choices gives p = {ps}"
     kept = [m for m in out.models if across_models(out, m, "reject")]
     nominal = [m for m in out.models if differs(out, m)]
     if len(out.models) > 1 and nominal and not kept:
@@ -200,5 +216,5 @@ def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
         text += f", significant for {'one' if len(kept) == 1 else len(kept)} once corrected across models"
     if without:
         which = "that category" if category_named else f"{category_words(out, out.models[0])}"
-        text += f"; without {which}, {join_words([str(p) for p in without])}"
+        text += f"; without {which}, p = {join_words([str(p) for p in without])}"
     return text

@@ -1,16 +1,20 @@
-"""The pair-level family as phrases: every (policy, pooling, metric) test at the pre-declared layer,
-Holm-corrected as one family, with the length covariates alone (``pair_models.json`` ``family``) and with
-the lexical baseline's metric of the same pair and pooling among the covariates (``incremental``).
+"""The pair-level family as phrases: every (policy, pooling, metric) test at the pre-declared layer with the
+category and length covariates (``pair_models.json`` ``family``), with the lexical baseline's metric of the same
+pair and pooling added (``incremental``), and with both over the pairs outside the declared category, for every
+model, Holm-corrected as one family (``results/panel.json`` ``pair_family``).
 
-Tests that two policies make on the same states are one test (the family's ``n_tests`` counts them once);
-the phrases name each surviving (pooling, metric) once, with its policy where only one policy holds it.
-Every number shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`.
+Tests that two policies make on the same states are one test (counted once); the phrases name each surviving
+(pooling, metric) once, with its policy where only one policy holds it. A sign is the metric's only where the
+partial r without the lexical covariates has it too (``base_partial_r``); otherwise it is the lexical covariate's
+(suppression) and the phrases say so. Every number shown is a sourced
+:class:`~uaprobe.publishing.provenance.values.Value`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.curve import POOLING_WORDS
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
@@ -21,19 +25,29 @@ FAMILIES = {"family": "family", "incremental": "incremental/family",
             "without_category": "incremental/without_category/family"}
 """The three families: length covariates only; the lexical metric added (incremental); the incremental tests
 without the pre-declared category's pairs."""
+PANEL_NAMES = {"family": "length", "incremental": "lexical", "without_category": "lexical_without_category"}
+"""Each family's name in ``results/panel.json``'s ``pair_family``."""
+
+
+def panel_key(m: str, family: str, key: str) -> str:
+    """A key of one model's family in the panel-wide pair family."""
+    return f"pair_family/models/{m}/{PANEL_NAMES[family]}/{key}"
+
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three"}
+"""Small counts in words (the abstract's numbers are its values)."""
 
 SAME_R = 10
 """Decimals to which two tests' partial r agree when they are one test on the same states."""
 
 
 def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[Survivor]:
-    """The tests of ``family`` that survive Holm, one per test: rows on the same states (the same metric with
+    """The tests of ``family`` that survive Holm across the panel-wide family, one per test: rows on the same states (the same metric with
     bit-identical partial r and p, as under two policies that pool the same tokens) are one test, named with
     every pooling and policy it stands for. ``reported_only``: only tests with the reported pooling (True),
     only the others (False), or all (None)."""
     tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
     groups: dict[tuple[object, ...], list[int]] = {}
-    for i, reject in enumerate(tests["holm_reject"]):
+    for i, reject in enumerate(out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))):
         if reject:
             r = tests["partial_r"][i]
             key = (tests["metric"][i], None if r is None else round(r, SAME_R), tests["permutation_p"][i])
@@ -61,29 +75,33 @@ class Survivor:
 
 @prose
 def family_phrase(out: Outputs) -> str:
-    """The family's size per model and what survives Holm in it: first with the reported pooling, then with the
-    others, first with the length covariates alone, then with the lexical metric added."""
+    """The one family across covariate sets and models: its size, then per covariate set and model what survives
+    Holm in it, first with the reported pooling."""
     m0 = out.models[0]
     pooling = out.raw(m0, PAIRS, "family/reported_pooling")
-    sizes = join_words([f"{out.v(m, PAIRS, 'family/n_tests', 'int')} for {out.display(m)}" for m in out.models])
-    text = (f"Every test at the pre-declared layer (the last) forms one family, corrected by Holm: each metric "
-            f"with each pooling under each position-0 policy, tests on the same states counted once ({sizes}); "
-            f"{POOLING_WORDS.get(pooling, pooling)} pooling, declared before any result, is the one reported first.")
     category = pretty(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
-    for family, lead in (("family", "With the length covariates"),
-                         ("incremental", "With the lexical baseline's metric of the same pair and pooling added to "
-                                         "the covariates (one column per seed)"),
-                         ("without_category", f"With both, over the pairs outside {category} (their own "
-                                              "within-category permutations)")):
+    n_models = len(out.models)
+    text = (f"Every pair-level test at the pre-declared layer (the last) forms one family, corrected by Holm: each "
+            "metric with each pooling under each position-0 policy, with three sets of covariates (the category "
+            "indicators and both sides' content-token counts; these and the lexical baseline's metric of the same "
+            f"pair and pooling, one column per random seed; both over the pairs outside {category}, with their own "
+            f"within-category permutations), for {'both' if n_models == 2 else 'all ' + str(n_models)} models: "
+            f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
+            f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
+            f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
+            "reported first.")
+    for family, lead in (("family", "With the category and length covariates"),
+                         ("incremental", "With the lexical metric added"),
+                         ("without_category", f"With both, over the pairs outside {category}")):
         parts = []
         for m in out.models:
             mine = survivors(out, m, family, reported_only=True)
             names = signed_names(out, m, family, mine)
-            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_reject', 'int')} of the "
+            parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
                          f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
                          + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: {names})" if mine else
                             f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
-        text += f" {lead}, {join_words(parts)} survive Holm's correction."
+        text += f" {lead}, {join_words(parts)} survive."
     return text + " @tbl-family lists them."
 
 
@@ -91,44 +109,82 @@ def sign_word(r: float | None) -> str:
     return "undefined" if r is None else "positive" if r > 0 else "negative" if r < 0 else "zero"
 
 
+SUPPRESSED = "suppressed"
+"""The sign of a test whose partial r without the lexical covariates, over the same pairs, has the other sign."""
+
+
+def test_sign(out: Outputs, m: str, family: str, row: int) -> str:
+    """``positive``, ``negative`` or :data:`SUPPRESSED`: the sign of a test's partial r, where the base covariates
+    alone (category and length) give the same sign over the same pairs."""
+    key = FAMILIES[family]
+    r = out.raw(m, PAIRS, f"{key}/tests/partial_r/{row}")
+    base = out.raw(m, PAIRS, f"{key}/tests/base_partial_r/{row}")
+    if r is not None and base is not None and r * base < 0:
+        return SUPPRESSED
+    return sign_word(r)
+
+
 def signed_names(out: Outputs, m: str, family: str, found: list[Survivor]) -> str:
     """The surviving metrics in words, grouped by the sign of their partial r (``the centroid asymmetry and
-    kNN density asymmetry with a negative partial r, the margin asymmetry with a positive one``); a metric whose
-    tests disagree in sign is named with both signs."""
+    kNN density asymmetry with a negative partial r, the margin asymmetry with a positive one``); a sign that only
+    the lexical covariate gives is named as such; a metric whose tests disagree in sign is named with both."""
     signs: dict[str, set[str]] = {}
     for t in found:
         metric = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}")
-        signs.setdefault(METRIC_WORDS.get(metric, pretty(metric)), set()).add(
-            sign_word(out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")))
+        signs.setdefault(METRIC_WORDS.get(metric, pretty(metric)), set()).add(test_sign(out, m, family, t.row))
     groups: dict[str, list[str]] = {}
     for name in sorted(signs):
         groups.setdefault(signs[name].pop() if len(signs[name]) == 1 else "mixed", []).append(name)
     parts = []
+    said = False  # a signed partial r named before: the next is "one"
     for sign, names in groups.items():
-        tail = "with partial r of both signs" if sign == "mixed" else (
-            f"with a {sign} partial r" if not parts else f"with a {sign} one")
+        tail = ("with partial r of both signs" if sign == "mixed" else
+                "with a sign that only the lexical covariate gives" if sign == SUPPRESSED else
+                f"with a {sign} one" if said else f"with a {sign} partial r")
+        said = said or sign not in ("mixed", SUPPRESSED)
         parts.append(f"the {join_words(names)} {tail}")
     return ", ".join(parts)
 
 
-FAMILY_WORDS = {"family": "length", "incremental": "length, lexical", "without_category": "length, lexical; "
-                "without {category}"}
-"""The covariates (and pairs) of each family, as the table names them."""
+@prose
+def suppression_phrase(out: Outputs) -> str:
+    """How many surviving incremental tests change sign without the lexical covariates, and how far the covariates
+    span the metrics of the surviving tests (their largest VIF)."""
+    flipped, total, vifs = 0, 0, []
+    for m in out.models:
+        for family in ("incremental", "without_category"):
+            for t in survivors(out, m, family):
+                total += 1
+                flipped += test_sign(out, m, family, t.row) == SUPPRESSED
+                vifs.append((out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/vif/{t.row}") or 0.0, m, family, t.row))
+    if not total:
+        return "No test with the lexical covariates survives, so none can owe its sign to them"
+    _, m, family, row = max(vifs)
+    vif = out.v(m, PAIRS, f"{FAMILIES[family]}/tests/vif/{row}", "f2")
+    share = "none" if not flipped else "all" if flipped == total else f"{flipped}"
+    return (f"A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the "
+            f"{total} surviving tests with the lexical covariates, {share} {'has' if flipped == 1 else 'have'} a sign "
+            "that the category and length covariates alone, over the same pairs, do not give, and the variance "
+            f"inflation factor of their metrics on the covariates is at most {vif}")
+
+
+FAMILY_WORDS = {"family": "base", "incremental": "base, lex.", "without_category": "base, lex., subset"}
+"""The covariates (and pairs) of each family, as the table names them (its caption defines the words)."""
 
 
 def family_table(out: Outputs) -> str:
-    """Every surviving test of the three families, per model: its metric, poolings and policy, partial r and Holm
-    p; a family with none says so."""
+    """Every surviving test of the three families, per model: its metric, poolings and policy, r, partial r, the
+    partial r without the lexical covariates over the same pairs, the VIF and the panel-wide Holm p; a family with
+    none says so."""
     rows = []
     for m in out.models:
-        category = pretty(str(out.raw(m, PAIRS, "incremental/without_category/left_out")))
         first = True
         for family in FAMILIES:
             base = f"{FAMILIES[family]}/tests"
             found = survivors(out, m, family)
-            label = FAMILY_WORDS[family].format(category=category)
+            label = FAMILY_WORDS[family]
             if not found:
-                rows.append([out.display(m) if first else "", label, "none", "", "", "", "", ""])
+                rows.append([out.display(m) if first else "", label, "none", "", "", "", "", "", "", ""])
                 first = False
             for i, t in enumerate(found):
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
@@ -140,11 +196,13 @@ def family_table(out: Outputs) -> str:
                              ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
                              out.at(ob, f"poolings/{t.poolings[0]}/metrics/{metric}/pearson_r/{last}"),
                              out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
-                             f"{out.v(m, PAIRS, f'{base}/holm_p/{t.row}', 'p')}"
+                             "" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
+                             out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
+                             f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
                              + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
                 first = False
-    return markdown_table(["Model", "Covariates", "Metric", "Pooling", "Position 0", "r", "Partial r", "Holm p"],
-                          rows, align="lllllrrr")
+    return markdown_table(["Model", "Set", "Metric", "Pooling", "Position 0", "r", "Partial r", "No lex.",
+                           "VIF", "Holm p"], rows, align="lllllrrrrr")
 
 
 HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
@@ -152,38 +210,46 @@ HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
 a positive partial r); the others' sign has no stated prediction."""
 
 
-def _who_survives(out: Outputs, family: str) -> tuple[str, int]:
+def _who_survives(out: Outputs, family: str, *, metric_names: bool = True) -> tuple[str, int]:
     """``one metric of one model`` / ``several metrics of both models``: how many metrics of ``family`` survive
     with the reported pooling, and of which models, without numbers or metric names; where some of them have
-    the sign opposite to :data:`HYPOTHESIS_SIGN`, says so."""
+    the sign opposite to :data:`HYPOTHESIS_SIGN`, and one that the base covariates alone also give, says so (naming
+    one or two such metrics with ``metric_names``)."""
     key = FAMILIES[family]
-    found = {m: [(out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}"), out.raw(m, PAIRS, f"{key}/tests/partial_r/{t.row}"))
+    found = {m: [(out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}"),
+                  None if test_sign(out, m, family, t.row) == SUPPRESSED else
+                  out.raw(m, PAIRS, f"{key}/tests/partial_r/{t.row}"))
                  for t in survivors(out, m, family, reported_only=True)] for m in out.models}
     metrics = sorted({k for ks in found.values() for k, _ in ks})
     holders = [m for m in out.models if found[m]]
     who = ("both models" if len(holders) == len(out.models) == 2 else
            "one model" if len(holders) == 1 else "every model" if len(holders) == len(out.models) else
            "some models")
-    words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'}"
+    words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'} metrics"
     against = sorted({k for ks in found.values() for k, r in ks
                       if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
+    named = join_words([f"the {METRIC_WORDS.get(k, pretty(k))}" for k in against])
     tail = ("" if not against else ", against the hypothesis's sign" if len(metrics) == 1 else
-            f", {'one' if len(against) == 1 else 'two' if len(against) == 2 else 'some'} against the hypothesis's sign")
+            f", {'one' if len(against) == 1 else 'two'}, {named}, against the hypothesis's sign"
+            if len(against) <= 2 and metric_names else
+            f", {NUMBER_WORDS.get(len(against), 'some')} against the hypothesis's sign")
     return f"{words} of {who}{tail}", len(metrics)
 
 
 @prose
-def family_abstract(out: Outputs, *, category_named: bool = False) -> str:
+def family_abstract(out: Outputs, *, category_named: bool = False, metric_names: bool = True) -> str:
     """The incremental family with the reported pooling, then the same without the declared category's pairs, in
-    one number-free clause; ``category_named``: the abstract named that category before."""
+    one number-free clause; ``category_named``: the abstract named that category before; ``metric_names``: name
+    the metrics against the hypothesis's sign (:func:`_who_survives`)."""
     pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
     lead = f"with length and lexical covariates ({POOLING_WORDS.get(pooling, pooling)} pooling), "
-    words, n = _who_survives(out, "incremental")
-    text = lead + (f"{words} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
-    text += " Holm's correction"
+    words, n = _who_survives(out, "incremental", metric_names=metric_names)
+    head, _, tail = words.partition(", ")
+    text = lead + (f"{head} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
+    text += " (Holm across all pair-level tests)" + (f", {tail}" if tail else "")
     category = ("that category" if category_named else
                 pretty(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
-    words, n = _who_survives(out, "without_category")
+    words, n = _who_survives(out, "without_category", metric_names=metric_names)
     if not n:
         return text + f"; without {category}, none does"
     head, _, tail = words.partition(", ")

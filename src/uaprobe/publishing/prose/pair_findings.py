@@ -10,6 +10,7 @@ number shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`; 
 
 from __future__ import annotations
 
+from uaprobe.names import OPTION_B_METRIC_WORDS
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
@@ -17,9 +18,7 @@ from uaprobe.publishing.provenance.values import Value
 
 PAIRS = "pair_models"
 KNN = "knn_density_asymmetry"
-METRIC_WORDS = {"centroid_asymmetry": "centroid asymmetry", "cross_centroid": "cross-centroid score",
-                "knn_density_asymmetry": "kNN density asymmetry", "margin_asymmetry": "margin asymmetry",
-                "within_pair_sim": "within-pair similarity"}
+METRIC_WORDS = OPTION_B_METRIC_WORDS
 
 
 def base(policy: str, pooling: str) -> str:
@@ -116,11 +115,12 @@ def cluster_phrase(out: Outputs) -> str:
 @prose
 def lexical_pair_phrase(out: Outputs, metric: str = "centroid_asymmetry") -> str:
     """The lexical baseline's own pair-level result for ``metric``: per model (its tokenizer), the median partial r
-    over the random seeds and how many seeds are significant (position 0 excluded)."""
+    over the random seeds and how many seeds are significant (position 0 excluded, as in the appendix table)."""
     parts = []
     for m in out.models:
         med, sig, seeds = lexical(out, m, metric)
         parts.append(f"{med} with {out.display(m)}'s tokenizer ({sig} of {seeds} seeds below α)")
     return (f"The lexical baseline alone relates to the preference across pairs: its "
-            f"{METRIC_WORDS.get(metric, pretty(metric))} has a median partial r over its random seeds of "
+            f"{METRIC_WORDS.get(metric, pretty(metric))} has a median partial r over its random seeds (position 0 "
+            "excluded) of "
             f"{join_words(parts)}; the pair-level family takes it as a covariate")

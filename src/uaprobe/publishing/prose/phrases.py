@@ -114,6 +114,67 @@ def sink_exclusion_phrase(out: Outputs, *, final_r: bool = False) -> str:
 
 
 
+def negative_layers(out: Outputs, m: str, file: str, pooling: str = "mean") -> list[int]:
+    """The layers whose category-level r is negative in ``file`` (``layerwise`` or ``sink_excluded/layerwise``)."""
+    return [i for i, r in enumerate(out.raw(m, file, f"poolings/{pooling}/pearson_r") or []) if r is not None and r < 0]
+
+
+def layer_span(layers: Sequence[int]) -> str:
+    """``layers 12 to 29`` for a run of adjacent layers, else ``layers 3, 5 and 9``."""
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    if list(layers) == list(range(layers[0], layers[-1] + 1)):
+        return f"layers {layers[0]} to {layers[-1]}"
+    return "layers " + join_words([str(i) for i in layers])
+
+
+def position0_inversions(out: Outputs, pooling: str = "mean") -> list[tuple[str, list[int], list[int]]]:
+    """(model, negative layers under the default policy, with position 0 excluded) of every model whose two
+    policies differ and whose default curve is negative at some layer."""
+    found = []
+    for m in out.models:
+        if m in same_pooling_models(out):
+            continue
+        default = negative_layers(out, m, "layerwise", pooling)
+        if default:
+            found.append((m, default, negative_layers(out, m, "sink_excluded/layerwise", pooling)))
+    return found
+
+
+@prose
+def inversion_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Where the default policy's layer curve (``pooling``) is negative and how much of that remains with position
+    0 excluded, per model whose policies differ; empty where no such curve is negative."""
+    parts = []
+    for m, default, excluded in position0_inversions(out, pooling):
+        rs = out.raw(m, "layerwise", f"poolings/{pooling}/pearson_r")
+        low = min(default, key=lambda i: rs[i])
+        n = out.v(m, "layerwise", "layers", "count")
+        kept = "at none of them" if not excluded else f"at {len(excluded)} ({layer_span(excluded)})"
+        parts.append(f"under the default policy, the category-level r of {out.display(m)} is negative at "
+                     f"{len(default)} of its {n} layers ({layer_span(default)}, down to "
+                     f"{out.v(m, 'layerwise', f'poolings/{pooling}/pearson_r/{low}')}) and, with position 0 excluded, "
+                     f"{kept}")
+    if not parts:
+        return ""
+    return "With " + pooling + " pooling, " + "; ".join(parts) + "."
+
+
+def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
+    """The Conclusion's clause: for which models position 0 alone makes the negative stretch of the layer curve
+    (none of it remains without it), or how much remains; empty where no curve has one."""
+    made = [out.display(m) for m, default, excluded in position0_inversions(out, pooling) if not excluded]
+    partly = [out.display(m) for m, default, excluded in position0_inversions(out, pooling) if excluded]
+    text = []
+    if made:
+        text.append(f"The negative r at the intermediate layers of {join_words(made)} comes from position 0, the "
+                    "attention sink: without it the curve stays positive at every layer (@sec-sink).")
+    if partly:
+        text.append(f"Position 0 makes part of the negative r at the intermediate layers of {join_words(partly)} "
+                    "(@sec-sink).")
+    return " ".join(text)
+
+
 def reversing_models(out: Outputs) -> list[str]:
     """Models whose last-layer r reverses its sign without their most influential category."""
     return [out.display(m) for m in out.models if out.raw(m, "robustness", "loco/sign_reversed")]

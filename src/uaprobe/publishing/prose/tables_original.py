@@ -5,17 +5,9 @@ Every number is a sourced value, as in :mod:`uaprobe.publishing.prose.tables`.""
 
 from __future__ import annotations
 
-from uaprobe.names import OPTION_B_METRICS
+from uaprobe.names import OPTION_B_METRIC_WORDS, OPTION_B_METRICS
 from uaprobe.publishing.prose.markdown import interval, markdown_table
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
-
-METRIC_NAMES = {
-    "centroid_asymmetry": "centroid asymmetry",
-    "cross_centroid": "cross-centroid",
-    "within_pair_sim": "within-pair similarity",
-    "knn_density_asymmetry": "kNN density asymmetry",
-    "margin_asymmetry": "margin asymmetry",
-}
 
 
 def option_b_table(out: Outputs, pooling: str = "mean") -> str:
@@ -33,7 +25,7 @@ def option_b_table(out: Outputs, pooling: str = "mean") -> str:
             cluster = f"cluster_bootstrap/poolings/{pooling}/{name}"
             shown = (f"{out.at(file, f'{key}/pearson_r/{last}')} "
                      f"{interval(out.at(file, f'{cluster}/low/{last}', 's2'), out.at(file, f'{cluster}/high/{last}', 's2'))}")
-            rows.append([out.display(m) if name == OPTION_B_METRICS[0] else "", METRIC_NAMES[name], shown,
+            rows.append([out.display(m) if name == OPTION_B_METRICS[0] else "", OPTION_B_METRIC_WORDS[name], shown,
                          out.at(file, f"{key}/permutation_p/{last}", "p"),
                          out.at(file, f"{key}/permutation_holm_p/{last}", "p"), out.at(file, f"{key}/partial_r/{last}"),
                          loo, f"{out.at(file, f'{key}/permutation_holm_reject', 'count_true')} of "
@@ -42,14 +34,10 @@ def option_b_table(out: Outputs, pooling: str = "mean") -> str:
                            "layers, Holm"], rows, align="llrrrrrr")
 
 
-def late_inversion(high: float | None) -> str:
-    """The follow-up paper's verdict, read from the cluster interval of the late phase: its upper end below zero."""
-    return "n/a" if high is None else "yes" if high < 0 else "no"
-
-
 def phase_table(out: Outputs, pooling: str = "mean") -> str:
-    """Early / mid / late means of the centroid-asymmetry curve with intervals and the verdicts, for
-    this panel and, marked published, the follow-up paper's models."""
+    """Early / mid / late means of the centroid-asymmetry curve with the cluster bootstrap's spread and the sign
+    change, for this panel and, marked published, the follow-up paper's models with their late-inversion verdict
+    (none is drawn for this panel: no interval over its categories has coverage)."""
     rows = []
     ph = f"poolings/{pooling}/metrics/centroid_asymmetry/phases"
     for m in out.models:
@@ -67,8 +55,7 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
                 shown = f"{mean} {interval(c('low'), c('high'))}" if mean.raw is not None else "n/a"
                 return f"{shown} (L {v('layers', 'layers')})"
 
-            rows.append([out.display(m), source, cell("early"), cell("mid"), cell("late"),
-                         late_inversion(out.raw_at(file, f"{cluster}/late/high")),
+            rows.append([out.display(m), source, cell("early"), cell("mid"), cell("late"), "not judged",
                          out.at(file, f"{ph}/sign_change", "bool")])
     for i, row in enumerate(out.raw_at(PUBLISHED_PYTHIA, "phases/models")):
         p = out.under(PUBLISHED_PYTHIA, f"phases/models/{i}", fmt="s2")
