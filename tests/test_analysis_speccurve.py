@@ -287,6 +287,42 @@ def test_declared_and_curve_null_bands_match_an_enumeration():
     distinct = np.array(body["specs"]["distinct"])
     assert len(body["null_band"]["low"]) == distinct.sum() == body["n_specs"]
     assert all(len(j["null_band"]["low"]) == j["n_specs"] for j in body["joint"].values())
+    # the share below alpha counts each distinct specification once, from its own exact p
+    ps = [p for p, d, out in zip(body["specs"]["permutation_p"], distinct, body["specs"]["left_out"])
+          if d and p is not None and out is None]
+    below = body["below_alpha"]
+    assert below["n_specs"] == len(ps) and below["n_below"] == sum(p <= below["alpha"] for p in ps)
+    assert below["share"] == pytest.approx(below["n_below"] / below["n_specs"])
+
+
+def test_relabelled_p_is_each_specifications_exact_p_under_every_relabelling():
+    rng = np.random.default_rng(8)
+    ua = rng.standard_normal((4, 6))
+    pref = rng.standard_normal((1, 6))
+    st = speccurve.curve_r(ua, pref)
+    for j in (0,):  # every category: the 720 relabellings are its own orders
+        r_perm = st.r_perm[:, :, 0, j]
+        p = speccurve.relabelled_p(r_perm)
+        np.testing.assert_allclose(p[0], st.spec_p[:, 0, j], rtol=0, atol=1e-15)
+        for pi in (5, 300):  # written out: the share of relabellings at least as extreme as relabelling pi
+            want = [(np.abs(r_perm[:, s]) >= np.abs(r_perm[pi, s]) - 1e-12).mean() for s in range(4)]
+            np.testing.assert_allclose(p[pi], want, rtol=0, atol=1e-15)
+
+
+def test_below_alpha_against_its_null_over_the_relabellings():
+    rng = np.random.default_rng(9)
+    u = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])
+    noise = np.stack([speccurve.curve_r(rng.standard_normal((1, 6)), rng.standard_normal((1, 6))).r_perm[:, 0, 0, 0]
+                      for _ in range(3)], axis=1)
+    planted = speccurve.curve_r(np.stack([u + 0.1 * rng.standard_normal(6) for _ in range(3)]),
+                                (2 * u)[None]).r_perm[:, :, 0, 0]
+    out = speccurve.below_alpha(np.column_stack([planted, noise, np.full(720, np.nan)]), 0.05)
+    p = speccurve.relabelled_p(np.column_stack([planted, noise]))
+    share = (p <= 0.05).mean(axis=1)
+    assert out["n_specs"] == 6 and out["relabellings"] == 720
+    assert out["n_below"] == int((p[0] <= 0.05).sum()) >= 3  # the planted ones
+    assert out["null_mean_share"] == pytest.approx(share.mean()) and out["null_mean_share"] <= 0.05 + 1e-12
+    assert out["null_p"] == pytest.approx((share >= share[0] - 1e-12).mean()) and out["null_p"] < 0.05
 
 
 def test_a_planted_effect_lies_above_its_null_band():

@@ -430,7 +430,9 @@ def test_the_figures_the_paper_shows_print_no_text_under_7_pt(tree: Path) -> Non
     docs = _docs(tree) | {"specification_curve": read_results(tree, "results/models/tiny-a/specification_curve.json")}
     figures = {"specification_curve": figure_spec.specification_curve_figure(
                    {m: read_results(tree, f"results/models/{m}/specification_curve.json") for m in ("tiny-a", "tiny-b")}),
-               "layerwise": DRAWERS["layerwise_sink"](docs)}
+               "layerwise": DRAWERS["layerwise_sink"](docs),
+               "category_scatter": figures_groups.category_scatter_figure(
+                   {m: _docs(tree, m)["validation"] for m in ("tiny-a", "tiny-b")})}
     for key in shown:
         fig = figures[key]
         fig.draw_without_rendering()

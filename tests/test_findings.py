@@ -297,8 +297,8 @@ def test_the_old_knn_phrase_the_table_and_the_limitation_follow_the_holm_counts(
                      "sink_excluded/option_b": option_b([True, True, False]), "option_b": option_b([True, True, False])}})
     old = plain_text(pl.old_knn_phrase(p))
     assert ("at 4 of 4 layers of A with position 0 excluded (1 under the default policy) and 2 of 3 layers of B under "
-            "both policies; with both sides' lengths as covariates and the permutation within categories, it survives "
-            "at 1 of 4 and 0 of 4 layers, though its partial r stays positive at every layer (+0.200 to +0.340; "
+            "both policies; with the category indicators and both sides' lengths as covariates and the permutation "
+            "within categories, it survives at 1 of 4 and 0 of 4 layers, though its partial r stays positive at every layer (+0.200 to +0.340; "
             "+0.050 to +0.200)") in old
     assert pl.pooling_limitation(p).startswith("The pair-level Holm counts depend on the pooling")
     table = pl.pair_table(p)
@@ -374,8 +374,8 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
 
     text = plain_text(ab.answer(panel_of()))
     assert text.startswith("Uniformity Asymmetry (UA), the difference in hidden-state similarity")
-    assert ("In two small models, its correlation across statement categories with the preference, the per-token loss "
-            "difference, is not robust: its sign rests on the category whose framings differ most in length, and a "
+    assert ("In two small models, its category-level correlation with the preference (per-token loss difference) is "
+            "not robust: its sign rests on the category whose framings differ most in length, and a "
             "lexical baseline from random token vectors matches it.") in text
     kept = panel_of(without=0.5)  # leaving the category out keeps the sign
     for docs in kept.results.values():
@@ -384,13 +384,13 @@ def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
     assert plain_text(ab.answer(kept)).endswith(
         "holds against one category left out, a lexical baseline and the token embeddings.")
     assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "With mean pooling, the correlation is +0.100 and +0.100 in the token embeddings, smaller than at the last layer")
+        "Raw, mean-pooled token embeddings give correlations of +0.100 and +0.100, smaller than at the last layer")
     mixed = panel_of()
     mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
     assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
         "respectively as large as and of the other sign than at the last layer")
     assert plain_text(ab.layer_zero_sentence(panel_of())) == (
-        "With mean pooling, the correlation is +0.900 and +0.900 in the token embeddings, as large as at the last layer")
+        "Raw, mean-pooled token embeddings give correlations of +0.900 and +0.900, as large as at the last layer")
 
 
 def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None,
@@ -440,8 +440,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert ("With both, over the pairs outside cat x, 0 of the 1 tests of A (none with mean pooling) and 0 of the 1 "
             "tests of B (none with mean pooling) survive") in text
     assert plain_text(pf.family_abstract(p)) == (
-        "with length and lexical covariates (mean pooling), one metric of one model survives (Holm across all "
-        "pair-level tests); without cat x, none does")
+        "with length and lexical covariates (mean pooling), one metric of one model survives (one Holm family); "
+        "without cat x, none does")
     assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category, none does")
     assert plain_text(pf.family_conclusion(p)) == (
         "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
@@ -455,6 +455,14 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
         "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one")
     assert plain_text(pf.family_abstract(signs)).endswith(
         "without cat x, two metrics of one model do, one, the centroid asymmetry, against the hypothesis's sign")
+    two = Panel({"a": {"pair_models": pair_doc(against, against)},
+                 "b": {"pair_models": pair_doc(family([("default", "mean", margin, 0.2, 0.01, True)]),
+                                               family([("default", "mean", margin, 0.2, 0.01, True)]))}})
+    assert plain_text(pf.family_abstract(two)).endswith(
+        "without cat x, two metrics of one model and one of the other do, one, the centroid asymmetry, against the "
+        "hypothesis's sign")
+    assert plain_text(pf.family_abstract(two, per_model=False, metric_names=False)).endswith(
+        "without cat x, two metrics of both models do, one against the hypothesis's sign")
     assert plain_text(pf.family_abstract(signs, metric_names=False)).endswith(
         "without cat x, two metrics of one model do, one against the hypothesis's sign")  # the abstract's fallback
     # a sign that only the lexical covariate gives (the partial r without it has the other sign) is not the metric's
@@ -474,16 +482,16 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     # r without covariates beside the partial r: the sign may change
-    assert ("| A | base | kNN density asymmetry | first-token | default | −0.100 | +0.300 |  | 1.50 | 0.010 |"
+    assert ("| A | base | kNN density asymmetry | first-token | default | −0.100 | +0.300 | — | 1.50 | 0.010 |"
             in table)
-    assert ("| B | base | margin asymmetry | mean | both | −0.100 | +0.200 |  | 1.50 | 0.030 |"
+    assert ("| B | base | margin asymmetry | mean | both | −0.100 | +0.200 | — | 1.50 | 0.030 |"
             in table)  # one test, both policies
     assert "|  | base, lex., subset | none |" in table
     # one test on the same states under several poolings: one row naming them; a p at its floor is starred
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
     shared["tests"]["at_floor"] = [True, True]
     q = Panel({"b": {"pair_models": pair_doc(shared, shared), "option_b": raw_r(0.1)}})
-    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.100 | +0.200 |  | 1.50 | 0.030* |"
+    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.100 | +0.200 | — | 1.50 | 0.030* |"
             in plain_text(pf.family_table(q)))
     none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
     assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
@@ -509,7 +517,7 @@ def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
     text = plain_text(ab.abstract(p))
     words = [w for w in text.split() if re.search(r"\w", w)]
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
-    assert "respectively" in text and "several metrics of both models survive" in text
-    assert "without that category, several metrics of both models do" in text
+    assert "respectively" in text and "three metrics of each model survive" in text
+    assert "without that category, three metrics of each model do" in text
     assert "; without that category, " in text  # the answer named it: the category whose framings differ most
     assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)

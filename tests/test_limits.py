@@ -32,7 +32,7 @@ def test_abtt_refuses_as_many_directions_as_the_rank_bound(n: int, d: int) -> No
     kept = reps.transform(x, "abtt", k=bound - 1)
     xc = x[:, 0] - x[:, 0].mean(axis=0)
     assert np.linalg.norm(kept[:, 0]) > 1e-3 * np.linalg.norm(xc)
-    sizes = limits.Sizes(statements=n, layers=2, hidden=d)
+    sizes = limits.Sizes(statements=n, layers=2, hidden=d, categories=6)
     assert limits.abtt_bound(sizes) == bound
     limits.check_abtt(AnalysisParams(abtt_k=bound - 1), sizes, source="f.h5")
     with pytest.raises(ConfigError, match=rf"analysis\.abtt_k: got {bound}, expected an integer from 1 to {bound - 1} "
@@ -41,7 +41,7 @@ def test_abtt_refuses_as_many_directions_as_the_rank_bound(n: int, d: int) -> No
 
 
 def test_the_memory_check_names_the_largest_count_and_a_value_that_fits() -> None:
-    sizes = limits.Sizes(statements=460, layers=31, hidden=576)
+    sizes = limits.Sizes(statements=460, layers=31, hidden=576, categories=6)
     params = AnalysisParams(bootstrap_resamples=10**9)
     needs = limits.memory_needs(params, sizes)
     # the bootstrap's (B, n) multiplicities and indices and (rows, B) correlations, directly

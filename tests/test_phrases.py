@@ -162,7 +162,7 @@ def test_sink_exclusion_phrase_says_when_the_policies_give_the_same_numbers() ->
     only_changed = Panel({"b": p.results["b"]})
     assert "same numbers" not in plain_text(fd.sink_exclusion_phrase(only_changed))
     assert plain_text(fd.published_comparison(with_published(p))).endswith(
-        "here; with position 0 excluded, +0.800 (B); the same numbers for A")
+        "as its published table gives it (`data/published/pythia-6-9b.json`), against +0.900 for both models here")
 
 
 def with_published(p: Panel) -> Panel:
@@ -252,3 +252,27 @@ def test_a_possessive_after_a_digit_keeps_its_apostrophe() -> None:
 
     phrase = prose(lambda: "SmolLM2's curve, Gemma's curve, 5'10\"")
     assert phrase() == "SmolLM2\u02bcs curve, Gemma's curve, 5'10\""
+
+
+def test_position_0_inversion_is_named_where_excluding_it_removes_the_negative_stretch() -> None:
+    from uaprobe.publishing.prose import phrases as ph
+
+    made = robustness(final_r=0.9, sx_r=[0.5, 0.4, 0.3, 0.6, 0.9], r=[0.5, -0.2, -0.8, -0.1, 0.9], lexical=0.5,
+                      without=-0.2)
+    partly = robustness(final_r=0.9, sx_r=[0.5, 0.4, -0.3, 0.6, 0.9], r=[0.5, -0.2, -0.8, 0.2, 0.9], lexical=0.5,
+                        without=-0.2)
+    same = robustness(final_r=0.9, sx_r=[0.5, -0.4, 0.3, 0.6, 0.9], r=[0.5, -0.4, 0.3, 0.6, 0.9], lexical=0.5,
+                      without=-0.2)  # the two policies agree: no check, not named
+    p = panel(a=made, b=partly, c=same)
+    assert plain_text(ph.inversion_phrase(p)) == (
+        "With mean pooling, under the default policy, the category-level r of A is negative at 3 of its 5 layers "
+        "(layers 1 to 3, down to −0.800) and, with position 0 excluded, at none of them; under the default policy, "
+        "the category-level r of B is negative at 2 of its 5 layers (layers 1 and 2, down to −0.800) and, with "
+        "position 0 excluded, at 1 (layer 2).")
+    conclusion = plain_text(ph.inversion_conclusion(p))
+    assert conclusion.startswith("The negative r at the intermediate layers of A comes from position 0")
+    assert "Position 0 makes part of the negative r at the intermediate layers of B" in conclusion
+    assert ph.inversion_phrase(panel(c=same)) == "" and ph.inversion_conclusion(panel(c=same)) == ""
+    more = robustness(final_r=0.9, sx_r=[-0.5, -0.4, -0.3, 0.6, 0.9], r=[0.5, -0.2, 0.3, 0.6, 0.9], lexical=0.5,
+                      without=-0.2)  # excluding position 0 leaves more negative layers: no claim for it
+    assert ph.inversion_conclusion(panel(d=more)) == ""

@@ -28,16 +28,18 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
     **{name: getattr(tables_original, name) for name in ("option_b_table", "phase_table", "control_table")},
     **{name: getattr(phrases, name) for name in (
         "sink_exclusion_phrase", "position0_phrase", "published_comparison",
-        "specification_significance_phrase", "panel_phrase")},
+        "specification_significance_phrase", "panel_phrase", "inversion_phrase")},
     **{name: getattr(findings, name) for name in (
         "length_phrase", "confound_verdict", "conclusion_phrase", "length_limitation")},
-    **{name: getattr(curve, name) for name in ("universe_phrase", "primary_phrase", "layer_zero_phrase", "curve_abstract")},
+    **{name: getattr(curve, name) for name in ("universe_phrase", "primary_phrase", "layer_zero_phrase", "curve_abstract",
+                                                "below_alpha_phrase")},
     **{name: getattr(direction, name) for name in (
         "direction_phrase", "standardized_phrase", "representation_r_phrase",
         "representation_table", "representation_change")},
     **{name: getattr(pair_findings, name) for name in (
         "old_knn_phrase", "pair_table", "pooling_limitation")},
-    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table")},
+    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table",
+                                                      "suppression_phrase")},
     **{name: getattr(abstract, name) for name in ("abstract", "answer", "layer_zero_sentence", "layer_zero_r_phrase")},
 }
 

@@ -31,6 +31,8 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
 from uaprobe.extraction.store import POOLINGS as STORED_POOLINGS
@@ -59,6 +61,8 @@ class Sizes:
     """L + 1: the token embeddings and every block."""
     hidden: int
     """D: the hidden size."""
+    categories: int
+    """C: the categories (the pair models' fixed effects)."""
 
     @property
     def pairs(self) -> int:
@@ -67,7 +71,8 @@ class Sizes:
 
 def sizes_of(emb: Embeddings) -> Sizes:
     """The :class:`Sizes` of an extraction file read by :func:`uaprobe.extraction.store.read_embeddings`."""
-    return Sizes(statements=len(emb.text), layers=emb.n_layers + 1, hidden=int(emb.pooled["mean"].shape[-1]))
+    return Sizes(statements=len(emb.text), layers=emb.n_layers + 1, hidden=int(emb.pooled["mean"].shape[-1]),
+                 categories=int(np.unique(np.asarray(emb.category)).size))
 
 
 def abtt_bound(sizes: Sizes) -> int:
@@ -97,9 +102,12 @@ def memory_needs(params: AnalysisParams, sizes: Sizes) -> dict[str, int]:
         # once across the threads), and the bootstrap correlations (rows, B); measured with 230 pairs and
         # 31 layers at 150,000 resamples: 0.97 of 7 n + rows, hence the margin
         "analysis.bootstrap_resamples": FLOAT * params.bootstrap_resamples * (8 * n + ROWS_PER_LAYER * layers),
-        # the pair models' permuted operand (n, m B) and orders (B, n), and a row block's projections;
-        # measured with 230 pairs at 100,000 permutations: 0.93 of 8 n + 256, hence the margin
-        "analysis.permutations": FLOAT * params.permutations * (9 * n + 4 * 64),
+        # the pair models' orders (B, n) and, at once, two permuted operands (n, m B): the length-only one, m =
+        # C + 2 (the preference's residual, the C - 1 centred category indicators, both lengths), and an
+        # incremental one with the S lexical seeds' columns besides; a row block's projections; measured with
+        # 96 pairs, 6 categories and one seed at 20,000 permutations: 0.84 of (2 C + S + 6) n + 256
+        "analysis.permutations": FLOAT * params.permutations
+        * ((2 * sizes.categories + rob.lexical_seeds + 6) * n + 4 * 64),
         # the labels of every partition of every bin count and both schemes, with their group sums (per pair),
         # and the per-bin uniformities of every view (rows x bins)
         "analysis.bins.partitions": FLOAT * params.bins.partitions * len(params.bins.k)

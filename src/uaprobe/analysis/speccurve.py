@@ -187,13 +187,35 @@ DUPLICATE_RULE = ("Specifications whose category UA vectors are bit-identical (t
                   "pooling, policy, representation, layer is counted, the others are listed as merged.")
 
 
-def below_alpha(p: np.ndarray, alpha: float) -> dict[str, Any]:
-    """How many of the specifications with a defined exact p (``p``: one per distinct specification) have it at or
-    below ``alpha``, uncorrected, and their share (0 where none is defined): without any effect about ``alpha`` of
-    them on average, more or fewer in one data set as the specifications are correlated."""
-    ok = np.isfinite(p)
-    n, below = int(ok.sum()), int((p[ok] <= alpha).sum())
-    return {"alpha": float(alpha), "n_specs": n, "n_below": below, "share": below / n if n else 0.0}
+def relabelled_p(r_perm: np.ndarray) -> np.ndarray:
+    """(P, S) each specification's exact p as if relabelling pi were the observed one: ``#{sigma: |r_sigma| >=
+    |r_pi| - tie} / P`` over its own column of ``r_perm`` (P, S), every category in it (P its every order). Row 0
+    (the identity) is each one's own exact p."""
+    a = np.abs(np.asarray(r_perm, dtype=float))
+    out = np.full(a.shape, np.nan)
+    for s in range(a.shape[1]):
+        col = a[:, s]
+        if not np.isfinite(col).all():
+            continue
+        ranked = np.sort(col)
+        out[:, s] = (col.size - np.searchsorted(ranked, col - TIE_TOLERANCE, side="left")) / col.size
+    return out
+
+
+def below_alpha(r_perm: np.ndarray, alpha: float) -> dict[str, Any]:
+    """The specifications (``r_perm``: (P, S) the distinct ones with every category under every relabelling, row
+    0 observed) whose exact p is at or below ``alpha``, uncorrected: their number and share, and the same share
+    under every relabelling (each applied to every specification at once, :func:`relabelled_p`), whose mean is
+    what chance gives and whose upper tail gives the exact p of the observed share. Specifications with an
+    undefined r are left out; so are those with a category left out, whose own test relabels only the rest (no
+    relabelling of all categories is one of theirs)."""
+    p = relabelled_p(np.asarray(r_perm, dtype=float)[:, np.isfinite(np.asarray(r_perm)[0])])
+    n = p.shape[1]
+    below = (p <= alpha).sum(axis=1)
+    share = below / n if n else np.zeros(p.shape[0])
+    return {"alpha": float(alpha), "n_specs": int(n), "n_below": int(below[0]) if n else 0,
+            "share": float(share[0]), "null_mean_share": float(share.mean()),
+            "null_p": float((share >= share[0] - 1e-12).mean()), "relabellings": int(p.shape[0])}
 
 
 def first_identical(ua: np.ndarray) -> np.ndarray:
@@ -293,6 +315,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "distinct": [bool(distinct[s]) for s in s_idx],
     }
     specs_distinct = distinct[s_idx]
+    every = specs_distinct & (j_idx == 0)  # the distinct specifications with every category
 
     # --- the joint tests: distinct specifications of a set of layers, every category or one out
     n_perm = stats.r_perm.shape[0]
@@ -372,7 +395,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "specs": specs,
         "null_band": _band_body(stats.r_perm[:, s_idx[specs_distinct], k_idx[specs_distinct], j_idx[specs_distinct]],
                                 level, rec, "null_band"),
-        "below_alpha": below_alpha(p[specs_distinct], alpha),
+        "below_alpha": below_alpha(stats.r_perm[:, s_idx[every], k_idx[every], j_idx[every]], alpha),
         "universe": universe,
         "joint": joint,
         "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),

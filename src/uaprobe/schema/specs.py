@@ -126,13 +126,19 @@ class NullBand(Record):
 
 
 class BelowAlpha(Record):
-    """The distinct specifications whose own exact p is at or below alpha, uncorrected: chance alone gives about
-    `alpha` of them on average, more or fewer in one data set as the specifications are correlated."""
+    """The distinct specifications with every category (every layer and choice) whose own exact p is at or below
+    alpha, uncorrected, against the same share under
+    every relabelling of the categories' preferences (applied to every specification at once, each specification's
+    p recomputed as if that relabelling were observed): chance gives `null_mean_share` on average, and the share of
+    relabellings at least as high as the observed one is its exact p."""
 
     alpha: float = Field(description="`analysis.alpha`")
-    n_specs: int = Field(description="distinct specifications with a defined exact p")
-    n_below: int = Field(description="how many have p <= alpha")
+    n_specs: int = Field(description="distinct specifications with a defined r")
+    n_below: int = Field(description="how many have their exact p <= alpha")
     share: float = Field(description="`n_below` / `n_specs` (0 where `n_specs` is 0)")
+    null_mean_share: float = Field(description="the mean share over every relabelling: what chance gives")
+    null_p: float = Field(description="the share of relabellings whose share is at least the observed one")
+    relabellings: int = Field(description="the relabellings (every order of the categories)")
 
 
 class JointTest(Record):

@@ -101,7 +101,9 @@ FIGURES: tuple[FigureSpec, ...] = (
     _model("pairs", ("pairs",),
            {"pairs": ("poolings/*/pearson_r", "poolings/*/bootstrap_ci_low", "poolings/*/bootstrap_ci_high")},
            lambda d: figures_groups.pairs_figure(d["pairs"]),
-           "{display}: per layer and pooling, r between the within-category centroid score of each pair and its "
+           "{display}: per layer and pooling, r between the within-category centroid score of each pair (the cosine of "
+           "its A state to the centroid of its category's A states minus that of its B state to its category's B "
+           "centroid) and its "
            "preference over all pairs, with a percentile bootstrap interval over pairs resampled independently, which "
            "ignores their categories and is not valid for inference (this project's statistic, not the original's "
            "Option B)."),
@@ -127,6 +129,12 @@ FIGURES: tuple[FigureSpec, ...] = (
                "over the pointwise permutation null band (per rank, the central share of the sorted curves under every "
                "relabelling of the categories' preferences; the share is the confidence level of params.yaml), above "
                "the choices that make it."),
+    FigureSpec("category_scatter", "models", ("validation", "layerwise"),
+               (("validation", ("variants/mean/table/*/ua", "variants/mean/table/*/mean_preference")),),
+               lambda d: figures_groups.category_scatter_figure({m: docs["validation"] for m, docs in d.items()},
+                                                                preference_unit=_unit(next(iter(d.values())))),
+               "Every model's categories: UA against the mean preference at the last layer (mean pooling, default "
+               "position-0 policy), each category named; the category-level r is the correlation of these points."),
     FigureSpec("scaling", "panel", (PANEL,),
                ((PANEL, ("poolings/mean/models/*/r", "poolings/mean/models/*/depth_pct",
                          "poolings/mean/models/*/peak_positive")),),

@@ -21,7 +21,7 @@ ROWS: tuple[tuple[str, str], ...] = (("pooling", "pooling"), ("policy", "positio
                                      ("representation", "representation"), ("nll", "NLL"),
                                      ("left_out", "left out"))
 """The choice columns drawn as indicator rows, top to bottom, and their labels."""
-SIGNIFICANT = "exact p < {alpha:g}"
+SIGNIFICANT = "exact p \u2264 {alpha:g}"
 """The label of the indicator row that marks the specifications whose own exact permutation p is below α."""
 NULL_BAND = "{level:g} % of the\nrelabelled curves"
 """The legend entry of the permutation null band (``null_band`` of the results)."""
@@ -125,7 +125,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             p = arr(doc.specs.permutation_p)[keep]
             columns = [np.array([v == p_ for v in getattr(doc.specs, col)], dtype=float)[keep]
                        for col, _, p_ in options]
-            rows = [np.nan_to_num(p, nan=1.0) < alpha] + columns
+            rows = [np.nan_to_num(p, nan=1.0) <= alpha] + columns
             for i, taken in enumerate(rows):
                 share = np.array([np.mean(taken[a:b]) for a, b in zip(edges[:-1], edges[1:])])
                 group = 7 if i == 0 else [c for c, _ in ROWS].index(options[i - 1][0])

@@ -15,10 +15,12 @@ import math
 from collections.abc import Mapping
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from uaprobe.names import POOLINGS
-from uaprobe.publishing.figures.plotting import (LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE, R_LABEL, arr, layer_axis,
-                                         new_figure, pick, place_point_labels, style, model_title, zero_line)
+from uaprobe.publishing.figures.plotting import (LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE, PRINT_WIDTH_IN, R_LABEL,
+                                                 arr, layer_axis, new_figure, pick, place_point_labels, style,
+                                                 model_title, zero_line)
 from uaprobe.schema.categories import Bins, Validation
 from uaprobe.schema.pairs import Pairs
 
@@ -109,6 +111,31 @@ def validation_figure(
     return fig
 
 
+def category_scatter_figure(validations: Mapping[str, Validation], *, variant: str = "mean",
+                            preference_unit: str = "nats/token") -> Figure:
+    """Every model's categories side by side at print width: UA against the mean preference at the last
+    layer, each point named (the paper's view of how one category sets the category-level r)."""
+    models = list(validations.values())
+    with style():
+        fig = new_figure(PRINT_WIDTH_IN, 2.9)
+        axes = fig.subplots(1, max(len(models), 1), squeeze=False)[0]
+        for ax, doc in zip(axes, models):
+            table = pick(doc.variants, variant, where="variants", of=doc.model).table
+            ua = arr([row.ua for row in table])
+            pref = arr([row.mean_preference for row in table])
+            ax.scatter(ua, pref, s=30, color=OKABE_ITO[0], edgecolors="black", linewidths=0.7, zorder=5)
+            zero_line(ax, axis="y")
+            zero_line(ax, axis="x")
+            ax.set_xlabel("UA = U(A) \u2212 U(B)", fontsize=8)
+            ax.set_title(f"{model_title(doc)}, layer {doc.layer}", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(4))  # ticks that do not run into one another at print width
+            place_point_labels(ax, [(row.category.replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
+                                    if not (math.isnan(x) or math.isnan(y))], fontsize=7)
+        axes[0].set_ylabel(f"mean preference NLL(B) \u2212 NLL(A)\n({preference_unit})", fontsize=8)
+    return fig
+
+
 # --------------------------------------------------------------------------------------------
 # Added analysis: pair level
 # --------------------------------------------------------------------------------------------
@@ -135,7 +162,8 @@ def pairs_figure(pairs: Pairs) -> Figure:
         layer_axis(ax, layers)
         ax.set_ylabel("r(within-category centroid score, preference)\n(Pearson r, unitless)")
         ax.set_title(f"{model_title(pairs)}: within-category centroid score"
-                     + (f"\n(n = {n_pairs} pairs; bands: bootstrap CI)" if n_pairs else ""))
+                     + (f"\n(n = {n_pairs} pairs; bands: pair bootstrap spread, ignores the categories)"
+                        if n_pairs else ""))
         ax.legend(loc="best")
     return fig
 

@@ -50,13 +50,13 @@ def answer(out: Outputs) -> str:
         reasons.append("its sign rests on the category whose framings differ most in length")
     if _all(lexical_matches_or_beats(out), out):
         reasons.append("a lexical baseline from random token vectors matches it")
-    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of a "
-             "statement, was proposed to probe a language model's preferred framing.")
+    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between a statement's two "
+             "framings, was proposed to probe a model's preferred framing.")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
     across = "across statement categories"
     if reasons:
         listed = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + f", and {reasons[-1]}"
-        second = (f"In {models}, its correlation {across} with the preference, the per-token loss difference, "
+        second = (f"In {models}, its category-level correlation with the preference (per-token loss difference) "
                   f"is not robust: {listed}.")
     else:
         second = (f"In {models}, its correlation with the models' preference {across} holds against one category "
@@ -81,7 +81,7 @@ def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
     words = [layer_zero_relation(out, m, pooling) for m in out.models]
     than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
             f"respectively {join_words(words)} at the last layer")
-    return f"With {pooling} pooling, the correlation is {zero} in the token embeddings, {than}"
+    return f"Raw, {pooling}-pooled token embeddings give correlations of {zero}, {than}"
 
 
 @prose
@@ -94,13 +94,14 @@ def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
 def abstract(out: Outputs) -> str:
     """The whole abstract: the answer, the primary test and the test without the category, layer 0, and the
     pair-level family with the declared pooling (at most :data:`WORDS` words and :data:`NUMBERS` numbers). The
-    pair-level clause names the metrics against the hypothesis's sign where the budget allows, else counts them."""
+    pair-level clause counts the surviving metrics per model and names those against the hypothesis's sign where
+    the budget allows, and says less where it does not."""
     named = names_left_out_category(out)
     head = f"{answer(out)} {curve_abstract(out, category_named=named)}. {layer_zero_sentence(out)}. "
     text = ""
-    for metric_names in (True, False):
+    for per_model, metric_names in ((True, True), (True, False), (False, False)):
         text = (head + "Of a follow-up study's five pair-level scores (not UA), "
-                f"{family_abstract(out, category_named=named, metric_names=metric_names)}.")
+                f"{family_abstract(out, category_named=named, metric_names=metric_names, per_model=per_model)}.")
         if word_count(text) <= WORDS:
             break
     return text

@@ -112,14 +112,16 @@ def across_models(out: Outputs, m: str, key: str) -> Any:
 
 @prose
 def below_alpha_phrase(out: Outputs) -> str:
-    """The share of distinct specifications whose own exact p is below α, uncorrected, per model, against what
-    chance gives (the first indicator row of the curve figure)."""
-    shares = join_words([f"{out.v(m, CURVE, 'below_alpha/share', 'percent')} % of the "
-                         f"{out.v(m, CURVE, 'below_alpha/n_specs', 'thousands')} of {out.display(m)}"
-                         for m in out.models])
-    return (f"Uncorrected, the exact p of a distinct specification is at or below α for {shares} (the first indicator "
-            "row of @fig-specification-curve); without any effect, about α of them would be, on average, and more "
-            "or fewer in one data set, as the specifications are correlated.")
+    """Per model, the share of distinct specifications with every category whose own exact p is at or below α,
+    uncorrected, against its mean over the relabellings (what chance gives) and its exact p."""
+    parts = join_words([f"{out.v(m, CURVE, 'below_alpha/share', 'percent')} % of the "
+                        f"{out.v(m, CURVE, 'below_alpha/n_specs', 'thousands')} specifications of {out.display(m)} (against "
+                        f"{out.v(m, CURVE, 'below_alpha/null_mean_share', 'percent')} % on average over the "
+                        f"relabellings; p = {out.v(m, CURVE, 'below_alpha/null_p', 'p')})" for m in out.models])
+    return ("Uncorrected, the exact p of a distinct specification with every category (any layer and choice) is at "
+            f"or below α for {parts}. The p of such a share applies every relabelling of the categories' preferences "
+            "to all the specifications at once, which keeps their correlation (the first indicator row of "
+            "@fig-specification-curve marks them, with those that leave a category out).")
 
 
 @prose

@@ -16,7 +16,7 @@ from typing import Any
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS, representation_median, representations
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
-from uaprobe.publishing.provenance.values import Value, median_key
+from uaprobe.publishing.provenance.values import Value, median_key, plain_text
 from uaprobe.publishing.prose.wording import DOMINATES, NEAR_ZERO
 
 DIMENSIONS = "dimensions"
@@ -170,7 +170,8 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
             finite = [(v, i) for i, v in enumerate(values) if v is not None]
             low, high = ((out.v(m, DIMENSIONS, f'{key}/{min(finite)[1]}', 's3'),
                           out.v(m, DIMENSIONS, f'{key}/{max(finite)[1]}', 's3')) if finite else (None, None))
-            cos = "n/a" if low is None else f"{low} at every layer" if str(low) == str(high) else f"{low} to {high}"
+            cos = ("n/a" if low is None else f"{low} at every layer" if plain_text(str(low)) == plain_text(str(high))
+                   else f"{low} to {high}")
             rows.append([out.display(m) if k == representations(out, m)[0] else "", REPRESENTATION_WORDS.get(k, k), cos,
                          str(representation_median(out, m, k)), str(last[k]) if k in last else "n/a"])
     return markdown_table(header, rows)

@@ -196,7 +196,7 @@ def family_table(out: Outputs) -> str:
                              ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
                              out.at(ob, f"poolings/{t.poolings[0]}/metrics/{metric}/pearson_r/{last}"),
                              out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
-                             "" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
+                             "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
                              out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
                              f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
                              + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
@@ -210,11 +210,12 @@ HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
 a positive partial r); the others' sign has no stated prediction."""
 
 
-def _who_survives(out: Outputs, family: str, *, metric_names: bool = True) -> tuple[str, int]:
+def _who_survives(out: Outputs, family: str, *, metric_names: bool = True, per_model: bool = True) -> tuple[str, int]:
     """``one metric of one model`` / ``several metrics of both models``: how many metrics of ``family`` survive
     with the reported pooling, and of which models, without numbers or metric names; where some of them have
     the sign opposite to :data:`HYPOTHESIS_SIGN`, and one that the base covariates alone also give, says so (naming
-    one or two such metrics with ``metric_names``)."""
+    one or two such metrics with ``metric_names``); ``per_model``: with two models that both hold some, how many of
+    each (``two metrics of one model and one of the other``)."""
     key = FAMILIES[family]
     found = {m: [(out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}"),
                   None if test_sign(out, m, family, t.row) == SUPPRESSED else
@@ -226,6 +227,12 @@ def _who_survives(out: Outputs, family: str, *, metric_names: bool = True) -> tu
            "one model" if len(holders) == 1 else "every model" if len(holders) == len(out.models) else
            "some models")
     words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'} metrics"
+    counts = sorted((len({k for k, _ in found[m]}) for m in holders), reverse=True)
+    if per_model and len(holders) == len(out.models) == 2:
+        first = f"{NUMBER_WORDS.get(counts[0], 'several')} metric{'s' if counts[0] > 1 else ''}"
+        words = (f"{first} of each model" if counts[0] == counts[1] else
+                 f"{first} of one model and {NUMBER_WORDS.get(counts[1], 'several')} of the other")
+        who = ""
     against = sorted({k for ks in found.values() for k, r in ks
                       if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
     named = join_words([f"the {METRIC_WORDS.get(k, pretty(k))}" for k in against])
@@ -233,23 +240,24 @@ def _who_survives(out: Outputs, family: str, *, metric_names: bool = True) -> tu
             f", {'one' if len(against) == 1 else 'two'}, {named}, against the hypothesis's sign"
             if len(against) <= 2 and metric_names else
             f", {NUMBER_WORDS.get(len(against), 'some')} against the hypothesis's sign")
-    return f"{words} of {who}{tail}", len(metrics)
+    return (f"{words} of {who}" if who else words) + tail, len(metrics)
 
 
 @prose
-def family_abstract(out: Outputs, *, category_named: bool = False, metric_names: bool = True) -> str:
+def family_abstract(out: Outputs, *, category_named: bool = False, metric_names: bool = True,
+                    per_model: bool = True) -> str:
     """The incremental family with the reported pooling, then the same without the declared category's pairs, in
     one number-free clause; ``category_named``: the abstract named that category before; ``metric_names``: name
-    the metrics against the hypothesis's sign (:func:`_who_survives`)."""
+    the metrics against the hypothesis's sign, ``per_model``: count them per model (:func:`_who_survives`)."""
     pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
     lead = f"with length and lexical covariates ({POOLING_WORDS.get(pooling, pooling)} pooling), "
-    words, n = _who_survives(out, "incremental", metric_names=metric_names)
+    words, n = _who_survives(out, "incremental", metric_names=metric_names, per_model=per_model)
     head, _, tail = words.partition(", ")
     text = lead + (f"{head} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
-    text += " (Holm across all pair-level tests)" + (f", {tail}" if tail else "")
+    text += " (one Holm family)" + (f", {tail}" if tail else "")
     category = ("that category" if category_named else
                 pretty(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
-    words, n = _who_survives(out, "without_category", metric_names=metric_names)
+    words, n = _who_survives(out, "without_category", metric_names=metric_names, per_model=per_model)
     if not n:
         return text + f"; without {category}, none does"
     head, _, tail = words.partition(", ")

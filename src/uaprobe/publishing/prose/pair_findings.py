@@ -59,8 +59,8 @@ def old_knn_phrase(out: Outputs, pooling: str = "mean") -> str:
         models.append((holm_count(out, m, KNN, pooling=pooling), n_layers(out, m),
                        out.v(m, PAIRS, f"{b}/partial_r_min"), out.v(m, PAIRS, f"{b}/partial_r_max")))
     text = (f"Option B's test of the kNN density asymmetry (@tbl-optionb), which permutes the preference over all "
-            f"pairs, finds its r significant after Holm's correction at {join_words(parts)}; with both sides' lengths "
-            f"as covariates and the permutation within categories, it survives at "
+            f"pairs, finds its r significant after Holm's correction at {join_words(parts)}; with the category "
+            f"indicators and both sides' lengths as covariates and the permutation within categories, it survives at "
             f"{join_words([f'{n} of {total}' for n, total, _, _ in models])} layers")
     positive = [(lo, hi) for _, _, lo, hi in models if lo.raw is not None and lo.raw > 0]
     if len(positive) == len(models):
@@ -73,8 +73,7 @@ def pair_table(out: Outputs, pooling: str = "mean") -> str:
     """Per model and metric (mean pooling): the layers surviving Holm under each policy, the partial r range
     over the layers with position 0 excluded, and the lexical baseline's median partial r and significant
     seeds."""
-    header = ["Model", "Metric", "Holm layers, pos. 0 excl.", "Holm layers, default", "Partial r, min to max",
-              "Lexical median r", "Lexical seeds sig."]
+    header = ["Model", "Metric", "Holm, excl.", "Holm, default", "Partial r range", "Lex. median", "Lex. sig."]
     rows = []
     for m in out.models:
         for i, k in enumerate(metrics(out, m, pooling=pooling)):
@@ -82,7 +81,7 @@ def pair_table(out: Outputs, pooling: str = "mean") -> str:
             med, sig, seeds = lexical(out, m, k)
             rows.append([out.display(m) if i == 0 else "", METRIC_WORDS.get(k, pretty(k)),
                          f"{holm_count(out, m, k, pooling=pooling)} of {n_layers(out, m)}",
-                         str(holm_count(out, m, k, 'default', pooling)),
+                         f"{holm_count(out, m, k, 'default', pooling)} of {n_layers(out, m)}",
                          f"{out.v(m, PAIRS, f'{b}/partial_r_min')} to {out.v(m, PAIRS, f'{b}/partial_r_max')}",
                          str(med), f"{sig} of {seeds}"])
     return markdown_table(header, rows, align="llrrrrr")

@@ -120,10 +120,10 @@ def negative_layers(out: Outputs, m: str, file: str, pooling: str = "mean") -> l
 
 
 def layer_span(layers: Sequence[int]) -> str:
-    """``layers 12 to 29`` for a run of adjacent layers, else ``layers 3, 5 and 9``."""
+    """``layers 12 to 29`` for a run of more than two adjacent layers, else ``layers 3, 5 and 9``."""
     if len(layers) == 1:
         return f"layer {layers[0]}"
-    if list(layers) == list(range(layers[0], layers[-1] + 1)):
+    if len(layers) > 2 and list(layers) == list(range(layers[0], layers[-1] + 1)):
         return f"layers {layers[0]} to {layers[-1]}"
     return "layers " + join_words([str(i) for i in layers])
 
@@ -162,9 +162,11 @@ def inversion_phrase(out: Outputs, pooling: str = "mean") -> str:
 
 def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
     """The Conclusion's clause: for which models position 0 alone makes the negative stretch of the layer curve
-    (none of it remains without it), or how much remains; empty where no curve has one."""
+    (none of it remains without it), or part of it (what remains is some of its layers and no other); empty where
+    no curve has one, or where excluding position 0 does not shrink it."""
     made = [out.display(m) for m, default, excluded in position0_inversions(out, pooling) if not excluded]
-    partly = [out.display(m) for m, default, excluded in position0_inversions(out, pooling) if excluded]
+    partly = [out.display(m) for m, default, excluded in position0_inversions(out, pooling)
+              if excluded and set(excluded) < set(default)]
     text = []
     if made:
         text.append(f"The negative r at the intermediate layers of {join_words(made)} comes from position 0, the "
@@ -290,14 +292,10 @@ def published_format(x: Any) -> str:
 
 @prose
 def published_comparison(out: Outputs) -> str:
-    """The original study's Pythia-6.9B final-layer r beside this panel's, under both policies."""
-    differ = [m for m in out.models if m not in same_pooling_models(out)]
-    same = [out.display(m) for m in out.models if m not in differ]
-    excluded = "; ".join(([per_model(out, 'robustness', 'policies/sink_excluded/final_r', models=differ)] if differ else [])
-                         + ([f"the same numbers for {join_words(same)}"] if same else []))
+    """The original study's Pythia-6.9B final-layer r beside this panel's (default policy)."""
     return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, as its "
             f"published table gives it (`{PUBLISHED_PYTHIA}`), against {per_model(out, 'robustness', 'policies/default/final_r')} "
-            f"here; with position 0 excluded, {excluded}")
+            "here")
 
 
 @prose
