@@ -66,7 +66,7 @@ def _family(metric, pooling, p, r, counted, floor=1 / 1000):
         "tests": {"policy": ["default"] * n, "pooling": pooling, "metric": metric, "partial_r": r,
                   "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "at_floor": [False] * n,
                   "reported": [x == "mean" for x in pooling], "counted": counted, "vif": [1.0] * n,
-                  "base_partial_r": [None] * n}})
+                  "base_partial_r": [None] * n, "pearson_r": r}})
 
 
 def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> None:

@@ -408,7 +408,7 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
         assert verts[:, 0].min() == 0 and verts[:, 0].max() == finite.size - 1
         assert verts[:, 1].min() == pytest.approx(low.min()) and verts[:, 1].max() == pytest.approx(high.max())
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
-    assert labels[0] == "exact p < 0.05"  # the significant specifications, first row
+    assert labels[0] == "exact p ≤ 0.05"  # the significant specifications, first row
     for word in ("raw", "z-scored", "ABTT"):
         assert f"representation: {word}" in labels
     assert "position 0: excluded" in labels and not any("zscore" in t or "sink" in t for t in labels)

@@ -336,7 +336,7 @@ def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve(
 def test_the_representation_change_names_the_transform_and_the_layers_where_the_sign_differs() -> None:
     mid = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8]}))}})
     assert plain_text(dr.representation_change(mid)) == ("z-scoring, which removes it, changes the sign of the "
-                                                         "category-level r at intermediate layers (e.g. layer 1 of A), "
+                                                         "category-level r at layers before the last (e.g. layer 1 of A), "
                                                          "not at the last layer")
     abtt = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, -0.3, 0.8],
                                                            "abtt": [0.1, 0.2, 0.7]}))}})
@@ -344,15 +344,15 @@ def test_the_representation_change_names_the_transform_and_the_layers_where_the_
     each = Panel({"a": {"specification_curve": curve(grid({"raw": [-0.2, -0.9, 0.9], "zscore": [-0.2, 0.3, 0.8],
                                                            "abtt": [0.1, -0.6, 0.7]}))}})
     assert plain_text(dr.representation_change(each)) == ("z-scoring and ABTT, which remove it, each change the sign of "
-                                                          "the category-level r at intermediate layers (e.g. z-scoring at "
+                                                          "the category-level r at layers before the last (e.g. z-scoring at "
                                                           "layer 1 of A), not at the last layer")
     last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, -0.8]}))}})
-    assert plain_text(dr.representation_change(last)).endswith("at intermediate layers (e.g. layer 1 of A) and at the "
+    assert plain_text(dr.representation_change(last)).endswith("at layers before the last (e.g. layer 1 of A) and at the "
                                                                "last layer of A")
     split = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, -0.9, 0.9], "zscore": [0.2, 0.3, 0.8],
                                                             "abtt": [0.1, -0.6, -0.7]}))}})
     assert plain_text(dr.representation_change(split)) == ("z-scoring, which removes it, changes the sign of the "
-                                                           "category-level r at intermediate layers (e.g. layer 1 of A), "
+                                                           "category-level r at layers before the last (e.g. layer 1 of A), "
                                                            "and ABTT at the last layer of A")
     only_last = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, -0.3]}))}})
     assert plain_text(dr.representation_change(only_last)) == ("z-scoring, which removes it, changes the sign of the "
@@ -404,6 +404,7 @@ def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int
     tests["at_floor"] = [False for _ in rows]
     tests["vif"] = [1.5 for _ in rows]
     tests["base_partial_r"] = [None for _ in rows] if base is None else base
+    tests["pearson_r"] = [-0.1 for _ in rows]  # r without covariates
     return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
             "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
 
@@ -454,17 +455,22 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_conclusion(signs)).endswith(
         "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one")
     assert plain_text(pf.family_abstract(signs)).endswith(
-        "without cat x, two metrics of one model do, one, the centroid asymmetry, against the hypothesis's sign")
+        "without cat x, two metrics of one model do, none with the hypothesis's sign (the centroid asymmetry against "
+        "it)")
     two = Panel({"a": {"pair_models": pair_doc(against, against)},
                  "b": {"pair_models": pair_doc(family([("default", "mean", margin, 0.2, 0.01, True)]),
                                                family([("default", "mean", margin, 0.2, 0.01, True)]))}})
     assert plain_text(pf.family_abstract(two)).endswith(
-        "without cat x, two metrics of one model and one of the other do, one, the centroid asymmetry, against the "
-        "hypothesis's sign")
+        "without cat x, two metrics of one model and one of the other do, none with the hypothesis's sign (the "
+        "centroid asymmetry against it)")
     assert plain_text(pf.family_abstract(two, per_model=False, metric_names=False)).endswith(
-        "without cat x, two metrics of both models do, one against the hypothesis's sign")
+        "without cat x, two metrics of both models do, none with the hypothesis's sign")
+    mixed = family([("default", "mean", "centroid_asymmetry", 0.3, 0.01, True),
+                    ("default", "mean", "knn_density_asymmetry", -0.2, 0.01, True)])
+    assert plain_text(pf.family_abstract(Panel({"b": {"pair_models": pair_doc(mixed, mixed)}}))).endswith(
+        "without cat x, two metrics of one model do, one with the hypothesis's sign and one against it")
     assert plain_text(pf.family_abstract(signs, metric_names=False)).endswith(
-        "without cat x, two metrics of one model do, one against the hypothesis's sign")  # the abstract's fallback
+        "without cat x, two metrics of one model do, none with the hypothesis's sign")  # the abstract's fallback
     # a sign that only the lexical covariate gives (the partial r without it has the other sign) is not the metric's
     flipped = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
                       ("default", "mean", margin, 0.2, 0.01, True)], base=[0.1, 0.25])
@@ -490,6 +496,7 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     # one test on the same states under several poolings: one row naming them; a p at its floor is starred
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
     shared["tests"]["at_floor"] = [True, True]
+    shared["tests"]["pearson_r"] = [0.1, 0.1]
     q = Panel({"b": {"pair_models": pair_doc(shared, shared), "option_b": raw_r(0.1)}})
     assert ("| B | base | margin asymmetry | mean, last-token | both | +0.100 | +0.200 | — | 1.50 | 0.030* |"
             in plain_text(pf.family_table(q)))

@@ -416,6 +416,9 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
              and inc["family"]["tests"]["metric"][j] == "cross_centroid")
     assert inc["family"]["tests"]["base_partial_r"][j] == body["family"]["tests"]["partial_r"][j]
     assert all(v is None for v in body["family"]["tests"]["base_partial_r"])
+    # r without covariates over the family's own pairs
+    assert wc["family"]["tests"]["pearson_r"][i] == pytest.approx(corr_loop(x3, pref[keep]), abs=1e-12)
+    assert inc["family"]["tests"]["pearson_r"][j] == pytest.approx(corr_loop(model[3], pref), abs=1e-12)
     assert wc["family"]["n_tests"] == 10
     head = pairmodels.headline_metrics(body)["default"]["cross_centroid"]
     i = next(i for i in range(10) if inc["family"]["tests"]["pooling"][i] == "mean"
@@ -445,8 +448,8 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
     # over the lexical metric only noise is left: r within four null standard errors, p far from its floor
     assert abs(t.r[0]) < 4 / np.sqrt(cat.size) and t.p[0] > 0.01
     assert t.r[1] > 0.5 and t.p[1] == pytest.approx(1 / 1000)
-    fam = incremental.family_results([incremental.FamilyTest("default", "mean", "m", t.r[0], t.p[0], 1.0, np.nan),
-                                      incremental.FamilyTest("default", "last", "m", t.r[1], t.p[1], 1.0, np.nan)],
+    fam = incremental.family_results([incremental.FamilyTest("default", "mean", "m", t.r[0], t.p[0], 1.0, np.nan, 0.1),
+                                      incremental.FamilyTest("default", "last", "m", t.r[1], t.p[1], 1.0, np.nan, 0.2)],
                                      layer=2, reported_pooling="mean", permutations=999, alpha=0.01,
                                      rec=NanReasons())
     assert fam["tests"]["at_floor"] == [False, True] and fam["tests"]["holm_reject"] == [False, True]

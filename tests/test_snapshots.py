@@ -35,7 +35,7 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
                                                 "below_alpha_phrase")},
     **{name: getattr(direction, name) for name in (
         "direction_phrase", "standardized_phrase", "representation_r_phrase",
-        "representation_table", "representation_change")},
+        "representation_table", "representation_change", "layer_zero_representation_phrase")},
     **{name: getattr(pair_findings, name) for name in (
         "old_knn_phrase", "pair_table", "pooling_limitation")},
     **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table",

@@ -96,6 +96,13 @@ def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: M
     return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
 
 
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's r of ``x`` and ``y`` (n,); NaN where either is constant."""
+    dx, dy = np.asarray(x, dtype=float) - np.mean(x), np.asarray(y, dtype=float) - np.mean(y)
+    den = float(np.sqrt((dx @ dx) * (dy @ dy)))
+    return float(dx @ dy) / den if den > 0 else float("nan")
+
+
 def vif(x: np.ndarray, covariates: np.ndarray) -> float:
     """The variance inflation factor ``1 / (1 - R^2)`` of ``x`` (n,) regressed on ``[1, covariates]``
     (n, k): how far the covariates span the metric (inf where they span it exactly, NaN for a
@@ -124,6 +131,8 @@ class FamilyTest(NamedTuple):
     """:func:`vif` of the metric on the test's covariates"""
     base_partial_r: float
     """the partial r of the same pairs without the lexical covariates (NaN in a family without them)"""
+    pearson_r: float
+    """the metric's r with the preference over the same pairs, without covariates"""
 
 
 @dataclass(frozen=True)
@@ -154,7 +163,7 @@ def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: 
                 extra = np.asarray(pm.lexical[p][m])[:, keep].T
                 t = projections(base, extra).test(x[None, :])
                 tests.append(FamilyTest(key, p, m, float(t.r[0]), float(t.p[0]), vif(x, np.column_stack([base, extra])),
-                                        controls.partial_r(x, y, base).r))
+                                        controls.partial_r(x, y, base).r, pearson(x, y)))
     return tests
 
 
@@ -201,7 +210,9 @@ def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling:
                                     "the metric is constant over the pairs"),
                   "base_partial_r": rec.series("tests/base_partial_r",
                                                np.array([t.base_partial_r for t in tests], dtype=float),
-                                               "no lexical covariate in this family, or the partial r is undefined")},
+                                               "no lexical covariate in this family, or the partial r is undefined"),
+                  "pearson_r": rec.series("tests/pearson_r", np.array([t.pearson_r for t in tests], dtype=float),
+                                          "the metric or the preference is constant over the pairs")},
     }
 
 
@@ -210,10 +221,10 @@ def _equal(a: float, b: float, tol: float) -> bool:
 
 
 def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int,
-              checks: Mapping[tuple[str, str, str], tuple[float, float]]) -> list[FamilyTest]:
+              checks: Mapping[tuple[str, str, str], tuple[float, float, float]]) -> list[FamilyTest]:
     """The tests at ``layer`` of the serialised per-layer entries ``policies[policy][pooling][metric]``
     (``partial_r``, ``permutation_p``; None -> NaN), with ``checks[policy, pooling, metric] = (vif,
-    base_partial_r)``."""
+    base_partial_r, pearson_r)``."""
     def f(v: Any) -> float:
         return np.nan if v is None else float(v)
     return [FamilyTest(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]), *checks[key, p, m])
@@ -221,5 +232,5 @@ def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer:
 
 
 __all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "FamilyTest", "PolicyMetrics", "family_of",
-                          "family_results", "incremental_tests", "lexical_metrics", "lexical_states",
+                          "family_results", "incremental_tests", "lexical_metrics", "lexical_states", "pearson",
                           "pooled_positions", "tests_over", "vif")

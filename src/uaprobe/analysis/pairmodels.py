@@ -277,7 +277,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     inc_inputs: dict[str, incremental.PolicyMetrics] = {}
-    checks: dict[str, dict[tuple[str, str, str], tuple[float, float]]] = {"family": {}, "incremental/family": {}}
+    checks: dict[str, dict[tuple[str, str, str], tuple[float, float, float]]] = {"family": {}, "incremental/family": {}}
     fixed = category_indicators(category_of_pair, len(categories))
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
@@ -308,10 +308,11 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             for m in names:
                 x = np.asarray(values[p][m])[layer]
                 r_base = poolings[p][m]["partial_r"][layer]
-                checks["family"][key, p, m] = (incremental.vif(x, base), np.nan)
+                r = incremental.pearson(x, pref)
+                checks["family"][key, p, m] = (incremental.vif(x, base), np.nan, r)
                 checks["incremental/family"][key, p, m] = (
                     incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
-                    np.nan if r_base is None else float(r_base))
+                    np.nan if r_base is None else float(r_base), r)
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
             "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,

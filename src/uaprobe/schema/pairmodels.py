@@ -75,6 +75,8 @@ class FamilyTests(Record):
                                                    "and lengths alone (null in a family without lexical "
                                                    "covariates): a sign that differs from `partial_r` is set by the "
                                                    "lexical covariate (suppression)")
+    pearson_r: list[Stat] = Field(description="the metric's r with the preference over the same pairs, without "
+                                              "covariates")
 
 
 class PairFamily(Record):

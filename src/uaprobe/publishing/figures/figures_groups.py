@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -114,25 +115,29 @@ def validation_figure(
 def category_scatter_figure(validations: Mapping[str, Validation], *, variant: str = "mean",
                             preference_unit: str = "nats/token") -> Figure:
     """Every model's categories side by side at print width: UA against the mean preference at the last
-    layer, each point named (the paper's view of how one category sets the category-level r)."""
+    layer, one colour and marker per category with one legend (points too close to name apart stay apart by
+    colour), the paper's view of how one category sets the category-level r."""
     models = list(validations.values())
     with style():
-        fig = new_figure(PRINT_WIDTH_IN, 2.9)
+        fig = new_figure(PRINT_WIDTH_IN, 3.1)
         axes = fig.subplots(1, max(len(models), 1), squeeze=False)[0]
+        handles: dict[str, Any] = {}
         for ax, doc in zip(axes, models):
             table = pick(doc.variants, variant, where="variants", of=doc.model).table
-            ua = arr([row.ua for row in table])
-            pref = arr([row.mean_preference for row in table])
-            ax.scatter(ua, pref, s=30, color=OKABE_ITO[0], edgecolors="black", linewidths=0.7, zorder=5)
+            for i, row in enumerate(table):
+                name = row.category.replace("_", " ")
+                handles[name] = ax.scatter([row.ua], [row.mean_preference], s=34, marker=MARKERS[i % len(MARKERS)],
+                                           color=OKABE_ITO[i % len(OKABE_ITO)], edgecolors="black", linewidths=0.6,
+                                           zorder=5, label=name)
             zero_line(ax, axis="y")
             zero_line(ax, axis="x")
             ax.set_xlabel("UA = U(A) \u2212 U(B)", fontsize=8)
             ax.set_title(f"{model_title(doc)}, layer {doc.layer}", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.xaxis.set_major_locator(MaxNLocator(4))  # ticks that do not run into one another at print width
-            place_point_labels(ax, [(row.category.replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
-                                    if not (math.isnan(x) or math.isnan(y))], fontsize=7)
         axes[0].set_ylabel(f"mean preference NLL(B) \u2212 NLL(A)\n({preference_unit})", fontsize=8)
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=3, fontsize=7,
+                   frameon=False)
     return fig
 
 

@@ -95,7 +95,7 @@ def universe_phrase(out: Outputs) -> str:
             f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
             f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "
             f"preferences to every specification at once, so its smallest value is one over that number. The secondary "
-            f"statistics, Holm-corrected as one family, are {secondary}; the last two run over the "
+            f"statistics, Holm-corrected as one family within each model (not across the models), are {secondary}; the last two run over the "
             f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
             f"categories. {category_words(out, m0).capitalize()} was declared as the category to leave out because its "
             "two framings differ most in relative length and in kind of token, a name against a number, which the "
@@ -189,7 +189,7 @@ def layer_zero_phrase(out: Outputs) -> str:
     p_key = "median_p" if stat == "median_r" else "share_p"
     parts = [f"{out.v(m, CURVE, 'joint/layer_zero/' + stat)} (p = {out.v(m, CURVE, 'joint/layer_zero/' + p_key, 'p')})"
              f" for {out.display(m)}" for m in out.models]
-    return (f"Layer 0, the token embeddings before any context, is the model's own lexical baseline. Over the "
+    return (f"Layer 0, the token embeddings before any context, holds what the tokens carry by themselves. Over the "
             f"universe's choices at layer 0, the {primary_statistic(out, out.models[0])} is {join_words(parts)}; "
             "this is an exploratory comparison, in no family and uncorrected")
 

@@ -16,7 +16,7 @@ from typing import Any
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS, representation_median, representations
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
-from uaprobe.publishing.provenance.values import Value, median_key, plain_text
+from uaprobe.publishing.provenance.values import Value, median_key
 from uaprobe.publishing.prose.wording import DOMINATES, NEAR_ZERO
 
 DIMENSIONS = "dimensions"
@@ -65,7 +65,7 @@ def direction_phrase(out: Outputs, pooling: str = "mean") -> str:
                  f"first principal component's share of the variance at {pc[0]} at layer {pc[1]}")
         parts.append(text)
     most = bool(shares) and all(s > DOMINATES for s in shares)
-    verdict = ("so at those layers the raw cosines mostly measure one dimension" if most else
+    verdict = ("so at the layers where these shares peak the raw cosines mostly measure one dimension" if most else
                "so no single dimension carries most of the uniformity everywhere")
     return (f"With {POOLING_WORDS.get(pooling, pooling)} pooling under the default policy, the raw mean pairwise cosine "
             f"over all statements peaks at {'; '.join(parts)}; {verdict}")
@@ -114,6 +114,22 @@ def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling
                 (layer, pooling, policy, nll, None):
             found[specs["representation"][i]] = out.v(m, CURVE, f"specs/r/{i}")
     return {k: found[k] for k in representations(out, m) if k in found}
+
+
+@prose
+def layer_zero_representation_phrase(out: Outputs, pooling: str = "mean") -> str:
+    """Per model, r at layer 0 (every category, ``pooling``, default policy, mean NLL) under each representation,
+    and whether its sign depends on the representation."""
+    parts, mixed = [], False
+    for m in out.models:
+        rs = representation_rs(out, m, layer=0, pooling=pooling)
+        signs = {v.raw > 0 for v in rs.values() if v.raw is not None and v.raw != 0}
+        mixed = mixed or len(signs) > 1
+        parts.append(join_words([f"{v} {REPRESENTATION_WORDS.get(k, k)}" for k, v in rs.items()])
+                     + f" for {out.display(m)}")
+    verdict = ("so the sign of layer 0's r depends on the representation" if mixed else
+               "every representation gives it the same sign")
+    return f"At layer 0 with {pooling} pooling, r is {'; '.join(parts)}; {verdict}"
 
 
 def widest_layer(out: Outputs, m: str, pooling: str = "mean",
@@ -170,7 +186,7 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
             finite = [(v, i) for i, v in enumerate(values) if v is not None]
             low, high = ((out.v(m, DIMENSIONS, f'{key}/{min(finite)[1]}', 's3'),
                           out.v(m, DIMENSIONS, f'{key}/{max(finite)[1]}', 's3')) if finite else (None, None))
-            cos = ("n/a" if low is None else f"{low} at every layer" if plain_text(str(low)) == plain_text(str(high))
+            cos = ("n/a" if low is None else f"{low} at every layer" if low.text == high.text  # .text numbers nothing
                    else f"{low} to {high}")
             rows.append([out.display(m) if k == representations(out, m)[0] else "", REPRESENTATION_WORDS.get(k, k), cos,
                          str(representation_median(out, m, k)), str(last[k]) if k in last else "n/a"])
@@ -220,7 +236,7 @@ def _names(reps: list[str]) -> str:
 @prose
 def representation_change(out: Outputs, pooling: str = "mean") -> str:
     """Which transform (z-scoring, ABTT) changes the category-level r's sign against the raw representation's,
-    and where: at some intermediate layer (with an example), at the last layer, or nowhere (every category,
+    and where: at some layer before the last, layer 0 included (with an example), at the last layer, or nowhere (every category,
     default policy, mean NLL)."""
     transforms = [k for k in ACTION_WORDS if any(k in representations(out, m) for m in out.models)]
     changed = {k for m in out.models for x in sorted(out.raw(m, CURVE, "choices/layer") or [])[:-1]
@@ -239,7 +255,7 @@ def representation_change(out: Outputs, pooling: str = "mean") -> str:
     m, layer = next((m, x) for m in out.models if (x := widest_sign_change(out, m, pooling)) is not None)
     which = f"{_names(sign_changers(out, m, layer, pooling))} at " if len(mid) > 1 else ""
     layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
-    text += f" at intermediate layers (e.g. {which}layer {layer_v} of {out.display(m)})"
+    text += f" at layers before the last (e.g. {which}layer {layer_v} of {out.display(m)})"
     if not last:
         return text + ", not at the last layer"
     return text + (f" and {where}" if at_last == mid else f", and {_names(at_last)} {where}")

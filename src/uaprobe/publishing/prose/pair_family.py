@@ -189,12 +189,10 @@ def family_table(out: Outputs) -> str:
             for i, t in enumerate(found):
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
-                ob = out.model_file(m, "option_b" if t.policy in (None, "default") else f"{t.policy}/option_b")
-                last = out.raw_at(ob, "n_layers")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
                              METRIC_WORDS.get(metric, pretty(metric)),
                              ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
-                             out.at(ob, f"poolings/{t.poolings[0]}/metrics/{metric}/pearson_r/{last}"),
+                             out.v(m, PAIRS, f"{base}/pearson_r/{t.row}"),
                              out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
                              "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
                              out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
@@ -235,11 +233,19 @@ def _who_survives(out: Outputs, family: str, *, metric_names: bool = True, per_m
         who = ""
     against = sorted({k for ks in found.values() for k, r in ks
                       if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
+    agrees = sorted({k for ks in found.values() for k, r in ks
+                     if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] > 0})
     named = join_words([f"the {METRIC_WORDS.get(k, pretty(k))}" for k in against])
-    tail = ("" if not against else ", against the hypothesis's sign" if len(metrics) == 1 else
-            f", {'one' if len(against) == 1 else 'two'}, {named}, against the hypothesis's sign"
-            if len(against) <= 2 and metric_names else
-            f", {NUMBER_WORDS.get(len(against), 'some')} against the hypothesis's sign")
+    if not against:
+        tail = ""
+    elif agrees:
+        tail = (f", {NUMBER_WORDS.get(len(agrees), 'some')} with the hypothesis's sign and "
+                f"{NUMBER_WORDS.get(len(against), 'some')} against it")
+    elif len(metrics) == 1:
+        tail = ", against the hypothesis's sign"
+    else:  # the others have no predicted sign
+        tail = (f", none with the hypothesis's sign ({named} against it)" if metric_names and len(against) <= 2 else
+                ", none with the hypothesis's sign")
     return (f"{words} of {who}" if who else words) + tail, len(metrics)
 
 
