@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose
 
 from uaprobe.analysis.compare import primary_across_models
 from uaprobe.analysis.nan_reasons import NanReasons
-from uaprobe.schema.panel import PanelPrimary
+from uaprobe.schema.panel import PanelPairFamily, PanelPrimary
 
 
 def _run(ps: dict[str, float | None], correction: str = "holm", alpha: float = 0.05) -> tuple[dict, NanReasons]:
@@ -57,24 +57,25 @@ def test_unknown_correction_is_refused() -> None:
         _run({"a": 0.1}, correction="fdr")
 
 
-def _family(metric, pooling, p, r, counted, floor=1 / 1000):
+def _family(metric, pooling, p, r, same_as, floor=1 / 1000):
     from uaprobe.schema.pairmodels import PairFamily
     n = len(p)
+    counted = sum(j == i for i, j in enumerate(same_as))
     return PairFamily.model_validate({
-        "layer": 3, "reported_pooling": "mean", "n_tests": sum(counted), "n_merged": n - sum(counted),
-        "n_reject": 0, "alpha": 0.05, "p_floor": floor, "holm_floor": min(1.0, sum(counted) * floor),
+        "layer": 3, "reported_pooling": "mean", "n_tests": counted, "n_merged": n - counted,
+        "n_reject": 0, "alpha": 0.05, "p_floor": floor, "holm_floor": min(1.0, counted * floor),
         "tests": {"policy": ["default"] * n, "pooling": pooling, "metric": metric, "partial_r": r,
                   "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "at_floor": [False] * n,
-                  "reported": [x == "mean" for x in pooling], "counted": counted, "vif": [1.0] * n,
+                  "reported": [x == "mean" for x in pooling], "same_as": same_as, "vif": [1.0] * n,
                   "base_partial_r": [None] * n, "pearson_r": r}})
 
 
 def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> None:
     from uaprobe.analysis.compare import pair_family_across_models
     a = _family(["m1", "m2", "m1"], ["mean", "mean", "mean"], [0.001, 0.03, 0.001], [0.3, 0.1, 0.3],
-                [True, True, False])  # the third row merged into the first
-    b = _family(["m1", "m2"], ["last", "mean"], [0.004, None], [0.2, None], [True, True])
-    c = _family(["m1"], ["mean"], [0.04], [-0.2], [True])
+                [0, 1, 0])  # the third row merged into the first
+    b = _family(["m1", "m2"], ["last", "mean"], [0.004, None], [0.2, None], [0, 1])
+    c = _family(["m1"], ["mean"], [0.04], [-0.2], [0])
     out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c}}, alpha=0.05,
                                     rec=NanReasons())
     p = np.array([0.001, 0.03, 0.004, 0.04])  # the counted, defined tests in order
@@ -92,3 +93,4 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
     assert out["models"]["x"]["length"]["holm_reject"] == [True, False, True]
     assert out["models"]["x"]["length"]["n_reject"] == 1  # the merged row is not counted twice
     assert out["n_reject"] == sum(holm <= 0.05)
+    PanelPairFamily.model_validate(out)  # what the compare stage writes passes its schema

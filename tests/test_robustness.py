@@ -48,7 +48,7 @@ def test_partial_r_with_category_fixed_effects_equals_an_explicit_regression() -
     ex = x - design @ np.linalg.solve(design.T @ design, design.T @ x)
     ey = y - design @ np.linalg.solve(design.T @ design, design.T @ y)
     expected = float(ex @ ey / np.sqrt((ex @ ex) * (ey @ ey)))
-    got = controls.partial_r(x, y, np.column_stack([d, controls.category_dummies(cat, 4)]))
+    got = controls.partial_r(x, y, np.column_stack([d, controls.category_indicators(cat, 4)[:, 1:]]))
     assert got.r == pytest.approx(expected, abs=1e-12) and got.k == 4
 
 

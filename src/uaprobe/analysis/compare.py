@@ -67,41 +67,27 @@ lexical metric added; the same without ``analysis.primary.left_out``'s pairs."""
 
 def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], *, alpha: float,
                               rec: Any) -> dict[str, Any]:
-    """The ``pair_family`` object of ``results/panel.json``: every counted test of every family of every model
-    (``families[model][name]``, :data:`PAIR_FAMILIES`) Holm-corrected as one family. A test merged into an
-    identical one (``counted`` false) takes the Holm p of the earlier test of its model and family with the
-    same metric and pooling, the same p and a partial r within 1e-12; an undefined p stays out of the family."""
-    rows: list[tuple[str, str, int]] = []
-    p_all: list[float] = []
-    for m, fams in families.items():
-        for name, fam in fams.items():
-            t = fam.tests
-            for i, counted in enumerate(t.counted):
-                if counted and t.permutation_p[i] is not None:
-                    rows.append((m, name, i))
-                    p_all.append(float(t.permutation_p[i]))
+    """The ``pair_family`` object of ``results/panel.json``: every test of every family of every model
+    (``families[model][name]``, :data:`PAIR_FAMILIES`) that is itself (``same_as``) Holm-corrected as one
+    family; a test merged into an identical one takes that one's Holm p; an undefined p stays out of the
+    family. Every family draws the same permutations, so its smallest Holm p is ``n_tests`` x ``p_floor``."""
+    rows = [(m, name, i) for m, fams in families.items() for name, fam in fams.items()
+            for i, twin in enumerate(fam.tests.same_as) if twin == i and fam.tests.permutation_p[i] is not None]
+    p_all = [float(families[m][name].tests.permutation_p[i]) for m, name, i in rows]  # type: ignore[arg-type]
     adjusted = dict(zip(rows, stats.holm(np.array(p_all, dtype=float)).tolist()))
     models: dict[str, Any] = {}
-    floor = None
     for m, fams in families.items():
         models[m] = {}
         for name, fam in fams.items():
-            t = fam.tests
-            floor = fam.p_floor
-            holm_p = []
-            for i in range(len(t.metric)):
-                twin = i if t.counted[i] else next(
-                    (j for j in range(i) if t.counted[j] and t.metric[j] == t.metric[i] and t.pooling[j] == t.pooling[i]
-                     and t.permutation_p[j] == t.permutation_p[i] and t.partial_r[i] is not None
-                     and t.partial_r[j] is not None and abs(t.partial_r[j] - t.partial_r[i]) <= 1e-12), i)
-                holm_p.append(adjusted.get((m, name, twin), np.nan))
-            q = np.array(holm_p, dtype=float)
+            same_as = fam.tests.same_as
+            q = np.array([adjusted.get((m, name, twin), np.nan) for twin in same_as], dtype=float)
             ok = np.isfinite(q)
             sub = rec.sub(f"pair_family/models/{m}/{name}")
             why = "the test's p is undefined (see pair_models.json)"
             models[m][name] = {"holm_p": sub.series("holm_p", q, why),
                                "holm_reject": sub.flags("holm_reject", ok & (q <= alpha), defined=ok, reasons=why),
-                               "n_reject": int(sum(ok[i] and q[i] <= alpha and t.counted[i] for i in range(q.size)))}
+                               "n_reject": int(sum((m, name, i) in adjusted and q[i] <= alpha for i in range(q.size)))}
+    floor = next((fam.p_floor for fams in families.values() for fam in fams.values()), None)
     n_tests = len(rows)
     return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests,
             "n_reject": int(sum(v <= alpha for v in adjusted.values())),

@@ -89,10 +89,11 @@ def partial_r_rows(x: np.ndarray, y: np.ndarray, covariates: np.ndarray) -> list
     return [c for c in out if c is not None]
 
 
-def category_dummies(category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
-    """(n, C - 1) indicators of categories 1..C-1 (category 0 is the intercept's)."""
+def category_indicators(category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """(n, C) the category fixed effects: column c is 1 for the pairs of category c, else 0 (beside an
+    intercept, any C - 1 of them span the same columns)."""
     cat = np.asarray(category_of_pair)
-    return (cat[:, None] == np.arange(1, n_categories)[None, :]).astype(float)
+    return (cat[:, None] == np.arange(n_categories)[None, :]).astype(float)
 
 
 def lexical_embeddings(token_ids: np.ndarray, offsets: np.ndarray, keep: np.ndarray, *, dim: int,

@@ -96,22 +96,13 @@ def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: M
     return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
 
 
-def pearson(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson's r of ``x`` and ``y`` (n,); NaN where either is constant."""
-    dx, dy = np.asarray(x, dtype=float) - np.mean(x), np.asarray(y, dtype=float) - np.mean(y)
-    den = float(np.sqrt((dx @ dx) * (dy @ dy)))
-    return float(dx @ dy) / den if den > 0 else float("nan")
-
-
 def vif(x: np.ndarray, covariates: np.ndarray) -> float:
     """The variance inflation factor ``1 / (1 - R^2)`` of ``x`` (n,) regressed on ``[1, covariates]``
     (n, k): how far the covariates span the metric (inf where they span it exactly, NaN for a
     constant ``x``)."""
     x = np.asarray(x, dtype=float)
-    z = np.column_stack([np.ones(x.size), np.asarray(covariates, dtype=float).reshape(x.size, -1)])
-    fit = z @ np.linalg.lstsq(z, x, rcond=None)[0]
     total = float(((x - x.mean()) ** 2).sum())
-    left = float(((x - fit) ** 2).sum())
+    left = float((controls.residualize(x, covariates) ** 2).sum())
     if total <= 0.0:
         return float("nan")
     return float("inf") if left <= 1e-12 * total else total / left
@@ -163,7 +154,7 @@ def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: 
                 extra = np.asarray(pm.lexical[p][m])[:, keep].T
                 t = projections(base, extra).test(x[None, :])
                 tests.append(FamilyTest(key, p, m, float(t.r[0]), float(t.p[0]), vif(x, np.column_stack([base, extra])),
-                                        controls.partial_r(x, y, base).r, pearson(x, y)))
+                                        controls.partial_r(x, y, base).r, float(stats.pearson(x, y).r)))
     return tests
 
 
@@ -205,7 +196,7 @@ def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling:
                   "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=why),
                   "at_floor": rec.flags("tests/at_floor", np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
                                         reasons=why),
-                  "reported": [t.pooling == reported_pooling for t in tests], "counted": counted.tolist(),
+                  "reported": [t.pooling == reported_pooling for t in tests], "same_as": twin.tolist(),
                   "vif": rec.series("tests/vif", np.array([t.vif for t in tests], dtype=float),
                                     "the metric is constant over the pairs"),
                   "base_partial_r": rec.series("tests/base_partial_r",
@@ -232,5 +223,5 @@ def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer:
 
 
 __all__: Sequence[str] = ("COVARIATES", "LEXICAL_POOLING", "FamilyTest", "PolicyMetrics", "family_of",
-                          "family_results", "incremental_tests", "lexical_metrics", "lexical_states", "pearson",
+                          "family_results", "incremental_tests", "lexical_metrics", "lexical_states",
                           "pooled_positions", "tests_over", "vif")

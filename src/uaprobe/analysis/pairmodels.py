@@ -57,8 +57,9 @@ RNG_NAME_WITHOUT = "pair-models-without-category"
 ``analysis.primary.left_out``."""
 ROW_BLOCK = 64
 """Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
-COVARIATES = ("intercept, one indicator per category (category fixed effects), n_content(A), n_content(B): the "
-              "content tokens behind each side's pooled state under the policy (they span the token-count difference)")
+COVARIATES = ("intercept, one indicator per category (category fixed effects), n_content(A), "
+              "n_content(B): the content tokens behind each side's pooled state under the policy (they span the "
+              "token-count difference)")
 SCHEME = ("Freedman-Lane: the metric's residuals on the covariates are permuted within each category and added "
           "back to its fitted values; p = (1 + #{|r*| >= |r|}) / (1 + B)")
 
@@ -278,7 +279,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     inc_inputs: dict[str, incremental.PolicyMetrics] = {}
     checks: dict[str, dict[tuple[str, str, str], tuple[float, float, float]]] = {"family": {}, "incremental/family": {}}
-    fixed = category_indicators(category_of_pair, len(categories))
+    fixed = controls.category_indicators(category_of_pair, len(categories))
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
         base = np.column_stack([fixed, n_content[row_a], n_content[row_b]])
@@ -308,7 +309,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             for m in names:
                 x = np.asarray(values[p][m])[layer]
                 r_base = poolings[p][m]["partial_r"][layer]
-                r = incremental.pearson(x, pref)
+                r = float(stats.pearson(x, pref).r)
                 checks["family"][key, p, m] = (incremental.vif(x, base), np.nan, r)
                 checks["incremental/family"][key, p, m] = (
                     incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
@@ -360,11 +361,6 @@ def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, catego
             "family": incremental.family_results(tests, same=same, layer=layer,
                                                  reported_pooling=params.primary.pooling,
                                                  permutations=params.permutations, alpha=params.alpha, rec=rec)}
-
-
-def category_indicators(category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
-    """(n, C) the category fixed effects: column c is 1 for the pairs of category c, else 0."""
-    return (np.asarray(category_of_pair)[:, None] == np.arange(n_categories)[None, :]).astype(float)
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:
@@ -455,5 +451,5 @@ def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]], pool
 
 
 __all__: Sequence[str] = ("COVARIATES", "RNG_NAME", "SCHEME", "PartialTest", "PermutedProjections", "PolicyInput",
-                          "category_indicators", "covariate_basis", "from_embeddings", "headline_metrics", "pair_models_results",
+                          "covariate_basis", "from_embeddings", "headline_metrics", "pair_models_results",
                           "plot_columns", "pooled_token_mask", "rng_for_pair_models", "within_category_orders")

@@ -148,7 +148,7 @@ def _length(default: PolicyView, *, table: PairTable, preference: np.ndarray, me
     L, n_cat = n_layers, len(table.categories)
     d_tokens = (n_content[table.row_b] - n_content[table.row_a]).astype(float)
     score = default.pair_score[L]
-    dummies = controls.category_dummies(table.category_of_pair, n_cat)
+    dummies = controls.category_indicators(table.category_of_pair, n_cat)[:, 1:]  # category 0: the intercept's
     pr = stats.pearson(score, preference)
     part = controls.partial_r(score, preference, d_tokens[:, None])
     part_fe = controls.partial_r(score, preference, np.column_stack([d_tokens, dummies]))

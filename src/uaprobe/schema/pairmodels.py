@@ -65,10 +65,10 @@ class FamilyTests(Record):
     holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
     reported: list[bool] = Field(description="the pooling is `reported_pooling`")
-    counted: list[bool] = Field(description="false where the test is identical to an earlier one (bit-identical "
-                                            "metric values, the same p, partial r within 1e-12: the same states under "
-                                            "both policies): merged into it, with its Holm p, and not counted in the "
-                                            "family")
+    same_as: list[int] = Field(description="the index of the test it is: itself, or the earlier identical test "
+                                           "(bit-identical metric values, the same p, partial r within 1e-12: the "
+                                           "same states under both policies) it is merged into, with its Holm p; only "
+                                           "tests that are themselves count in the family")
     vif: list[Stat] = Field(description="the variance inflation factor 1 / (1 - R^2) of the metric on the test's "
                                         "covariates: how far they span it")
     base_partial_r: list[Stat] = Field(description="the partial r of the same pairs given the category indicators "
@@ -133,9 +133,9 @@ class PairModels(ResultsHeader):
     Per metric of the original (``option_b.json``: `centroid_asymmetry`, `cross_centroid`,
     `within_pair_sim`, `knn_density_asymmetry`, `margin_asymmetry`), pooling, layer and position-0
     policy: the partial r of the metric with the preference `NLL(B) - NLL(A)` over the pairs given an
-    intercept, one indicator per category (fixed effects) and the content tokens of A and of B (the
-    counts behind the pooled states under that policy); its Freedman-Lane permutation p (the metric's residuals on the covariates permuted
-    within each category, `analysis.permutations` draws of one seeded generator, the same for
+    intercept, one indicator per category (fixed effects) and the content tokens of A
+    and of B (the counts behind the pooled states under that policy); its Freedman-Lane permutation p
+    (the metric's residuals on the covariates permuted within each category, `analysis.permutations` draws of one seeded generator, the same for
     every metric, pooling, layer and policy; `p = (1 + #{|r*| >= |r|}) / (1 + B)`); Holm across the
     layers of each metric, pooling and policy at `analysis.alpha`. The lexical baseline (random
     Gaussian token vectors, one per seed of `analysis.robustness.lexical_seeds`) is analysed the

@@ -12,7 +12,7 @@ import re
 
 from uaprobe.publishing.prose.curve import curve_abstract
 from uaprobe.publishing.prose.findings import confound_models
-from uaprobe.publishing.prose.markdown import join_words, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pair_family import family_abstract
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
@@ -20,7 +20,6 @@ from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing
 from uaprobe.publishing.prose.tables import length_category
 from uaprobe.publishing.provenance.values import Value, plain_text
 
-NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
 
 
 def _all(found: list[str], out: Outputs) -> bool:

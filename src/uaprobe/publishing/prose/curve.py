@@ -15,7 +15,7 @@ from typing import Any
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.markdown import join_words, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.values import Value, median_key
 
 CURVE = "specification_curve"
@@ -43,7 +43,6 @@ def representation_median(out: Outputs, m: str, representation: str) -> Value:
     return out.v(m, CURVE, median_key("specs/r", representation=representation, distinct=True))
 
 
-NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
 

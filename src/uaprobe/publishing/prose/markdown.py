@@ -78,6 +78,10 @@ def interval(low: Value, high: Value) -> str:
 # Words
 
 
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+"""Small counts in words (a sentence's numbers are its values)."""
+
+
 @prose
 def join_words(items: Sequence[Any], conjunction: str = "and") -> str:
     items = [str(i) for i in items]

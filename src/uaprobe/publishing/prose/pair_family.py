@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.curve import POOLING_WORDS
 from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
 
@@ -33,8 +33,13 @@ def panel_key(m: str, family: str, key: str) -> str:
     """A key of one model's family in the panel-wide pair family."""
     return f"pair_family/models/{m}/{PANEL_NAMES[family]}/{key}"
 
-NUMBER_WORDS = {1: "one", 2: "two", 3: "three"}
-"""Small counts in words (the abstract's numbers are its values)."""
+FEW = 3
+"""The largest count of metrics named in words; more are ``several`` (or ``some``)."""
+
+
+def few(n: int, more: str) -> str:
+    """``n`` in words up to :data:`FEW`, else ``more``."""
+    return NUMBER_WORDS[n] if 0 < n <= FEW else more
 
 SAME_R = 10
 """Decimals to which two tests' partial r agree when they are one test on the same states."""
@@ -227,9 +232,9 @@ def _who_survives(out: Outputs, family: str, *, metric_names: bool = True, per_m
     words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'} metrics"
     counts = sorted((len({k for k, _ in found[m]}) for m in holders), reverse=True)
     if per_model and len(holders) == len(out.models) == 2:
-        first = f"{NUMBER_WORDS.get(counts[0], 'several')} metric{'s' if counts[0] > 1 else ''}"
+        first = f"{few(counts[0], 'several')} metric{'s' if counts[0] > 1 else ''}"
         words = (f"{first} of each model" if counts[0] == counts[1] else
-                 f"{first} of one model and {NUMBER_WORDS.get(counts[1], 'several')} of the other")
+                 f"{first} of one model and {few(counts[1], 'several')} of the other")
         who = ""
     against = sorted({k for ks in found.values() for k, r in ks
                       if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
@@ -239,8 +244,8 @@ def _who_survives(out: Outputs, family: str, *, metric_names: bool = True, per_m
     if not against:
         tail = ""
     elif agrees:
-        tail = (f", {NUMBER_WORDS.get(len(agrees), 'some')} with the hypothesis's sign and "
-                f"{NUMBER_WORDS.get(len(against), 'some')} against it")
+        tail = (f", {few(len(agrees), 'some')} with the hypothesis's sign and "
+                f"{few(len(against), 'some')} against it")
     elif len(metrics) == 1:
         tail = ", against the hypothesis's sign"
     else:  # the others have no predicted sign
