@@ -44,7 +44,7 @@ from uaprobe.publishing.render.kernel import execute_manuscript
 from uaprobe.publishing.render.qmd import (CodeCell, InlineExpr, MarkdownChunk, load_project_config, parse_manuscript,
                                            split_chunks)
 from uaprobe.publishing.render.quarto import find_quarto, render_with_quarto
-from uaprobe.publishing.render.result import ManuscriptSyntaxError, RenderError, RenderResult
+from uaprobe.publishing.render.result import InlineValueError, ManuscriptSyntaxError, RenderError, RenderResult
 
 Engine = Literal["auto", "quarto", "fallback"]
 
@@ -88,6 +88,7 @@ def render_manuscript(
 __all__ = [
     "CodeCell",
     "InlineExpr",
+    "InlineValueError",
     "ManuscriptSyntaxError",
     "MarkdownChunk",
     "RenderError",
