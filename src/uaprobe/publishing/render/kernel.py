@@ -35,9 +35,9 @@ def __uaprobe_inline__(value):
 '''
 """Defined in the kernel before the first cell: what an inline expression's value prints as. A value with a
 Markdown representation (the paper's sourced values and :class:`~uaprobe.publishing.prose.markdown.Prose`
-phrases, ``IPython.display.Markdown``) prints that
-Markdown, as under Quarto; a number its repr, which Quarto prints the same; anything else (a plain ``str``
-above all) is refused, since Quarto would print it as escaped text and this renderer as Markdown."""
+phrases, ``IPython.display.Markdown``) prints that Markdown, as under Quarto; a number its repr, which
+Quarto prints the same; anything else (a plain ``str`` above all) is refused, since Quarto would print it
+as escaped text and this renderer as Markdown."""
 
 
 @dataclass

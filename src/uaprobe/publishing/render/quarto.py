@@ -65,7 +65,7 @@ def render_with_quarto(
     env = dict(environ)
     env.setdefault("QUARTO_PYTHON", sys.executable)
     paper = qmd.parent
-    skip = {".quarto", output_dir.name if output_dir.parent == paper else ""}
+    skip = {".quarto"} | ({output_dir.name} if output_dir.parent == paper else set())
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         if Path(directory) != paper:
@@ -76,7 +76,7 @@ def render_with_quarto(
     with tempfile.TemporaryDirectory(prefix=f"{paper.name}-quarto-", dir=paper.parent) as tmp:
         scratch = Path(tmp)
         shutil.copytree(paper, scratch, ignore=ignore, dirs_exist_ok=True)
-        return _run_quarto(quarto, scratch / qmd.name, output_dir=output_dir, env=env)
+        return _run_quarto(quarto, scratch / qmd.name, output_dir=output_dir, env=env, source=qmd)
 
 
 _WARNING = re.compile(r"^(?:\[WARNING\]|WARN(?:ING)?\b).*$", flags=re.M)
@@ -88,24 +88,25 @@ def render_warnings(log: str) -> list[str]:
     return [m.group(0).strip() for m in _WARNING.finditer(_ANSI.sub("", log))]
 
 
-def _run_quarto(quarto: Path, qmd: Path, *, output_dir: Path, env: Mapping[str, str]) -> RenderResult:
+def _run_quarto(quarto: Path, qmd: Path, *, output_dir: Path, env: Mapping[str, str], source: Path) -> RenderResult:
+    """Render ``qmd`` (the scratch copy of ``source``, which the messages name) into ``output_dir``."""
     rendered = qmd.parent / "_render"
     command = quarto_command(quarto, qmd) + ["--output-dir", str(rendered)]
     proc = subprocess.run(command, cwd=qmd.parent, env=env, capture_output=True, text=True)
     shown = " ".join(quarto_command(quarto, qmd))
     if proc.returncode != 0:
         raise RenderError(
-            f"{qmd.name}: `{shown}` failed with exit code {proc.returncode}:\n{proc.stderr[-4000:]}"
+            f"{source}: `{shown}` failed with exit code {proc.returncode}:\n{_ANSI.sub('', proc.stderr)[-4000:]}"
         )
     warnings = render_warnings(proc.stderr + proc.stdout)
     if warnings:
-        raise RenderError(f"{qmd.name}: `{shown}` warned (a warning fails the render, as under the fallback):\n"
+        raise RenderError(f"{source}: `{shown}` warned (a warning fails the render, as under the fallback):\n"
                           + "\n".join(warnings[:20]))
     produced = {p.suffix: p for p in rendered.rglob(f"{qmd.stem}.*") if p.suffix in (".html", ".pdf")}
     missing = {".html", ".pdf"} - set(produced)
     if missing:
         raise RenderError(
-            f"{qmd.name}: quarto wrote no {', '.join(sorted(missing))}; check `format:` in _quarto.yml "
+            f"{source}: quarto wrote no {', '.join(sorted(missing))}; check `format:` in _quarto.yml "
             "(html with embed-resources, and typst)"
         )
     html = output_dir / f"{qmd.stem}.html"
