@@ -29,7 +29,7 @@ from uaprobe.publishing.prose.formats import FORMATS, fmt, fmt_r
 from uaprobe.publishing.provenance.values import lookup
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "paper.css", "tables.typ")
+PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "chicago-author-date.csl", "paper.css", "tables.typ")
 
 
 SOURCE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")

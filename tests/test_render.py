@@ -17,6 +17,7 @@ import pytest
 from uaprobe.publishing import render
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.render import ManuscriptSyntaxError, RenderError
+from uaprobe.publishing.render.quarto import render_warnings
 from uaprobe.publishing.provenance.readback import parse_values
 
 QUARTO_YML = textwrap.dedent("""\
@@ -26,6 +27,7 @@ QUARTO_YML = textwrap.dedent("""\
     number-sections: true
     bibliography: refs.bib
     reference-section-title: References
+    tbl-colwidths: false
     execute:
       echo: false
       warning: false
@@ -35,6 +37,8 @@ QUARTO_YML = textwrap.dedent("""\
         embed-resources: true
       typst:
         papersize: a4
+        citeproc: true
+        resource-path: ["."]
     """)
 
 BIB = "@article{smith2020, author={Smith, Jane}, title={A Study}, journal={J}, year={2020}}\n"
@@ -58,10 +62,11 @@ DOC = textwrap.dedent('''\
     value = 0.125
     from pathlib import Path
     from uaprobe.publishing.provenance.values import Ledger, Source, Value
+    from uaprobe.publishing.prose.markdown import Prose
     sourced = Value(-0.25, "r", Source("r.json", "a/0"), Ledger(Path(".")))
     ```
 
-    Value `{python} f"{value:.2f}"`; sourced `{python} sourced`; kernel `{python} sys.executable`; see @fig-plot, @tbl-tab,
+    Value `{python} Prose(f"{value:.2f}")`; sourced `{python} sourced`; kernel `{python} Prose(sys.executable)`; see @fig-plot, @tbl-tab,
     -@fig-plot, @sec-intro and @sec-more, as in earlier work [@smith2020].
 
     ```{python}
@@ -233,7 +238,53 @@ def test_quarto_runs_with_execution_on_and_freezing_off(tmp_path: Path) -> None:
     assert "render doc.qmd --execute --no-cache --output-dir" in html
     assert sys.executable in html, "quarto must run the cells with this interpreter"
     assert result.pdf.read_bytes() == b"%PDF-fake"
-    assert not list((tmp_path / "paper").glob("quarto-*")), "temporary output directory left behind"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "paper"], "scratch copy left behind"
+    assert sorted(p.name for p in (tmp_path / "paper").iterdir()) == ["_output", "_quarto.yml", "doc.qmd", "refs.bib"]
+
+
+def _failing_quarto(directory: Path, *, exit_code: int, message: str) -> Path:
+    """A stand-in `quarto` that leaves Quarto's working files in its directory, prints ``message`` and exits."""
+    script = directory / "quarto"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import pathlib, sys
+        for name in ("doc.typ", "doc.html", "doc.quarto_ipynb"):
+            pathlib.Path(name).write_text("partial")
+        pathlib.Path("doc_files/mediabag").mkdir(parents=True)
+        pathlib.Path(".quarto").mkdir()
+        out = pathlib.Path(sys.argv[sys.argv.index("--output-dir") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "doc.html").write_text("<html></html>")
+        (out / "doc.pdf").write_bytes(b"%PDF-fake")
+        print({message!r}, file=sys.stderr)
+        sys.exit({exit_code})
+        """), encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.mark.parametrize("exit_code, message, match", [
+    (1, "ERROR: compile failed", "failed with exit code 1"),
+    (0, "\x1b[33m[WARNING] Citeproc: citation sec not found\x1b[39m", r"warned.*\n\[WARNING\] Citeproc: citation sec"),
+    (0, "WARNING (/x/y.lua:1) Unable to resolve crossref @fig-x", "Unable to resolve crossref"),
+])
+def test_a_quarto_render_that_fails_or_warns_leaves_nothing_behind(tmp_path: Path, exit_code: int, message: str,
+                                                                   match: str) -> None:
+    (tmp_path / "bin").mkdir()
+    fake = _failing_quarto(tmp_path / "bin", exit_code=exit_code, message=message)
+    qmd = write_project(tmp_path / "paper")
+    before = _listing(tmp_path, qmd.parent)
+    with pytest.raises(RenderError, match=match):
+        render.render_manuscript(qmd, engine="quarto", environ={**os.environ, "UAPROBE_QUARTO": str(fake)})
+    assert _listing(tmp_path, qmd.parent) == before
+    assert not (qmd.parent / "_output" / "doc.html").exists(), "no output from a failed render"
+
+
+def test_render_warnings_are_quarto_s_and_pandoc_s_not_the_kernel_s() -> None:
+    log = ("Starting python3 kernel...[IPKernelApp] WARNING | Kernel is running over TCP without encryption.\n"
+           "\x1b[33mWARN: a Quarto warning\x1b[39m\n[WARNING] Citeproc: citation x not found\n"
+           "  WARNING is a word inside a line\nOutput created: doc.html\n")
+    assert render_warnings(log) == ["WARN: a Quarto warning", "[WARNING] Citeproc: citation x not found"]
 
 
 def test_engine_quarto_without_quarto_is_an_error(tmp_path: Path) -> None:
@@ -310,18 +361,115 @@ def _features(html: str) -> dict[str, object]:
     }
 
 
-def test_quarto_and_the_fallback_render_the_same_manuscript_alike(rendered: render.RenderResult,
-                                                                    tmp_path: Path) -> None:
-    """The promise that the manuscript never renders differently under the two engines, checked with
-    the real Quarto where one is installed."""
+ENGINE_DOC = DOC.replace('fig.savefig("plot.png", metadata={"Software": None})',
+                         'fig.savefig("plot.png", metadata={"Software": None}); '
+                         'fig.savefig("../outside.png", metadata={"Software": None})') + textwrap.dedent("""\
+    And `{python} Prose("a reference (@sec-more) and a citation [@smith2020] in an inline value")`.
+
+    ```{python}
+    #| label: tbl-escapes
+    #| tbl-cap: "Escapes: L\\\\\\\\*, the layer whose L\\\\\\\\* falls; *emphasis*."
+    Markdown("| model | dtype |\\n|---|---|\\n| `smollm2-135m` | float32 |")
+    ```
+
+    # References {.unnumbered}
+
+    ::: {#refs}
+    :::
+
+    # Appendix {#sec-appendix}
+
+    ![An image outside the project directory](../outside.png){#fig-outside}
+
+    Later text, after @fig-outside.
+    """)
+"""The test manuscript with what the real paper needs of Quarto: an image outside the project directory
+(Typst's root), escapes in a table caption, a cross-reference and a citation inside an inline value, and
+the references placed before an appendix."""
+
+
+def _pdf_text(pdf: Path) -> str:
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext (poppler-utils) is not installed: the PDFs' text cannot be compared")
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    return re.sub(r"\s+", " ", text)
+
+
+def _pdf_features(pdf: Path) -> dict[str, object]:
+    text = _pdf_text(pdf)
+    return {
+        "citations": re.findall(r"\(Smith 2020\)", text),
+        "references_before_appendix": -1 < text.find("References") < text.find("A Study") < text.find("Later text"),
+        "no_numbered_citations": "[1]" not in text and "Bibliography" not in text,
+        "caption": "Escapes: L*, the layer whose L* falls; emphasis." in text,
+        "refs": sorted(set(re.findall(r"\b(?:Figure|Table|Section) \d+(?:\.\d+)?", text))),
+    }
+
+
+def _listing(*directories: Path) -> dict[str, list[str]]:
+    return {str(d): sorted(p.name for p in d.iterdir()) for d in directories}
+
+
+@pytest.fixture(scope="module")
+def real_quarto() -> Path:
     quarto = render.find_quarto()
     if quarto is None:
         pytest.skip("no Quarto executable on this machine (none on PATH, $UAPROBE_QUARTO, $QUARTO_PATH or the "
-                    "quarto-cli package): the comparison with the fallback needs the real Quarto")
-    qmd = write_project(tmp_path / "doc")
-    real = render.render_manuscript(qmd, engine="quarto")
+                    "quarto-cli package): these tests run the real Quarto CLI")
+    return quarto
+
+
+def test_quarto_and_the_fallback_render_the_same_manuscript_alike(real_quarto: Path, tmp_path: Path) -> None:
+    """The promise that the manuscript never renders differently under the two engines, checked with the real
+    Quarto: the same cross-references, captions, inline and sourced values, figures, tables and author-date
+    citations in the HTML, and in the PDF; the references where the manuscript puts them; the paper directory
+    left as it was."""
+    qmd = write_project(tmp_path / "paper", ENGINE_DOC)
+    fallback = render.render_manuscript(qmd, engine="fallback", output_dir=tmp_path / "fallback")
+    before = _listing(qmd.parent, tmp_path)
+    real = render.render_manuscript(qmd, engine="quarto", environ={**os.environ, "UAPROBE_QUARTO": str(real_quarto)})
     assert real.engine == "quarto"
-    assert _features(real.html.read_text(encoding="utf-8")) == _features(rendered.html.read_text(encoding="utf-8"))
+    after = _listing(qmd.parent, tmp_path)
+    before[str(qmd.parent)] = sorted({*before[str(qmd.parent)], "_output"})
+    assert after == before, "the Quarto render left files behind"
+    html_real, html_fallback = (r.html.read_text(encoding="utf-8") for r in (real, fallback))
+    assert _features(html_real) == _features(html_fallback)
+    for html in (html_real, html_fallback):
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+        assert "a reference (Section 1.1) and a citation (Smith 2020) in an inline value" in text  # \\s: no-break too
+        assert "L*, the layer whose L* falls;" in text and "?" + "?" not in text
+    features = _pdf_features(real.pdf)
+    assert features == _pdf_features(fallback.pdf)
+    assert features["citations"] and features["references_before_appendix"] and features["caption"]
+    assert features["no_numbered_citations"]
+
+
+def test_quarto_render_in_the_paper_directory_as_a_user_runs_it(real_quarto: Path, tmp_path: Path) -> None:
+    """`quarto render doc.qmd` in the manuscript's directory, as a Quarto user runs it: exit 0, no warning, the
+    HTML and a PDF whose image outside the directory Typst could read; no working file left but Quarto's."""
+    qmd = write_project(tmp_path / "paper", ENGINE_DOC)
+    env = {**os.environ, "QUARTO_PYTHON": sys.executable}
+    proc = subprocess.run([str(real_quarto), "render", qmd.name], cwd=qmd.parent, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert render_warnings(proc.stderr + proc.stdout) == [], proc.stderr[-3000:]
+    assert (qmd.parent / "_output" / "doc.html").is_file()
+    assert (qmd.parent / "_output" / "doc.pdf").read_bytes().startswith(b"%PDF")
+    left = set(_listing(qmd.parent)[str(qmd.parent)]) - {"doc.qmd", "_quarto.yml", "refs.bib", "plot.png"}
+    assert left <= {"_output", ".quarto"}, f"stray render files: {sorted(left)}"
+
+
+@pytest.mark.parametrize("fault", ["cell", "citation"])
+def test_a_failed_quarto_render_leaves_the_paper_directory_as_it_was(real_quarto: Path, tmp_path: Path,
+                                                                     fault: str) -> None:
+    """A cell that raises (Quarto exits 1) or a citation the bibliography lacks (Quarto warns, exit 0) fails the
+    Quarto engine with Quarto's message, and leaves no file behind."""
+    body = DOC + ("\n```{python}\n1 / 0\n```\n" if fault == "cell" else "\nAs shown [@nobody1999].\n")
+    qmd = write_project(tmp_path / "paper", body)
+    before = _listing(qmd.parent, tmp_path)
+    with pytest.raises(RenderError, match="ZeroDivisionError" if fault == "cell" else "nobody1999"):
+        render.render_manuscript(qmd, engine="quarto", environ={**os.environ, "UAPROBE_QUARTO": str(real_quarto)})
+    assert _listing(qmd.parent, tmp_path) == before
 
 
 def test_the_features_compared_across_engines_are_read_from_the_page(rendered: render.RenderResult) -> None:
@@ -331,12 +479,58 @@ def test_the_features_compared_across_engines_are_read_from_the_page(rendered: r
     assert features["images"] == 2 and features["tables"] == 1 and len(features["values"]) == 1  # type: ignore[arg-type]
 
 
-def test_an_inline_string_quarto_would_show_with_escapes_is_refused(tmp_path: Path) -> None:
-    """Quarto shows an inline str as its repr without the quotes: a backslash or a quote of both kinds
-    would show its escape there, so the fallback refuses it rather than render it differently."""
-    body = DOC.replace("Value `{python} f\"{value:.2f}\"`;", "Value `{python} 'it' + chr(39) + 's ' + chr(34)`;")
-    with pytest.raises(RenderError, match="Quarto would show as"):
+@pytest.mark.parametrize("expr", ["'(@sec-intro)'", "'0.12'", "['a']", "None"])
+def test_an_inline_value_without_markdown_that_is_not_a_number_is_refused(tmp_path: Path, expr: str) -> None:
+    """Quarto prints an inline value without a Markdown representation as its plain-text repr escaped as text
+    (a str's Markdown shown or misread: `(@sec-intro)` becomes a citation), the fallback would read it as
+    Markdown: so the fallback refuses it (a plain str above all), naming the expression, without a traceback."""
+    body = DOC.replace('Value `{python} Prose(f"{value:.2f}")`;', f"Value `{{python}} {expr}`;")
+    assert body != DOC
+    with pytest.raises(RenderError, match=r"inline expression at line \d+: `.*`: an inline") as exc:
         render.render_manuscript(write_project(tmp_path / "doc", body), engine="fallback")
+    assert "Traceback" not in str(exc.value) and "Prose" in str(exc.value)
+
+
+def test_inline_markdown_and_numbers_print_as_under_quarto(tmp_path: Path) -> None:
+    body = DOC.replace('Value `{python} Prose(f"{value:.2f}")`;',
+                       "Value `{python} 3`, `{python} -0.5`, `{python} Prose('*x* (@sec-intro)')`;")
+    html = render.render_manuscript(write_project(tmp_path / "doc", body), engine="fallback").html.read_text("utf-8")
+    assert "Value 3, -0.5, <em>x</em> (<a href=\"#sec-intro\"" in re.sub(r"\s+", " ", html)
+
+
+ATTRIBUTE_VALUES = ["L\\*, whose L\\* falls", "L\\\\* and \\\\", "it's", "a \\a \\é \\\" b", "`code` \\` x", "\\[1\\]"]
+
+
+@pytest.mark.parametrize("value", ATTRIBUTE_VALUES)
+def test_a_table_caption_is_unescaped_as_pandoc_reads_quarto_s_attribute(value: str) -> None:
+    """Quarto forwards ``tbl-cap`` as ``tbl-cap='…'`` (a ``'`` written ``\\'``) on the cell's div: the caption
+    it reads as Markdown is the value pandoc's reader makes of that attribute."""
+    from uaprobe.publishing.render.fallback import pandoc_path, quarto_table_caption
+
+    source = "[x]{tbl-cap='" + value.replace("'", "\\'") + "'}\n"
+    proc = subprocess.run([pandoc_path(), "-f", "markdown", "-t", "json"], input=source, capture_output=True,
+                          text=True, check=True)
+    import json
+
+    attrs = json.loads(proc.stdout)["blocks"][0]["c"][0]["c"][0][2]
+    assert quarto_table_caption(value) == dict(attrs)["tbl-cap"]
+
+
+def test_a_table_caption_s_escapes_read_as_quarto_reads_them(tmp_path: Path) -> None:
+    """One backslash in the YAML string is taken off by Quarto's attribute (\\* pairs up as emphasis), two
+    leave a literal asterisk, in the fallback as under Quarto."""
+    body = DOC.replace('#| tbl-cap: "A table."', r'#| tbl-cap: "A table: L\\\\*, then L\\\\*; \\*a\\* b."')
+    assert body != DOC
+    html = render.render_manuscript(write_project(tmp_path / "doc", body), engine="fallback").html.read_text("utf-8")
+    assert "Table\u00a01: A table: L*, then L*; <em>a</em> b." in html
+
+
+@pytest.mark.parametrize("setting", ["tbl-colwidths: false", "    citeproc: true", "    resource-path: [\".\"]"])
+def test_a_setting_that_makes_quarto_render_as_the_fallback_is_required(tmp_path: Path, setting: str) -> None:
+    config = QUARTO_YML.replace(setting + "\n", "")
+    assert config != QUARTO_YML
+    with pytest.raises(ManuscriptSyntaxError, match=re.escape(setting.strip().split(":")[0]) + ".*Set it in _quarto.yml"):
+        render.render_manuscript(write_project(tmp_path, quarto_yml=config), engine="fallback")
 
 
 def test_the_references_go_where_the_refs_div_stands(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from uaprobe.stage import EXIT_ERROR, stage_main
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ("m1", "m2")
-PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib")
+PAPER_FILES = ("_quarto.yml", "paper.qmd", "references.bib", "chicago-author-date.csl")
 FUZZ = settings(max_examples=25, derandomize=True, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from uaprobe.publishing.figures.figure_registry import data_line
-from uaprobe.publishing.provenance.outputs import FIGURES_DIR, FIGURES_DIR_ENV, ManuscriptDataError, Outputs
+from uaprobe.publishing.provenance.outputs import ManuscriptDataError, Outputs
 from uaprobe.publishing.prose.markdown import join_words
 
 
@@ -39,7 +39,6 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
     the first with ``caption`` (``{display}`` replaced by the model's name), each further one with the model's
     name and a reference to the first, so that no caption repeats another; ``width``: of the text width."""
     paper_dir = Path.cwd() if paper_dir is None else Path(paper_dir)
-    staged = os.environ.get(FIGURES_DIR_ENV)
     blocks = []
     first: str | None = None
     for e in figure_entries(out, key):
@@ -48,8 +47,6 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
         text = caption.format(display=name) if first is None else f"{name}, as @{first}."
         first = first or figure_label(key, model)
         png = out.root / e["png"]
-        if staged:  # the renderer copied figures/ to where Quarto's Typst may read it
-            png = Path(staged) / Path(e["png"]).relative_to(FIGURES_DIR)
         path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
         blocks.append(f"![{text} {data_line(e)}]({path}){{#{figure_label(key, model)} width=\"{width}\"}}")
     return "\n\n".join(blocks) + "\n\n"

@@ -160,6 +160,7 @@ def inversion_phrase(out: Outputs, pooling: str = "mean") -> str:
     return "With " + pooling + " pooling, " + "; ".join(parts) + "."
 
 
+@prose
 def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
     """The Conclusion's clause: for which models position 0 alone makes the negative stretch of the layer curve
     (none of it remains without it), or part of it (what remains is some of its layers and no other); empty where

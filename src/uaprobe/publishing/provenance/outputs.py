@@ -25,9 +25,6 @@ from uaprobe.schema import load_json, read_results
 FIGURES_DIR = "figures"
 """The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
 
-FIGURES_DIR_ENV = "UAPROBE_FIGURES_DIR"
-"""Set by the Quarto runner to a copy of ``figures/`` inside the paper directory."""
-
 PUBLISHED_PYTHIA = "data/published/pythia-6-9b.json"
 """The original study's published Pythia-6.9B numbers, with their source (quoted, not computed)."""
 

@@ -5,7 +5,9 @@ Two engines turn ``paper/paper.qmd`` into ``paper.html`` (self-contained) and ``
 ``quarto``
     ``quarto render`` with the Jupyter engine, run with the current interpreter
     (``QUARTO_PYTHON``) and freezing and caching off: DVC, not Quarto, decides when the paper is
-    stale. The executable is taken from ``$UAPROBE_QUARTO`` or ``$QUARTO_PATH``, else ``quarto`` on
+    stale. It renders a scratch copy of the paper directory made beside it (Quarto leaves its working
+    files where it renders, above all when a render fails), and a warning of Quarto or pandoc fails it.
+    The executable is taken from ``$UAPROBE_QUARTO`` or ``$QUARTO_PATH``, else ``quarto`` on
     ``PATH``, else the binary of the ``quarto-cli`` Python package.
 
 ``fallback``
@@ -13,14 +15,18 @@ Two engines turn ``paper/paper.qmd`` into ``paper.html`` (self-contained) and ``
     and raises :class:`ManuscriptSyntaxError` on anything else, so that the manuscript never
     silently renders differently under the two engines:
 
-    * YAML front matter merged over ``_quarto.yml`` (keys listed in :data:`SUPPORTED_KEYS`);
+    * YAML front matter merged over ``_quarto.yml`` (keys listed in :data:`SUPPORTED_KEYS`), with the
+      settings that make Quarto render as the fallback does (:data:`REQUIRED_VALUES`: citeproc and
+      a resource path for Typst, table columns sized by content);
     * ```` ```{python} ```` cells with ``#|`` options :data:`CELL_OPTIONS`; cells run in order in
       one Jupyter kernel started from *this* interpreter (no installed kernelspec is consulted),
       with the paper's directory as working directory, as Quarto does;
-    * inline expressions `` `{python} expr` ``, run in document order in the same kernel;
+    * inline expressions `` `{python} expr` ``, run in document order in the same kernel, whose value is
+      a number or has a Markdown representation (Quarto prints anything else as escaped text);
     * figures: a cell with ``label: fig-…`` and ``fig-cap`` that displays one image, or the
       markdown ``![caption](file.png){#fig-…}`` (also when printed by an ``output: asis`` cell);
-    * tables: a cell with ``label: tbl-…`` and ``tbl-cap`` that displays one markdown table;
+    * tables: a cell with ``label: tbl-…`` and ``tbl-cap`` that displays one markdown table (the
+      caption read as Quarto reads it: one level of backslash escapes taken off first);
     * section labels ``# Title {#sec-…}``; cross-references ``@fig-…``, ``@tbl-…``, ``@sec-…``
       (numbered "Figure 1", "Table 2", "Section 3.1"), a leading ``-`` (``-@fig-…``) for the bare
       number;
@@ -41,10 +47,10 @@ from typing import Literal
 from uaprobe.atomic import check_writable
 from uaprobe.publishing.render.fallback import render_fallback
 from uaprobe.publishing.render.kernel import execute_manuscript
-from uaprobe.publishing.render.qmd import (CodeCell, InlineExpr, MarkdownChunk, load_project_config, parse_manuscript,
-                                           split_chunks)
+from uaprobe.publishing.render.qmd import (REQUIRED_VALUES, SUPPORTED_KEYS, CodeCell, InlineExpr, MarkdownChunk,
+                                           load_project_config, parse_manuscript, split_chunks)
 from uaprobe.publishing.render.quarto import find_quarto, render_with_quarto
-from uaprobe.publishing.render.result import ManuscriptSyntaxError, RenderError, RenderResult
+from uaprobe.publishing.render.result import InlineValueError, ManuscriptSyntaxError, RenderError, RenderResult
 
 Engine = Literal["auto", "quarto", "fallback"]
 
@@ -88,10 +94,13 @@ def render_manuscript(
 __all__ = [
     "CodeCell",
     "InlineExpr",
+    "InlineValueError",
     "ManuscriptSyntaxError",
     "MarkdownChunk",
     "RenderError",
     "RenderResult",
+    "REQUIRED_VALUES",
+    "SUPPORTED_KEYS",
     "execute_manuscript",
     "find_quarto",
     "parse_manuscript",

@@ -75,7 +75,8 @@ def assemble_markdown(
                     f"(IPython.display.Markdown); it displayed {len(tables)} markdown and "
                     f"{len(output.images)} image outputs"
                 )
-            block.append(f"::: {{#{label}}}\n{tables[0].strip()}\n\n: {options['tbl-cap'].strip()}\n:::")
+            caption = quarto_table_caption(options["tbl-cap"].strip())
+            block.append(f"::: {{#{label}}}\n{tables[0].strip()}\n\n: {caption}\n:::")
         else:
             if output.stdout.strip():
                 block.append(_code_block(output.stdout))
@@ -86,6 +87,18 @@ def assemble_markdown(
         if block:
             pieces.append("\n\n" + "\n\n".join(b.strip("\n") for b in block) + "\n\n")
     return "".join(pieces)
+
+
+_ATTRIBUTE_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def quarto_table_caption(caption: str) -> str:
+    """A cell's ``tbl-cap`` as Quarto reads it. Quarto forwards the option as an attribute of the cell's div
+    (``tbl-cap='…'``), and pandoc takes one level of backslash escapes (a backslash before ASCII punctuation)
+    off an attribute's value before the caption is read as Markdown: ``\\*`` in the option is a bare ``*``
+    there (emphasis, with another), ``\\\\*`` a literal asterisk. (``fig-cap`` is not forwarded so: Quarto
+    writes it as Markdown text, as it stands.)"""
+    return _ATTRIBUTE_ESCAPE.sub(r"\1", caption)
 
 
 def _code_block(text: str) -> str:

@@ -16,18 +16,28 @@ from uaprobe.publishing.render.qmd import CodeCell, InlineExpr, Manuscript
 from uaprobe.publishing.render.result import RenderError
 
 _INLINE_HELPER = '''\
+import numbers as __uaprobe_numbers__
+
+from uaprobe.publishing.render.result import InlineValueError as __uaprobe_InlineValueError__
+
 def __uaprobe_inline__(value):
     markdown = getattr(value, "_repr_markdown_", None)
     if markdown is not None:
         return markdown()
-    if isinstance(value, str):
-        shown = repr(value)[1:-1]
-        if shown != value:  # Quarto shows an inline str as its repr without the quotes
-            raise ValueError("an inline string that Quarto would show as " + repr(shown)
-                             + ": give a number, or wrap the text in IPython.display.Markdown")
-        return value
-    return repr(value)
+    if isinstance(value, __uaprobe_numbers__.Real):
+        return repr(value)
+    raise __uaprobe_InlineValueError__(
+        "an inline " + type(value).__name__ + " (" + repr(value)[:60] + "): Quarto prints a value without a "
+        "Markdown representation as its plain-text repr, escaped as text (a str without its quotes, with "
+        "Python's escapes; Markdown in it is shown or misread, @sec-x as a citation), where this renderer "
+        "would read it as Markdown; give a number, or make it Markdown: uaprobe.publishing.prose.markdown.Prose(text) "
+        "(IPython.display.Markdown(text) reads a text that names a file or starts with http as one)")
 '''
+"""Defined in the kernel before the first cell: what an inline expression's value prints as. A value with a
+Markdown representation (the paper's sourced values and :class:`~uaprobe.publishing.prose.markdown.Prose`
+phrases, ``IPython.display.Markdown``) prints that Markdown, as under Quarto; a number its repr, which
+Quarto prints the same; anything else (a plain ``str`` above all) is refused, since Quarto would print it
+as escaped text and this renderer as Markdown."""
 
 
 @dataclass

@@ -4,6 +4,7 @@ metadata, markdown chunks with inline expressions, and python cells; anything el
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,16 +28,39 @@ SUPPORTED_KEYS: Mapping[str, Any] = {
     "link-citations": None,
     "reference-section-title": None,
     "number-sections": None,
+    "tbl-colwidths": None,
     "jupyter": None,
     "execute": {"echo": None, "warning": None, "freeze": None, "cache": None},
     "format": {
         "html": {"embed-resources": None, "output-file": None, "css": None, "toc": None,
                  "grid": {"body-width": None}},
         "typst": {"output-file": None, "papersize": None, "fontsize": None, "margin": None,
-                  "section-numbering": None, "keep-typ": None, "include-in-header": None},
+                  "section-numbering": None, "keep-typ": None, "include-in-header": None,
+                  "citeproc": None, "resource-path": None},
     },
 }
 """Front-matter / ``_quarto.yml`` keys the fallback honours or may ignore (``None`` = a leaf)."""
+
+REQUIRED_VALUES: Mapping[tuple[str, ...], tuple[object, str]] = {
+    ("tbl-colwidths",): (
+        False,
+        "the fallback sizes every table's columns by their content; without it Quarto fixes the columns of a "
+        "pipe table wider than 72 characters in proportion to its dashes (cells wrap mid-word)",
+    ),
+    ("format", "typst", "citeproc"): (
+        True,
+        "the fallback formats citations with pandoc's citeproc in the PDF as in the HTML; without it Quarto "
+        "leaves them to Typst (numbered, with the list under its own heading at the end)",
+    ),
+    ("format", "typst", "resource-path"): (
+        ["."],
+        "images are found relative to the paper directory; under Quarto this also copies each image into "
+        "the render's media directory, inside the root Typst may read (figures live outside it)",
+    ),
+}
+"""Settings that make Quarto render as the fallback does, each with why: the fallback refuses a
+manuscript that sets them otherwise or leaves them out (``format.typst`` ones only where it renders
+Typst), rather than render it differently from Quarto."""
 
 CELL_OPTIONS = frozenset({"label", "fig-cap", "fig-alt", "tbl-cap", "echo", "output", "include", "warning"})
 """``#|`` cell options the fallback supports."""
@@ -150,6 +174,24 @@ def check_metadata(metadata: Mapping[str, Any], *, where: str) -> None:
     walk(metadata, SUPPORTED_KEYS, "")
 
 
+def check_required_values(metadata: Mapping[str, Any], *, where: str) -> None:
+    """Raise :class:`ManuscriptSyntaxError` where merged ``metadata`` misses a :data:`REQUIRED_VALUES` setting."""
+    formats = metadata.get("format")
+    for path, (expected, why) in REQUIRED_VALUES.items():
+        if path[:2] == ("format", "typst") and not (isinstance(formats, Mapping) and "typst" in formats):
+            continue
+        node: Any = metadata
+        for key in path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node != expected:
+            name = ".".join(path)
+            shown = "absent" if node is None else f"{node!r}"
+            raise ManuscriptSyntaxError(
+                f"{where}: `{name}` must be {json.dumps(expected)} "
+                f"(it is {shown}): {why}. Set it in _quarto.yml."
+            )
+
+
 def parse_manuscript(qmd: Path) -> Manuscript:
     """Read ``qmd`` and its ``_quarto.yml``; split it into chunks; reject unsupported syntax."""
     text = qmd.read_text(encoding="utf-8")
@@ -158,6 +200,7 @@ def parse_manuscript(qmd: Path) -> Manuscript:
     check_metadata(project, where=str(qmd.parent / "_quarto.yml"))
     check_metadata(front, where=f"{qmd} (front matter)")
     metadata = merge_metadata(project, front)
+    check_required_values(metadata, where=str(qmd.parent / "_quarto.yml"))
     return Manuscript(path=qmd, metadata=metadata, chunks=tuple(split_chunks(body, first_line=body_line, where=str(qmd))))
 
 

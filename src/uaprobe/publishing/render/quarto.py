@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from uaprobe.atomic import write_files
-from uaprobe.publishing.provenance.outputs import FIGURES_DIR, FIGURES_DIR_ENV
 from uaprobe.publishing.render.result import RenderError, RenderResult
 
 
@@ -53,55 +53,63 @@ def quarto_command(quarto: Path, qmd: Path) -> list[str]:
 def render_with_quarto(
     quarto: Path, qmd: Path, *, output_dir: Path, environ: Mapping[str, str]
 ) -> RenderResult:
-    """Run ``quarto render`` in the paper directory and move its outputs to ``output_dir``."""
+    """Run ``quarto render`` on a scratch copy of the paper directory and move its outputs to ``output_dir``.
+
+    Quarto writes its working files (``.quarto/``, ``<stem>_files/``, the intermediate ``.typ``, a failed
+    format's output) beside the manuscript and leaves them there when a render fails. The copy is made beside
+    the paper directory, so that every relative path of the manuscript (``../figures/…``) and the repository
+    root above it hold as they do there, and removed afterwards: the paper directory stays as it was, whatever
+    happens. A warning of Quarto or pandoc (an unresolved citation, say) fails the render, as it does under
+    the fallback.
+    """
     env = dict(environ)
     env.setdefault("QUARTO_PYTHON", sys.executable)
-    # Quarto compiles Typst with the Quarto project (the paper directory) as root, so images
-    # outside it cannot be read: figures are copied in for the render and removed afterwards.
-    staged = _stage_figures(qmd.parent)
-    if staged is not None:
-        env[FIGURES_DIR_ENV] = str(staged)
-    try:
-        return _run_quarto(quarto, qmd, output_dir=output_dir, env=env)
-    finally:
-        if staged is not None:
-            shutil.rmtree(staged, ignore_errors=True)
+    paper = qmd.parent
+    skip = {".quarto"} | ({output_dir.name} if output_dir.parent == paper else set())
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        if Path(directory) != paper:
+            return set()
+        return {n for n in names if n in skip or n.endswith("_files")}
+
+    # not a hidden directory: Quarto takes no file inside one for a project input (and --output-dir fails)
+    with tempfile.TemporaryDirectory(prefix=f"{paper.name}-quarto-", dir=paper.parent) as tmp:
+        scratch = Path(tmp)
+        shutil.copytree(paper, scratch, ignore=ignore, dirs_exist_ok=True)
+        return _run_quarto(quarto, scratch / qmd.name, output_dir=output_dir, env=env, source=qmd)
 
 
-STAGED_FIGURES = "_figures"
-"""Directory inside the paper directory that holds the figures while Quarto renders."""
+_WARNING = re.compile(r"^(?:\[WARNING\]|WARN(?:ING)?\b).*$", flags=re.M)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _stage_figures(paper_dir: Path) -> Path | None:
-    for candidate in (paper_dir, *paper_dir.parents):
-        if (candidate / "params.yaml").is_file():
-            source = candidate / FIGURES_DIR
-            if not source.is_dir():
-                return None
-            target = paper_dir / STAGED_FIGURES
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(source, target)
-            return target
-    return None
+def render_warnings(log: str) -> list[str]:
+    """The warnings of Quarto (``WARN …``, ``WARNING (…)``) and pandoc (``[WARNING] …``) in a render's log."""
+    return [m.group(0).strip() for m in _WARNING.finditer(_ANSI.sub("", log))]
 
 
-def _run_quarto(quarto: Path, qmd: Path, *, output_dir: Path, env: Mapping[str, str]) -> RenderResult:
-    with tempfile.TemporaryDirectory(prefix="quarto-", dir=qmd.parent) as tmp:
-        command = quarto_command(quarto, qmd) + ["--output-dir", tmp]
-        proc = subprocess.run(command, cwd=qmd.parent, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RenderError(
-                f"{qmd}: `{' '.join(command)}` failed with exit code {proc.returncode}:\n"
-                f"{proc.stderr[-4000:]}"
-            )
-        produced = {p.suffix: p for p in Path(tmp).rglob(f"{qmd.stem}.*") if p.suffix in (".html", ".pdf")}
-        missing = {".html", ".pdf"} - set(produced)
-        if missing:
-            raise RenderError(
-                f"{qmd}: quarto wrote no {', '.join(sorted(missing))}; check `format:` in _quarto.yml "
-                "(html with embed-resources, and typst)"
-            )
-        html = output_dir / f"{qmd.stem}.html"
-        pdf = output_dir / f"{qmd.stem}.pdf"
-        write_files({html: produced[".html"].read_bytes(), pdf: produced[".pdf"].read_bytes()})
+def _run_quarto(quarto: Path, qmd: Path, *, output_dir: Path, env: Mapping[str, str], source: Path) -> RenderResult:
+    """Render ``qmd`` (the scratch copy of ``source``, which the messages name) into ``output_dir``."""
+    rendered = qmd.parent / "_render"
+    command = quarto_command(quarto, qmd) + ["--output-dir", str(rendered)]
+    proc = subprocess.run(command, cwd=qmd.parent, env=env, capture_output=True, text=True)
+    shown = " ".join(quarto_command(quarto, qmd))
+    if proc.returncode != 0:
+        raise RenderError(
+            f"{source}: `{shown}` failed with exit code {proc.returncode}:\n{_ANSI.sub('', proc.stderr)[-4000:]}"
+        )
+    warnings = render_warnings(proc.stderr + proc.stdout)
+    if warnings:
+        raise RenderError(f"{source}: `{shown}` warned (a warning fails the render, as under the fallback):\n"
+                          + "\n".join(warnings[:20]))
+    produced = {p.suffix: p for p in rendered.rglob(f"{qmd.stem}.*") if p.suffix in (".html", ".pdf")}
+    missing = {".html", ".pdf"} - set(produced)
+    if missing:
+        raise RenderError(
+            f"{source}: quarto wrote no {', '.join(sorted(missing))}; check `format:` in _quarto.yml "
+            "(html with embed-resources, and typst)"
+        )
+    html = output_dir / f"{qmd.stem}.html"
+    pdf = output_dir / f"{qmd.stem}.pdf"
+    write_files({html: produced[".html"].read_bytes(), pdf: produced[".pdf"].read_bytes()})
     return RenderResult(html=html, pdf=pdf, engine="quarto")

@@ -17,6 +17,10 @@ class ManuscriptSyntaxError(RenderError):
     """The manuscript uses Quarto syntax the fallback renderer does not support."""
 
 
+class InlineValueError(RenderError):
+    """An inline expression's value is of a kind Quarto prints differently from the fallback (a plain str)."""
+
+
 @dataclass(frozen=True)
 class RenderResult:
     """What a render wrote and which engine wrote it."""
