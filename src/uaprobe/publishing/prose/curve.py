@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from uaprobe.names import PANEL_RESULTS
-from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
 from uaprobe.publishing.provenance.values import Value, median_key
 
 CURVE = "specification_curve"
@@ -49,7 +48,7 @@ STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
 
 def category_words(out: Outputs, m: str) -> str:
     """The category the second joint test leaves out, in words."""
-    return pretty(str(out.raw(m, CURVE, "joint/without_category/left_out")))
+    return category(str(out.raw(m, CURVE, "joint/without_category/left_out")))
 
 
 def test_words(out: Outputs, m: str, test: str) -> str:

@@ -14,8 +14,7 @@ from uaprobe.names import PANEL_RESULTS
 
 from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs, without_index
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import join_words, prose
+from uaprobe.publishing.prose.markdown import category, join_words, prose
 from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models, sign_word
 from uaprobe.publishing.prose.tables import length_category, other_range
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE, STANDS_OUT
@@ -57,7 +56,7 @@ def length_phrase(out: Outputs) -> str:
         if i is None:
             parts.append(f"no token counts are recorded for {out.display(m)}")
             continue
-        names.add(pretty(out.raw(m, "layerwise", "categories")[i]))
+        names.add(category(out.raw(m, "layerwise", "categories")[i]))
         diff = out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
         rest = other_range(out, m, i)
         parts.append(f"{diff} for {out.display(m)}" + (f", against {rest[0]} to {rest[1]} elsewhere" if rest else ""))
@@ -98,7 +97,7 @@ def confound_verdict(out: Outputs) -> str:
                    and d > 0 for m in same)
     if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
             and all(stands_out(out, m) for m in out.models)):
-        name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+        name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
         sentences.append("The lexical baseline's agreement with the models, the sign of their r and its dependence "
                          f"on the normalisation of the NLL thus all rest on one category, {name}, whose B statements are "
                          "also much longer; length is the likeliest but not the only explanation.")
@@ -112,7 +111,7 @@ def length_limitation(out: Outputs) -> str:
     same = confound_models(out)
     if not same:
         return ""
-    name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+    name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
     return (f"With one influential category ({name}), its length cannot be separated from the rest of what "
             "distinguishes it.")
 
