@@ -235,7 +235,8 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
                                             n_categories=n_cat) for nll in ("mean", "sum")}
     sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
                                       primary=params.primary, alpha=params.alpha,
-                                      level=params.ci_level, rec=rec)
+                                      level=params.ci_level, seed=params.seed, permutations=params.permutations,
+                                      rec=rec)
     out.results["specification_curve"] = finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
     out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)
