@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, phases, preference,
+from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, fit, option_b, pairmodels, phases, preference,
                               robustness, speccurve)
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
@@ -92,7 +92,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     n_layers = emb.n_layers
     _check_layers(emb, source)
     table = table_from_embeddings(emb, source=source)
-    bins.check_bins(params, n_pairs=table.n_pairs)
+    fit.check(params, categories=table.categories, n_pairs=table.n_pairs, source=source)
     display = display or str(plain(emb.attrs.get("display") or model_id))
     header = results_header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
     categories = list(table.categories)
