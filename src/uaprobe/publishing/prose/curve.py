@@ -15,6 +15,7 @@ from typing import Any
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
+from uaprobe.publishing.prose.study import curve_test_words, left_out_reason
 from uaprobe.publishing.provenance.values import Value, median_key
 
 CURVE = "specification_curve"
@@ -80,8 +81,9 @@ def universe_phrase(out: Outputs) -> str:
     tests = out.raw(m0, CURVE, "secondary/tests") or []
     secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
                             f"{test_words(out, m0, t['test'])}" for t in tests])
-    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with the "
-            "correction across models and the pair-level family. It was fixed after an earlier version of this "
+    with_what = "the correction across models and the pair-level family" if len(out.models) > 1 else \
+        "the pair-level family"
+    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with {with_what}. It was fixed after an earlier version of this "
             "analysis had shown the specification curve over every layer, so it is a declaration, not a "
             "preregistration: it fixes the original study's last layer and every open choice there, not the "
             "curve's best specification. Its "
@@ -90,14 +92,10 @@ def universe_phrase(out: Outputs) -> str:
             "category out is an influence diagnostic, not a choice. Two specifications with bit-identical category UA "
             "and the same preference (the same pooled states and NLL) are one, counted once: "
             f"{distinct} are distinct. The primary statistic is the "
-            f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
-            f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "
-            f"preferences to every specification at once, so its smallest value is one over that number. The secondary "
-            f"statistics, Holm-corrected as one family within each model (not across the models), are {secondary}; the last two run over the "
+            f"{primary_statistic(out, m0)} over the distinct specifications; {curve_test_words(out, m0)}. The secondary "
+            f"statistics, Holm-corrected as one family within each model{' (not across the models)' if len(out.models) > 1 else ''}, are {secondary}; the last two run over the "
             f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
-            f"categories. {category_words(out, m0).capitalize()} was declared as the category to leave out because its "
-            "two framings differ most in relative length and in kind of token, a name against a number, which the "
-            "dataset's text shows before any model output.")
+            f"categories. {left_out_reason(out, category_words(out, m0))}")
 
 
 CORRECTION_WORDS = {"holm": "Holm's correction", "bonferroni": "Bonferroni's correction"}
@@ -139,8 +137,9 @@ def primary_phrase(out: Outputs) -> str:
                            for m in out.models])
     kept = [out.display(m) for m in out.models if across_models(out, m, "reject")]
     n = len(out.models)
-    text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models by "
-             f"{correction}, declared with the primary test: the corrected p is {adjusted}.")
+    if n > 1:
+        text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models "
+                 f"by {correction}, declared with the primary test: the corrected p is {adjusted}.")
     if kept:
         text += f" The primary test finds the statistic different from chance for {join_words(kept)}."
     elif nominal:

@@ -21,6 +21,7 @@ from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown
 from uaprobe.publishing.prose.markdown import category as category_name
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.study import the_models
 
 FAMILIES = {"family": "family", "incremental": "incremental/family",
             "without_category": "incremental/without_category/family"}
@@ -86,12 +87,11 @@ def family_phrase(out: Outputs) -> str:
     m0 = out.models[0]
     pooling = out.raw(m0, PAIRS, "family/reported_pooling")
     category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
-    n_models = len(out.models)
     text = (f"Every pair-level test at the pre-declared layer (the last) forms one family, corrected by Holm: each "
             "metric with each pooling under each position-0 policy, with three sets of covariates (the category "
             "indicators and both sides' content-token counts; these and the lexical baseline's metric of the same "
             f"pair and pooling, one column per random seed; both over the pairs outside {category}, with their own "
-            f"within-category permutations), for {'both' if n_models == 2 else 'all ' + str(n_models)} models: "
+            f"within-category permutations), for {the_models(out)}: "
             f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
             f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
             f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
