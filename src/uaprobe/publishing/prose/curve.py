@@ -95,7 +95,7 @@ def universe_phrase(out: Outputs) -> str:
             f"{primary_statistic(out, m0)} over the distinct specifications; {curve_test_words(out, m0)}. The secondary "
             f"statistics, Holm-corrected as one family within each model{' (not across the models)' if len(out.models) > 1 else ''}, are {secondary}; the last two run over the "
             f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
-            f"categories. {left_out_reason(out, category_words(out, m0))}")
+            f"categories. {left_out_reason(out, m0)}")
 
 
 CORRECTION_WORDS = {"holm": "Holm's correction", "bonferroni": "Bonferroni's correction"}

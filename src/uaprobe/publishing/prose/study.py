@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 
 DATA_README = "data/README.md"
@@ -53,7 +53,8 @@ def is_documented_dataset(out: Outputs) -> bool:
     """Whether every model's extraction read the dataset ``data/README.md`` documents."""
     documented = documented_sha256(out)
     return documented is not None and all(
-        out.raw(m, "layerwise", "extraction/dataset_sha256") == documented for m in out.models)
+        (out.doc(out.model_file(m, "layerwise")).get("extraction") or {}).get("dataset_sha256") == documented
+        for m in out.models)
 
 
 def is_default_panel(out: Outputs) -> bool:
@@ -87,14 +88,21 @@ def panel_phrase(out: Outputs) -> str:
             "`params.yaml` away.")
 
 
+ORIGINAL_LEFT_OUT = "ground_truth_numeric"
+"""The original dataset's category the primary tests leave out, for the reason :func:`left_out_reason` gives."""
+
+
 @prose
-def left_out_reason(out: Outputs, category: str) -> str:
+def left_out_reason(out: Outputs, m: str) -> str:
     """Why the second joint test leaves out its category: the original dataset's reason, else the declaration."""
-    if is_documented_dataset(out) and out.params.analysis.primary.left_out == "ground_truth_numeric":
-        return (f"{category[:1].upper()}{category[1:]} was declared as the category to leave out because its two "
+    raw = str(out.raw(m, "specification_curve", "joint/without_category/left_out"))
+    words = category(raw)
+    name = f"{words[:1].upper()}{words[1:]}"
+    if raw == ORIGINAL_LEFT_OUT and is_documented_dataset(out):
+        return (f"{name} was declared as the category to leave out because its two "
                 "framings differ most in relative length and in kind of token, a name against a number, which the "
                 "dataset's text shows before any model output.")
-    return (f"{category[:1].upper()}{category[1:]} is the category `params.yaml` declares to leave out "
+    return (f"{name} is the category `params.yaml` declares to leave out "
             "(`analysis.primary.left_out`).")
 
 
