@@ -15,7 +15,7 @@ from typing import Any
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
-from uaprobe.publishing.prose.study import curve_test_words, left_out_reason
+from uaprobe.publishing.prose.study import curve_test_word, curve_test_words, left_out_reason
 from uaprobe.publishing.provenance.values import Value, median_key
 
 CURVE = "specification_curve"
@@ -114,7 +114,7 @@ def below_alpha_phrase(out: Outputs) -> str:
                         f"{out.v(m, CURVE, 'below_alpha/n_specs', 'thousands')} specifications of {out.display(m)} (against "
                         f"{out.v(m, CURVE, 'below_alpha/null_mean_share', 'percent')} % on average over the "
                         f"relabellings; p = {out.v(m, CURVE, 'below_alpha/null_p', 'p')})" for m in out.models])
-    return ("Uncorrected, the exact p of a distinct specification with every category (any layer and choice) is at "
+    return (f"Uncorrected, the {curve_test_word(out)} p of a distinct specification with every category (any layer and choice) is at "
             f"or below α for {parts}. The p of such a share applies every relabelling of the categories' preferences "
             "to all the specifications at once, which keeps their correlation (the first indicator row of "
             "@fig-specification-curve marks them, with those that leave a category out).")

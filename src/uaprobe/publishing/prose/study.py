@@ -136,3 +136,16 @@ def curve_test_words(out: Outputs, m: str) -> str:
             f"applies {count} relabellings of the category preferences (the identity and random orders from a seeded "
             "generator) to every specification at once, as a Monte Carlo test: p = (b + 1)/(m + 1) for b of the m "
             "random relabellings at least as extreme, so its smallest value, its resolution, is one over that number")
+
+
+@prose
+def layer_test_word(out: Outputs) -> str:
+    """``exact`` or ``Monte Carlo``: the category-level permutation test of one layer (``layerwise.json``)."""
+    return "exact" if out.raw(out.models[0], "layerwise", "permutation_mode") == "exact" else "Monte Carlo"
+
+
+@prose
+def curve_test_word(out: Outputs) -> str:
+    """``exact`` or ``Monte Carlo``: the specification curve's per-specification and joint permutation tests."""
+    return ("exact" if out.raw(out.models[0], "specification_curve", "joint/declared/mode") == "exact"
+            else "Monte Carlo")
