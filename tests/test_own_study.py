@@ -33,9 +33,11 @@ HOSTILE_TEXT = "<i onclick=\"console.log('PWNED-text')\">*</i> "
 
 
 def _text(page: str) -> str:
-    """The text a reader sees (tags dropped, entities decoded, whitespace folded)."""
+    """The text a reader sees (tags dropped, entities decoded, whitespace folded), with pandoc's typographic
+    quotes (typography, not markup) as the straight ones they were typed as."""
     body = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", body)).split())
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", body)).split())
+    return text.translate(str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'}))
 
 
 class _Markup(HTMLParser):
@@ -103,7 +105,7 @@ def test_the_markup_is_shown_as_the_text_it_is(hostile: Path) -> None:
     text = _text(_pages(hostile)["paper.html"])
     for name in HOSTILE_CATEGORIES:
         assert " ".join(name.split()) in text, name
-    assert HOSTILE_DISPLAY.split("-")[0] in text
+    assert HOSTILE_DISPLAY in text and HOSTILE_TEXT.strip() not in text  # statements are not shown in the paper
     provenance = _text(_pages(hostile)["provenance.html"])
     assert HOSTILE_CATEGORIES[1] in provenance
 
@@ -130,12 +132,12 @@ def test_figures_hold_the_names_as_text_not_as_markup_or_mathtext(hostile: Path)
 
 def test_the_paper_has_the_study_s_counts_and_the_monte_carlo_test(hostile: Path) -> None:
     text = _text(_pages(hostile)["paper.html"])
-    assert "The dataset is this study's own" in text.replace("\u2019", "'")
+    assert "The dataset is this study's own" in text
     assert "36 statement pairs in 12 categories" in text
     assert "both models" not in text and "the two models" not in text
     assert "across the three models" in text
     assert "Monte Carlo" in text and "(b + 1)/(m + 1)" in text
-    assert "original study's: " not in text.replace("\u2019", "'")
+    assert "original study's: " not in text
     pdf = hostile / "paper" / "_output" / "paper.pdf"
     shown = run(["pdftotext", str(pdf), "-"], hostile).stdout if pdf.is_file() else ""
     assert "#set page(width: 1cm)" in " ".join(shown.split())
@@ -151,7 +153,7 @@ def one_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_one_model_and_four_categories_run_to_the_paper_with_their_own_words(one_model: Path) -> None:
-    text = _text(_pages(one_model)["paper.html"]).replace("\u2019", "'")
+    text = _text(_pages(one_model)["paper.html"])
     assert "32 statement pairs in 4 categories (first kind, second kind, third kind, fourth kind)" in text
     for phrase in ("both models", "across the models", "across models", "the models' ", "one models", "1 models",
                    "split across", "two models"):

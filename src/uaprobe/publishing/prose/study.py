@@ -62,7 +62,7 @@ def is_default_panel(out: Outputs) -> bool:
 
 
 @prose
-def dataset_phrase(out: Outputs) -> str:
+def dataset_sentence(out: Outputs) -> str:
     """Methods: whose dataset it is, its pairs and categories (counts and names)."""
     m0 = out.models[0]
     counts = (f"{out.v(m0, 'layerwise', 'n_pairs', 'sum')} statement pairs in "
@@ -75,7 +75,7 @@ def dataset_phrase(out: Outputs) -> str:
 
 
 @prose
-def panel_phrase(out: Outputs) -> str:
+def panel_sentence(out: Outputs) -> str:
     """Methods: the panel, with the default panel's citations where it is the default."""
     if is_default_panel(out):
         return ("The default panel uses SmolLM2 [@allal2025smollm2] and Gemma 3 [@gemma2025gemma3], small models "
