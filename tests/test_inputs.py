@@ -670,3 +670,24 @@ def test_fuzz_params_files(scratch: Path, text: str) -> None:
         assert str(exc).startswith(f"{path}: ")
         return
     _check_params_invariants(params)
+
+
+def test_auto_bins_follow_the_dataset_and_say_what_they_chose(caplog: pytest.LogCaptureFixture) -> None:
+    from uaprobe.analysis import fit
+    from uaprobe.config import analysis_from_mapping
+
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())["analysis"]
+    auto = analysis_from_mapping(dict(doc, bins=dict(doc["bins"], k="auto", ci_k="auto")))
+    cats = ["ground_truth_numeric", "b", "c", "d"]
+    with caplog.at_level(logging.INFO, logger="uaprobe.analysis.fit"):
+        small = fit.check(auto, categories=cats, n_pairs=32, source="data/dataset.json")
+    assert (small.bins.k, small.bins.ci_k) == ((10, 15), 15)  # the default's counts that 32 pairs allow
+    assert "data/dataset.json: analysis.bins.k: auto chose [10, 15] for 32 pairs (at most 16 bins)" in caplog.text
+    assert "analysis.bins.ci_k: auto chose 15" in caplog.text
+    tiny = fit.check(auto, categories=cats, n_pairs=9, source="x")
+    assert (tiny.bins.k, tiny.bins.ci_k) == ((3, 4), 4)  # none of the default fits: from 3 up to 9 // 2
+    full = fit.check(auto, categories=cats, n_pairs=230, source="x")
+    assert (full.bins.k, full.bins.ci_k) == ((10, 15, 20, 25, 30), 20)  # the shipped dataset: the shipped values
+    assert fit.check(small, categories=cats, n_pairs=32, source="x") == small  # nothing left to choose
+    with pytest.raises(ConfigError, match=r"analysis\.bins\.k: got 'often', expected a list of an integer or one of"):
+        analysis_from_mapping(dict(doc, bins=dict(doc["bins"], k="often")))

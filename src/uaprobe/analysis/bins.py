@@ -14,7 +14,7 @@ vectorised moments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -32,6 +32,12 @@ MIN_BIN_PAIRS = 2
 """A bin needs two pairs for a uniformity (the seed skips smaller bins)."""
 
 
+DEFAULT_K = (10, 15, 20, 25, 30)
+"""The bin counts of the default parameters (the seed's 10..30 in steps of 5)."""
+DEFAULT_CI_K = 20
+"""The seed's k of the bootstrap CI."""
+
+
 def _fitting_bins(values: Sequence[int], limit: int) -> list[int]:
     """The values of ``values`` that fit under ``limit``, or up to five evenly spaced counts from 3 to it."""
     kept = [k for k in values if k <= limit]
@@ -41,6 +47,25 @@ def _fitting_bins(values: Sequence[int], limit: int) -> list[int]:
         return []
     step = max(1, (limit - 3) // 4)
     return sorted({*range(3, limit + 1, step), limit})[-5:]
+
+
+def auto_bins(params: AnalysisParams, *, n_pairs: int) -> tuple[AnalysisParams, list[str]]:
+    """``params`` with ``analysis.bins.k`` and ``ci_k`` of ``auto`` replaced by the counts ``n_pairs`` allow, and
+    a sentence for each choice: k, the default's counts that fit (or up to five from 3 to the largest that fits);
+    ci_k, the largest chosen k up to the seed's 20 (or the smallest chosen)."""
+    b = params.bins
+    if b.k != "auto" and b.ci_k != "auto":
+        return params, []
+    limit = n_pairs // MIN_BIN_PAIRS
+    notes = []
+    k = tuple(_fitting_bins(DEFAULT_K, limit) or [3]) if b.k == "auto" else b.k
+    if b.k == "auto":
+        notes.append(f"analysis.bins.k: auto chose {list(k)} for {n_pairs} pairs (at most {limit} bins)")
+    ci_k = b.ci_k
+    if ci_k == "auto":
+        ci_k = max([x for x in k if x <= DEFAULT_CI_K], default=min(k))
+        notes.append(f"analysis.bins.ci_k: auto chose {ci_k}")
+    return replace(params, bins=replace(b, k=k, ci_k=ci_k)), notes
 
 
 def bin_problems(params: AnalysisParams, *, n_pairs: int) -> list[str]:
@@ -354,6 +379,6 @@ def bins_settings(params: AnalysisParams) -> dict[str, Any]:
             "schemes": list(SCHEMES), "min_bin_pairs": MIN_BIN_PAIRS}
 
 
-__all__: Sequence[str] = ("analyze_bins", "bin_problems", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
+__all__: Sequence[str] = ("analyze_bins", "auto_bins", "bin_problems", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
                           "summarize_many",
                           "ci_partition", "change_labels")

@@ -17,16 +17,26 @@ tests are exact up to :data:`~uaprobe.analysis.speccurve.MAX_EXACT_ORDERS` order
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
-from uaprobe.analysis.bins import bin_problems
+from uaprobe.analysis.bins import auto_bins, bin_problems
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
+
+def resolve(params: AnalysisParams, *, n_pairs: int) -> tuple[AnalysisParams, list[str]]:
+    """``params`` with every ``auto`` value chosen for a dataset of ``n_pairs`` pairs (``analysis.bins.k`` and
+    ``ci_k``: :func:`~uaprobe.analysis.bins.auto_bins`), and a sentence per choice."""
+    return auto_bins(params, n_pairs=n_pairs)
+
 
 def problems(params: AnalysisParams, *, categories: Sequence[str], n_pairs: int) -> list[str]:
-    """Every parameter of ``params`` that the dataset (its categories in order, its pair count) cannot take, as
-    sentences naming the key, the reason and a value that fits."""
+    """Every parameter of ``params`` (its ``auto`` values chosen) that the dataset (its categories in order, its
+    pair count) cannot take, as sentences naming the key, the reason and a value that fits."""
+    params, _ = resolve(params, n_pairs=n_pairs)
     found = bin_problems(params, n_pairs=n_pairs)
     if params.primary.left_out not in categories:
         found.append(f"analysis.primary.left_out: {params.primary.left_out!r} is not a category of the dataset; set "
@@ -39,9 +49,14 @@ def problems(params: AnalysisParams, *, categories: Sequence[str], n_pairs: int)
     return found
 
 
-def check(params: AnalysisParams, *, categories: Sequence[str], n_pairs: int, source: str) -> None:
-    """Refuse parameters the dataset of ``source`` cannot take: one error listing every problem with its fix."""
-    found = problems(params, categories=categories, n_pairs=n_pairs)
+def check(params: AnalysisParams, *, categories: Sequence[str], n_pairs: int, source: str) -> AnalysisParams:
+    """The parameters for the dataset of ``source``, their ``auto`` values chosen (each choice logged); refused,
+    with one error listing every problem and its fix, where the dataset cannot take them."""
+    resolved, notes = resolve(params, n_pairs=n_pairs)
+    for note in notes:
+        log.info("%s: %s", source, note)
+    found = problems(resolved, categories=categories, n_pairs=n_pairs)
     if found:
         raise ConfigError(f"params.yaml does not fit {source} ({len(categories)} categories, {n_pairs} pairs): "
                           f"{len(found)} problem{'s' if len(found) > 1 else ''}:\n  - " + "\n  - ".join(found))
+    return resolved

@@ -92,7 +92,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     n_layers = emb.n_layers
     _check_layers(emb, source)
     table = table_from_embeddings(emb, source=source)
-    fit.check(params, categories=table.categories, n_pairs=table.n_pairs, source=source)
+    params = fit.check(params, categories=table.categories, n_pairs=table.n_pairs, source=source)
     display = display or str(plain(emb.attrs.get("display") or model_id))
     header = results_header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
     categories = list(table.categories)
