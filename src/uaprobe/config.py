@@ -346,11 +346,15 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         if value in typing.get_args(tp) and not isinstance(value, bool):
             return value
     elif origin in (typing.Union, types.UnionType):
+        nested: list[ConfigError] = []
         for arg in typing.get_args(tp):
             try:
                 return _convert(arg, value, key)
-            except ConfigError:
-                continue
+            except ConfigError as exc:
+                if str(exc).startswith(f"{key}["):  # the value has this alternative's shape; one item is wrong
+                    nested.append(exc)
+        if nested:
+            raise nested[0]
     elif origin is tuple:
         if isinstance(value, (list, tuple)):
             (inner, _ellipsis) = typing.get_args(tp)
