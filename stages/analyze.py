@@ -72,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     log.info("%s: %d pairs, %d layers, hidden size %d: cosines as %s", args.model, n_pairs, emb.n_layers + 1, hidden,
              "Gram matrices" if cosine_form_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
     with tqdm(total=analysis_steps(analysis), desc=f"analyze {args.model}", unit="step") as bar:
-        out = analyze_model(emb, params=analysis, model_id=args.model, display=spec.display, source=str(h5),
+        out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
                             on_step=bar.update)
     if control is not None:
-        ctrl = analyze_control(control, params=analysis, model_id=args.model, display=spec.display,
+        ctrl = analyze_control(control, params=params.analysis, model_id=args.model, display=spec.display,
                                source=str(args.control))
         out.results["neutral_control"] = ctrl["results"]
         out.metrics["neutral_control"] = ctrl["metrics"]

@@ -92,9 +92,11 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     n_layers = emb.n_layers
     _check_layers(emb, source)
     table = table_from_embeddings(emb, source=source)
-    params = fit.check(params, categories=table.categories, n_pairs=table.n_pairs, source=source)
+    # every results file records the settings as params.yaml gives them (`auto` included: what dvc.lock
+    # records); the analyses run on the values chosen for this dataset (bins.json records its k and ci_k)
+    given, params = params, fit.check(params, categories=table.categories, n_pairs=table.n_pairs, source=source)
     display = display or str(plain(emb.attrs.get("display") or model_id))
-    header = results_header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
+    header = results_header(model_id=model_id, display=display, n_layers=n_layers, params=given, attrs=emb.attrs)
     categories = list(table.categories)
     n_cat = len(categories)
     pref = _checked_preference(table, params, source)

@@ -165,12 +165,12 @@ def bins_table(out: Outputs, pooling: str = "mean") -> str:
     rows = []
     for m in out.models:
         last = out.raw(m, "bins", "n_layers")
-        ks = [int(k) for k in out.raw(m, "bins", "settings/bins/k")]
+        ks = [int(k) for k in out.raw(m, "bins", "k")]  # the bin counts run (`auto` chosen for the dataset)
         for scheme, data in out.raw(m, "bins", f"poolings/{pooling}/schemes").items():
             for k in sorted(data["by_k"], key=int):
                 v = out.under(out.model_file(m, "bins"), f"poolings/{pooling}/schemes/{scheme}/by_k/{k}",
                               suffix=f"{last}")
-                shown_k = out.v(m, "bins", f"settings/bins/k/{ks.index(int(k))}", "int") if int(k) in ks else k
+                shown_k = out.v(m, "bins", f"k/{ks.index(int(k))}", "int") if int(k) in ks else k
                 rows.append([out.display(m), scheme, shown_k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
                              v("share_positive", "percent"), v("share_excludes_zero", "percent"), v("n_valid", "int")])
     return markdown_table(["Model", "scheme", "k", "r: mean ± sd", "% with r > 0", "% whose CI excludes 0",
