@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from uaprobe.analysis import limits
+from uaprobe.analysis import fit, limits
 from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
 from uaprobe.schema.text import csv_text
 from uaprobe.analysis.uniformity import cosine_form_for
@@ -56,18 +56,22 @@ def main(argv: list[str] | None = None) -> int:
     control = read_embeddings(args.control) if args.control is not None else None
     # values the file or the machine cannot take (abtt_k at the states' rank, counts beyond the memory),
     # refused before anything is allocated
+    # the dataset's own value of every `auto` parameter, and every parameter the dataset cannot take, at once
+    # (the extract stage ran the same check before the model loaded)
+    analysis = fit.check(params.analysis, categories=list(dict.fromkeys(str(c) for c in emb.category)),
+                         n_pairs=len(emb.text) // 2, source=str(h5))
     available = limits.available_memory()
-    limits.check(params.analysis, limits.sizes_of(emb), available=available, source=str(h5))
+    limits.check(analysis, limits.sizes_of(emb), available=available, source=str(h5))
     if control is not None:
-        limits.check(params.analysis, limits.sizes_of(control), available=available, source=str(args.control),
-                     transformed=params.analysis.representation == "abtt")
+        limits.check(analysis, limits.sizes_of(control), available=available, source=str(args.control),
+                     transformed=analysis.representation == "abtt")
     res_dir = args.results / args.model
     for directory, option in ((res_dir, "--results"), (args.metrics, "--metrics"), (args.plots, "--plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     n_pairs, hidden = len(emb.text) // 2, emb.pooled["mean"].shape[-1]
     log.info("%s: %d pairs, %d layers, hidden size %d: cosines as %s", args.model, n_pairs, emb.n_layers + 1, hidden,
              "Gram matrices" if cosine_form_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
-    with tqdm(total=analysis_steps(params.analysis), desc=f"analyze {args.model}", unit="step") as bar:
+    with tqdm(total=analysis_steps(analysis), desc=f"analyze {args.model}", unit="step") as bar:
         out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
                             on_step=bar.update)
     if control is not None:

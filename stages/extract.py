@@ -2,7 +2,8 @@
 
     python stages/extract.py --model smollm2-135m
 
-Validates params, dataset, prompts and the output path before the model loads, and the statement
+Validates params, dataset, prompts, the analysis parameters the dataset decides (:mod:`uaprobe.analysis.fit`)
+and the output path before the model loads, and the statement
 lengths before any forward pass; streams batches into ``data/embeddings/<model>.h5.partial`` and
 moves the complete file into place, so ``<model>.h5`` is always the previous complete file, the new
 complete file, or absent.
@@ -41,6 +42,7 @@ import transformers
 from tqdm import tqdm
 
 import uaprobe
+from uaprobe.analysis import fit
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction import extract
@@ -74,6 +76,9 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     params = load_params(params_path)
     spec = dataclasses.replace(params.model(model_id), dtype=params.dtype_of(model_id))
     dataset = load_dataset(dataset_path)
+    # every analysis parameter the dataset decides (bins, the left-out category, ...), all at once, before
+    # the model loads: the analyze stage would refuse them after the extraction
+    fit.check(params.analysis, categories=dataset.categories, n_pairs=dataset.n_pairs, source=str(dataset_path))
     control = load_control(control_path) if control_path is not None else None
     prompts = load_prompts(prompts_path)
     device = pick_device(params.extract.device)

@@ -51,6 +51,7 @@ def write_project(root: Path, model_dir: Path, *, dataset: dict[str, Any], batch
                                   "params_millions": 0.1}}
     params["extract"].update(batch_size=batch_size, device="cpu", max_length=max_length)
     params["pooling"]["drop"] = drop
+    params["analysis"]["bins"].update(k=[3, 4], ci_k=3)  # bins a small dataset allows (checked before the model loads)
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return root
 

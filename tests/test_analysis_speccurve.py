@@ -86,7 +86,8 @@ POLICIES = {"default": "special", "sink_excluded": "sink_excluded"}
 def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, level=0.95, rec=None):
     return speccurve.curve_results(ua, pref, categories=CATS, policy_names=POLICIES,
                                    primary=PrimaryParams(depth=depth, statistic=statistic, left_out=left_out),
-                                   alpha=alpha, level=level, rec=NanReasons() if rec is None else rec)
+                                   alpha=alpha, level=level, seed=0, permutations=200,
+                                   rec=NanReasons() if rec is None else rec)
 
 
 def test_curve_results_sorted_parallel_columns():
@@ -337,3 +338,69 @@ def test_a_planted_effect_lies_above_its_null_band():
     d = body["joint"]["declared"]
     assert np.all(np.array(d["null_band"]["high"]) < 0.99)  # no relabelling but the identity reaches r = 1
     assert d["median_r"] == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Beyond the exact bound: a seeded Monte Carlo permutation test
+
+
+def test_the_orders_are_exact_up_to_eight_categories_and_random_beyond():
+    rng = np.random.default_rng(0)
+    orders, mode = speccurve.relabellings(8, rng=rng, permutations=50)
+    assert mode == "exact" and orders.shape == (40320, 8) and len({tuple(o) for o in orders}) == 40320
+    orders, mode = speccurve.relabellings(9, rng=rng, permutations=50)
+    assert mode == "monte_carlo" and orders.shape == (51, 9)
+    assert (orders[0] == np.arange(9)).all()  # the identity first: p = (b + 1) / (m + 1)
+    assert all(sorted(o) == list(range(9)) for o in orders)
+    again, _ = speccurve.relabellings(9, rng=np.random.default_rng(0), permutations=50)
+    first, _ = speccurve.relabellings(9, rng=np.random.default_rng(0), permutations=50)
+    assert (again == first).all()  # seeded: the same orders on every run
+    with pytest.raises(ValueError, match="exact bound"):
+        speccurve.relabellings(9, rng=None, permutations=0)
+
+
+def test_monte_carlo_p_is_b_plus_one_over_m_plus_one_and_near_the_exact_p():
+    rng = np.random.default_rng(3)
+    n, m = 9, 4000
+    ua = rng.standard_normal((1, n))
+    pref = (0.6 * ua[0] + rng.standard_normal(n))[None, :]
+    st = speccurve.curve_r(ua, pref, rng=np.random.default_rng(11), permutations=m)
+    assert st.mode == "monte_carlo" and st.spec_modes[0] == "monte_carlo" and st.spec_orders[0] == m + 1
+    assert st.spec_modes[1:] == ("exact",) * n and (st.spec_orders[1:] == 40320).all()  # 8 kept: exact
+    # the same draws, directly: r of every drawn order, b of them at least as extreme as the observed r
+    orders, _ = speccurve.relabellings(n, rng=np.random.default_rng(11), permutations=m)
+    r_obs = sps.pearsonr(ua[0], pref[0]).statistic
+    r_draws = np.array([sps.pearsonr(ua[0], pref[0][o]).statistic for o in orders[1:]])
+    b = int((np.abs(r_draws) >= abs(r_obs) - 1e-12).sum())
+    np.testing.assert_allclose(st.spec_p[0, 0, 0], (b + 1) / (m + 1), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(st.r_perm[1:, 0, 0, 0], r_draws, atol=1e-12)
+    # within Monte Carlo error of the exact p over all 9! orders
+    every = np.array(list(itertools.permutations(range(n))))
+    exact = float((np.abs(speccurve._normalised(pref[0][every]) @ speccurve._normalised(ua[0]))
+                   >= abs(r_obs) - 1e-12).mean())
+    assert abs(st.spec_p[0, 0, 0] - exact) < 4 * np.sqrt(exact * (1 - exact) / m) + 1 / m
+
+
+@pytest.mark.parametrize("n_cat", [9, 12, 20])
+def test_the_curve_runs_at_any_number_of_categories_and_records_its_resolution(n_cat: int) -> None:
+    rng = np.random.default_rng(n_cat)
+    n_layers, m = 3, 300
+    cats = [f"c{i}" for i in range(n_cat)]
+    ua = {pol: {p: {k: rng.standard_normal((n_layers + 1, n_cat)) for k in ("raw", "zscore")} for p in ("mean", "last")}
+          for pol in ("default", "sink_excluded")}
+    pref = {"mean": rng.standard_normal(n_cat), "sum": rng.standard_normal(n_cat)}
+
+    def run() -> dict:
+        return speccurve.curve_results(ua, pref, categories=cats, policy_names=POLICIES,
+                                       primary=PrimaryParams(left_out="c1"), alpha=0.05, level=0.95, seed=7,
+                                       permutations=m, rec=NanReasons())
+
+    body = run()
+    assert body["mode"] == "monte_carlo" and body["relabellings"] == m + 1
+    assert body["primary"]["mode"] == "monte_carlo" and body["primary"]["p_floor"] == pytest.approx(1 / (m + 1))
+    # with one category left out, nine categories keep eight: exact again
+    without = body["joint"]["without_category"]
+    assert (without["mode"], without["relabellings"]) == (("exact", 40320) if n_cat == 9 else ("monte_carlo", m + 1))
+    assert 1 / (m + 1) <= body["primary"]["p"] <= 1
+    assert set(body["specs"]["permutation_mode"]) == ({"exact", "monte_carlo"} if n_cat == 9 else {"monte_carlo"})
+    assert run() == body  # seeded: the same results

@@ -389,6 +389,55 @@ def test_stage_checks_every_input_before_loading_the_model(tmp_path: Path, tiny_
     assert files_in(out.parent) == []
 
 
+def test_every_parameter_the_dataset_decides_is_refused_at_once_before_the_model_loads(
+        tmp_path: Path, tiny_neox: Path, no_model_work: None, caplog: pytest.LogCaptureFixture) -> None:
+    """A 4-category dataset of 8 pairs each (32 pairs) under the shipped analysis parameters: bins.k, bins.ci_k and
+    primary.left_out are all wrong for it, and one error names all three with a value that fits."""
+    raw = real_dataset(pairs_per_category=8)
+    small = {f"my category {i}": raw[name] for i, name in enumerate(list(raw)[2:6])}
+    project = write_project(tmp_path, tiny_neox, dataset=small)
+    params = yaml.safe_load((REPO / "params.yaml").read_text())["analysis"]
+    doc = yaml.safe_load((project / "params.yaml").read_text())
+    doc["analysis"]["bins"] = params["bins"]  # k: [10, 15, 20, 25, 30], ci_k: 20
+    (project / "params.yaml").write_text(yaml.safe_dump(doc))
+    from extract_stage import stage_args
+
+    with caplog.at_level(logging.ERROR):
+        code = stage().main(stage_args(project, tmp_path / "emb" / "tiny.h5"))
+    assert code == 2
+    text = caplog.text
+    assert "4 categories, 32 pairs): 3 problems" in text
+    assert "analysis.bins.k: [20, 25, 30] are more bins than 32 pairs allow (at most 16" in text
+    assert "set it to [10,15] (`dvc exp run -S 'analysis.bins.k=[10,15]'`)" in text
+    assert "analysis.bins.ci_k: 20 is more bins than 32 pairs allow (at most 16); set it to 15" in text
+    assert "analysis.primary.left_out: 'ground_truth_numeric' is not a category of the dataset; set it to one of " \
+           "'my category 0', 'my category 1', 'my category 2', 'my category 3'" in text
+    assert "Traceback" not in text and files_in(tmp_path / "emb") == []
+    # the fixes it names are enough: the same check passes, and the analyze stage runs the same check
+    from uaprobe.analysis import fit
+    from uaprobe.config import analysis_from_mapping
+
+    fixed = dict(doc["analysis"], bins=dict(params["bins"], k=[10, 15], ci_k=15),
+                 primary=dict(doc["analysis"]["primary"], left_out="my category 0"))
+    assert fit.problems(analysis_from_mapping(fixed), categories=list(small), n_pairs=32) == []
+    with pytest.raises(ConfigError, match="analysis.bins.k: .*more bins"):
+        fit.check(analysis_from_mapping(doc["analysis"]), categories=list(small), n_pairs=32, source="x.h5")
+
+
+def test_bins_that_fit_nothing_get_a_list_that_fits() -> None:
+    from uaprobe.analysis import fit
+    from uaprobe.config import analysis_from_mapping
+
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())["analysis"]
+    found = fit.problems(analysis_from_mapping(doc), categories=["ground_truth_numeric", "b", "c"], n_pairs=9)
+    assert len(found) == 2 and "set it to [3,4]" in found[0] and "ci_k: 20 is more bins than 9 pairs allow (at most " \
+        "4); set it to 4" in found[1]
+    found = fit.problems(analysis_from_mapping(dict(doc, abtt_k=5)), categories=["ground_truth_numeric", "b", "c"],
+                         n_pairs=3)
+    assert any(f.startswith("analysis.abtt_k: 5 directions cannot be removed from the states of 6 statements")
+               for f in found)
+
+
 def test_stage_main_reports_bad_input_with_exit_code_2(tmp_path: Path, tiny_neox: Path, no_model_work: None,
                                                        caplog: pytest.LogCaptureFixture) -> None:
     project = write_project(tmp_path, tiny_neox, dataset=VALID)
@@ -621,3 +670,24 @@ def test_fuzz_params_files(scratch: Path, text: str) -> None:
         assert str(exc).startswith(f"{path}: ")
         return
     _check_params_invariants(params)
+
+
+def test_auto_bins_follow_the_dataset_and_say_what_they_chose(caplog: pytest.LogCaptureFixture) -> None:
+    from uaprobe.analysis import fit
+    from uaprobe.config import analysis_from_mapping
+
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())["analysis"]
+    auto = analysis_from_mapping(dict(doc, bins=dict(doc["bins"], k="auto", ci_k="auto")))
+    cats = ["ground_truth_numeric", "b", "c", "d"]
+    with caplog.at_level(logging.INFO, logger="uaprobe.analysis.fit"):
+        small = fit.check(auto, categories=cats, n_pairs=32, source="data/dataset.json")
+    assert (small.bins.k, small.bins.ci_k) == ((10, 15), 15)  # the default's counts that 32 pairs allow
+    assert "data/dataset.json: analysis.bins.k: auto chose [10, 15] for 32 pairs (at most 16 bins)" in caplog.text
+    assert "analysis.bins.ci_k: auto chose 15" in caplog.text
+    tiny = fit.check(auto, categories=cats, n_pairs=9, source="x")
+    assert (tiny.bins.k, tiny.bins.ci_k) == ((3, 4), 4)  # none of the default fits: from 3 up to 9 // 2
+    full = fit.check(auto, categories=cats, n_pairs=230, source="x")
+    assert (full.bins.k, full.bins.ci_k) == ((10, 15, 20, 25, 30), 20)  # the shipped dataset: the shipped values
+    assert fit.check(small, categories=cats, n_pairs=32, source="x") == small  # nothing left to choose
+    with pytest.raises(ConfigError, match=r"analysis\.bins\.k: got 'often', expected a list of an integer or one of"):
+        analysis_from_mapping(dict(doc, bins=dict(doc["bins"], k="often")))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from uaprobe.publishing.prose import (abstract, curve, direction, findings, pair_family, pair_findings, phrases,
-                                      tables, tables_original)
+                                      study, tables, tables_original)
 from uaprobe.publishing.provenance.outputs import Outputs, load_outputs
 from uaprobe.publishing.provenance.values import plain_text
 
@@ -41,6 +41,7 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
     **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table",
                                                       "suppression_phrase")},
     **{name: getattr(abstract, name) for name in ("abstract", "answer", "layer_zero_sentence", "layer_zero_r_phrase")},
+    **{name: getattr(study, name) for name in ("dataset_sentence", "panel_sentence", "layer_test_phrase")},
 }
 
 

@@ -133,17 +133,21 @@ def _at_least(params: object, section: str, **minimums: int) -> None:
 class BinsParams:
     """Random partitions of the pairs into k bins (seed 002)."""
 
-    k: tuple[int, ...] = (10, 15, 20, 25, 30)
-    """Bin counts to try."""
+    k: tuple[int, ...] | Literal["auto"] = (10, 15, 20, 25, 30)
+    """Bin counts to try; ``auto``: those of the default that the dataset's pairs allow, or up to five from 3 to
+    the largest it allows (:func:`uaprobe.analysis.fit.resolve`, which the analyses see the choice of)."""
     partitions: int = 200
     """Random partitions per k."""
-    ci_k: int = 20
-    """The k of the one seeded partition that gets a bootstrap CI of r."""
+    ci_k: int | Literal["auto"] = 20
+    """The k of the one seeded partition that gets a bootstrap CI of r; ``auto``: the largest chosen k up to 20."""
 
     def __post_init__(self) -> None:
-        _require(len(self.k) > 0 and all(k >= 3 for k in self.k), "analysis.bins.k", list(self.k),
-                 "a non-empty list of integers >= 3 (a correlation needs 3 points)")
-        _at_least(self, "analysis.bins", partitions=1, ci_k=3)
+        if self.k != "auto":
+            _require(len(self.k) > 0 and all(k >= 3 for k in self.k), "analysis.bins.k", list(self.k),
+                     "a non-empty list of integers >= 3 (a correlation needs 3 points), or auto")
+        if self.ci_k != "auto":
+            _require(self.ci_k >= 3, "analysis.bins.ci_k", self.ci_k, "an integer >= 3, or auto")
+        _at_least(self, "analysis.bins", partitions=1)
 
 
 @dataclass(frozen=True)
@@ -342,11 +346,15 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
         if value in typing.get_args(tp) and not isinstance(value, bool):
             return value
     elif origin in (typing.Union, types.UnionType):
+        nested: list[ConfigError] = []
         for arg in typing.get_args(tp):
             try:
                 return _convert(arg, value, key)
-            except ConfigError:
-                continue
+            except ConfigError as exc:
+                if str(exc).startswith(f"{key}["):  # the value has this alternative's shape; one item is wrong
+                    nested.append(exc)
+        if nested:
+            raise nested[0]
     elif origin is tuple:
         if isinstance(value, (list, tuple)):
             (inner, _ellipsis) = typing.get_args(tp)

@@ -14,7 +14,7 @@ vectorised moments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -32,15 +32,67 @@ MIN_BIN_PAIRS = 2
 """A bin needs two pairs for a uniformity (the seed skips smaller bins)."""
 
 
-def check_bins(params: AnalysisParams, *, n_pairs: int) -> None:
-    """Refuse bin counts that cannot give bins of at least two pairs."""
+DEFAULT_K = (10, 15, 20, 25, 30)
+"""The bin counts of the default parameters (the seed's 10..30 in steps of 5)."""
+DEFAULT_CI_K = 20
+"""The seed's k of the bootstrap CI."""
+
+
+def _fitting_bins(values: Sequence[int], limit: int) -> list[int]:
+    """The values of ``values`` that fit under ``limit``, or up to five evenly spaced counts from 3 to it."""
+    kept = [k for k in values if k <= limit]
+    if kept:
+        return kept
+    if limit < 3:
+        return []
+    step = max(1, (limit - 3) // 4)
+    return sorted({*range(3, limit + 1, step), limit})[-5:]
+
+
+def auto_bins(params: AnalysisParams, *, n_pairs: int) -> tuple[AnalysisParams, list[str]]:
+    """``params`` with ``analysis.bins.k`` and ``ci_k`` of ``auto`` replaced by the counts ``n_pairs`` allow, and
+    a sentence for each choice: k, the default's counts that fit (or up to five from 3 to the largest that fits);
+    ci_k, the largest chosen k up to the seed's 20 (or the smallest chosen)."""
+    b = params.bins
+    if b.k != "auto" and b.ci_k != "auto":
+        return params, []
     limit = n_pairs // MIN_BIN_PAIRS
-    for key, values in (("analysis.bins.k", params.bins.k), ("analysis.bins.ci_k", (params.bins.ci_k,))):
-        too_big = [k for k in values if k > limit]
-        if too_big:
-            raise ConfigError(f"{key}: {too_big if key.endswith('.k') else too_big[0]} is more bins than "
-                              f"{n_pairs} pairs allow (at most {limit}, for bins of {MIN_BIN_PAIRS} pairs); "
-                              "lower it in params.yaml")
+    notes = []
+    k = tuple(_fitting_bins(DEFAULT_K, limit) or [3]) if b.k == "auto" else b.k
+    if b.k == "auto":
+        notes.append(f"analysis.bins.k: auto chose {list(k)} for {n_pairs} pairs (at most {limit} bins)")
+    ci_k = b.ci_k
+    if ci_k == "auto":
+        ci_k = max([x for x in k if x <= DEFAULT_CI_K], default=min(k))
+        notes.append(f"analysis.bins.ci_k: auto chose {ci_k}")
+    return replace(params, bins=replace(b, k=k, ci_k=ci_k)), notes
+
+
+def bin_problems(params: AnalysisParams, *, n_pairs: int) -> list[str]:
+    """The bin counts (``analysis.bins.k``, ``analysis.bins.ci_k``) that cannot give bins of at least
+    :data:`MIN_BIN_PAIRS` pairs of ``n_pairs``, each with a value that fits."""
+    found: list[str] = []
+    limit = n_pairs // MIN_BIN_PAIRS
+    too_many = [k for k in params.bins.k if k > limit]
+    if too_many:
+        fit = _fitting_bins(params.bins.k, limit)
+        flow = "[" + ",".join(map(str, fit)) + "]"
+        found.append(f"analysis.bins.k: {too_many} {'is' if len(too_many) == 1 else 'are'} more bins than {n_pairs} "
+                     f"pairs allow (at most {limit}, for bins of {MIN_BIN_PAIRS} pairs); set it to "
+                     + (f"{flow} (`dvc exp run -S 'analysis.bins.k={flow}'`)" if fit else
+                        "a list of integers from 3 to that bound"))
+    if params.bins.ci_k > limit:
+        fit = max([k for k in params.bins.k if k <= limit], default=limit)
+        found.append(f"analysis.bins.ci_k: {params.bins.ci_k} is more bins than {n_pairs} pairs allow (at most "
+                     f"{limit}); set it to {fit} (`dvc exp run -S analysis.bins.ci_k={fit}`)")
+    return found
+
+
+def check_bins(params: AnalysisParams, *, n_pairs: int) -> None:
+    """Refuse bin counts that cannot give bins of at least two pairs (:func:`bin_problems`)."""
+    found = bin_problems(params, n_pairs=n_pairs)
+    if found:
+        raise ConfigError("; ".join(found))
 
 
 def partitions(rng: np.random.Generator, *, scheme: Scheme, n: int, k: int, count: int) -> np.ndarray:
@@ -327,6 +379,6 @@ def bins_settings(params: AnalysisParams) -> dict[str, Any]:
             "schemes": list(SCHEMES), "min_bin_pairs": MIN_BIN_PAIRS}
 
 
-__all__: Sequence[str] = ("analyze_bins", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
+__all__: Sequence[str] = ("analyze_bins", "auto_bins", "bin_problems", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
                           "summarize_many",
                           "ci_partition", "change_labels")

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, phases, preference,
+from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, fit, option_b, pairmodels, phases, preference,
                               robustness, speccurve)
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
@@ -92,9 +92,11 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
     n_layers = emb.n_layers
     _check_layers(emb, source)
     table = table_from_embeddings(emb, source=source)
-    bins.check_bins(params, n_pairs=table.n_pairs)
+    # every results file records the settings as params.yaml gives them (`auto` included: what dvc.lock
+    # records); the analyses run on the values chosen for this dataset (bins.json records its k and ci_k)
+    given, params = params, fit.check(params, categories=table.categories, n_pairs=table.n_pairs, source=source)
     display = display or str(plain(emb.attrs.get("display") or model_id))
-    header = results_header(model_id=model_id, display=display, n_layers=n_layers, params=params, attrs=emb.attrs)
+    header = results_header(model_id=model_id, display=display, n_layers=n_layers, params=given, attrs=emb.attrs)
     categories = list(table.categories)
     n_cat = len(categories)
     pref = _checked_preference(table, params, source)
@@ -235,7 +237,8 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
                                             n_categories=n_cat) for nll in ("mean", "sum")}
     sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
                                       primary=params.primary, alpha=params.alpha,
-                                      level=params.ci_level, rec=rec)
+                                      level=params.ci_level, seed=params.seed, permutations=params.permutations,
+                                      rec=rec)
     out.results["specification_curve"] = finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
     out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)

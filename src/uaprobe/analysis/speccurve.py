@@ -7,15 +7,22 @@ C categories). Its statistic is the Pearson r over the categories (C, or C - 1 w
 of the category's UA = U(A) - U(B) (:mod:`uaprobe.analysis.dimensions` computes U with the
 sum-of-unit-vectors identity) and its mean preference NLL(B) - NLL(A).
 
-Inference at C = 6 categories is by exact permutation only:
+Inference is by permutation of the categories' preferences: exact while the orders of the categories
+number at most :data:`MAX_EXACT_ORDERS` (8! = 40320: up to eight categories), else Monte Carlo
+(:func:`relabellings`):
 
-- per specification: every order of its categories' preferences (C! = 720, or 120 with one left
-  out), two-sided, ``|r_perm| >= |r|`` (the identity included);
+- per specification: every order of its categories' preferences (C! = 720 at six categories, or 120
+  with one left out), two-sided, ``|r_perm| >= |r|`` (the identity included);
 - jointly: each permutation ``pi`` of the C categories relabels the preference (category c gets
   the preference of ``pi(c)``) in *every* specification of a set at once and the curve-level
   statistics are recomputed: the median r (two-sided: ``|median_pi| >= |median|``) and the share of
   specifications with r > 0 (two-sided: ``|share_pi - 1/2| >= |share - 1/2|``). Each p is the share
   of the relabellings, the identity included, so the smallest is 1/C! (its ``p_floor``).
+- beyond the bound (nine categories or more; eight or more with one left out), the relabellings are the
+  identity and ``analysis.permutations`` = m orders drawn from the curve's own seeded generator
+  (``rng_for(seed, "specification-curve")``), and the same share is ``(b + 1) / (m + 1)`` with b the
+  random orders at least as extreme: the convention of ``scipy.stats.permutation_test``, a valid p
+  whose resolution (its floor) is 1/(m + 1). ``mode`` says which test each p comes from.
 
 The **null band** of a set of specifications: sort the curve under each relabelling (the identity
 included) and take, per rank, the (1 - level)/2 and (1 + level)/2 quantiles over the relabellings
@@ -44,18 +51,35 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from uaprobe.analysis.nan_reasons import Reasons
-from uaprobe.analysis.stats import TIE_TOLERANCE, holm
+from uaprobe.analysis.stats import TIE_TOLERANCE, holm, rng_for
 from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
 from uaprobe.names import REPRESENTATIONS
 
-MAX_CATEGORIES = 8
-"""The exact joint test enumerates C! relabellings of every specification: at most 8! = 40320."""
+MAX_EXACT_ORDERS = math.factorial(8)
+"""The exact tests enumerate the C! orders of the categories while C! is at most this (8! = 40320, eight
+categories); beyond it they draw random orders (:func:`relabellings`)."""
+
+RNG_NAME = "specification-curve"
+"""Names the generator of the random orders beyond :data:`MAX_EXACT_ORDERS` (:func:`stats.rng_for`)."""
 
 
 def all_orders(n: int) -> np.ndarray:
     """Every permutation of ``range(n)``, identity first: (n!, n) int."""
     return np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(math.factorial(n), n)
+
+
+def relabellings(n: int, *, rng: np.random.Generator | None, permutations: int) -> tuple[np.ndarray, str]:
+    """The orders of ``n`` categories a test relabels with, identity first, and the test's mode: every order
+    (``"exact"``) while ``n!`` is at most :data:`MAX_EXACT_ORDERS`, else the identity and ``permutations``
+    orders drawn from ``rng`` (``"monte_carlo"``), so that a share of the rows is ``(b + 1) / (m + 1)``."""
+    if math.factorial(n) <= MAX_EXACT_ORDERS:
+        return all_orders(n), "exact"
+    if rng is None or permutations < 1:
+        raise ValueError(f"{n} categories have {math.factorial(n):,} orders, more than the exact bound "
+                         f"{MAX_EXACT_ORDERS:,}: give a generator and a number of random orders")
+    drawn = rng.permuted(np.broadcast_to(np.arange(n, dtype=np.int64), (permutations, n)), axis=1)
+    return np.concatenate([np.arange(n, dtype=np.int64)[None, :], drawn]), "monte_carlo"
 
 
 def _normalised(x: np.ndarray) -> np.ndarray:
@@ -78,40 +102,51 @@ class CurveStats:
     spec_p: np.ndarray
     """(S, K, C + 1) per-specification exact two-sided permutation p."""
     spec_orders: np.ndarray
-    """(C + 1,) how many orders each left-out option's p enumerates."""
+    """(C + 1,) how many orders each left-out option's p uses (the identity included)."""
+    mode: str
+    """``exact`` or ``monte_carlo``: the joint relabellings (:func:`relabellings`)."""
+    spec_modes: tuple[str, ...]
+    """(C + 1) the mode of each left-out option's per-specification p."""
 
 
-def curve_r(ua: np.ndarray, pref: np.ndarray) -> CurveStats:
-    """The r of every specification, under every relabelling, and each one's exact p.
+def curve_r(ua: np.ndarray, pref: np.ndarray, *, rng: np.random.Generator | None = None, permutations: int = 0,
+            left_out: bool = True) -> CurveStats:
+    """The r of every specification, under every relabelling, and each one's permutation p.
 
     Args:
         ua: (S, C) UA of each category for each base row (pooling x policy x representation x layer).
         pref: (K, C) mean preference of each category for each NLL kind.
+        rng, permutations: the generator and count of the random orders beyond :data:`MAX_EXACT_ORDERS`
+            (needed only there).
+        left_out: also each category left out in turn (the last axis C + 1); else every category only (1).
     """
     ua = np.asarray(ua, dtype=np.float64)
     pref = np.asarray(pref, dtype=np.float64)
     n_cat = ua.shape[-1]
-    if not 3 <= n_cat <= MAX_CATEGORIES:
-        raise UAProbeError(f"specification curve: {n_cat} categories; the exact test needs 3..{MAX_CATEGORIES}")
-    orders = all_orders(n_cat)
+    if n_cat < 3:
+        raise UAProbeError(f"specification curve: {n_cat} categories; a correlation across categories needs 3")
+    orders, mode = relabellings(n_cat, rng=rng, permutations=permutations)
     permuted = pref[:, orders]  # (K, C!, C): category c gets the preference of orders[pi, c]
-    keeps = [np.ones(n_cat, dtype=bool)] + [np.arange(n_cat) != c for c in range(n_cat)]
-    r_perm = np.full((orders.shape[0], ua.shape[0], pref.shape[0], n_cat + 1), np.nan)
-    spec_p = np.full((ua.shape[0], pref.shape[0], n_cat + 1), np.nan)
-    spec_orders = np.zeros(n_cat + 1, dtype=np.int64)
+    keeps = [np.ones(n_cat, dtype=bool)] + ([np.arange(n_cat) != c for c in range(n_cat)] if left_out else [])
+    r_perm = np.full((orders.shape[0], ua.shape[0], pref.shape[0], len(keeps)), np.nan)
+    spec_p = np.full((ua.shape[0], pref.shape[0], len(keeps)), np.nan)
+    spec_orders = np.zeros(len(keeps), dtype=np.int64)
+    spec_modes: list[str] = []
     for j, keep in enumerate(keeps):
         x = _normalised(ua[:, keep])  # (S, m)
         y = _normalised(permuted[:, :, keep])  # (K, C!, m)
         r_perm[:, :, :, j] = np.clip(np.einsum("sm,kpm->psk", x, y), -1.0, 1.0)
         # the per-specification test: every order of the kept categories' own preferences
-        own = all_orders(int(keep.sum()))
+        own, own_mode = (orders, mode) if j == 0 else relabellings(int(keep.sum()), rng=rng, permutations=permutations)
         spec_orders[j] = own.shape[0]
+        spec_modes.append(own_mode)
         y_own = _normalised(pref[:, keep][:, own])  # (K, m!, m)
         r_own = np.clip(np.einsum("sm,kpm->skp", x, y_own), -1.0, 1.0)  # identity first
         observed = r_own[..., 0]
         hits = (np.abs(r_own) >= (np.abs(observed) - TIE_TOLERANCE)[..., None]).sum(axis=-1)
         spec_p[:, :, j] = np.where(np.isfinite(observed), hits / own.shape[0], np.nan)
-    return CurveStats(r=r_perm[0], r_perm=r_perm, spec_p=spec_p, spec_orders=spec_orders)
+    return CurveStats(r=r_perm[0], r_perm=r_perm, spec_p=spec_p, spec_orders=spec_orders, mode=mode,
+                      spec_modes=tuple(spec_modes))
 
 
 @dataclass(frozen=True)
@@ -232,10 +267,11 @@ def distinct_subset(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def _joint_body(t: JointTest, rec: Reasons, where: str, *, description: str, layers: list[int],
-                left_out: str | None, n_merged: int, relabellings: int, band: dict[str, Any]) -> dict[str, Any]:
+                left_out: str | None, n_merged: int, relabellings: int, mode: str, band: dict[str, Any]
+                ) -> dict[str, Any]:
     why = "no specification has a defined r"
     return {"description": description, "layers": layers, "left_out": left_out, "n_specs": t.n_specs,
-            "n_merged": n_merged, "relabellings": relabellings, "p_floor": 1.0 / relabellings,
+            "n_merged": n_merged, "relabellings": relabellings, "mode": mode, "p_floor": 1.0 / relabellings,
             "median_r": rec.value(f"{where}/median_r", t.median_r, why),
             "median_p": rec.value(f"{where}/median_p", t.median_p, why),
             "share_positive": rec.value(f"{where}/share_positive", t.share_positive, why),
@@ -250,7 +286,7 @@ def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str, 
     nan = np.nan
     return {"test": test, "statistic": statistic,
             "estimate": rec.value(f"{where}/estimate", nan if j[statistic] is None else j[statistic], why),
-            "p": rec.value(f"{where}/p", nan if p is None else p, why), "p_floor": j["p_floor"],
+            "p": rec.value(f"{where}/p", nan if p is None else p, why), "p_floor": j["p_floor"], "mode": j["mode"],
             "at_floor": rec.scalar_flag(f"{where}/at_floor", p is not None and abs(p - j["p_floor"]) <= TIE_TOLERANCE,
                                         defined=p is not None, reason=why)}
 
@@ -277,7 +313,7 @@ def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
 
 def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
                   categories: Sequence[str], policy_names: Mapping[str, str], primary: PrimaryParams, alpha: float,
-                  level: float, rec: Reasons) -> dict[str, Any]:
+                  level: float, seed: int, permutations: int, rec: Reasons) -> dict[str, Any]:
     """The body of ``specification_curve.json``.
 
     Args:
@@ -288,12 +324,15 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         primary: the pre-declared layer, statistic and left-out category (``analysis.primary``).
         alpha: level of the Holm correction of the secondary family.
         level: the share of the relabelled curves each null band holds (``analysis.ci_level``).
+        seed, permutations: ``analysis.seed`` and ``analysis.permutations``, the random orders beyond
+            :data:`MAX_EXACT_ORDERS` (:func:`relabellings`).
     """
     out_idx = primary.left_out_index(categories)
     base, rows = _base_rows(ua, policy_names)
     nll = list(pref)
     pref_arr = np.array([pref[k] for k in nll])
-    stats = curve_r(rows, pref_arr)
+    rng = rng_for(seed=seed, name=RNG_NAME)
+    stats = curve_r(rows, pref_arr, rng=rng, permutations=permutations)
     n_cat = len(categories)
     n_layers = max(b[3] for b in base)
     declared, layer_of = primary.layer(n_layers), np.array([b[3] for b in base])
@@ -312,6 +351,7 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "layer": [base[s][3] for s in s_idx], "left_out": [left_out[j] for j in j_idx],
         "r": rec.series("specs/r", r, why), "permutation_p": rec.series("specs/permutation_p", p, why),
         "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
+        "permutation_mode": [stats.spec_modes[j] for j in j_idx],
         "distinct": [bool(distinct[s]) for s in s_idx],
     }
     specs_distinct = distinct[s_idx]
@@ -320,20 +360,25 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
     # --- the joint tests: distinct specifications of a set of layers, every category or one out
     n_perm = stats.r_perm.shape[0]
     keep = np.arange(n_cat) != out_idx
-    without = curve_r(rows[:, keep], pref_arr[:, keep]).r_perm[..., 0]  # (((C-1)!, S, K): its own orders
+    without_stats = curve_r(rows[:, keep], pref_arr[:, keep], rng=rng, permutations=permutations, left_out=False)
+    without = without_stats.r_perm[..., 0]  # ((C-1)! or m + 1, S, K): its own orders
     joint: dict[str, Any] = {}
-    for key, layers, r_perm, description in (
-            ("declared", [declared], stats.r_perm[..., 0], "the universe: the pre-declared layer, every category"),
-            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0],
+    for key, layers, r_perm, mode, description in (
+            ("declared", [declared], stats.r_perm[..., 0], stats.mode,
+             "the universe: the pre-declared layer, every category"),
+            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0], stats.mode,
              "every layer 0..L instead of the pre-declared one, every category"),
-            ("without_category", [declared], without, f"the universe with {primary.left_out} left out"),
-            ("layer_zero", [0], stats.r_perm[..., 0], "the universe's choices at layer 0 (the token embeddings)")):
+            ("without_category", [declared], without, without_stats.mode,
+             f"the universe with {primary.left_out} left out"),
+            ("layer_zero", [0], stats.r_perm[..., 0], stats.mode,
+             "the universe's choices at layer 0 (the token embeddings)")):
         in_layers = np.flatnonzero(np.isin(layer_of, layers))
         sel = distinct_subset(rows, in_layers)
         curves = r_perm[:, sel, :].reshape(r_perm.shape[0], -1)
         joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
                                  left_out=primary.left_out if key == "without_category" else None,
                                  n_merged=(in_layers.size - sel.size) * len(nll), relabellings=int(r_perm.shape[0]),
+                                 mode=mode,
                                  band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
     other = "share_positive" if primary.statistic == "median_r" else "median_r"
     family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
@@ -392,6 +437,8 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
                     "representation": list(dict.fromkeys(b[2] for b in base)), "nll": nll,
                     "layer": sorted({b[3] for b in base}), "left_out": left_out},
         "relabellings": int(n_perm),
+        "mode": stats.mode,
+        "max_exact_orders": MAX_EXACT_ORDERS,
         "specs": specs,
         "null_band": _band_body(stats.r_perm[:, s_idx[specs_distinct], k_idx[specs_distinct], j_idx[specs_distinct]],
                                 level, rec, "null_band"),

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from uaprobe.schema.base import Flag, PerLayer, Record, Stat
@@ -61,10 +63,13 @@ class SpecColumns(Record):
     left_out: list[str | None] = Field(description="the left-out category (`null`: none)")
     r: list[Stat] = Field(description="Pearson r over the categories of UA and mean preference")
     permutation_p: list[Stat] = Field(
-        description="exact two-sided permutation p over every order of the categories' preferences, the identity "
-                    "included")
-    permutation_count: list[int] = Field(description="the orders enumerated (720 for six categories, 120 with one "
-                                                     "left out)")
+        description="two-sided permutation p over the orders of the categories' preferences, the identity included: "
+                    "exact over every order, or (b + 1) / (m + 1) over m random orders (`permutation_mode`)")
+    permutation_count: list[int] = Field(description="the orders used, the identity included (720 for six categories, "
+                                                     "120 with one left out; m + 1 beyond `max_exact_orders`)")
+    permutation_mode: list[Literal["exact", "monte_carlo"]] = Field(
+        description="`exact`: every order of the specification's categories; `monte_carlo`: the identity and "
+                    "`analysis.permutations` random orders (more orders than `max_exact_orders`)")
     distinct: list[bool] = Field(
         description="false where the specification's category UA is bit-identical to that of a specification "
                     "listed before it in the universe's order (pooling, policy, representation, layer) with the same "
@@ -138,7 +143,8 @@ class BelowAlpha(Record):
     share: float = Field(description="`n_below` / `n_specs` (0 where `n_specs` is 0)")
     null_mean_share: float = Field(description="the mean share over every relabelling: what chance gives")
     null_p: float = Field(description="the share of relabellings whose share is at least the observed one")
-    relabellings: int = Field(description="the relabellings (every order of the categories)")
+    relabellings: int = Field(description="the relabellings, the identity included (every order of the categories, "
+                                          "or m + 1 random ones beyond `max_exact_orders`)")
 
 
 class JointTest(Record):
@@ -150,8 +156,11 @@ class JointTest(Record):
     left_out: str | None = Field(description="the category left out of every specification (`null`: none)")
     n_specs: int = Field(description="distinct specifications with a defined r")
     n_merged: int = Field(description="identical specifications merged (not counted)")
-    relabellings: int = Field(description="the relabellings enumerated: C! (every category) or (C-1)! (one out)")
-    p_floor: float = Field(description="the smallest p the test can give: 1 / `relabellings`")
+    relabellings: int = Field(description="the relabellings, the identity included: C! (every category) or (C-1)! "
+                                          "(one out) when exact, m + 1 when Monte Carlo")
+    mode: Literal["exact", "monte_carlo"] = Field(description="`exact`: every order; `monte_carlo`: the identity and "
+                                                         "`analysis.permutations` random orders, p = (b + 1) / (m + 1)")
+    p_floor: float = Field(description="the smallest p the test can give (its resolution): 1 / `relabellings`")
     median_r: Stat = Field(description="median r over them")
     median_p: Stat = Field(description="share of the relabellings with |median r| at least as large")
     share_positive: Stat = Field(description="share of them with r > 0")
@@ -167,6 +176,7 @@ class JointP(Record):
     estimate: Stat = Field(description="the statistic's value")
     p: Stat = Field(description="its exact joint permutation p")
     p_floor: float = Field(description="the smallest p its test can give (1 / relabellings)")
+    mode: Literal["exact", "monte_carlo"] = Field(description="the mode of its joint test (`joint.<test>.mode`)")
     at_floor: Flag = Field(description="`p` equals `p_floor`: no relabelling but the identity is as extreme")
 
 
@@ -222,7 +232,10 @@ class SpecificationCurve(ResultsHeader):
     categories: list[str] = Field(description="the categories")
     n_specs: int = Field(description="number of specifications listed in `specs`")
     choices: SpecChoices = Field(description="the options of each choice")
-    relabellings: int = Field(description="permutations of the categories the joint test enumerates (C!)")
+    relabellings: int = Field(description="relabellings of the categories of the joint tests with every category, "
+                                          "the identity included: C!, or m + 1 beyond `max_exact_orders`")
+    mode: Literal["exact", "monte_carlo"] = Field(description="`exact` while C! is at most `max_exact_orders`, else `monte_carlo`")
+    max_exact_orders: int = Field(description="the bound on the orders an exact test enumerates (8! = 40320)")
     specs: SpecColumns = Field(description="the specifications as parallel columns, sorted by r")
     null_band: NullBand = Field(description="the null band of the curve of every distinct specification (`specs` "
                                             "where `distinct`: every layer and left-out option; the curve the figure "

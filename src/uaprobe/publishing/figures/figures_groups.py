@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from uaprobe.names import POOLINGS
 from uaprobe.publishing.figures.plotting import (LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE, PRINT_WIDTH_IN, R_LABEL,
                                                  arr, layer_axis, new_figure, pick, place_point_labels, style,
-                                                 model_title, zero_line)
+                                                 data_label, model_title, zero_line)
 from uaprobe.schema.categories import Bins, Validation
 from uaprobe.schema.pairs import Pairs
 
@@ -93,14 +93,14 @@ def validation_figure(
         pref = arr([row.mean_preference for row in table])
         ax.scatter(ua, pref, s=46, color=OKABE_ITO[0], edgecolors="black", linewidths=0.8, zorder=5,
                    label=f"{model_title(validation)} (categories)")
-        labelled = [(row.category.replace("_", " "), x, y) for row, x, y in zip(table, ua, pref)
+        labelled = [(data_label(row.category), x, y) for row, x, y in zip(table, ua, pref)
                     if not (math.isnan(x) or math.isnan(y))]
         if reference:
             for i, (name, (ref_ua, ref_pref)) in enumerate(reference.items()):
                 # hollow and above the categories: a category at the same place shows through
                 ax.scatter([ref_ua], [ref_pref], marker=MARKERS[(i + 2) % len(MARKERS)], s=64,
                            facecolors="none", edgecolors=OKABE_ITO[(i + 1) % 7], linewidths=1.6, zorder=6,
-                           label=f"{name} (published{', ' + reference_category.replace('_', ' ') if reference_category else ''})")
+                           label=f"{data_label(name)} (published{', ' + data_label(reference_category) if reference_category else ''})")
         zero_line(ax, axis="y")
         zero_line(ax, axis="x")
         ax.set_xlabel("UA = U(A) \u2212 U(B) (difference of mean cosine similarities, unitless)")
@@ -125,7 +125,7 @@ def category_scatter_figure(validations: Mapping[str, Validation], *, variant: s
         for ax, doc in zip(axes, models):
             table = pick(doc.variants, variant, where="variants", of=doc.model).table
             for i, row in enumerate(table):
-                name = row.category.replace("_", " ")
+                name = data_label(row.category)
                 handles[name] = ax.scatter([row.ua], [row.mean_preference], s=34, marker=MARKERS[i % len(MARKERS)],
                                            color=OKABE_ITO[i % len(OKABE_ITO)], edgecolors="black", linewidths=0.6,
                                            zorder=5, label=name)

@@ -19,9 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from uaprobe.names import POOLINGS
+from uaprobe import escape
 from uaprobe.publishing.figures.plotting import (DEPTH_LABEL, LAYER_LABEL, LINESTYLES, MARKERS, OKABE_ITO, POOLING_STYLE,
                                          PRINT_WIDTH_IN, R_LABEL, arr, layer_axis, new_figure, option_words, pick,
-                                         style, model_title, zero_line)
+                                         style, data_label, model_title, zero_line)
 from uaprobe.schema.categories import Layerwise, LayerwisePooling
 from uaprobe.schema.panel import Panel
 
@@ -152,7 +153,7 @@ def scaling_figure(panel: Panel, *, pooling: str = "mean") -> Figure:
             entry = models[model_id]
             r = arr(entry.r)
             kwargs = {"color": OKABE_ITO[i % len(OKABE_ITO)], "marker": MARKERS[i % len(MARKERS)],
-                      "linestyle": LINESTYLES[i % len(LINESTYLES)], "label": entry.display}
+                      "linestyle": LINESTYLES[i % len(LINESTYLES)], "label": escape.mathtext(entry.display)}
             ax_abs.plot(arr(entry.layers), r, **kwargs)
             ax_rel.plot(arr(entry.depth_pct), r, **kwargs)
             peak = entry.peak_positive
@@ -194,7 +195,7 @@ def loco_figure(layerwise: Layerwise, *, pooling: str = "mean") -> Figure:
             ax.plot(layers, loco[:, j] if loco.ndim == 2 and loco.shape[1] > j else np.full_like(layers, np.nan),
                     color=OKABE_ITO[j % 7], linestyle=LINESTYLES[(j + 1) % len(LINESTYLES)],
                     marker=MARKERS[(j + 1) % len(MARKERS)], markersize=3, linewidth=1.0,
-                    label=f"without {category.replace('_', ' ')}")
+                    label=f"without {data_label(category)}")
         ax.plot(layers, arr(block.pearson_r), color=OKABE_ITO[7], linewidth=2.2, marker="o",
                 label="all categories")
         zero_line(ax)

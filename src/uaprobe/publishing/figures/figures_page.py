@@ -23,7 +23,7 @@ def figure_caption(out: Outputs, entry: dict) -> str:
     """The registry's caption of a manifest entry, with the model's name (``the panel`` for a panel figure)."""
     spec = BY_KEY[str(entry["key"])]
     model = entry.get("model")
-    return spec.caption.format(display=out.display(model) if model else "the panel")
+    return spec.caption.format(display=out.display_text(model) if model else "the panel")
 
 
 def figures_html(out: Outputs, read: Callable[[str], bytes], md5: Callable[[str], str],

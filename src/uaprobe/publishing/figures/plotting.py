@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from uaprobe import escape
 from uaprobe.atomic import atomic_path
 from uaprobe.errors import UAProbeError
 
@@ -122,8 +123,15 @@ def layer_axis(ax: Axes, layers: np.ndarray) -> None:
         ax.set_xlim(float(np.min(layers)) - 0.5, float(np.max(layers)) + 0.5)
 
 
+def data_label(text: Any) -> str:
+    """A name from the data (a model's display name, a category) as a matplotlib label: shown as written,
+    never as mathtext; a category's underscores as spaces."""
+    return escape.mathtext(str(text).replace("_", " "))
+
+
 def model_title(doc: Any) -> str:
-    return str(doc.display or doc.model)
+    """The model's display name as a matplotlib label (:func:`data_label`, underscores kept)."""
+    return escape.mathtext(str(doc.display or doc.model))
 
 
 POINT_LABEL_GID = "point-label"

@@ -17,6 +17,7 @@ from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pair_family import family_abstract
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
 from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
+from uaprobe.publishing.prose.study import models_possessive
 from uaprobe.publishing.prose.tables import length_category
 from uaprobe.publishing.provenance.values import Value, plain_text
 
@@ -58,7 +59,7 @@ def answer(out: Outputs) -> str:
         second = (f"In {models}, its category-level correlation with the preference (per-token loss difference) "
                   f"is not robust: {listed}.")
     else:
-        second = (f"In {models}, its correlation with the models' preference {across} holds against one category "
+        second = (f"In {models}, its correlation with {models_possessive(out)} preference {across} holds against one category "
                   "left out, a lexical baseline and the token embeddings.")
     return f"{first} {second}"
 

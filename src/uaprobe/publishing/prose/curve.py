@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from uaprobe.names import PANEL_RESULTS
-from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
+from uaprobe.publishing.prose.study import curve_test_word, curve_test_words, left_out_reason
 from uaprobe.publishing.provenance.values import Value, median_key
 
 CURVE = "specification_curve"
@@ -49,7 +49,7 @@ STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
 
 def category_words(out: Outputs, m: str) -> str:
     """The category the second joint test leaves out, in words."""
-    return pretty(str(out.raw(m, CURVE, "joint/without_category/left_out")))
+    return category(str(out.raw(m, CURVE, "joint/without_category/left_out")))
 
 
 def test_words(out: Outputs, m: str, test: str) -> str:
@@ -81,8 +81,9 @@ def universe_phrase(out: Outputs) -> str:
     tests = out.raw(m0, CURVE, "secondary/tests") or []
     secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
                             f"{test_words(out, m0, t['test'])}" for t in tests])
-    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with the "
-            "correction across models and the pair-level family. It was fixed after an earlier version of this "
+    with_what = "the correction across models and the pair-level family" if len(out.models) > 1 else \
+        "the pair-level family"
+    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with {with_what}. It was fixed after an earlier version of this "
             "analysis had shown the specification curve over every layer, so it is a declaration, not a "
             "preregistration: it fixes the original study's last layer and every open choice there, not the "
             "curve's best specification. Its "
@@ -91,14 +92,10 @@ def universe_phrase(out: Outputs) -> str:
             "category out is an influence diagnostic, not a choice. Two specifications with bit-identical category UA "
             "and the same preference (the same pooled states and NLL) are one, counted once: "
             f"{distinct} are distinct. The primary statistic is the "
-            f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
-            f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "
-            f"preferences to every specification at once, so its smallest value is one over that number. The secondary "
-            f"statistics, Holm-corrected as one family within each model (not across the models), are {secondary}; the last two run over the "
+            f"{primary_statistic(out, m0)} over the distinct specifications; {curve_test_words(out, m0)}. The secondary "
+            f"statistics, Holm-corrected as one family within each model{' (not across the models)' if len(out.models) > 1 else ''}, are {secondary}; the last two run over the "
             f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
-            f"categories. {category_words(out, m0).capitalize()} was declared as the category to leave out because its "
-            "two framings differ most in relative length and in kind of token, a name against a number, which the "
-            "dataset's text shows before any model output.")
+            f"categories. {left_out_reason(out, m0)}")
 
 
 CORRECTION_WORDS = {"holm": "Holm's correction", "bonferroni": "Bonferroni's correction"}
@@ -117,7 +114,7 @@ def below_alpha_phrase(out: Outputs) -> str:
                         f"{out.v(m, CURVE, 'below_alpha/n_specs', 'thousands')} specifications of {out.display(m)} (against "
                         f"{out.v(m, CURVE, 'below_alpha/null_mean_share', 'percent')} % on average over the "
                         f"relabellings; p = {out.v(m, CURVE, 'below_alpha/null_p', 'p')})" for m in out.models])
-    return ("Uncorrected, the exact p of a distinct specification with every category (any layer and choice) is at "
+    return (f"Uncorrected, the {curve_test_word(out)} p of a distinct specification with every category (any layer and choice) is at "
             f"or below α for {parts}. The p of such a share applies every relabelling of the categories' preferences "
             "to all the specifications at once, which keeps their correlation (the first indicator row of "
             "@fig-specification-curve marks them, with those that leave a category out).")
@@ -140,8 +137,9 @@ def primary_phrase(out: Outputs) -> str:
                            for m in out.models])
     kept = [out.display(m) for m in out.models if across_models(out, m, "reject")]
     n = len(out.models)
-    text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models by "
-             f"{correction}, declared with the primary test: the corrected p is {adjusted}.")
+    if n > 1:
+        text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models "
+                 f"by {correction}, declared with the primary test: the corrected p is {adjusted}.")
     if kept:
         text += f" The primary test finds the statistic different from chance for {join_words(kept)}."
     elif nominal:

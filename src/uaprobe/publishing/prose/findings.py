@@ -14,8 +14,8 @@ from uaprobe.names import PANEL_RESULTS
 
 from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs, without_index
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import join_words, prose
+from uaprobe.publishing.prose.markdown import category, join_words, prose
+from uaprobe.publishing.prose.study import across_models_clause, models_possessive, the_models
 from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models, sign_word
 from uaprobe.publishing.prose.tables import length_category, other_range
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE, STANDS_OUT
@@ -57,7 +57,7 @@ def length_phrase(out: Outputs) -> str:
         if i is None:
             parts.append(f"no token counts are recorded for {out.display(m)}")
             continue
-        names.add(pretty(out.raw(m, "layerwise", "categories")[i]))
+        names.add(category(out.raw(m, "layerwise", "categories")[i]))
         diff = out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
         rest = other_range(out, m, i)
         parts.append(f"{diff} for {out.display(m)}" + (f", against {rest[0]} to {rest[1]} elsewhere" if rest else ""))
@@ -98,8 +98,8 @@ def confound_verdict(out: Outputs) -> str:
                    and d > 0 for m in same)
     if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
             and all(stands_out(out, m) for m in out.models)):
-        name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
-        sentences.append("The lexical baseline's agreement with the models, the sign of their r and its dependence "
+        name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+        sentences.append(f"The lexical baseline's agreement with {the_models(out)}, the sign of their r and its dependence "
                          f"on the normalisation of the NLL thus all rest on one category, {name}, whose B statements are "
                          "also much longer; length is the likeliest but not the only explanation.")
     return " ".join(sentences)
@@ -112,7 +112,7 @@ def length_limitation(out: Outputs) -> str:
     same = confound_models(out)
     if not same:
         return ""
-    name = pretty(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+    name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
     return (f"With one influential category ({name}), its length cannot be separated from the rest of what "
             "distinguishes it.")
 
@@ -161,12 +161,12 @@ def conclusion_phrase(out: Outputs) -> str:
     reversed_ = reversing_models(out)
     if lexical and len(lexical) == len(out.models):
         first = ("a lexical baseline that sees only the statements' tokens matches the category-level r at the last "
-                 "layer, so that r alone does not show that the models' representations produce it")
+                 f"layer, so that r alone does not show that {models_possessive(out)} representations produce it")
     elif lexical:
         first = (f"the statements' tokens alone match the category-level r at the last layer for "
                  f"{join_words(lexical)}")
     else:
-        first = "the models' category-level r at the last layer exceeds what the statements' tokens alone give"
+        first = f"{models_possessive(out)} category-level r at the last layer exceeds what the statements' tokens alone give"
     text = first + "."
     if reversed_:
         text += f" With mean pooling, its sign rests on a single category for {join_words(reversed_)}."
@@ -179,10 +179,10 @@ def curve_conclusion(out: Outputs) -> str:
     kept = [m for m in out.models if out.raw_at(PANEL_RESULTS, f"primary/models/{m}/reject")]
     nominal = [m for m in out.models if differs(out, m) and m not in kept]
     if kept:
-        text = ("the primary test, corrected across the models, finds the correlation different from chance for "
+        text = (f"the primary test{across_models_clause(out)} finds the correlation different from chance for "
                 + join_words([out.display(m) for m in kept]))
     else:
-        text = "the primary test, corrected across the models, finds the correlation different from chance for no model"
+        text = f"the primary test{across_models_clause(out)} finds the correlation different from chance for no model"
     if nominal:
         text += ("; " + join_words([f"{out.display(m)}'s p = {out.v(m, CURVE, 'primary/p', 'p')} becomes "
                                     f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')}" for m in nominal])

@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from uaprobe import escape
+from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.provenance.values import Value, plain_text
 
 
@@ -76,6 +78,12 @@ def interval(low: Value, high: Value) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # Words
+
+
+def category(name: Any) -> str:
+    """A category name of the dataset as Markdown words (``ground_truth_numeric`` -> ``ground truth numeric``),
+    escaped: a name is data, never markup."""
+    return escape.markdown(pretty(name))
 
 
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}

@@ -18,8 +18,10 @@ from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.curve import POOLING_WORDS
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
+from uaprobe.publishing.prose.markdown import category as category_name
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.study import the_models
 
 FAMILIES = {"family": "family", "incremental": "incremental/family",
             "without_category": "incremental/without_category/family"}
@@ -84,13 +86,12 @@ def family_phrase(out: Outputs) -> str:
     Holm in it, first with the reported pooling."""
     m0 = out.models[0]
     pooling = out.raw(m0, PAIRS, "family/reported_pooling")
-    category = pretty(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
-    n_models = len(out.models)
+    category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     text = (f"Every pair-level test at the pre-declared layer (the last) forms one family, corrected by Holm: each "
             "metric with each pooling under each position-0 policy, with three sets of covariates (the category "
             "indicators and both sides' content-token counts; these and the lexical baseline's metric of the same "
             f"pair and pooling, one column per random seed; both over the pairs outside {category}, with their own "
-            f"within-category permutations), for {'both' if n_models == 2 else 'all ' + str(n_models)} models: "
+            f"within-category permutations), for {the_models(out)}: "
             f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
             f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
             f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
@@ -267,7 +268,7 @@ def family_abstract(out: Outputs, *, category_named: bool = False, metric_names:
     text = lead + (f"{head} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
     text += " (one Holm family)" + (f", {tail}" if tail else "")
     category = ("that category" if category_named else
-                pretty(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
+                category_name(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
     words, n = _who_survives(out, "without_category", metric_names=metric_names, per_model=per_model)
     if not n:
         return text + f"; without {category}, none does"
@@ -281,7 +282,7 @@ def family_conclusion(out: Outputs) -> str:
     per model, with the reported pooling (the Conclusion's clause)."""
     m0 = out.models[0]
     pooling = out.raw(m0, PAIRS, "family/reported_pooling")
-    category = pretty(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
+    category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     parts = []
     for m in out.models:
         mine = survivors(out, m, "without_category", reported_only=True)

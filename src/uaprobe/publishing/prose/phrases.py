@@ -336,7 +336,9 @@ def panel_phrase(out: Outputs) -> str:
     if not any(sp.location.lower() == published for sp in specs.values()):
         text.append("No model of the panel is the original study's published one, so the numbers in this paper "
                     "are not a replication of its published values; running the Pythia panel reproduces that setting.")
-    if len(specs) < 3:
+    if len(specs) == 1:
+        text.append("With one model, the scaling analysis (@tbl-scaling) has one row: it compares nothing.")
+    elif len(specs) < 3:
         text.append(f"With {len(specs)} {plural(len(specs), 'model')}, the scaling analysis (@tbl-scaling) is a "
                     "comparison, not a trend.")
     return " ".join(text)

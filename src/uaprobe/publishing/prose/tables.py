@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from uaprobe.escape import markdown_code
 from uaprobe.names import PANEL_RESULTS
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import interval, markdown_table
+from uaprobe.publishing.prose.markdown import category, interval, markdown_table
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.values import Value
 
@@ -72,8 +72,9 @@ def model_panel_table(out: Outputs) -> str:
     for m in out.models:
         spec = out.params.model(m)
         pinned = "revision" if spec.revision else "gguf_file" if spec.gguf_file else None
-        weights = f"{spec.source} `{spec.location}`" + (f", `{getattr(spec, pinned)}`" if pinned else "")
-        rows.append([spec.display, f"`{m}`", weights, out.at("params.yaml", f"catalog/{m}/params_millions", "int"),
+        weights = f"{spec.source} {markdown_code(spec.location)}" + (
+            f", {markdown_code(getattr(spec, pinned))}" if pinned else "")
+        rows.append([out.full_name(m), markdown_code(m), weights, out.at("params.yaml", f"catalog/{m}/params_millions", "int"),
                      out.v(m, "layerwise", "n_layers", "int"), out.v(m, "layerwise", "extraction/dtype", "text"),
                      out.v(m, "layerwise", "extraction/bos_added", "bool")])
     return markdown_table(["Model", "id", "weights: source, location, revision or file", "params (M)", "layers",
@@ -123,7 +124,7 @@ def validation_table(out: Outputs, variant: str = "mean") -> str:
         base = f"variants/{variant}/table"
         for i, row in enumerate(out.raw(m, "validation", base)):
             v = out.under(out.model_file(m, "validation"), f"{base}/{i}")
-            rows.append([out.display(m), pretty(row["category"]), v("n_pairs", "int"), v("u_a", "f3"), v("u_b", "f3"),
+            rows.append([out.display(m), category(row["category"]), v("n_pairs", "int"), v("u_a", "f3"), v("u_b", "f3"),
                          v("ua", "s4"), v("mean_preference", "s3"), v("pct_prefer_a", "f1"), v("aligned", "bool")])
     return markdown_table(["Model", "category", "pairs", "U(A)", "U(B)", "UA", "preference", "% A", "aligned"],
                           rows, align="llrrrrrrc")
@@ -164,12 +165,12 @@ def bins_table(out: Outputs, pooling: str = "mean") -> str:
     rows = []
     for m in out.models:
         last = out.raw(m, "bins", "n_layers")
-        ks = [int(k) for k in out.raw(m, "bins", "settings/bins/k")]
+        ks = [int(k) for k in out.raw(m, "bins", "k")]  # the bin counts run (`auto` chosen for the dataset)
         for scheme, data in out.raw(m, "bins", f"poolings/{pooling}/schemes").items():
             for k in sorted(data["by_k"], key=int):
                 v = out.under(out.model_file(m, "bins"), f"poolings/{pooling}/schemes/{scheme}/by_k/{k}",
                               suffix=f"{last}")
-                shown_k = out.v(m, "bins", f"settings/bins/k/{ks.index(int(k))}", "int") if int(k) in ks else k
+                shown_k = out.v(m, "bins", f"k/{ks.index(int(k))}", "int") if int(k) in ks else k
                 rows.append([out.display(m), scheme, shown_k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
                              v("share_positive", "percent"), v("share_excludes_zero", "percent"), v("n_valid", "int")])
     return markdown_table(["Model", "scheme", "k", "r: mean ± sd", "% with r > 0", "% whose CI excludes 0",
@@ -249,7 +250,7 @@ def confound_table(out: Outputs) -> str:
 
     def longest(m: str) -> str:
         i = length_category(out, m)
-        return "n/a" if i is None else pretty(out.raw(m, "layerwise", "categories")[i])
+        return "n/a" if i is None else category(out.raw(m, "layerwise", "categories")[i])
 
     def diff(m: str) -> Any:
         i = length_category(out, m)
@@ -268,7 +269,7 @@ def confound_table(out: Outputs) -> str:
         row("its mean content-token difference, B − A", diff),
         row("the other categories' differences", others),
         row("most influential category (found by leaving each out)",
-            lambda m: pretty(out.raw(m, "robustness", "loco/most_influential"))),
+            lambda m: category(out.raw(m, "robustness", "loco/most_influential"))),
         row("r(UA, preference), last layer, mean NLL", r("loco/final_r_with")),
         row("the same without the most influential category", r("loco/final_r_without")),
         row("lexical baseline r (mean over seeds)", r("lexical_baseline/final_r/mean")),

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from uaprobe import escape
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.names import PANEL_RESULTS, short_names
@@ -90,15 +91,24 @@ class Outputs:
         """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""
         return Block(self, file, prefix, fmt, suffix)
 
-    def full_name(self, model_id: str) -> str:
-        """The model's full name (``display`` in params.yaml), as the panel table and its first mention give it."""
+    def full_name_text(self, model_id: str) -> str:
+        """The model's full name (``display`` in params.yaml) as plain text."""
         return self.params.model(model_id).display
 
+    def display_text(self, model_id: str) -> str:
+        """The model's short name as plain text: the shortest leading run of the hyphen-separated parts of its
+        full name that no other model of the panel shares (``SmolLM2-135M-Instruct`` -> ``SmolLM2``)."""
+        full = self.full_name_text(model_id)
+        return short_names([self.full_name_text(m) for m in self.models]).get(full, full)
+
+    def full_name(self, model_id: str) -> str:
+        """The model's full name as Markdown text (escaped: a name is data, never markup), as the panel table
+        and its first mention give it."""
+        return escape.markdown(self.full_name_text(model_id))
+
     def display(self, model_id: str) -> str:
-        """The model's short name: the shortest leading run of the hyphen-separated parts of its full name
-        that no other model of the panel shares (``SmolLM2-135M-Instruct`` -> ``SmolLM2``)."""
-        return short_names([self.full_name(m) for m in self.models]).get(self.full_name(model_id),
-                                                                             self.full_name(model_id))
+        """The model's short name (:meth:`display_text`) as Markdown text (escaped)."""
+        return escape.markdown(self.display_text(model_id))
 
     @property
     def figures(self) -> Mapping[str, Any]:

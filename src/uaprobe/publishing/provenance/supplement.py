@@ -164,8 +164,8 @@ def numerics_rows(out: Outputs) -> list[list[str]]:
     rows = []
     for m in out.models:
         block = out.doc(out.model_file(m, "layerwise")).get("numerics") or {}
-        rows.append(_numerics_row(f"extract {out.display(m)}", block.get("extraction")))
-        rows.append(_numerics_row(f"analyze {out.display(m)}", block.get("analysis")))
+        rows.append(_numerics_row(f"extract {out.display_text(m)}", block.get("extraction")))
+        rows.append(_numerics_row(f"analyze {out.display_text(m)}", block.get("analysis")))
     rows.append(_numerics_row("compare", (out.doc(PANEL_RESULTS).get("numerics") or {}).get("analysis")))
     return rows
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from uaprobe import escape
 from uaprobe.errors import UAProbeError
 from uaprobe.publishing.prose.formats import FORMATS, is_missing
 from uaprobe.schema import KeyPathError, resolve
@@ -108,11 +109,6 @@ def file_md5(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
-def _escape(text: str) -> str:
-    """Markdown-safe link text (a value's text is data, never markup)."""
-    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
-
-
 def _attr(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -140,7 +136,7 @@ class Value:
     def markdown(self) -> str:
         n = self.ledger.cite(self.source, self.text, self.fmt)
         s = self.source
-        return (f'[{_escape(self.text)}]({SUPPLEMENT_HTML}#{ANCHOR.format(n)} "{_attr(s.file)}: {_attr(s.key)}")'
+        return (f'[{escape.markdown(self.text)}]({SUPPLEMENT_HTML}#{ANCHOR.format(n)} "{_attr(s.file)}: {_attr(s.key)}")'
                 f'{{.uav data-file="{_attr(s.file)}" data-key="{_attr(s.key)}" data-fmt="{self.fmt}"}}')
 
     _repr_markdown_ = markdown
