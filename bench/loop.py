@@ -6,8 +6,10 @@ Each code is a scratch clone of the repository (``HEAD`` and ``REV``, default ``
 temporary directory, with the outputs of ``dvc.lock`` checked out from this checkout's DVC cache and
 its own cache beside it from then on (nothing is written to this checkout or its cache); both clones
 run with this checkout's virtual environment, each with its own ``src/`` first on ``PYTHONPATH``. A
-first ``dvc repro`` in each clone, untimed, brings its outputs up to its code (and compiles and caches
-its kernels); that state is saved. Then, ``--rounds`` times, the two codes alternating, each clone:
+first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that state is saved, and
+one untimed round of the two edits below runs every stage once (Python's bytecode and the compiled
+kernels of that code cached, as in an author's checkout). Then, ``--rounds`` times, the two codes
+alternating, each clone:
 
 1. **edit loop**: ``analysis.preference`` edited from ``mean`` to ``sum`` in ``params.yaml``, then
    ``dvc repro`` (run cache off, so that every changed stage runs);
@@ -47,8 +49,9 @@ FAMILIES = ("analyze", "compare", "figures", "paper")
 EDIT = ("  preference: mean ", "  preference: sum  ")
 """The parameter edit: ``analysis.preference`` from ``mean`` to ``sum`` (its line in params.yaml)."""
 SENTENCE = "\nThis sentence was appended to time a manuscript-only edit.\n"
-SAVED = ("dvc.lock", "params.yaml", "paper/paper.qmd", "metrics", "plots")
-"""What ``dvc checkout`` does not restore: the lock, the edited sources, the uncached outputs."""
+SAVED = ("dvc.lock", "params.yaml", "paper/paper.qmd", "metrics", "plots", ".figures-store")
+"""What ``dvc checkout`` does not restore: the lock, the edited sources, the uncached outputs, the figure
+store (where the code has one)."""
 RUNNING = re.compile(r"Running stage '([^']+)'")
 
 
@@ -113,14 +116,16 @@ class Clone:
         for name in SAVED:
             src, dst = self.root / name, self.saved / name
             dst.parent.mkdir(parents=True, exist_ok=True)
-            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+            if src.exists():
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
 
     def restore(self) -> None:
         for name in SAVED:
             src, dst = self.saved / name, self.root / name
             if dst.is_dir():
                 shutil.rmtree(dst)
-            (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+            if src.exists():
+                (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
         self.run([self.dvc, "checkout", "-q"])
 
     def edit_loop(self) -> dict:
@@ -175,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name} ({rev}): brought up to date in {warm['seconds']:.1f} s ({', '.join(warm['ran']) or 'nothing'})",
                   flush=True)
             clones[name].save()
+        for name, clone in clones.items():  # untimed: every stage's code run once from this clone
+            clone.edit_loop()
+            clone.manuscript_edit()
+            print(f"  {name}: warm", flush=True)
         for i in range(args.rounds):
             order = list(revs) if i % 2 == 0 else list(revs)[::-1]
             for name in order:
