@@ -3,8 +3,9 @@
     python bench/loop.py [--against REV] [--rounds 2] [--results DIR]
 
 Each code is a scratch clone of the repository (``HEAD`` and ``REV``, default ``HEAD~1``) under a
-temporary directory, with the outputs of ``dvc.lock`` checked out from this checkout's DVC cache and
-its own cache beside it from then on (nothing is written to this checkout or its cache); both clones
+temporary directory, with its own DVC cache holding this checkout's cache objects (hard links), from
+which the outputs of its ``dvc.lock`` are checked out (nothing is written to this checkout or its
+cache); both clones
 run with this checkout's virtual environment, each with its own ``src/`` first on ``PYTHONPATH``. A
 first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that state is saved, and
 one untimed round of the two edits below runs every stage once (Python's bytecode and the compiled
@@ -43,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compare import cpu_model, cpu_slug  # noqa: E402  (bench/compare.py)
+from report import loop_line  # noqa: E402  (bench/report.py)
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES = ("analyze", "compare", "figures", "paper")
@@ -57,6 +59,13 @@ RUNNING = re.compile(r"Running stage '([^']+)'")
 
 def git(*args: str, cwd: Path = REPO) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 class Clone:
@@ -77,12 +86,15 @@ class Clone:
         self.env = {**os.environ, "UAPROBE_VENV": str(bin_dir.parent), "PYTHONPATH": str(self.root / "src"),
                     "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONUNBUFFERED": "1"}
         self.dvc = str(bin_dir / "dvc")
-        local = REPO / ".dvc" / "config.local"
-        if local.is_file():  # this checkout's cache, to check the outputs out from
-            shutil.copy2(local, self.root / ".dvc" / "config.local")
+        # its own cache, holding this checkout's objects as hard links (copies across file systems): the
+        # outputs check out from it, and nothing the runs write reaches this checkout's cache
+        shared = Path(subprocess.run([self.dvc, "cache", "dir"], cwd=REPO, env=self.env, check=True,
+                                     capture_output=True, text=True).stdout.strip())
+        cache = self.root / ".dvc" / "cache"
+        if shared.is_dir():
+            shutil.copytree(shared, cache, copy_function=_link_or_copy, ignore=shutil.ignore_patterns("runs", "tmp"))
+        self.run([self.dvc, "config", "--local", "cache.dir", str(cache)])
         self.run([self.dvc, "checkout", "-q"])
-        self.run([self.dvc, "config", "--local", "cache.dir", str(self.root / ".dvc" / "cache")])
-        self.run([self.dvc, "commit", "-f", "-q"])  # its own cache holds the outputs it restores
 
     def run(self, cmd: list[str]) -> None:
         done = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
@@ -154,13 +166,6 @@ def summary(runs: list[dict]) -> dict:
             "stages": {f: round(statistics.median(r["stages"].get(f, 0.0) for r in runs), 2) for f in FAMILIES}}
 
 
-def line(record: dict) -> str:
-    """The issue's line: ``edit loop: T s (analyze A s, ...); manuscript edit: M s``."""
-    e, s = record["edit"], record["edit"]["stages"]
-    return (f"edit loop: {e['seconds']:.1f} s (" + ", ".join(f"{f} {s[f]:.1f} s" for f in FAMILIES)
-            + f"); manuscript edit: {record['manuscript']['seconds']:.1f} s")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--against", default="HEAD~1", help="the git revision to compare with (default HEAD~1)")
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
               "ratio": {kind: round(codes["this"][kind]["seconds"] / codes["previous"][kind]["seconds"], 3)
                         for kind in ("edit", "manuscript")}}
     for name in revs:
-        print(f"{name} ({revs[name]}): {line(codes[name])}")
+        print(f"{name} ({revs[name]}): {loop_line(codes[name])}")
     print(f"ratio this / previous: edit loop {record['ratio']['edit']:.2f} x, manuscript edit "
           f"{record['ratio']['manuscript']:.2f} x (load average {load[0]:.1f} to {max(load):.1f})")
     if args.results is not None:
