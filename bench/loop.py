@@ -7,9 +7,10 @@ temporary directory, with its own DVC cache holding this checkout's cache object
 which the outputs of its ``dvc.lock`` are checked out (nothing is written to this checkout or its
 cache); both clones
 run with this checkout's virtual environment, each with its own ``src/`` first on ``PYTHONPATH``. A
-first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that state is saved, and
-one untimed round of the two edits below runs every stage once (Python's bytecode and the compiled
-kernels of that code cached, as in an author's checkout). Then, ``--rounds`` times, the two codes
+first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that state is saved; where
+it did not run every stage, one untimed round of the two edits below does (Python's bytecode and the
+compiled kernels of that code cached, as in an author's checkout). ``--work DIR`` keeps the clones
+for a later run, which brings them to the revisions and reuses their outputs and caches. Then, ``--rounds`` times, the two codes
 alternating, each clone:
 
 1. **edit loop**: ``analysis.preference`` edited from ``mean`` to ``sum`` in ``params.yaml``, then
@@ -30,6 +31,7 @@ shared with other work: compare the ratios of one run, not the times of differen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -74,27 +76,27 @@ class Clone:
     def __init__(self, rev: str, folder: Path) -> None:
         self.root = folder / "project"
         self.saved = folder / "saved"
-        git("clone", "-q", "--no-checkout", str(REPO), str(self.root))
+        fresh = not (self.root / ".git").is_dir()
+        if fresh:
+            git("clone", "-q", "--no-checkout", str(REPO), str(self.root))
+        else:  # a clone of an earlier run (--work): brought to the revision, its outputs kept
+            git("fetch", "-q", "origin", cwd=self.root)
         git("checkout", "-q", rev, cwd=self.root)
-        for built in (REPO / "src").rglob("*.so"):  # the compiled pins (setup.py), untracked
-            source = built.parent / (built.name.split(".")[0] + ".c")
-            same = subprocess.run(["git", "diff", "--quiet", "HEAD", rev, "--", str(source.relative_to(REPO))],
-                                  cwd=REPO).returncode == 0
-            if source.is_file() and same:
-                shutil.copy2(built, self.root / built.relative_to(REPO))
         bin_dir = Path(sys.executable).parent
         self.env = {**os.environ, "UAPROBE_VENV": str(bin_dir.parent), "PYTHONPATH": str(self.root / "src"),
                     "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONUNBUFFERED": "1"}
         self.dvc = str(bin_dir / "dvc")
-        # its own cache, holding this checkout's objects as hard links (copies across file systems): the
-        # outputs check out from it, and nothing the runs write reaches this checkout's cache
-        shared = Path(subprocess.run([self.dvc, "cache", "dir"], cwd=REPO, env=self.env, check=True,
-                                     capture_output=True, text=True).stdout.strip())
-        cache = self.root / ".dvc" / "cache"
-        if shared.is_dir():
-            shutil.copytree(shared, cache, copy_function=_link_or_copy, ignore=shutil.ignore_patterns("runs", "tmp"))
-        self.run([self.dvc, "config", "--local", "cache.dir", str(cache)])
-        self.run([self.dvc, "checkout", "-q"])
+        if fresh:
+            # its own cache, holding this checkout's objects as hard links (copies across file systems): the
+            # outputs check out from it, and nothing the runs write reaches this checkout's cache
+            shared = Path(subprocess.run([self.dvc, "cache", "dir"], cwd=REPO, env=self.env, check=True,
+                                         capture_output=True, text=True).stdout.strip())
+            cache = self.root / ".dvc" / "cache"
+            if shared.is_dir():
+                shutil.copytree(shared, cache, copy_function=_link_or_copy,
+                                ignore=shutil.ignore_patterns("runs", "tmp"))
+            self.run([self.dvc, "config", "--local", "cache.dir", str(cache)])
+            self.run([self.dvc, "checkout", "-q"])
 
     def run(self, cmd: list[str]) -> None:
         done = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
@@ -125,6 +127,7 @@ class Clone:
                 "ran": [name for _, name in marks]}
 
     def save(self) -> None:
+        shutil.rmtree(self.saved, ignore_errors=True)
         for name in SAVED:
             src, dst = self.root / name, self.saved / name
             dst.parent.mkdir(parents=True, exist_ok=True)
@@ -171,24 +174,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", default="HEAD~1", help="the git revision to compare with (default HEAD~1)")
     ap.add_argument("--rounds", type=int, default=2, help="timed loops of each code (default 2)")
     ap.add_argument("--results", type=Path, default=None, help="write DIR/loop-<cpu model>.json")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep the clones in DIR/this and DIR/previous, and reuse those of an earlier run there "
+                         "(default: a temporary directory, removed at the end)")
     args = ap.parse_args(argv)
     revs = {"this": git("rev-parse", "--short=12", "HEAD"), "previous": git("rev-parse", "--short=12", args.against)}
     if git("status", "--porcelain", "--untracked-files=no"):
         print("note: this checkout has uncommitted changes; the benchmark times HEAD", flush=True)
     load = [os.getloadavg()[0]]
     runs: dict[str, dict[str, list[dict]]] = {name: {"edit": [], "manuscript": []} for name in revs}
-    with tempfile.TemporaryDirectory(prefix="uaprobe-loop-") as tmp:
-        clones = {}
+    with contextlib.ExitStack() as stack:
+        work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="uaprobe-loop-")))
+        clones, warm = {}, {}
         for name, rev in revs.items():
-            clones[name] = Clone(rev, Path(tmp) / name)
-            warm = clones[name].repro()  # untimed: the outputs of this code, its kernels compiled
-            print(f"  {name} ({rev}): brought up to date in {warm['seconds']:.1f} s ({', '.join(warm['ran']) or 'nothing'})",
-                  flush=True)
+            clones[name] = Clone(rev, work / name)
+            first = clones[name].repro()  # untimed: the outputs of this code
+            print(f"  {name} ({rev}): brought up to date in {first['seconds']:.1f} s "
+                  f"({', '.join(first['ran']) or 'nothing'})", flush=True)
             clones[name].save()
+            warm[name] = set(FAMILIES) <= {stage.split("@")[0] for stage in first["ran"]}
         for name, clone in clones.items():  # untimed: every stage's code run once from this clone
-            clone.edit_loop()
-            clone.manuscript_edit()
-            print(f"  {name}: warm", flush=True)
+            if not warm[name]:
+                clone.edit_loop()
+                clone.manuscript_edit()
+                print(f"  {name}: warm", flush=True)
         for i in range(args.rounds):
             order = list(revs) if i % 2 == 0 else list(revs)[::-1]
             for name in order:

@@ -13,7 +13,7 @@ import yaml
 from synthetic_h5 import SYNTHETIC_MODELS
 from uaprobe.config import load_params
 from uaprobe.errors import ConfigError
-from uaprobe.publishing.figures import drawing, figures_geometry, plotting
+from uaprobe.publishing.figures import drawing, figures_geometry, figures_page, plotting
 from uaprobe.schema import read_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,3 +127,9 @@ def test_the_formats_come_from_params_and_always_include_png(project: Path, tmp_
         path.write_text(yaml.safe_dump({**params, "figures": {"formats": formats}}), encoding="utf-8")
         with pytest.raises(ConfigError, match="figures.formats"):
             load_params(path)
+
+
+def test_the_supplement_names_the_vector_versions_only_where_they_were_drawn() -> None:
+    assert figures_page.vector_note(["png"]) == ""
+    assert figures_page.vector_note(["png", "svg", "pdf"]) == (
+        " Vector versions (SVG, PDF) lie beside each PNG under <code>figures/</code>.")
