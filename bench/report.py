@@ -41,8 +41,9 @@ def render_loop(record: dict) -> str:
     this, prev = record["codes"]["this"], record["codes"]["previous"]
     lo, hi = record["load_average"]
     lines = [f"{record['cpu_model']}, {record['cores']} cores, load average {lo:.1f} to {hi:.1f} during the run; this "
-             f"code: commit `{this['commit']}`, previous: `{prev['commit']}`; the edit: {record['edit']}; each figure "
-             f"the median of {record['rounds']} runs, the two codes alternating:", "",
+             f"code: commit `{this['commit']}`, previous: `{prev['commit']}`; the edit: {record['edit']}; "
+             + (f"each figure the median of {record['rounds']} runs, the two codes alternating:" if record["rounds"] > 1
+                else "one run of each code, one after the other:"), "",
              "| step | this code | previous | ratio | runs (this; previous) |", "|---|---|---|---|---|"]
 
     def seconds(code: dict, kind: str, stage: str | None) -> float:
