@@ -1,29 +1,28 @@
 """The author's loop as a user meets it, this checkout's code beside another revision's, in one run.
 
-    python bench/loop.py [--against REV] [--rounds 2] [--results DIR]
+    python bench/loop.py [--against REV] [--rounds 2] [--results DIR] [--work DIR]
 
 Each code is a scratch clone of the repository (``HEAD`` and ``REV``, default ``HEAD~1``) under a
 temporary directory, with its own DVC cache holding this checkout's cache objects (hard links), from
 which the outputs of its ``dvc.lock`` are checked out (nothing is written to this checkout or its
-cache); both clones
-run with this checkout's virtual environment, each with its own ``src/`` first on ``PYTHONPATH``. A
-first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that state is saved; where
-it did not run every stage, one untimed round of the two edits below does (Python's bytecode and the
-compiled kernels of that code cached, as in an author's checkout). ``--work DIR`` keeps the clones
-for a later run, which brings them to the revisions and reuses their outputs and caches. Then, ``--rounds`` times, the two codes
-alternating, each clone:
+cache); both clones run with this checkout's virtual environment, each with its own ``src/`` first on
+``PYTHONPATH``. A first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that
+state is saved; where it did not run every stage, one untimed round of the two edits below does
+(Python's bytecode and the compiled kernels of that code cached, as in an author's checkout).
+``--work DIR`` keeps the clones for a later run, which brings them to the revisions and reuses their
+outputs and caches. Then, ``--rounds`` times, the two codes alternating, each clone:
 
 1. **edit loop**: ``analysis.preference`` edited from ``mean`` to ``sum`` in ``params.yaml``, then
    ``dvc repro`` (run cache off, so that every changed stage runs);
 2. the saved state restored (``dvc.lock``, ``params.yaml``, the manuscript, ``metrics/``, ``plots/``,
-   then ``dvc checkout``);
+   the figure store, then ``dvc checkout``);
 3. **manuscript edit**: one sentence appended to ``paper/paper.qmd``, then ``dvc repro``; restored again.
 
 Every time is the wall time of the whole ``dvc repro``; a stage's time runs from DVC's ``Running
 stage`` line to the next stage's (its command and DVC's hashing and caching of its outputs), summed
 per stage family (``analyze`` is every model's). Each figure is the median of its rounds. Prints,
 per code, ``edit loop: T s (analyze A s, compare C s, figures F s, paper P s); manuscript edit: M s``
-and the ratios, and with ``--results`` writes ``DIR/loop-<cpu model>.json`` (``make bench``:
+and the ratios, and with ``--results`` writes ``DIR/loop-<cpu model>.json`` (``make bench-loop``:
 ``bench/results``, which ``bench/report.py`` renders into docs/performance.md). The machine may be
 shared with other work: compare the ratios of one run, not the times of different runs.
 """
