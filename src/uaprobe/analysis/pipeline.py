@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, phases, preference,
-                              robustness, speccurve)
+from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, option_b, pairmodels, phases, power,
+                              preference, robustness, speccurve)
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
 from uaprobe.analysis.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
@@ -236,6 +236,13 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
     sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
                                       primary=params.primary, alpha=params.alpha,
                                       level=params.ci_level, rec=rec)
+    declared = params.primary.layer(n_layers)
+    spec = {"pooling": params.primary.pooling, "policy": policy_names["default"],
+            "representation": params.representation, "nll": params.primary.nll, "layer": declared}
+    sc_body["power"] = power.power_results(
+        ua["default"][params.primary.pooling][params.representation][declared], prefs[params.primary.nll],
+        categories=categories, left_out=params.primary.left_out, specification=spec, params=params.power,
+        alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME), rec=rec.sub("power"))
     out.results["specification_curve"] = finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
     out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)

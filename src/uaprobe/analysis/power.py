@@ -1,0 +1,127 @@
+"""The power of the exact category-level test, simulated under the panel's own category structure.
+
+The category-level test relates the C categories' UA ``x`` to their mean preferences ``y`` by Pearson's r and
+takes its two-sided p over all C! orders of ``y`` (:func:`exact_p`). With so few points the test's reach
+depends on ``x`` itself: one category far from the others keeps |r| large under many orders, so a large r
+need not give a small p. The power is therefore simulated with the observed ``x`` held fixed:
+
+- ``z`` is ``x`` standardised (mean 0, population variance 1 over the categories);
+- for a planted correlation rho, ``y = rho z + sqrt(1 - rho^2) e`` with ``e`` (C,) standard normal: the
+  population correlation of ``y`` with ``z`` (a category drawn at random) is rho;
+- the power is the share of ``draws`` such preferences whose exact p is at or below alpha. Every rho uses the
+  same noise draws (one seeded generator), so the power curve is monotone up to ties.
+
+Reported (:func:`power_results`): the smallest p the test can attain with this ``x`` (``y`` a copy of ``x``),
+the power at each planted rho, and the minimum detectable effect, the smallest rho on a grid whose power
+reaches the target; for every category and without the pre-declared one (C - 1, its (C-1)! orders).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.analysis.speccurve import all_orders
+from uaprobe.analysis.stats import TIE_TOLERANCE
+from uaprobe.config import PowerParams
+
+RNG_NAME = "power"
+"""Names the generator of the simulated preferences (:func:`uaprobe.analysis.stats.rng_for`)."""
+DRAW_BLOCK = 256
+"""Simulated preferences whose C! relabelled r are held at once: ``DRAW_BLOCK x C! x C`` floats."""
+MODEL = ("y = rho z + sqrt(1 - rho^2) e: z the categories' UA standardised (mean 0, population variance 1), e "
+         "independent standard normal per category; the same noise draws for every rho")
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    """Centred and unit-norm along the last axis (NaN where constant)."""
+    c = v - v.mean(axis=-1, keepdims=True)
+    norm = np.linalg.norm(c, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(norm > 1e-300, c / norm, np.nan)
+
+
+def exact_p(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(D,) the exact two-sided permutation p of r(x, y_d) for every row of ``y`` (D, C): the share of the C!
+    orders of ``y_d`` (the identity included) whose |r| is at least the observed |r| (less the tie tolerance)."""
+    x = np.asarray(x, dtype=float)
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    orders = all_orders(x.size)
+    ux = _unit(x)
+    out = np.empty(y.shape[0])
+    for lo in range(0, y.shape[0], DRAW_BLOCK):
+        uy = _unit(y[lo:lo + DRAW_BLOCK][:, orders])  # (d, C!, C), order 0 the identity
+        r = np.abs(uy @ ux)  # (d, C!)
+        out[lo:lo + DRAW_BLOCK] = (r >= r[:, :1] - TIE_TOLERANCE).mean(axis=1)
+    return out
+
+
+def standardised(x: np.ndarray) -> np.ndarray:
+    """``x`` centred and scaled to population variance 1."""
+    x = np.asarray(x, dtype=float)
+    return (x - x.mean()) / x.std()
+
+
+def simulated_power(x: np.ndarray, rhos: Sequence[float], *, noise: np.ndarray, alpha: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(power, median r) at each planted rho: preferences ``rho z + sqrt(1 - rho^2) noise`` (``noise``: (D, C)),
+    the share whose exact p is at or below ``alpha`` and the median of their sample r with ``x``."""
+    z = standardised(x)
+    power, median_r = np.empty(len(rhos)), np.empty(len(rhos))
+    ux = _unit(np.asarray(x, dtype=float))
+    for i, rho in enumerate(rhos):
+        y = rho * z + math.sqrt(1.0 - rho * rho) * noise
+        power[i] = float((exact_p(x, y) <= alpha + TIE_TOLERANCE).mean())
+        median_r[i] = float(np.median(_unit(y) @ ux))
+    return power, median_r
+
+
+def grid(step: float) -> np.ndarray:
+    """The planted correlations searched for the minimum detectable effect: 0, step, 2 step, ... below 1."""
+    n = int(math.floor((1.0 - 1e-9) / step))
+    return np.round(np.arange(n + 1) * step, 12)
+
+
+def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alpha: float,
+              rng: np.random.Generator, rec: Reasons, left_out: str | None) -> dict[str, Any]:
+    """One set of categories (every one, or all but ``left_out``): the attainable floor, the observed test, the
+    power at the planted correlations and the minimum detectable effect."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    noise = rng.standard_normal((params.draws, n))
+    planted = [float(r) for r in params.planted]
+    power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha)
+    rhos = grid(params.grid_step)
+    grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha)
+    reached = np.flatnonzero(grid_power >= params.target)
+    mde = float(rhos[reached[0]]) if reached.size else np.nan
+    r_obs = float(_unit(observed_y) @ _unit(x))
+    return {"left_out": left_out, "n_categories": int(n), "orders": math.factorial(n),
+            "p_floor": float(exact_p(x, x[None, :])[0]), "observed_r": rec.value("observed_r", r_obs,
+                                                                                 "UA or the preference is constant"),
+            "observed_p": rec.value("observed_p", exact_p(x, observed_y[None, :])[0],
+                                    "UA or the preference is constant"),
+            "planted": planted, "power": power.tolist(), "median_r": median_r.tolist(),
+            "grid": rhos.tolist(), "grid_power": grid_power.tolist(),
+            "mde": rec.value("mde", mde, f"no planted correlation below 1 on the grid reaches power {params.target}")}
+
+
+def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,
+                  specification: dict[str, Any], params: PowerParams, alpha: float, rng: np.random.Generator,
+                  rec: Reasons) -> dict[str, Any]:
+    """The ``power`` object of ``specification_curve.json``: :func:`power_set` with every category and without
+    ``left_out``, for the categories' UA ``x`` (C,) of ``specification`` and their preferences ``y`` (C,)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.array([c != left_out for c in categories])
+    sets = [power_set(x, observed_y=y, params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/0"), left_out=None),
+            power_set(x[keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/1"),
+                      left_out=left_out)]
+    return {"specification": dict(specification), "model": MODEL, "alpha": float(alpha), "draws": params.draws,
+            "target": params.target, "grid_step": params.grid_step, "sets": sets}
+
+
+__all__: Sequence[str] = ("MODEL", "RNG_NAME", "exact_p", "grid", "power_results", "power_set", "simulated_power",
+                          "standardised")
