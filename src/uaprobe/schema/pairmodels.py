@@ -60,9 +60,17 @@ class FamilyTests(Record):
     pooling: list[str] = Field(description="the pooling")
     metric: list[str] = Field(description="the metric")
     partial_r: list[Stat] = Field(description="the partial r")
+    partial_r_low: list[Stat] = Field(description="its Fisher-z interval's lower end at `ci_level`, with n - q - 3 "
+                                                  "degrees of freedom for q covariates beside the intercept (the pairs "
+                                                  "treated as independent given the covariates)")
+    partial_r_high: list[Stat] = Field(description="the interval's upper end")
     permutation_p: list[Stat] = Field(description="its Freedman-Lane permutation p")
-    holm_p: list[Stat] = Field(description="Holm-adjusted across the whole family")
+    holm_p: list[Stat] = Field(description="Holm-adjusted across the family (null for a degenerate test)")
     holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
+    maxt_p: list[Stat] = Field(description="Westfall-Young max-T step-down adjusted p over the family's joint "
+                                           "within-category permutations (null for a degenerate test)")
+    maxt_reject: list[Flag] = Field(description="`maxt_p` <= alpha")
+    degenerate: list[bool] = Field(description="`vif` exceeds `degenerate_vif`: reported, kept out of the family")
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
     reported: list[bool] = Field(description="the pooling is `reported_pooling`")
     same_as: list[int] = Field(description="the index of the test it is: itself, or the earlier identical test "
@@ -87,8 +95,13 @@ class PairFamily(Record):
                                               "before any result (the others are in the family all the same)")
     n_tests: int = Field(description="distinct defined tests in the family (its size for Holm)")
     n_merged: int = Field(description="tests merged into an identical one")
+    n_degenerate: int = Field(description="distinct tests kept out of the family as degenerate (VIF above "
+                                          "`degenerate_vif`)")
+    degenerate_vif: float = Field(description="`analysis.degenerate_vif`")
     n_reject: int = Field(description="tests with `holm_reject` true")
-    alpha: float = Field(description="level of the Holm correction")
+    n_maxt_reject: int = Field(description="tests with `maxt_reject` true")
+    alpha: float = Field(description="level of the Holm and max-T corrections")
+    ci_level: float = Field(description="level of the partial r's intervals (`analysis.ci_level`)")
     p_floor: float = Field(description="the smallest permutation p: 1 / (1 + B)")
     holm_floor: float = Field(description="the smallest Holm-adjusted p of the family: `n_tests` x `p_floor` "
                                           "(capped at 1); a family that cannot reach alpha tests nothing")
