@@ -389,15 +389,23 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
         finite = r[np.isfinite(r)]
         assert _line(top, "median, all")[0] == pytest.approx(np.median(finite))
         assert f"{np.median(finite):+.2f} all" in top.get_title()
-        # the declared universe: the pre-declared layers with every category kept, marked and with its own median
-        layers = {int(o) for o in doc.universe.axes["layer"].options}
-        declared = np.array([int(la) in layers and lo is None for la, lo in zip(doc.specs.layer, doc.specs.left_out)])[keep]
-        marked = next(ln for ln in top.get_lines() if ln.get_label() == "declared universe")
+        # the primary universe: the pre-declared layers, poolings and NLL with every category kept, marked and with
+        # its own median
+        axes = doc.universe.axes
+        layers = {int(o) for o in axes["layer"].options}
+        s = doc.specs
+        declared = np.array([int(la) in layers and lo is None and p in axes["pooling"].options
+                             and k in axes["nll"].options
+                             for la, lo, p, k in zip(s.layer, s.left_out, s.pooling, s.nll)])[keep]
+        marked = next(ln for ln in top.get_lines() if ln.get_label() == "primary universe")
         np.testing.assert_allclose(marked.get_xdata(), np.flatnonzero(declared))
         np.testing.assert_allclose(marked.get_ydata(), r[declared])
         primary = np.median(r[declared & np.isfinite(r)])
-        assert _line(top, "median, declared")[0] == pytest.approx(primary)
-        assert f"{primary:+.2f} decl." in top.get_title()
+        assert _line(top, "median, primary")[0] == pytest.approx(primary)
+        assert f"{primary:+.2f} primary" in top.get_title()
+        # the zero line and the two medians are told apart by colour and dash
+        styles = {ln.get_label(): (ln.get_color(), ln.get_linestyle()) for ln in top.get_lines()}
+        assert len({styles["median, all"], styles["median, primary"], ("0.45", "--")}) == 3
         # the permutation null band of the same curve behind it, in the legend
         label = figure_spec.NULL_BAND.format(level=100 * doc.null_band.level)
         assert label.replace("\n", " ") == "95 % of the relabelled curves"

@@ -487,15 +487,17 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
 
 
 def _direct_maxt(observed, permuted):
-    """Westfall & Young's algorithm 2.8 written out: successive maxima over the tests of rank j and below."""
-    t = np.abs(observed)
-    order = np.argsort(-t, kind="stable")
-    b = permuted.shape[0]
-    adjusted = np.empty(t.size)
+    """Westfall & Young's step-down on each test's own permutation p, written out: every row (the observed one
+    first) gets its p within its test's column; successive minima over the tests of rank j and below."""
+    rows = np.vstack([observed[None, :], permuted])
+    a = np.abs(rows)
+    n_rows, n_tests = a.shape
+    p = np.array([[np.sum(a[:, j] >= a[i, j] - 1e-12) / n_rows for j in range(n_tests)] for i in range(n_rows)])
+    order = np.argsort(p[0], kind="stable")
+    adjusted = np.empty(n_tests)
     for rank, j in enumerate(order):
-        rest = order[rank:]
-        q = np.abs(permuted[:, rest]).max(axis=1)
-        adjusted[j] = (1 + np.sum(q >= t[j] - 1e-12)) / (1 + b)
+        q = p[:, order[rank:]].min(axis=1)
+        adjusted[j] = np.sum(q <= p[0, j] + 1e-12) / n_rows
     running = 0.0
     for j in order:  # monotone over the ranks
         running = max(running, adjusted[j])
@@ -511,6 +513,11 @@ def test_maxt_stepdown_matches_the_algorithm_written_out():
                                rtol=0, atol=1e-15)
     got = multiplicity.maxt_stepdown(np.array([0.3, np.nan]), permuted[:, :2])
     assert np.isnan(got[1]) and got[0] == pytest.approx((1 + np.sum(np.abs(permuted[:, 0]) >= 0.3 - 1e-12)) / 401)
+    # a test with a wider null cannot dominate: its own p decides, as in its permutation p
+    wide = np.column_stack([permuted[:, 0], 10 * permuted[:, 1]])
+    got = multiplicity.maxt_stepdown(np.array([0.5, 0.0]), wide)
+    own = (1 + np.sum(np.abs(permuted[:, 0]) >= 0.5 - 1e-12)) / 401
+    assert got[0] <= 2 * own
 
 
 def test_maxt_is_less_conservative_than_holm_for_identical_tests():

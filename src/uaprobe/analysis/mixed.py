@@ -65,15 +65,14 @@ def fit_slope(y: np.ndarray, x: np.ndarray, covariates: np.ndarray, groups: np.n
             warnings.simplefilter("ignore", UserWarning)
             try:
                 res = sm.MixedLM(y, exog, groups=np.asarray(groups), exog_re=exog_re).fit(reml=True, method=method)
+                converged = bool(res.converged)
+                slope, se = float(res.fe_params[1]), float(res.bse_fe[1])
+                cov_re = np.asarray(res.cov_re, dtype=float)
             except (ConvergenceWarning, np.linalg.LinAlgError, ValueError):
                 continue
-        if not bool(res.converged):
-            continue
-        slope, se = float(res.fe_params[1]), float(res.bse_fe[1])
-        if not (np.isfinite(slope) and np.isfinite(se) and se > 0):
+        if not (converged and np.isfinite(slope) and np.isfinite(se) and se > 0):
             continue
         q = float(sps.norm.ppf((1.0 + level) / 2.0))
-        cov_re = np.asarray(res.cov_re, dtype=float)
         return {"slope": _rounded(slope), "se": _rounded(se), "p": _rounded(float(2 * sps.norm.sf(abs(slope / se)))),
                 "low": _rounded(slope - q * se), "high": _rounded(slope + q * se),
                 "sd_intercept": _rounded(float(np.sqrt(max(cov_re[0, 0], 0.0)))),

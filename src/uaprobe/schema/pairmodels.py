@@ -68,7 +68,8 @@ class FamilyTests(Record):
     holm_p: list[Stat] = Field(description="Holm-adjusted across the family (null for a degenerate test)")
     holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
     maxt_p: list[Stat] = Field(description="Westfall-Young max-T step-down adjusted p over the family's joint "
-                                           "within-category permutations (null for a degenerate test)")
+                                           "within-category permutations, on each test's own permutation p (the "
+                                           "min-P form; null for a degenerate test)")
     maxt_reject: list[Flag] = Field(description="`maxt_p` <= alpha")
     degenerate: list[bool] = Field(description="`vif` exceeds `degenerate_vif`: reported, kept out of the family")
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
