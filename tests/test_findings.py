@@ -185,8 +185,10 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.01)},
                "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7, same_policies=True)}})
     universe = plain_text(cv.universe_phrase(p))
-    assert "crosses 1 poolings, 2 position-0 policies, 2 representations and 2 NLLs at one pre-declared layer, the last" \
-        in universe
+    assert ("the preference from the per-token mean NLL, with mean pooling (a state that summarises the whole "
+            "statement), crossed with 2 position-0 policies and 2 representations at one pre-declared layer, the last"
+            ) in universe
+    assert "this is a declaration, not a preregistration, and the first universe is reported beside it" in universe
     assert "8 of 8 for A and 4 of 8 for B are distinct" in universe
     assert ("are the share of r > 0 over the universe and the median r without cat x; the last two run over the 120 "
             "relabellings") in universe
@@ -196,8 +198,8 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400). "
                            "The test runs once per model, so α = 0.05 is split across the two models by Holm's "
                            "correction, declared with the primary test: the corrected p is 0.060 for A and 0.400 for B. "
-                           "A's p is below α only before that correction: the primary test is inconclusive for every "
-                           "model.")
+                           "The p of A is below α only before that correction: the primary test is inconclusive for "
+                           "every model.")
     assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
     assert plain_text(cv.curve_abstract(p)) == (
@@ -405,8 +407,14 @@ def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int
     tests["vif"] = [1.5 for _ in rows]
     tests["base_partial_r"] = [None for _ in rows] if base is None else base
     tests["pearson_r"] = [-0.1 for _ in rows]  # r without covariates
-    return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
-            "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
+    tests["partial_r_low"] = [r[3] - 0.1 for r in rows]
+    tests["partial_r_high"] = [r[3] + 0.1 for r in rows]
+    tests["maxt_p"] = [r[4] / 2 for r in rows]
+    tests["maxt_reject"] = [r[5] for r in rows]
+    tests["degenerate"] = [False for _ in rows]
+    n_reject = sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2
+    return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests, "n_reject": n_reject,
+            "n_maxt_reject": n_reject, "n_degenerate": 0, "degenerate_vif": 10.0, "tests": tests}
 
 
 def pair_doc(length: dict[str, Any], incremental: dict[str, Any], without: dict[str, Any] | None = None
@@ -436,10 +444,12 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                      "option_b": raw_r(-0.1)}})
     text = plain_text(pf.family_phrase(p))
     assert "for both models: 9 tests, those on the same states counted once" in text  # 4+1+1 and 1+1+1
-    assert ("With the category and length covariates, 1 of the 4 tests of A (none with mean pooling) and 1 of the 1 "
-            "tests of B (with mean pooling: the margin asymmetry with a positive partial r) survive.") in text
-    assert ("With both, over the pairs outside cat x, 0 of the 1 tests of A (none with mean pooling) and 0 of the 1 "
-            "tests of B (none with mean pooling) survive") in text
+    assert ("With the category and length covariates, 1 (max-T) and 1 (Holm) of the 4 tests of A (none with mean "
+            "pooling) and 1 (max-T) and 1 (Holm) of the 1 tests of B (with mean pooling: the margin asymmetry with a "
+            "positive partial r) survive.") in text
+    assert ("With both, over the pairs outside cat x, 0 (max-T) and 0 (Holm) of the 1 tests of A (none with mean "
+            "pooling) and 0 (max-T) and 0 (Holm) of the 1 tests of B (none with mean pooling) survive") in text
+    assert "No test has a variance inflation factor (VIF) of its metric on its covariates above 10." in text
     assert plain_text(pf.family_abstract(p)) == (
         "with length and lexical covariates (mean pooling), one metric of one model survives (one Holm family); "
         "without cat x, none does")
@@ -488,9 +498,9 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     # r without covariates beside the partial r: the sign may change
-    assert ("| A | base | kNN density asymmetry | first-token | default | −0.100 | +0.300 | — | 1.50 | 0.010 |"
-            in table)
-    assert ("| B | base | margin asymmetry | mean | both | −0.100 | +0.200 | — | 1.50 | 0.030 |"
+    assert ("| A | base | kNN density asymmetry | first-token | default | +0.300 [+0.20, +0.40] | — | 1.50 | 0.010 "
+            "| 0.005 |" in table)
+    assert ("| B | base | margin asymmetry | mean | both | +0.200 [+0.10, +0.30] | — | 1.50 | 0.030 | 0.015 |"
             in table)  # one test, both policies
     assert "|  | base, lex., subset | none |" in table
     # one test on the same states under several poolings: one row naming them; a p at its floor is starred
@@ -498,8 +508,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     shared["tests"]["at_floor"] = [True, True]
     shared["tests"]["pearson_r"] = [0.1, 0.1]
     q = Panel({"b": {"pair_models": pair_doc(shared, shared), "option_b": raw_r(0.1)}})
-    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.100 | +0.200 | — | 1.50 | 0.030* |"
-            in plain_text(pf.family_table(q)))
+    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.200 [+0.10, +0.30] | — | 1.50 | 0.030* "
+            "| 0.015 |" in plain_text(pf.family_table(q)))
     none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
     assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
 

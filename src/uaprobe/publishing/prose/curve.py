@@ -72,8 +72,7 @@ def universe_phrase(out: Outputs) -> str:
     """Methods: the universe of the primary test (its axes, the pre-declared layer, the duplicates counted once
     per model), the primary statistic with its number of relabellings and smallest p, and the secondary family."""
     m0 = out.models[0]
-    counts = {k: out.v(m0, CURVE, f"universe/axes/{k}/options", "count") for k in ("pooling", "policy",
-                                                                                   "representation", "nll")}
+    counts = {k: out.v(m0, CURVE, f"universe/axes/{k}/options", "count") for k in ("policy", "representation")}
     depth = out.raw(m0, CURVE, "universe/depth")
     layer = "the last" if depth == 1.0 else f"at depth {out.v(m0, CURVE, 'universe/depth', 'f2')} of the layers"
     distinct = join_words([f"{out.v(m, CURVE, 'universe/n_distinct', 'int')} of {out.v(m, CURVE, 'universe/n_listed', 'int')}"
@@ -81,15 +80,30 @@ def universe_phrase(out: Outputs) -> str:
     tests = out.raw(m0, CURVE, "secondary/tests") or []
     secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
                             f"{test_words(out, m0, t['test'])}" for t in tests])
+    poolings = join_words([POOLING_WORDS.get(q, q) for q in out.raw(m0, CURVE, "universe/axes/pooling/options")])
+    checks = out.raw(m0, CURVE, "universe/robustness_checks") or {}
+    nll_check = bool(checks.get("nll", {}).get("options"))
+    pool_check = [POOLING_WORDS.get(q, q) for q in checks.get("pooling", {}).get("options", [])]
+    named = []
+    if nll_check:
+        named.append("the summed NLL, which grows with the number of tokens and so puts the statements' length "
+                     "into the preference itself (another estimand, not a choice within this one)")
+    if pool_check:
+        named.append(f"{join_words(pool_check)} pooling, the state of a token that has seen one or two tokens of "
+                     "the statement in a causal model (a lexical measure, not a summary of the statement)")
+    robustness = (f" Two options are named robustness checks outside it, each with its own joint test: "
+                  f"{join_words(named)}." if named else "")
     return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with the "
-            "correction across models and the pair-level family. It was fixed after an earlier version of this "
-            "analysis had shown the specification curve over every layer, so it is a declaration, not a "
-            "preregistration: it fixes the original study's last layer and every open choice there, not the "
-            "curve's best specification. Its "
-            f"universe crosses {counts['pooling']} poolings, {counts['policy']} position-0 policies, "
-            f"{counts['representation']} representations and {counts['nll']} NLLs at one pre-declared layer, {layer}: a depth curve is an estimand, not an analytic choice, and leaving a "
-            "category out is an influence diagnostic, not a choice. Two specifications with bit-identical category UA "
-            "and the same preference (the same pooled states and NLL) are one, counted once: "
+            "correction across models and the pair-level family. Its universe is the original study's estimand: "
+            f"the preference from the per-token mean NLL, with {poolings} pooling (a state that summarises the "
+            f"whole statement), crossed with {counts['policy']} position-0 policies and "
+            f"{counts['representation']} representations at one pre-declared layer, {layer}: a depth curve is an "
+            "estimand, not an analytic choice, and leaving a category out is an influence diagnostic, not a "
+            f"choice.{robustness} The universe was first declared with every pooling and both NLLs, after an "
+            "earlier version of this analysis had shown the curve over every layer; it was narrowed to the "
+            "original study's estimand after those results had been read, so this is a declaration, not a "
+            "preregistration, and the first universe is reported beside it. Two specifications with bit-identical "
+            "category UA and the same preference (the same pooled states and NLL) are one, counted once: "
             f"{distinct} are distinct. The primary statistic is the "
             f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
             f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "
@@ -145,10 +159,11 @@ def primary_phrase(out: Outputs) -> str:
     if kept:
         text += f" The primary test finds the statistic different from chance for {join_words(kept)}."
     elif nominal:
-        text += (f" {join_words([out.display(m) for m in nominal])}'s p is below α only before that correction: "
+        text += (f" The p of {join_words([out.display(m) for m in nominal])} is below α only before that correction: "
                  "the primary test is inconclusive for every model.")
     else:
-        text += " The primary test finds the statistic different from chance for no model."
+        text += (" The primary test finds the statistic different from chance for no model: at this design's power "
+                 "(@tbl-power), inconclusive, not evidence of no correlation.")
     survivors = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
                  if t.get("holm_reject")]
     if survivors:

@@ -182,13 +182,14 @@ def curve_conclusion(out: Outputs) -> str:
         text = ("the primary test, corrected across the models, finds the correlation different from chance for "
                 + join_words([out.display(m) for m in kept]))
     else:
-        text = "the primary test, corrected across the models, finds the correlation different from chance for no model"
+        text = ("the primary test, corrected across the models, finds the correlation different from chance for no "
+                "model, which at the power of this design (@tbl-power) is no evidence either way")
     if nominal:
-        text += ("; " + join_words([f"{out.display(m)}'s p = {out.v(m, CURVE, 'primary/p', 'p')} becomes "
+        text += ("; " + join_words([f"the p of {out.display(m)}, {out.v(m, CURVE, 'primary/p', 'p')}, becomes "
                                     f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')}" for m in nominal])
                  + ", so it is inconclusive")
     without = [m for m in out.models if (i := without_index(out, m)) is not None
                and (p := out.raw(m, CURVE, f"secondary/tests/{i}/p")) is not None and p < alpha(out, m)]
     category = category_words(out, out.models[0])
     return text + (f". Without {category}, the test is below α for {join_words([out.display(m) for m in without])}"
-                   if without else f". Without {category}, it is below α for no model")
+                   if without else f". Without {category}, it is below α for no model, again inconclusive by design")

@@ -46,14 +46,16 @@ SAME_R = 10
 
 
 def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[Survivor]:
-    """The tests of ``family`` that survive Holm across the panel-wide family, one per test: rows on the same states (the same metric with
+    """The tests of ``family`` that survive Holm across the panel-wide family or the max-T step-down within the
+    model's family (``maxt_reject``), one per test: rows on the same states (the same metric with
     bit-identical partial r and p, as under two policies that pool the same tokens) are one test, named with
     every pooling and policy it stands for. ``reported_only``: only tests with the reported pooling (True),
     only the others (False), or all (None)."""
     tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
     groups: dict[tuple[object, ...], list[int]] = {}
+    maxt = tests.get("maxt_reject") or [None] * len(tests["metric"])
     for i, reject in enumerate(out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))):
-        if reject:
+        if reject or maxt[i]:
             r = tests["partial_r"][i]
             key = (tests["metric"][i], None if r is None else round(r, SAME_R), tests["permutation_p"][i])
             groups.setdefault(key, []).append(i)
@@ -93,7 +95,10 @@ def family_phrase(out: Outputs) -> str:
             f"within-category permutations), for {'both' if n_models == 2 else 'all ' + str(n_models)} models: "
             f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
             f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
-            f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
+            f"{degenerate_words(out)} Holm ignores how strongly these tests depend on each other (the same pairs, "
+            "metrics of the same states); beside it, each model's family of each covariate set is corrected by the "
+            "Westfall–Young max-T step-down over the joint within-category permutations, which uses that "
+            f"dependence. {POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
             "reported first.")
     for family, lead in (("family", "With the category and length covariates"),
                          ("incremental", "With the lexical metric added"),
@@ -102,12 +107,24 @@ def family_phrase(out: Outputs) -> str:
         for m in out.models:
             mine = survivors(out, m, family, reported_only=True)
             names = signed_names(out, m, family, mine)
-            parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
+            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_maxt_reject', 'int')} (max-T) and "
+                         f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} (Holm) of the "
                          f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
                          + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: {names})" if mine else
                             f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
         text += f" {lead}, {join_words(parts)} survive."
     return text + " @tbl-family lists them."
+
+
+def degenerate_words(out: Outputs) -> str:
+    """How many tests are degenerate (VIF above ``analysis.degenerate_vif``) and kept out of the family."""
+    n = int(out.raw_at(PANEL_RESULTS, "pair_family/n_degenerate") or 0)
+    vif = out.v(out.models[0], PAIRS, "family/degenerate_vif", "g")
+    if not n:
+        return f"No test has a variance inflation factor (VIF) of its metric on its covariates above {vif}."
+    return (f"{NUMBER_WORDS.get(n, str(n)).capitalize()} {'test has' if n == 1 else 'tests have'} a variance "
+            f"inflation factor (VIF) of the metric on the covariates above {vif}: the covariates all but span the "
+            f"metric, so {'it is' if n == 1 else 'they are'} reported as degenerate and kept out of the family.")
 
 
 def sign_word(r: float | None) -> str:
@@ -191,21 +208,24 @@ def family_table(out: Outputs) -> str:
             if not found:
                 rows.append([out.display(m) if first else "", label, "none", "", "", "", "", "", "", ""])
                 first = False
+            ci = out.raw(m, PAIRS, f"{base}/partial_r_low") is not None
             for i, t in enumerate(found):
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
                              METRIC_WORDS.get(metric, pretty(metric)),
                              ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
-                             out.v(m, PAIRS, f"{base}/pearson_r/{t.row}"),
-                             out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
+                             f"{out.v(m, PAIRS, f'{base}/partial_r/{t.row}')}"
+                             + (f" [{out.v(m, PAIRS, f'{base}/partial_r_low/{t.row}', 's2')}, "
+                                f"{out.v(m, PAIRS, f'{base}/partial_r_high/{t.row}', 's2')}]" if ci else ""),
                              "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
                              out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
                              f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
-                             + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
+                             + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else ""),
+                             out.v(m, PAIRS, f"{base}/maxt_p/{t.row}", "p")])
                 first = False
-    return markdown_table(["Model", "Set", "Metric", "Pooling", "Position 0", "r", "Partial r", "No lex.",
-                           "VIF", "Holm p"], rows, align="lllllrrrrr")
+    return markdown_table(["Model", "Set", "Metric", "Pooling", "Pos. 0", "Partial r [95 % CI]", "No lex.",
+                           "VIF", "Holm p", "Max-T p"], rows, align="lllllrrrrr")
 
 
 HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
