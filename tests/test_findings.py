@@ -115,8 +115,9 @@ def test_the_position0_phrase_follows_the_bos_and_the_policies() -> None:
     p.files["results/models/b/layerwise.json"]["extraction"] = {"bos_added": True}
     p.files["results/models/b/sink_excluded/layerwise.json"] = p.files["results/models/b/layerwise.json"]
     text = plain_text(ph.position0_phrase(p))
-    assert text == ("A's tokenizer adds no BOS, so its position 0 is the statement's first word; B's tokenizer adds a "
-                    "BOS at position 0, which neither policy pools, so its two policies give identical numbers.")
+    assert text == ("The tokenizer of A adds no BOS, so its position 0 is the statement's first word; the tokenizer of "
+                    "B adds a BOS at position 0, which neither policy pools, so its two policies give identical "
+                    "numbers.")
     p.files["results/models/b/sink_excluded/layerwise.json"] = layerwise([0.1, 0.2])
     assert "yet its two policies give different numbers" in plain_text(ph.position0_phrase(p))
 
@@ -152,8 +153,9 @@ def curve(rs: dict[tuple[str, str, int], float], *, median_p: float = 0.04, shar
             "choices": {"layer": layers, "policy": ["special", "sink_excluded"], "pooling": ["mean"],
                         "representation": reps},
             "universe": {"axes": {"pooling": {"options": ["mean"]}, "policy": {"options": ["special", "sink_excluded"]},
-                                  "representation": {"options": reps}, "nll": {"options": ["mean", "sum"]},
+                                  "representation": {"options": reps}, "nll": {"options": ["mean"]},
                                   "layer": {"options": [layers[-1]]}},
+                         "robustness_checks": {"nll": {"options": ["sum"]}, "pooling": {"options": ["first"]}},
                          "depth": 1.0, "n_listed": 4 * len(reps), "n_distinct": (2 if same_policies else 4) * len(reps)},
             "joint": {"declared": {"relabellings": 720, "median_r": 0.4},
                       "without_category": {"relabellings": 120, "left_out": "cat_x"},
@@ -202,13 +204,9 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
                            "every model.")
     assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
-    assert plain_text(cv.curve_abstract(p)) == (
-        "A pre-declared permutation test of the median correlation over analytic choices gives p = 0.030 "
-        "and 0.400, neither significant once corrected across models; without cat x, p = 0.500 and 0.500")
     both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)},
                   "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7)}})
     assert "The primary test finds the statistic different from chance for A." in plain_text(cv.primary_phrase(both))
-    assert "significant for one once corrected across models" in plain_text(cv.curve_abstract(both))
     floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
     text = plain_text(cv.primary_phrase(floor))
     assert "(p = 0.001, the smallest p its test can give)" in text and "no secondary test is significant" in text
@@ -321,10 +319,12 @@ def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve(
     assert ("the primary test, corrected across the models, finds the correlation different from chance for A. "
             "Without cat x, it is below α for no model") in text
     p = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
-    assert "different from chance for no model. Without cat x" in plain_text(fd.conclusion_phrase(p))
+    assert ("different from chance for no model, which at the power of this design (@tbl-power) is no evidence "
+            "either way. Without cat x, it is below α for no model, again inconclusive by design"
+            ) in plain_text(fd.conclusion_phrase(p))
     two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.04)},
                  "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
-    assert ("different from chance for no model; A's p = 0.040 becomes 0.080, so it is inconclusive"
+    assert ("is no evidence either way; the p of A, 0.040, becomes 0.080, so it is inconclusive"
             in plain_text(fd.conclusion_phrase(two)))
     one_of_two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)},
                         "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
@@ -362,37 +362,6 @@ def test_the_representation_change_names_the_transform_and_the_layers_where_the_
     none = Panel({"a": {"specification_curve": curve(grid({"raw": [0.1, 0.9], "zscore": [0.2, 0.3]}))}})
     assert plain_text(dr.representation_change(none)) == ("z-scoring, which removes it, changes the size but not the "
                                                           "sign of the category-level r")
-
-
-def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
-    from uaprobe.publishing.prose import abstract as ab
-
-    def panel_of(**kw: Any) -> Panel:
-        models = {name: model(diffs=[4.8, 1.4, 0.0], **kw) for name in ("a", "b")}
-        for docs in models.values():
-            docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = kw.get("final_r", 0.9)
-            docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.9, 0.9]  # layer 0 as the last layer
-        return Panel(models)
-
-    text = plain_text(ab.answer(panel_of()))
-    assert text.startswith("Uniformity Asymmetry (UA), the difference in hidden-state similarity")
-    assert ("In two small models, its category-level correlation with the preference (per-token loss difference) is "
-            "not robust: its sign rests on the category whose framings differ most in length, and a "
-            "lexical baseline from random token vectors matches it.") in text
-    kept = panel_of(without=0.5)  # leaving the category out keeps the sign
-    for docs in kept.results.values():
-        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.2  # the baseline falls short
-        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.1, 0.9]  # layer 0 does not carry it
-    assert plain_text(ab.answer(kept)).endswith(
-        "holds against one category left out, a lexical baseline and the token embeddings.")
-    assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "Raw, mean-pooled token embeddings give correlations of +0.100 and +0.100, smaller than at the last layer")
-    mixed = panel_of()
-    mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
-    assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
-        "respectively as large as and of the other sign than at the last layer")
-    assert plain_text(ab.layer_zero_sentence(panel_of())) == (
-        "Raw, mean-pooled token embeddings give correlations of +0.900 and +0.900, as large as at the last layer")
 
 
 def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None,
@@ -444,16 +413,11 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                      "option_b": raw_r(-0.1)}})
     text = plain_text(pf.family_phrase(p))
     assert "for both models: 9 tests, those on the same states counted once" in text  # 4+1+1 and 1+1+1
-    assert ("With the category and length covariates, 1 (max-T) and 1 (Holm) of the 4 tests of A (none with mean "
-            "pooling) and 1 (max-T) and 1 (Holm) of the 1 tests of B (with mean pooling: the margin asymmetry with a "
-            "positive partial r) survive.") in text
-    assert ("With both, over the pairs outside cat x, 0 (max-T) and 0 (Holm) of the 1 tests of A (none with mean "
-            "pooling) and 0 (max-T) and 0 (Holm) of the 1 tests of B (none with mean pooling) survive") in text
+    assert ("With the category and length covariates, 1 and 1 of the 4 tests of A and 1 and 1 of the 1 tests of B "
+            "survive max-T and Holm respectively.") in text
+    assert ("With both, over the pairs outside cat x, 0 and 0 of the 1 tests of A and 0 and 0 of the 1 tests of B "
+            "survive max-T and Holm respectively.") in text
     assert "No test has a variance inflation factor (VIF) of its metric on its covariates above 10." in text
-    assert plain_text(pf.family_abstract(p)) == (
-        "with length and lexical covariates (mean pooling), one metric of one model survives (one Holm family); "
-        "without cat x, none does")
-    assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category, none does")
     assert plain_text(pf.family_conclusion(p)) == (
         "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
         "left out together in one pair-level family is, for A, nothing; for B, nothing")
@@ -464,23 +428,6 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     signs = Panel({"b": {"pair_models": pair_doc(against, against)}})
     assert plain_text(pf.family_conclusion(signs)).endswith(
         "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one")
-    assert plain_text(pf.family_abstract(signs)).endswith(
-        "without cat x, two metrics of one model do, none with the hypothesis's sign (the centroid asymmetry against "
-        "it)")
-    two = Panel({"a": {"pair_models": pair_doc(against, against)},
-                 "b": {"pair_models": pair_doc(family([("default", "mean", margin, 0.2, 0.01, True)]),
-                                               family([("default", "mean", margin, 0.2, 0.01, True)]))}})
-    assert plain_text(pf.family_abstract(two)).endswith(
-        "without cat x, two metrics of one model and one of the other do, none with the hypothesis's sign (the "
-        "centroid asymmetry against it)")
-    assert plain_text(pf.family_abstract(two, per_model=False, metric_names=False)).endswith(
-        "without cat x, two metrics of both models do, none with the hypothesis's sign")
-    mixed = family([("default", "mean", "centroid_asymmetry", 0.3, 0.01, True),
-                    ("default", "mean", "knn_density_asymmetry", -0.2, 0.01, True)])
-    assert plain_text(pf.family_abstract(Panel({"b": {"pair_models": pair_doc(mixed, mixed)}}))).endswith(
-        "without cat x, two metrics of one model do, one with the hypothesis's sign and one against it")
-    assert plain_text(pf.family_abstract(signs, metric_names=False)).endswith(
-        "without cat x, two metrics of one model do, none with the hypothesis's sign")  # the abstract's fallback
     # a sign that only the lexical covariate gives (the partial r without it has the other sign) is not the metric's
     flipped = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
                       ("default", "mean", margin, 0.2, 0.01, True)], base=[0.1, 0.25])
@@ -488,7 +435,6 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_conclusion(suppressed)).endswith(
         "for B, the centroid asymmetry with a sign that only the lexical covariate gives, the margin asymmetry with a "
         "positive partial r")
-    assert plain_text(pf.family_abstract(suppressed)).endswith("without cat x, two metrics of one model do")
     assert plain_text(pf.suppression_phrase(suppressed)) == (
         "A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the 4 "
         "surviving tests with the lexical covariates, 2 have a sign that the category and length covariates alone, "
@@ -498,43 +444,85 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     # r without covariates beside the partial r: the sign may change
-    assert ("| A | base | kNN density asymmetry | first-token | default | +0.300 [+0.20, +0.40] | — | 1.50 | 0.010 "
-            "| 0.005 |" in table)
-    assert ("| B | base | margin asymmetry | mean | both | +0.200 [+0.10, +0.30] | — | 1.50 | 0.030 | 0.015 |"
+    assert "| A | base | kNN density | first | default | +0.30 [+0.20, +0.40] | — | 1.50 | 0.010 | 0.005 |" in table
+    assert ("| B | base | margin | mean | both | +0.20 [+0.10, +0.30] | — | 1.50 | 0.030 | 0.015 |"
             in table)  # one test, both policies
-    assert "|  | base, lex., subset | none |" in table
+    assert "|  | subset | none |" in table
     # one test on the same states under several poolings: one row naming them; a p at its floor is starred
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
     shared["tests"]["at_floor"] = [True, True]
     shared["tests"]["pearson_r"] = [0.1, 0.1]
     q = Panel({"b": {"pair_models": pair_doc(shared, shared), "option_b": raw_r(0.1)}})
-    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.200 [+0.10, +0.30] | — | 1.50 | 0.030* "
-            "| 0.015 |" in plain_text(pf.family_table(q)))
-    none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
-    assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
+    assert ("| B | base | margin | mean, last | both | +0.20 [+0.10, +0.30] | — | 1.50 | 0.030* | 0.015 |"
+            in plain_text(pf.family_table(q)))
 
 
-def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
-    """Every reason given, layer 0 related to the last layer in two ways, several pair metrics surviving: the
-    longest wording the phrases write stays within the abstract's words and numbers."""
+def _abstract_curve(rs: dict[tuple[str, str, int], float], *, median_p: float, abtt_zero: float,
+                    zero: float) -> dict[str, Any]:
+    """:func:`curve` with the power and layer 0 beside the last layer (mean pooling, mean NLL, both policies)."""
+    doc = curve(rs, median_p=median_p)
+    doc["power"] = {"specification": {"policy": "special"},
+                    "sets": [{"planted": [0.5, 0.9], "power": [0.15, 0.6]}]}
+    rows = [(rep, pol) for rep in ("raw", "abtt") for pol in ("special", "sink_excluded")]
+    doc["layer_zero"] = {"pooling": ["mean"] * 4, "policy": [pol for _, pol in rows],
+                         "representation": [rep for rep, _ in rows], "nll": ["mean"] * 4,
+                         "r": [0.9] * 4, "r_layer_zero": [zero if rep == "raw" else abtt_zero for rep, _ in rows]}
+    return doc
+
+
+def test_the_abstract_reports_the_original_the_power_layer_zero_and_every_survivor() -> None:
+    """The original study's r and this panel's of the other sign, the power, the primary p, layer 0 reversed
+    under ABTT, and every surviving pair-level metric with its sign (the one with the hypothesis's sign marked),
+    within the budget of words and numbers."""
     import re
 
+    from test_phrases import with_published
     from uaprobe.publishing.prose import abstract as ab
 
-    rows = [("default", "mean", k, 0.2, 0.01, True) for k in METRICS]
+    knn, margin, centroid = "knn_density_asymmetry", "margin_asymmetry", "centroid_asymmetry"
+    survivors = {"a": [("default", "mean", centroid, -0.3, 0.01, True), ("default", "mean", margin, 0.2, 0.01, True)],
+                 "b": [("default", "last", knn, 0.29, 0.01, True), ("default", "mean", centroid, 0.1, 0.9, False)]}
     models = {}
-    for name, zero in (("a", 0.9), ("b", -0.5)):
+    for name in ("a", "b"):
         docs = model(diffs=[4.8, 1.4, 0.0])
-        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.9
-        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [zero, 0.9]
-        docs["specification_curve"] = curve(grid({"raw": [0.1, 0.9]}), median_p=0.01)
-        docs["pair_models"] = pair_doc(family(rows), family(rows))
+        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.95, 0.9]  # layer 0 as large as the last
+        docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.09, abtt_zero=-0.9,
+                                                      zero=0.95)
+        docs["pair_models"] = pair_doc(family(survivors[name]), family(survivors[name]))
         models[name] = docs
-    p = Panel(models)
+    p = with_published(Panel(models))
     text = plain_text(ab.abstract(p))
     words = [w for w in text.split() if re.search(r"\w", w)]
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
-    assert "respectively" in text and "three metrics of each model survive" in text
-    assert "without that category, three metrics of each model do" in text
-    assert "; without that category, " in text  # the answer named it: the category whose framings differ most
     assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)
+    assert "its original study reported r = −0.87 between UA and the preference" in text
+    assert "we find the opposite sign (r = +0.90 and +0.90)" in text
+    assert "the exact test's power at a planted correlation of 0.9 is at most 0.60" in text
+    assert "the pre-declared test within the original's estimand gives p = 0.090 and 0.090" in text
+    assert "already give as large a correlation, reversed once the top principal directions are removed" in text
+    assert ("the surviving tests (within categories, corrected) are A: negative centroid; positive margin; B: positive "
+            "kNN-density (the hypothesis's sign, last-token pooling)") in text
+    # a survivor whose sign only the lexical covariate gives is not the metric's: left out
+    flipped = family([("default", "mean", centroid, -0.3, 0.01, True)], base=[0.2])
+    models["a"]["pair_models"] = pair_doc(family([]), flipped)
+    assert "are A: none; B:" in plain_text(ab.abstract(with_published(Panel(models))))
+
+
+def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
+    """With more models than the budget has numbers for, the abstract gives no per-model r or p."""
+    import re
+
+    from test_phrases import with_published
+    from uaprobe.publishing.prose import abstract as ab
+
+    models = {}
+    for name in ("a", "b", "c", "d"):
+        docs = model(diffs=[4.8, 1.4, 0.0])
+        docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.2, abtt_zero=0.5,
+                                                      zero=0.1)
+        docs["pair_models"] = pair_doc(family([]), family([]))
+        models[name] = docs
+    text = plain_text(ab.abstract(with_published(Panel(models))))
+    numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
+    assert len(numbers) <= ab.NUMBERS and "is inconclusive." in text and "(r = " not in text
+    assert "give a smaller correlation." in text

@@ -232,6 +232,54 @@ def test_no_long_sentence_appears_twice(project: Path) -> None:
     assert not [s for s, n in seen.items() if n > 1]
 
 
+PHRASE_WORDS, PHRASE_LIMIT = 5, 2
+"""No phrase of this many words may be printed more than this many times (a paragraph, caption or cell at a time)."""
+
+
+def paragraphs(page: str) -> list[str]:
+    """The plain text of every paragraph, caption and table cell of the paper's body (the reproducibility appendix
+    and everything after it left out)."""
+    body = page.split('id="sec-reproducibility"')[0]
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", body, flags=re.S)
+    blocks = re.findall(r"<(p|figcaption|caption|td|th|li)\b[^>]*>(.*?)</\1>", body, flags=re.S)
+    return [re.sub(r"\s+", " ", html_module.unescape(re.sub(r"<[^>]+>", " ", inner))).strip() for _, inner in blocks]
+
+
+def repeated_phrases(blocks: list[str], *, n: int = PHRASE_WORDS, limit: int = PHRASE_LIMIT) -> dict[str, int]:
+    """Every phrase of ``n`` words (punctuation ending a word ends the phrase) printed more than ``limit`` times
+    over ``blocks``, with its count; a phrase counts once per block it is in."""
+    seen: dict[str, int] = {}
+    for block in blocks:
+        found = set()
+        for run in re.split(r"[.;:,()?!\u2013\u2014]\s", block):
+            words = run.lower().split()
+            found.update(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+        for phrase in found:
+            seen[phrase] = seen.get(phrase, 0) + 1
+    return {k: v for k, v in seen.items() if v > limit}
+
+
+def test_repeated_phrases_counts_each_block_once_and_stops_at_punctuation() -> None:
+    blocks = ["the pairs within each category, and so on.", "The pairs within each category here.",
+              "the pairs within each category again; the pairs within each category twice in one block"]
+    assert repeated_phrases(blocks) == {"the pairs within each category": 3}
+    assert repeated_phrases(["a b c d, e f"] * 5) == {}
+
+
+def test_no_five_word_phrase_is_printed_more_than_twice(project: Path) -> None:
+    """A term is defined once and a finding stated once: no phrase of five or more words is printed in more than two
+    paragraphs, captions or cells."""
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    repeats = repeated_phrases(paragraphs(page))
+    assert not repeats, sorted(repeats.items(), key=lambda kv: -kv[1])[:20]
+
+
+def test_one_apostrophe_character(project: Path) -> None:
+    """The modifier-letter apostrophe (U+02BC) is never printed beside the typographic one."""
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    assert "\u02bc" not in " ".join(paragraphs(page))
+
+
 def test_every_figure_the_pipeline_draws_is_shown(project: Path) -> None:
     """Each figure of the manifest is in the paper or in the supplement ``figures.html`` the paper stage
     writes, with its caption, its data and its image."""

@@ -82,3 +82,11 @@ def test_power_results_floor_mde_and_the_left_out_set():
                                       params=PowerParams(planted=(0.5,), draws=50, target=0.999, grid_step=0.5),
                                       alpha=0.001, rng=np.random.default_rng(0), rec=rec)
     assert unreachable["sets"][1]["mde"] is None and rec.reasons["sets/1/mde"]
+
+
+def test_a_constant_ua_has_no_power_and_says_why():
+    rec = NanReasons()
+    out = power.power_set(np.ones(5), observed_y=np.arange(5.0), params=PowerParams(draws=20, grid_step=0.5),
+                          alpha=0.05, rng=np.random.default_rng(0), rec=rec, left_out=None)
+    assert out["power"] == [None, None, None] and out["mde"] is None and out["p_floor"] is None
+    assert "constant" in rec.reasons["power/0"] and "constant" in rec.reasons["mde"]

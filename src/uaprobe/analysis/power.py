@@ -93,20 +93,30 @@ def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alp
     n = x.size
     noise = rng.standard_normal((params.draws, n))
     planted = [float(r) for r in params.planted]
-    power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha)
     rhos = grid(params.grid_step)
-    grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha)
+    constant = not (np.isfinite(x).all() and x.std() > 1e-12 * max(1.0, float(np.abs(x).max())))
+    if constant:  # no correlation with a constant UA: nothing to simulate
+        power = median_r = np.full(len(planted), np.nan)
+        grid_power = np.full(rhos.size, np.nan)
+    else:
+        power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha)
+        grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha)
     reached = np.flatnonzero(grid_power >= params.target)
     mde = float(rhos[reached[0]]) if reached.size else np.nan
-    r_obs = float(_unit(observed_y) @ _unit(x))
+    why = "UA is constant over the categories: r is undefined"
+    with np.errstate(invalid="ignore"):
+        r_obs = float(_unit(observed_y) @ _unit(x))
+        floor = np.nan if constant else float(exact_p(x, x[None, :])[0])
+        p_obs = np.nan if constant else float(exact_p(x, observed_y[None, :])[0])
     return {"left_out": left_out, "n_categories": int(n), "orders": math.factorial(n),
-            "p_floor": float(exact_p(x, x[None, :])[0]), "observed_r": rec.value("observed_r", r_obs,
-                                                                                 "UA or the preference is constant"),
-            "observed_p": rec.value("observed_p", exact_p(x, observed_y[None, :])[0],
-                                    "UA or the preference is constant"),
-            "planted": planted, "power": power.tolist(), "median_r": median_r.tolist(),
-            "grid": rhos.tolist(), "grid_power": grid_power.tolist(),
-            "mde": rec.value("mde", mde, f"no planted correlation below 1 on the grid reaches power {params.target}")}
+            "p_floor": rec.value("p_floor", floor, why),
+            "observed_r": rec.value("observed_r", r_obs, "UA or the preference is constant"),
+            "observed_p": rec.value("observed_p", p_obs, "UA or the preference is constant"),
+            "planted": planted, "power": rec.series("power", power, why),
+            "median_r": rec.series("median_r", median_r, why),
+            "grid": rhos.tolist(), "grid_power": rec.series("grid_power", grid_power, why),
+            "mde": rec.value("mde", mde, why if constant else
+                             f"no planted correlation below 1 on the grid reaches power {params.target}")}
 
 
 def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,

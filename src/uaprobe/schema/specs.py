@@ -179,16 +179,16 @@ class PowerSet(Record):
     left_out: str | None = Field(description="the category left out (`null`: none)")
     n_categories: int = Field(description="the categories, n")
     orders: int = Field(description="the orders the exact test enumerates, n!")
-    p_floor: float = Field(description="the smallest p the test can attain with these UA values: the p of a "
-                                       "preference that is a copy of the UA")
+    p_floor: Stat = Field(description="the smallest p the test can attain with these UA values: the p of a "
+                                      "preference that is a copy of the UA (null: the UA is constant)")
     observed_r: Stat = Field(description="r of the specification's UA and the observed mean preferences")
     observed_p: Stat = Field(description="its exact two-sided p")
     planted: list[float] = Field(description="the planted population correlations (`analysis.power.planted`)")
-    power: list[float] = Field(description="per planted correlation: the share of simulated preferences whose exact "
-                                           "p is at or below alpha")
-    median_r: list[float] = Field(description="per planted correlation: the median sample r of the simulations")
+    power: list[Stat] = Field(description="per planted correlation: the share of simulated preferences whose exact "
+                                          "p is at or below alpha")
+    median_r: list[Stat] = Field(description="per planted correlation: the median sample r of the simulations")
     grid: list[float] = Field(description="the planted correlations searched for the minimum detectable effect")
-    grid_power: list[float] = Field(description="the power at each of them")
+    grid_power: list[Stat] = Field(description="the power at each of them")
     mde: Stat = Field(description="the minimum detectable effect: the smallest planted correlation on `grid` whose "
                                   "power reaches `target` (null: none below 1 does)")
 

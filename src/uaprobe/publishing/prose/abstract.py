@@ -11,16 +11,13 @@ from __future__ import annotations
 import re
 
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, differs
-from uaprobe.publishing.prose.findings import confound_models
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.pair_family import FAMILIES, HYPOTHESIS_SIGN, survivors, test_sign
-from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.pair_findings import PAIRS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
-from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
-from uaprobe.publishing.prose.tables import length_category
 from uaprobe.publishing.provenance.values import Value, plain_text
 
 
@@ -40,50 +37,6 @@ def layer_zero_carries(out: Outputs, m: str, pooling: str = "mean") -> bool:
     """Whether layer 0's r has the last layer's sign and at least its size less :data:`MATCH_TOLERANCE`."""
     zero, last = (v.raw for v in layer_zero_r(out, m, pooling))
     return zero is not None and last is not None and zero * last > 0 and abs(zero) >= abs(last) - MATCH_TOLERANCE
-
-
-@prose
-def answer(out: Outputs) -> str:
-    """The first two sentences: what UA is, and whether its category-level correlation with the preference
-    holds up, with the reasons the outputs give (layer 0, the token embeddings, has a sentence of its own)."""
-    n = len(out.models)
-    reasons = []
-    if _all(confound_models(out), out) and _all(reversing_models(out), out):
-        reasons.append("its sign rests on the category whose framings differ most in length")
-    if _all(lexical_matches_or_beats(out), out):
-        reasons.append("a lexical baseline from random token vectors matches it")
-    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between a statement's two "
-             "framings, was proposed to probe a model's preferred framing.")
-    models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
-    across = "across statement categories"
-    if reasons:
-        listed = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + f", and {reasons[-1]}"
-        second = (f"In {models}, its category-level correlation with the preference (per-token loss difference) "
-                  f"is not robust: {listed}.")
-    else:
-        second = (f"In {models}, its correlation with the models' preference {across} holds against one category "
-                  "left out, a lexical baseline and the token embeddings.")
-    return f"{first} {second}"
-
-
-def layer_zero_relation(out: Outputs, m: str, pooling: str = "mean") -> str:
-    """How layer 0's r stands to the last layer's, in words: ``as large as``, ``smaller than`` or ``of the other
-    sign than``."""
-    zero, last = (v.raw for v in layer_zero_r(out, m, pooling))
-    if layer_zero_carries(out, m, pooling):
-        return "as large as"
-    return "smaller than" if zero is not None and last is not None and zero * last > 0 else "of the other sign than"
-
-
-@prose
-def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
-    """Layer 0's r per model, without model names, and how it stands to the last layer's, in words (no more
-    numbers than models)."""
-    zero = join_words([str(layer_zero_r(out, m, pooling)[0]) for m in out.models])
-    words = [layer_zero_relation(out, m, pooling) for m in out.models]
-    than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
-            f"respectively {join_words(words)} at the last layer")
-    return f"Raw, {pooling}-pooled token embeddings give correlations of {zero}, {than}"
 
 
 @prose
@@ -219,17 +172,6 @@ def number_count(text: str) -> int:
 def word_count(text: str) -> int:
     """The words of a text as the reader sees it (each value's markup replaced by what it shows)."""
     return sum(1 for w in plain_text(text).split() if re.search(r"\w", w))
-
-
-def names_left_out_category(out: Outputs) -> bool:
-    """Whether the answer names the category that the second joint test leaves out: it gives the one-category
-    reason, and that category (the one whose framings differ most in length) is the declared one."""
-    if not (_all(confound_models(out), out) and _all(reversing_models(out), out)):
-        return False
-    m = out.models[0]
-    i = length_category(out, m)
-    return i is not None and out.raw(m, "layerwise", "categories")[i] == out.raw(
-        m, "specification_curve", "joint/without_category/left_out")
 
 
 WORDS, NUMBERS = 150, 7

@@ -212,25 +212,3 @@ def differs(out: Outputs, m: str) -> bool:
     """Whether the primary joint p is below α."""
     p = out.raw(m, CURVE, "primary/p")
     return p is not None and p < alpha(out, m)
-
-
-@prose
-def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
-    """The primary test and the test without the pre-declared category in one sentence, without model names:
-    each model's p, in panel order; ``category_named``: the sentence before named that category."""
-    ps = join_words([str(out.v(m, CURVE, "primary/p", "p")) for m in out.models])
-    without = [out.v(m, CURVE, f"secondary/tests/{i}/p", "p") for m in out.models
-               if (i := without_index(out, m)) is not None]
-    stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
-        str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
-    text = f"A pre-declared permutation test of the {stat} over analytic choices gives p = {ps}"
-    kept = [m for m in out.models if across_models(out, m, "reject")]
-    nominal = [m for m in out.models if differs(out, m)]
-    if len(out.models) > 1 and nominal and not kept:
-        text += f", {'neither' if len(out.models) == 2 else 'none'} significant once corrected across models"
-    elif len(out.models) > 1 and kept and len(kept) < len(out.models):
-        text += f", significant for {'one' if len(kept) == 1 else len(kept)} once corrected across models"
-    if without:
-        which = "that category" if category_named else f"{category_words(out, out.models[0])}"
-        text += f"; without {which}, p = {join_words([str(p) for p in without])}"
-    return text

@@ -33,14 +33,6 @@ def panel_key(m: str, family: str, key: str) -> str:
     """A key of one model's family in the panel-wide pair family."""
     return f"pair_family/models/{m}/{PANEL_NAMES[family]}/{key}"
 
-FEW = 3
-"""The largest count of metrics named in words; more are ``several`` (or ``some``)."""
-
-
-def few(n: int, more: str) -> str:
-    """``n`` in words up to :data:`FEW`, else ``more``."""
-    return NUMBER_WORDS[n] if 0 < n <= FEW else more
-
 SAME_R = 10
 """Decimals to which two tests' partial r agree when they are one test on the same states."""
 
@@ -105,15 +97,11 @@ def family_phrase(out: Outputs) -> str:
                          ("without_category", f"With both, over the pairs outside {category}")):
         parts = []
         for m in out.models:
-            mine = survivors(out, m, family, reported_only=True)
-            names = signed_names(out, m, family, mine)
-            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_maxt_reject', 'int')} (max-T) and "
-                         f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} (Holm) of the "
-                         f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
-                         + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: {names})" if mine else
-                            f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
-        text += f" {lead}, {join_words(parts)} survive."
-    return text + " @tbl-family lists them."
+            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_maxt_reject', 'int')} and "
+                         f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
+                         f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)}")
+        text += f" {lead}, {join_words(parts)} survive max-T and Holm respectively."
+    return text + " @tbl-family lists them with their signs."
 
 
 def degenerate_words(out: Outputs) -> str:
@@ -190,7 +178,11 @@ def suppression_phrase(out: Outputs) -> str:
             f"inflation factor of their metrics on the covariates is at most {vif}")
 
 
-FAMILY_WORDS = {"family": "base", "incremental": "base, lex.", "without_category": "base, lex., subset"}
+TABLE_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centroid",
+                "knn_density_asymmetry": "kNN density", "margin_asymmetry": "margin",
+                "within_pair_sim": "within-pair"}
+"""The metrics' short names in the family table (its caption names them)."""
+FAMILY_WORDS = {"family": "base", "incremental": "lex.", "without_category": "subset"}
 """The covariates (and pairs) of each family, as the table names them (its caption defines the words)."""
 
 
@@ -213,12 +205,11 @@ def family_table(out: Outputs) -> str:
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
-                             METRIC_WORDS.get(metric, pretty(metric)),
-                             ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
-                             f"{out.v(m, PAIRS, f'{base}/partial_r/{t.row}')}"
+                             TABLE_METRIC.get(metric, pretty(metric)), ", ".join(t.poolings), policy,
+                             f"{out.v(m, PAIRS, f'{base}/partial_r/{t.row}', 's2')}"
                              + (f" [{out.v(m, PAIRS, f'{base}/partial_r_low/{t.row}', 's2')}, "
                                 f"{out.v(m, PAIRS, f'{base}/partial_r_high/{t.row}', 's2')}]" if ci else ""),
-                             "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
+                             "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}", "s2"),
                              out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
                              f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
                              + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else ""),
@@ -231,68 +222,6 @@ def family_table(out: Outputs) -> str:
 HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
 """The metrics whose sign UA's hypothesis fixes (the framing whose states sit closer to their own set is preferred:
 a positive partial r); the others' sign has no stated prediction."""
-
-
-def _who_survives(out: Outputs, family: str, *, metric_names: bool = True, per_model: bool = True) -> tuple[str, int]:
-    """``one metric of one model`` / ``several metrics of both models``: how many metrics of ``family`` survive
-    with the reported pooling, and of which models, without numbers or metric names; where some of them have
-    the sign opposite to :data:`HYPOTHESIS_SIGN`, and one that the base covariates alone also give, says so (naming
-    one or two such metrics with ``metric_names``); ``per_model``: with two models that both hold some, how many of
-    each (``two metrics of one model and one of the other``)."""
-    key = FAMILIES[family]
-    found = {m: [(out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}"),
-                  None if test_sign(out, m, family, t.row) == SUPPRESSED else
-                  out.raw(m, PAIRS, f"{key}/tests/partial_r/{t.row}"))
-                 for t in survivors(out, m, family, reported_only=True)] for m in out.models}
-    metrics = sorted({k for ks in found.values() for k, _ in ks})
-    holders = [m for m in out.models if found[m]]
-    who = ("both models" if len(holders) == len(out.models) == 2 else
-           "one model" if len(holders) == 1 else "every model" if len(holders) == len(out.models) else
-           "some models")
-    words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'} metrics"
-    counts = sorted((len({k for k, _ in found[m]}) for m in holders), reverse=True)
-    if per_model and len(holders) == len(out.models) == 2:
-        first = f"{few(counts[0], 'several')} metric{'s' if counts[0] > 1 else ''}"
-        words = (f"{first} of each model" if counts[0] == counts[1] else
-                 f"{first} of one model and {few(counts[1], 'several')} of the other")
-        who = ""
-    against = sorted({k for ks in found.values() for k, r in ks
-                      if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
-    agrees = sorted({k for ks in found.values() for k, r in ks
-                     if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] > 0})
-    named = join_words([f"the {METRIC_WORDS.get(k, pretty(k))}" for k in against])
-    if not against:
-        tail = ""
-    elif agrees:
-        tail = (f", {few(len(agrees), 'some')} with the hypothesis's sign and "
-                f"{few(len(against), 'some')} against it")
-    elif len(metrics) == 1:
-        tail = ", against the hypothesis's sign"
-    else:  # the others have no predicted sign
-        tail = (f", none with the hypothesis's sign ({named} against it)" if metric_names and len(against) <= 2 else
-                ", none with the hypothesis's sign")
-    return (f"{words} of {who}" if who else words) + tail, len(metrics)
-
-
-@prose
-def family_abstract(out: Outputs, *, category_named: bool = False, metric_names: bool = True,
-                    per_model: bool = True) -> str:
-    """The incremental family with the reported pooling, then the same without the declared category's pairs, in
-    one number-free clause; ``category_named``: the abstract named that category before; ``metric_names``: name
-    the metrics against the hypothesis's sign, ``per_model``: count them per model (:func:`_who_survives`)."""
-    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
-    lead = f"with length and lexical covariates ({POOLING_WORDS.get(pooling, pooling)} pooling), "
-    words, n = _who_survives(out, "incremental", metric_names=metric_names, per_model=per_model)
-    head, _, tail = words.partition(", ")
-    text = lead + (f"{head} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
-    text += " (one Holm family)" + (f", {tail}" if tail else "")
-    category = ("that category" if category_named else
-                pretty(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
-    words, n = _who_survives(out, "without_category", metric_names=metric_names, per_model=per_model)
-    if not n:
-        return text + f"; without {category}, none does"
-    head, _, tail = words.partition(", ")
-    return text + f"; without {category}, {head} {'does' if n == 1 else 'do'}" + (f", {tail}" if tail else "")
 
 
 @prose
