@@ -49,8 +49,8 @@ def power_phrase(out: Outputs) -> str:
             "others keeps |r| large under many orders of the preferences, so a large r need not give a small p. "
             f"Its power is simulated with each model's own category UA held fixed ({pooling} pooling, raw states, "
             "the last layer): preferences are drawn with a planted population correlation ρ with the standardised "
-            f"UA plus independent normal noise, {draws} draws per ρ, and the power is the share whose exact p is at "
-            "or below α. The *floor* is the smallest p the test can attain, one over the number of orders; the "
+            f"UA plus independent normal noise, {draws} draws per ρ, and the power is the share whose exact p reaches "
+            "α. The *floor* is the smallest p the test can attain, one over the number of orders; the "
             f"*minimum detectable effect* (MDE) is the smallest ρ on a grid with {target} power (@tbl-power). "
             "A category-level p above α is therefore read as no evidence at this power, not as evidence of no "
             "association; the pair level, with its "
@@ -68,8 +68,8 @@ def original_phrase(out: Outputs) -> str:
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
     relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
                 else "signs that differ between the models")
-    return (f"The original study reports r = {published} at the last layer of Pythia-6.9B; here, with mean pooling "
-            f"at the last layer, r is {ours}: {relation}. The models differ in size, training and precision, so the "
+    return (f"The original study reports r = {published} at the last layer of Pythia-6.9B; here, at that layer "
+            f"(mean pooling), r is {ours}: {relation}. The models differ in size, training and precision, so the "
             "two are not a replication of each other, and at the power of @tbl-power neither sign is established "
             "by the category-level test alone")
 
@@ -163,8 +163,8 @@ def mixed_phrase(out: Outputs) -> str:
     n = out.v(m0, PAIRS, "mixed/n_groups", "int")
     return ("With the categories as groups instead of fixed effects (a linear mixed model with a random intercept "
             f"and a random slope of the standardised metric in each of the {n} categories, fitted by restricted "
-            "maximum likelihood with statsmodels), the metrics whose fixed slope has a Wald p at or below α, "
-            f"uncorrected, with {POOLING_WORDS.get(pooling, pooling)} pooling under the default policy, are "
+            "maximum likelihood with statsmodels), the metrics whose fixed slope has a Wald p of α or less, "
+            f"uncorrected ({POOLING_WORDS.get(pooling, pooling)} pooling, default policy), are "
             f"{'; '.join(parts)}. The slope is the change in the preference per standard deviation of the metric; "
             "with so few groups the Wald test is liberal, so these fits show the direction a random slope leaves, "
             "not a corrected finding")

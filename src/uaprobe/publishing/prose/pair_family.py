@@ -81,8 +81,8 @@ def family_phrase(out: Outputs) -> str:
     category = pretty(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     n_models = len(out.models)
     text = (f"Every pair-level test at the pre-declared layer (the last) forms one family, corrected by Holm: each "
-            "metric with each pooling under each position-0 policy, with three sets of covariates (the category "
-            "indicators and both sides' content-token counts; these and the lexical baseline's metric of the same "
+            "metric with each pooling under each position-0 policy, with three sets of covariates (the base set, category "
+            "indicators and the two sides' lengths; these and the lexical baseline's metric of the same "
             f"pair and pooling, one column per random seed; both over the pairs outside {category}, with their own "
             f"within-category permutations), for {'both' if n_models == 2 else 'all ' + str(n_models)} models: "
             f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
