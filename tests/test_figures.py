@@ -434,7 +434,7 @@ def test_the_figures_the_paper_shows_print_no_text_under_7_pt(tree: Path) -> Non
     from matplotlib.text import Text
 
     shown = set(re.findall(r'figure_markdown\(out, "(\w+)"', (REPO / "paper" / "paper.qmd").read_text()))
-    assert {"specification_curve", "layerwise"} <= shown
+    assert {"specification_curve", "category_scatter"} <= shown
     docs = _docs(tree) | {"specification_curve": read_results(tree, "results/models/tiny-a/specification_curve.json")}
     figures = {"specification_curve": figure_spec.specification_curve_figure(
                    {m: read_results(tree, f"results/models/{m}/specification_curve.json") for m in ("tiny-a", "tiny-b")}),
@@ -448,3 +448,17 @@ def test_the_figures_the_paper_shows_print_no_text_under_7_pt(tree: Path) -> Non
         texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
         small = [(t.get_text(), t.get_fontsize() * scale) for t in texts if t.get_fontsize() * scale < PRINTED_PT]
         assert texts and not small, (key, small[:5])
+
+
+def test_the_category_scatter_prints_each_r_and_enlarges_all_but_the_farthest_category(tree: Path) -> None:
+    docs = {m: _docs(tree, m)["validation"] for m in ("tiny-a", "tiny-b")}
+    fig = figures_groups.category_scatter_figure(docs)
+    mains = [ax for ax in fig.axes if "layer" in ax.get_title()]
+    assert len(mains) == 2
+    for ax, doc in zip(mains, docs.values()):
+        r = doc.variants["mean"].global_.r
+        assert f"r = {r:+.3f}".replace("-", "\u2212") in ax.get_title()
+        insets = [c for c in ax.child_axes]
+        n = len(doc.variants["mean"].table)
+        if n > 3:
+            assert len(insets) == 1 and len(insets[0].collections) == n - 1
