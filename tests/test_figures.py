@@ -388,7 +388,7 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
         assert f"{int(keep.sum()):,} specifications" in top.get_title()
         finite = r[np.isfinite(r)]
         assert _line(top, "median, all")[0] == pytest.approx(np.median(finite))
-        assert f"{np.median(finite):+.2f} all" in top.get_title()
+        assert f"all {np.median(finite):+.2f}" in top.get_title()
         # the primary universe: the pre-declared layers, poolings and NLL with every category kept, marked and with
         # its own median
         axes = doc.universe.axes
@@ -402,7 +402,7 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
         np.testing.assert_allclose(marked.get_ydata(), r[declared])
         primary = np.median(r[declared & np.isfinite(r)])
         assert _line(top, "median, primary")[0] == pytest.approx(primary)
-        assert f"{primary:+.2f} primary" in top.get_title()
+        assert f"primary {primary:+.2f}" in top.get_title()
         # the zero line and the two medians are told apart by colour and dash
         styles = {ln.get_label(): (ln.get_color(), ln.get_linestyle()) for ln in top.get_lines()}
         assert len({styles["median, all"], styles["median, primary"], ("0.45", "--")}) == 3

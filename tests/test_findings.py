@@ -437,10 +437,10 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
         "positive partial r")
     assert plain_text(pf.suppression_phrase(suppressed)) == (
         "A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the 4 "
-        "surviving tests with the lexical covariates, 2 have a sign that the category and length covariates alone, "
-        "over the same pairs, do not give, and the variance inflation factor of their metrics on the covariates is at "
-        "most 1.50")
-    assert "none have a sign" in plain_text(pf.suppression_phrase(signs))
+        "surviving tests with the lexical covariates, 2 keep the sign that the category and length covariates alone "
+        "give over the same pairs, and the variance inflation factor of their metrics on the covariates is at most "
+        "1.50")
+    assert "every one keeps the sign" in plain_text(pf.suppression_phrase(signs))
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     # r without covariates beside the partial r: the sign may change

@@ -116,7 +116,7 @@ def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alp
             "median_r": rec.series("median_r", median_r, why),
             "grid": rhos.tolist(), "grid_power": rec.series("grid_power", grid_power, why),
             "mde": rec.value("mde", mde, why if constant else
-                             f"no planted correlation below 1 on the grid reaches power {params.target}")}
+                             f"no planted correlation on the grid reaches power {params.target}")}
 
 
 def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,

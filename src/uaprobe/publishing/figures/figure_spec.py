@@ -107,16 +107,16 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             if defined.any():
                 median = float(np.median(r[defined]))
                 ax.axhline(median, color=OKABE_ITO[1], linewidth=1.0, linestyle="-.", label="median, all")
-                medians.append(f"{median:+.2f} all")
+                medians.append(f"all {median:+.2f}")
             if (declared & defined).any():
                 primary = float(np.median(r[declared & defined]))
                 ax.axhline(primary, color=OKABE_ITO[0], linewidth=1.2, linestyle=":", label="median, primary")
-                medians.append(f"{primary:+.2f} primary")
+                medians.append(f"primary {primary:+.2f}")
             zero_line(ax)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
-            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\nmedians " + ", ".join(medians), fontsize=8)
+            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\n" + ", ".join(medians), fontsize=8)
             if j == 0:  # one legend, in the margin left of the first panel: no line runs under it
                 ax.legend(loc="upper right", bbox_to_anchor=(-0.36, 1.0), frameon=False, fontsize=FONT,
                           handlelength=1.6, borderaxespad=0)

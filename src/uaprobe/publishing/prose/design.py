@@ -9,6 +9,7 @@ from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, category_words
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.phrases import position0_inversions
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 
 PYTHIA_COMMAND = "dvc exp run -S preset=original -S 'models=[pythia-6-9b]'"
@@ -68,10 +69,18 @@ def original_phrase(out: Outputs) -> str:
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
     relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
                 else "signs that differ between the models")
-    return (f"The original study reports r = {published} at the last layer of Pythia-6.9B; here, at that layer "
+    text = (f"The original study reports r = {published} at the last layer of Pythia-6.9B; here, at that layer "
             f"(mean pooling), r is {ours}: {relation}. The models differ in size, training and precision, so the "
             "two are not a replication of each other, and at the power of @tbl-power neither sign is established "
             "by the category-level test alone")
+    sink_made = [out.display(m) for m, default, excluded in position0_inversions(out)
+                 if not excluded and not out.raw(m, "layerwise", "extraction/bos_added")]
+    if sink_made:
+        text += (f". A negative r does appear here: at the intermediate layers of {join_words(sink_made)}, which "
+                 "like Pythia adds no BOS, but only while position 0, the attention sink, is pooled (@sec-sink). The "
+                 "original notebooks drop position 0 from every pooled state, so the sink cannot have made their "
+                 "negative r in this way; what made it is not something this panel reproduces")
+    return text
 
 
 @prose

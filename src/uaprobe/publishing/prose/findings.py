@@ -86,8 +86,10 @@ def confound_verdict(out: Outputs) -> str:
                join_words([out.display(m) for m in flips]))
     baseline = lexical_without_words(out, same)
     if flips:
-        sentences.append(f"Without it, the last-layer r (mean pooling) changes sign for {flipped}, while the lexical "
-                         f"baseline's {baseline}.")
+        sentences.append(f"Without it, the last-layer r (mean pooling) has the other sign for {flipped}, while the "
+                         f"lexical baseline's {baseline}; over the categories left, the exact test has too little "
+                         "power to establish either sign (@tbl-power), so this shows how much one category carries, "
+                         "not a reversed association.")
     else:
         sentences.append(f"Without it, no model's r changes sign, and the lexical baseline's {baseline}.")
     moved = [m for m in same if normalisation_moves(out, m)]

@@ -171,11 +171,13 @@ def suppression_phrase(out: Outputs) -> str:
         return "No test with the lexical covariates survives, so none can owe its sign to them"
     _, m, family, row = max(vifs)
     vif = out.v(m, PAIRS, f"{FAMILIES[family]}/tests/vif/{row}", "f2")
-    share = "none" if not flipped else "all" if flipped == total else f"{flipped}"
+    kept = total - flipped
+    share = ("every one keeps" if not flipped else "none keeps" if not kept else
+             f"{kept} {'keeps' if kept == 1 else 'keep'}")
     return (f"A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the "
-            f"{total} surviving tests with the lexical covariates, {share} {'has' if flipped == 1 else 'have'} a sign "
-            "that the category and length covariates alone, over the same pairs, do not give, and the variance "
-            f"inflation factor of their metrics on the covariates is at most {vif}")
+            f"{total} surviving tests with the lexical covariates, {share} the sign that the category and length "
+            "covariates alone give over the same pairs, and the variance inflation factor of their metrics on the "
+            f"covariates is at most {vif}")
 
 
 TABLE_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centroid",
