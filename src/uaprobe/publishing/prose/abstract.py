@@ -154,7 +154,9 @@ def abstract(out: Outputs) -> str:
     for detail in (2, 1, 0):
         second = (f"Re-analysing the method on {models}, we find {relation}"
                   + (f" (r = {ours})" if detail >= 1 else "")
-                  + f", but {cats} categories cannot settle a sign: the exact test's power at a planted correlation "
+                  + (f", but {cats} categories cannot settle a sign: " if not below else
+                     f"; over {cats} categories, ")
+                  + f"the exact test's power at a planted correlation "
                   f"of {planted} is at most {power}, and the pre-declared test within the original's estimand "
                   + (f"gives p = {ps}." if detail >= 1 else f"is {verdict}."))
         variants.append(f"{first} {second} {layer_zero_clause(out)}. {pair_sentence(out, poolings=detail >= 2)}.")
