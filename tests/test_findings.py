@@ -526,3 +526,20 @@ def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
     assert len(numbers) <= ab.NUMBERS and "is inconclusive." in text and "(r = " not in text
     assert "give a smaller correlation." in text
+
+
+def test_the_checks_phrase_sets_the_first_universe_and_the_checks_beside_the_primary_one() -> None:
+    from uaprobe.publishing.prose import design as ds
+
+    doc = curve(grid({"raw": [0.1, 0.9]}))
+    doc["joint"].update({"declared": {"relabellings": 720, "median_r": 0.9, "median_p": 0.07},
+                         "full_universe": {"median_r": 0.2, "median_p": 0.4},
+                         "other_nll": {"median_r": -0.6, "median_p": 0.1},
+                         "other_poolings": {"median_r": 0.8, "median_p": 0.06}})
+    text = plain_text(ds.checks_phrase(Panel({"a": {"specification_curve": doc}})))
+    assert text.startswith("Beside the primary universe, as comparisons in no family: over the universe as first "
+                           "declared, every pooling and NLL, the median r is +0.200 (p = 0.400) for A; with the summed "
+                           "NLL instead, −0.600 (p = 0.100) for A; with first-token pooling instead, +0.800 (p = 0.060)")
+    assert text.endswith("its median falls between the medians of each")
+    doc["joint"]["full_universe"]["median_r"] = 0.95  # not between: no such reading
+    assert "falls between" not in plain_text(ds.checks_phrase(Panel({"a": {"specification_curve": doc}})))

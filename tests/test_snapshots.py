@@ -34,6 +34,7 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
     **{name: getattr(curve, name) for name in ("universe_phrase", "primary_phrase", "layer_zero_phrase",
                                                 "below_alpha_phrase")},
     **{name: getattr(design, name) for name in ("power_table", "power_phrase", "original_phrase", "pythia_phrase",
+                                                 "checks_phrase",
                                                  "scope_phrase", "length_matched_table", "length_matched_phrase",
                                                  "mixed_phrase")},
     **{name: getattr(direction, name) for name in (

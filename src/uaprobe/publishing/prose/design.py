@@ -84,6 +84,36 @@ def original_phrase(out: Outputs) -> str:
 
 
 @prose
+def checks_phrase(out: Outputs) -> str:
+    """Results: the primary statistic over the universe as first declared and over each named robustness check,
+    per model, with its exact joint p (comparisons in no family)."""
+    m0 = out.models[0]
+    stat = str(out.raw(m0, CURVE, "primary/statistic"))
+    p_key = "median_p" if stat == "median_r" else "share_p"
+    words = {"median_r": "median r", "share_positive": "share of r > 0"}.get(stat, stat)
+
+    def per_model(test: str) -> str:
+        return join_words([f"{out.v(m, CURVE, f'joint/{test}/{stat}')} (p = {out.v(m, CURVE, f'joint/{test}/{p_key}', 'p')})"
+                           f" for {out.display(m)}" for m in out.models])
+    parts = [f"over the universe as first declared, every pooling and NLL, the {words} is {per_model('full_universe')}"]
+    checks = out.raw(m0, CURVE, "universe/robustness_checks") or {}
+    if (checks.get("nll") or {}).get("options"):
+        parts.append(f"with the summed NLL instead, {per_model('other_nll')}")
+    if (checks.get("pooling") or {}).get("options"):
+        pools = join_words([POOLING_WORDS.get(q, q) for q in checks["pooling"]["options"]])
+        parts.append(f"with {pools} pooling instead, {per_model('other_poolings')}")
+    text = "Beside the primary universe, as comparisons in no family: " + "; ".join(parts)
+
+    def between(m: str) -> bool:
+        full, a, b = (out.raw(m, CURVE, f"joint/{t}/{stat}") for t in ("full_universe", "declared", "other_nll"))
+        return None not in (full, a, b) and min(a, b) < full < max(a, b)
+    if stat == "median_r" and all(between(m) for m in out.models):
+        text += (". The first universe mixed the two NLLs' estimands, and its median falls between the medians of "
+                 "each")
+    return text
+
+
+@prose
 def pythia_phrase(out: Outputs) -> str:
     """Why the original study's model is not run here, and the one command that runs it."""
     return ("Pythia is not run here: its weights come from the Hugging Face hub, which the machines this paper is "
@@ -194,5 +224,5 @@ def scope_phrase(out: Outputs) -> str:
             f"which has none, is never scored: {'; '.join(scored)}.")
 
 
-__all__ = ["scope_phrase", "PYTHIA_COMMAND", "length_matched_phrase", "length_matched_table", "mixed_phrase", "mixed_survivors",
+__all__ = ["checks_phrase", "scope_phrase", "PYTHIA_COMMAND", "length_matched_phrase", "length_matched_table", "mixed_phrase", "mixed_survivors",
            "original_phrase", "power_phrase", "power_table", "pythia_phrase"]
