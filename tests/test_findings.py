@@ -53,7 +53,8 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     both = Panel({"a": model(diffs=[4.8, 1.4, 0.0], sum_nll=0.27), "b": model(diffs=[5.2, 1.4, 0.0], sum_nll=-0.65)})
     text = plain_text(fd.confound_verdict(both))
     assert text.startswith("For both models, that category is also the one whose removal changes the last-layer r most")
-    assert "the last-layer r (mean pooling) changes sign for both models, while the lexical baseline's stays positive" in text
+    assert ("the last-layer r (mean pooling) has the other sign for both models, while the lexical baseline's stays "
+            "positive; over the categories left, the exact test has too little power to establish either sign") in text
     assert "the last-layer r changes sign for B (+0.900 to −0.650) and moves for A (+0.900 to +0.270)" in text
     assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
     assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
@@ -190,11 +191,13 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     assert ("the preference from the per-token mean NLL, with mean pooling (a state that summarises the whole "
             "statement), crossed with 2 position-0 policies and 2 representations at one pre-declared layer, the last"
             ) in universe
-    assert "this is a declaration, not a preregistration, and the first universe is reported beside it" in universe
+    assert "a declaration, not a preregistration, with the first universe reported beside it" in universe
+    assert ("The summed NLL (it puts the statements' length into the preference: another estimand) and first-token "
+            "pooling (a lexical measure in a causal model) are named robustness checks outside it") in universe
     assert "8 of 8 for A and 4 of 8 for B are distinct" in universe
     assert ("are the share of r > 0 over the universe and the median r without cat x; the last two run over the 120 "
             "relabellings") in universe
-    assert "Two specifications with bit-identical category UA and the same preference" in universe
+    assert "Specifications with bit-identical category UA and the same NLL are one, counted once" in universe
     assert "Cat x was declared as the category to leave out because" in universe
     text = plain_text(cv.primary_phrase(p))
     assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400). "

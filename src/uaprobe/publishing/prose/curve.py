@@ -84,26 +84,24 @@ def universe_phrase(out: Outputs) -> str:
     checks = out.raw(m0, CURVE, "universe/robustness_checks") or {}
     nll_check = bool(checks.get("nll", {}).get("options"))
     pool_check = [POOLING_WORDS.get(q, q) for q in checks.get("pooling", {}).get("options", [])]
-    named = []
-    if nll_check:
-        named.append("the summed NLL, which grows with the number of tokens and so puts the statements' length "
-                     "into the preference itself (another estimand, not a choice within this one)")
+    named = (["the summed NLL (it puts the statements' length into the preference: another estimand)"]
+             if nll_check else [])
     if pool_check:
-        named.append(f"{join_words(pool_check)} pooling, the state of a token that has seen one or two tokens of "
-                     "the statement in a causal model (a lexical measure, not a summary of the statement)")
-    robustness = (f" Two options are named robustness checks outside it, each with its own joint test: "
-                  f"{join_words(named)}." if named else "")
-    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with the "
-            "correction across models and the pair-level family. Its universe is the original study's estimand: "
+        named.append(f"{join_words(pool_check)} pooling (a lexical measure in a causal model)")
+    listed = join_words(named)
+    robustness = (f" {listed[:1].upper() + listed[1:]} "
+                  f"{'are named robustness checks' if len(named) > 1 else 'is a named robustness check'} outside it, "
+                  "each with its own joint test." if named else "")
+    return ("**The primary test.** Declared in `params.yaml` (`analysis.primary`), its universe is the original "
+            "study's estimand: "
             f"the preference from the per-token mean NLL, with {poolings} pooling (a state that summarises the "
             f"whole statement), crossed with {counts['policy']} position-0 policies and "
             f"{counts['representation']} representations at one pre-declared layer, {layer}: a depth curve is an "
             "estimand, not an analytic choice, and leaving a category out is an influence diagnostic, not a "
-            f"choice.{robustness} The universe was first declared with every pooling and both NLLs, after an "
-            "earlier version of this analysis had shown the curve over every layer; it was narrowed to the "
-            "original study's estimand after those results had been read, so this is a declaration, not a "
-            "preregistration, and the first universe is reported beside it. Two specifications with bit-identical "
-            "category UA and the same preference (the same pooled states and NLL) are one, counted once: "
+            f"choice.{robustness} The universe was first declared with every pooling and both NLLs, after the "
+            "curve over every layer had been seen, and narrowed to this estimand after its results had been read: "
+            "a declaration, not a preregistration, with the first universe reported beside it. Specifications "
+            "with bit-identical category UA and the same NLL are one, counted once: "
             f"{distinct} are distinct. The primary statistic is the "
             f"{primary_statistic(out, m0)} over the distinct specifications; its exact joint permutation p applies "
             f"each of the {out.v(m0, CURVE, 'joint/declared/relabellings', 'thousands')} relabellings of the category "

@@ -46,9 +46,8 @@ def power_phrase(out: Outputs) -> str:
     target = out.v(m0, CURVE, "power/target", "percent_g")
     draws = out.v(m0, CURVE, "power/draws", "thousands")
     pooling = POOLING_WORDS.get(str(out.raw(m0, CURVE, "power/specification/pooling")), "mean")
-    return ("**Power.** The exact test's reach depends on the categories' UA itself: one category far from the "
-            "others keeps |r| large under many orders of the preferences, so a large r need not give a small p. "
-            f"Its power is simulated with each model's own category UA held fixed ({pooling} pooling, raw states, "
+    return ("**Power.** The exact test's reach depends on the categories' UA itself, so its power is simulated "
+            f"with each model's own category UA held fixed ({pooling} pooling, raw states, "
             "the last layer): preferences are drawn with a planted population correlation ρ with the standardised "
             f"UA plus independent normal noise, {draws} draws per ρ, and the power is the share whose exact p reaches "
             "α. The *floor* is the smallest p the test can attain, one over the number of orders; the "
