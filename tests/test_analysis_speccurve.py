@@ -115,8 +115,13 @@ def test_curve_results_sorted_parallel_columns():
                                                    pref["sum"][keep])[0], abs=1e-12)
     assert s["permutation_count"][i] == 120
     j = body["joint"]
-    assert j["declared"]["n_specs"] == 2 * 2 * 2 * 2 and j["declared"]["layers"] == [2]
-    assert j["every_layer"]["n_specs"] == 2 * 2 * 2 * 3 * 2 - 2  # the constant UA row: undefined under both NLLs
+    # the primary universe: the mean NLL only (pooling x policy x representation)
+    assert j["declared"]["n_specs"] == 2 * 2 * 2 and j["declared"]["layers"] == [2]
+    assert j["declared"]["nll"] == ["mean"] and j["declared"]["poolings"] == ["mean", "last"]
+    assert j["every_layer"]["n_specs"] == 2 * 2 * 2 * 3 - 1  # the constant UA row: undefined
+    assert j["full_universe"]["n_specs"] == 2 * 2 * 2 * 2 and j["full_universe"]["nll"] == ["mean", "sum"]
+    assert j["other_nll"]["n_specs"] == 2 * 2 * 2 and j["other_nll"]["nll"] == ["sum"]
+    assert j["other_poolings"]["n_specs"] == 0 and j["other_poolings"]["median_r"] is None  # no first pooling here
     assert j["without_category"]["left_out"] == "c0" and j["without_category"]["relabellings"] == 120
     assert j["layer_zero"]["layers"] == [0]
     assert body["primary"]["test"] == "declared" and body["primary"]["statistic"] == "median_r"
@@ -148,11 +153,17 @@ def test_declared_and_without_category_joint_tests_match_an_enumeration():
     body = _curve(ua, pref, depth=2 / 3, left_out="c3")
     rows = np.array([ua[pol][p][k][2] for p in ("mean", "last") for pol in ua for k in ("raw", "zscore")])
     prefs = np.array([pref["mean"], pref["sum"]])
-    med, p = _direct_joint(rows, prefs, list(range(6)))
+    med, p = _direct_joint(rows, prefs[:1], list(range(6)))  # the primary universe: the mean NLL
     d = body["joint"]["declared"]
     assert d["layers"] == [2] and d["median_r"] == pytest.approx(med, abs=1e-12)
     assert d["median_p"] == pytest.approx(p, abs=1e-12)
-    med, p = _direct_joint(rows, prefs, [0, 1, 2, 4, 5])
+    med, p = _direct_joint(rows, prefs, list(range(6)))  # every NLL: the full universe, a comparison
+    f = body["joint"]["full_universe"]
+    assert f["median_r"] == pytest.approx(med, abs=1e-12) and f["median_p"] == pytest.approx(p, abs=1e-12)
+    med, p = _direct_joint(rows, prefs[1:], list(range(6)))
+    o = body["joint"]["other_nll"]
+    assert o["median_r"] == pytest.approx(med, abs=1e-12) and o["median_p"] == pytest.approx(p, abs=1e-12)
+    med, p = _direct_joint(rows, prefs[:1], [0, 1, 2, 4, 5])
     w = body["joint"]["without_category"]
     assert w["median_r"] == pytest.approx(med, abs=1e-12) and w["median_p"] == pytest.approx(p, abs=1e-12)
     assert body["primary"]["p"] == d["median_p"] and body["primary"]["p_floor"] == pytest.approx(1 / 720)
@@ -200,18 +211,20 @@ def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():
     pref = {"mean": 3.0 * u - 1.0, "sum": 0.5 * u + 2.0}
     body = _curve(ua, pref, left_out="c0")
     uni = body["universe"]
-    assert uni["n_listed"] == 2 * 2 * 2 * 2 and uni["n_merged"] == 2 * 2 and uni["n_distinct"] == 12
+    assert uni["n_listed"] == 2 * 2 * 2 and uni["n_merged"] == 2 and uni["n_distinct"] == 6
     assert uni["axes"]["layer"]["options"] == [3] and set(uni["axes"]) == {"pooling", "policy", "representation",
                                                                            "nll", "layer"}
-    assert len(uni["merged"]) == 4
+    assert len(uni["merged"]) == 2 and uni["axes"]["nll"]["options"] == ["mean"]
+    assert uni["robustness_checks"]["nll"]["options"] == ["sum"] and uni["robustness_checks"]["nll"]["test"] == "other_nll"
     for g in uni["merged"]:
         assert g["kept"]["policy"] == "special" and g["kept"]["pooling"] == "last"
         assert [m["policy"] for m in g["merged"]] == ["sink_excluded"]
         assert {k: v for k, v in g["merged"][0].items() if k != "policy"} == {
             k: v for k, v in g["kept"].items() if k != "policy"}
     j = body["joint"]
-    assert j["declared"]["n_specs"] == 12 and j["declared"]["n_merged"] == 4
-    assert j["every_layer"]["n_merged"] == 2 * 4 * 2 and j["every_layer"]["n_specs"] == 2 * 2 * 2 * 4 * 2 - 16
+    assert j["declared"]["n_specs"] == 6 and j["declared"]["n_merged"] == 2
+    assert j["every_layer"]["n_merged"] == 2 * 4 and j["every_layer"]["n_specs"] == 2 * 2 * 2 * 4 - 8
+    assert j["full_universe"]["n_specs"] == 12 and j["full_universe"]["n_merged"] == 4
     assert body["specs"]["distinct"].count(False) == 2 * 4 * 2 * 7
     # the planted effect: the smallest p each test can give
     assert body["primary"]["estimate"] == pytest.approx(1.0) and body["primary"]["p"] == pytest.approx(1 / 720)
@@ -280,7 +293,7 @@ def test_declared_and_curve_null_bands_match_an_enumeration():
     body = _curve(ua, pref, depth=2 / 3, left_out="c3", level=0.9)
     rows = np.array([ua[pol][p][k][2] for p in ("mean", "last") for pol in ua for k in ("raw", "zscore")])
     band = body["joint"]["declared"]["null_band"]
-    d_low, d_high = _direct_band(rows, np.array([pref["mean"], pref["sum"]]), 0.9)
+    d_low, d_high = _direct_band(rows, np.array([pref["mean"]]), 0.9)
     assert band["level"] == 0.9
     np.testing.assert_allclose(band["low"], d_low, rtol=0, atol=1e-12)
     np.testing.assert_allclose(band["high"], d_high, rtol=0, atol=1e-12)
@@ -404,3 +417,29 @@ def test_the_curve_runs_at_any_number_of_categories_and_records_its_resolution(n
     assert 1 / (m + 1) <= body["primary"]["p"] <= 1
     assert set(body["specs"]["permutation_mode"]) == ({"exact", "monte_carlo"} if n_cat == 9 else {"monte_carlo"})
     assert run() == body  # seeded: the same results
+
+
+def test_first_token_pooling_is_a_robustness_check_outside_the_primary_universe():
+    rng = np.random.default_rng(31)
+    ua = {pol: {p: {k: rng.standard_normal((3, 6)) for k in ("raw", "zscore")} for p in ("mean", "last", "first")}
+          for pol in ("default", "sink_excluded")}
+    pref = {"mean": rng.standard_normal(6), "sum": rng.standard_normal(6)}
+    body = _curve(ua, pref)
+    j = body["joint"]
+    assert j["declared"]["poolings"] == ["mean", "last"] and j["declared"]["n_specs"] == 2 * 2 * 2
+    assert j["other_poolings"]["poolings"] == ["first"] and j["other_poolings"]["n_specs"] == 2 * 2
+    assert j["full_universe"]["n_specs"] == 3 * 2 * 2 * 2
+    rows = np.array([ua[pol]["first"][k][2] for pol in ua for k in ("raw", "zscore")])
+    med, p = _direct_joint(rows, np.array([pref["mean"]]), list(range(6)))
+    assert j["other_poolings"]["median_r"] == pytest.approx(med, abs=1e-12)
+    assert j["other_poolings"]["median_p"] == pytest.approx(p, abs=1e-12)
+    assert body["universe"]["robustness_checks"]["pooling"]["options"] == ["first"]
+    assert body["universe"]["axes"]["pooling"]["options"] == ["mean", "last"]
+
+
+def test_a_primary_option_the_curve_lacks_names_the_key():
+    rng = np.random.default_rng(1)
+    with pytest.raises(UAProbeError, match=r"analysis\.primary\.nll"):
+        speccurve.curve_results(_universe_ua(rng), {"mean": rng.standard_normal(6)}, categories=CATS,
+                                policy_names=POLICIES, primary=PrimaryParams(left_out="c0", nll="sum"), alpha=0.05,
+                                level=0.95, rec=NanReasons())

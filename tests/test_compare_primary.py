@@ -57,17 +57,21 @@ def test_unknown_correction_is_refused() -> None:
         _run({"a": 0.1}, correction="fdr")
 
 
-def _family(metric, pooling, p, r, same_as, floor=1 / 1000):
+def _family(metric, pooling, p, r, same_as, floor=1 / 1000, degenerate=None):
     from uaprobe.schema.pairmodels import PairFamily
     n = len(p)
-    counted = sum(j == i for i, j in enumerate(same_as))
+    degenerate = degenerate or [False] * n
+    counted = sum(j == i and not d for i, (j, d) in enumerate(zip(same_as, degenerate)))
     return PairFamily.model_validate({
         "layer": 3, "reported_pooling": "mean", "n_tests": counted, "n_merged": n - counted,
-        "n_reject": 0, "alpha": 0.05, "p_floor": floor, "holm_floor": min(1.0, counted * floor),
+        "n_degenerate": sum(degenerate), "degenerate_vif": 10.0, "n_reject": 0, "n_maxt_reject": 0, "alpha": 0.05,
+        "ci_level": 0.95, "p_floor": floor, "holm_floor": min(1.0, counted * floor),
         "tests": {"policy": ["default"] * n, "pooling": pooling, "metric": metric, "partial_r": r,
-                  "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "at_floor": [False] * n,
-                  "reported": [x == "mean" for x in pooling], "same_as": same_as, "vif": [1.0] * n,
-                  "base_partial_r": [None] * n, "pearson_r": r}})
+                  "partial_r_low": [None] * n, "partial_r_high": [None] * n,
+                  "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "maxt_p": [None] * n,
+                  "maxt_reject": [None] * n, "degenerate": degenerate, "at_floor": [False] * n,
+                  "reported": [x == "mean" for x in pooling], "same_as": same_as,
+                  "vif": [1e12 if d else 1.0 for d in degenerate], "base_partial_r": [None] * n, "pearson_r": r}})
 
 
 def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> None:
@@ -94,3 +98,14 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
     assert out["models"]["x"]["length"]["n_reject"] == 1  # the merged row is not counted twice
     assert out["n_reject"] == sum(holm <= 0.05)
     PanelPairFamily.model_validate(out)  # what the compare stage writes passes its schema
+
+
+def test_a_degenerate_test_stays_out_of_the_panel_family() -> None:
+    from uaprobe.analysis.compare import pair_family_across_models
+    a = _family(["m1", "m2"], ["mean", "first"], [0.001, 0.0001], [0.3, 0.01], [0, 1], degenerate=[False, True])
+    rec = NanReasons()
+    out = pair_family_across_models({"x": {"length": a}}, alpha=0.05, rec=rec)
+    assert out["n_tests"] == 1 and out["n_degenerate"] == 1
+    assert out["models"]["x"]["length"]["holm_p"] == [pytest.approx(0.001), None]
+    assert "degenerate" in rec.reasons["pair_family/models/x/length/holm_p/1"]
+    PanelPairFamily.model_validate(out)

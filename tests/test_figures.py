@@ -388,16 +388,24 @@ def test_the_specification_curve_draws_every_models_sorted_distinct_r_in_one_fig
         assert f"{int(keep.sum()):,} specifications" in top.get_title()
         finite = r[np.isfinite(r)]
         assert _line(top, "median, all")[0] == pytest.approx(np.median(finite))
-        assert f"{np.median(finite):+.2f} all" in top.get_title()
-        # the declared universe: the pre-declared layers with every category kept, marked and with its own median
-        layers = {int(o) for o in doc.universe.axes["layer"].options}
-        declared = np.array([int(la) in layers and lo is None for la, lo in zip(doc.specs.layer, doc.specs.left_out)])[keep]
-        marked = next(ln for ln in top.get_lines() if ln.get_label() == "declared universe")
+        assert f"all {np.median(finite):+.2f}" in top.get_title()
+        # the primary universe: the pre-declared layers, poolings and NLL with every category kept, marked and with
+        # its own median
+        axes = doc.universe.axes
+        layers = {int(o) for o in axes["layer"].options}
+        s = doc.specs
+        declared = np.array([int(la) in layers and lo is None and p in axes["pooling"].options
+                             and k in axes["nll"].options
+                             for la, lo, p, k in zip(s.layer, s.left_out, s.pooling, s.nll)])[keep]
+        marked = next(ln for ln in top.get_lines() if ln.get_label() == "primary universe")
         np.testing.assert_allclose(marked.get_xdata(), np.flatnonzero(declared))
         np.testing.assert_allclose(marked.get_ydata(), r[declared])
         primary = np.median(r[declared & np.isfinite(r)])
-        assert _line(top, "median, declared")[0] == pytest.approx(primary)
-        assert f"{primary:+.2f} decl." in top.get_title()
+        assert _line(top, "median, primary")[0] == pytest.approx(primary)
+        assert f"primary {primary:+.2f}" in top.get_title()
+        # the zero line and the two medians are told apart by colour and dash
+        styles = {ln.get_label(): (ln.get_color(), ln.get_linestyle()) for ln in top.get_lines()}
+        assert len({styles["median, all"], styles["median, primary"], ("0.45", "--")}) == 3
         # the permutation null band of the same curve behind it, in the legend
         label = figure_spec.NULL_BAND.format(level=100 * doc.null_band.level)
         assert label.replace("\n", " ") == "95 % of the relabelled curves"
@@ -426,7 +434,7 @@ def test_the_figures_the_paper_shows_print_no_text_under_7_pt(tree: Path) -> Non
     from matplotlib.text import Text
 
     shown = set(re.findall(r'figure_markdown\(out, "(\w+)"', (REPO / "paper" / "paper.qmd").read_text()))
-    assert {"specification_curve", "layerwise"} <= shown
+    assert {"specification_curve", "category_scatter"} <= shown
     docs = _docs(tree) | {"specification_curve": read_results(tree, "results/models/tiny-a/specification_curve.json")}
     figures = {"specification_curve": figure_spec.specification_curve_figure(
                    {m: read_results(tree, f"results/models/{m}/specification_curve.json") for m in ("tiny-a", "tiny-b")}),
@@ -440,3 +448,17 @@ def test_the_figures_the_paper_shows_print_no_text_under_7_pt(tree: Path) -> Non
         texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
         small = [(t.get_text(), t.get_fontsize() * scale) for t in texts if t.get_fontsize() * scale < PRINTED_PT]
         assert texts and not small, (key, small[:5])
+
+
+def test_the_category_scatter_prints_each_r_and_enlarges_all_but_the_farthest_category(tree: Path) -> None:
+    docs = {m: _docs(tree, m)["validation"] for m in ("tiny-a", "tiny-b")}
+    fig = figures_groups.category_scatter_figure(docs)
+    mains = [ax for ax in fig.axes if "layer" in ax.get_title()]
+    assert len(mains) == 2
+    for ax, doc in zip(mains, docs.values()):
+        r = doc.variants["mean"].global_.r
+        assert f"r = {r:+.3f}".replace("-", "\u2212") in ax.get_title()
+        insets = [c for c in ax.child_axes]
+        n = len(doc.variants["mean"].table)
+        if n > 3:
+            assert len(insets) == 1 and len(insets[0].collections) == n - 1

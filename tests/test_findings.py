@@ -53,7 +53,8 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     both = Panel({"a": model(diffs=[4.8, 1.4, 0.0], sum_nll=0.27), "b": model(diffs=[5.2, 1.4, 0.0], sum_nll=-0.65)})
     text = plain_text(fd.confound_verdict(both))
     assert text.startswith("For both models, that category is also the one whose removal changes the last-layer r most")
-    assert "the last-layer r (mean pooling) changes sign for both models, while the lexical baseline's stays positive" in text
+    assert ("the last-layer r (mean pooling) has the other sign for both models, while the lexical baseline's stays "
+            "positive; over the categories left, the exact test has too little power to establish either sign") in text
     assert "the last-layer r changes sign for B (+0.900 to −0.650) and moves for A (+0.900 to +0.270)" in text
     assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
     assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
@@ -115,8 +116,9 @@ def test_the_position0_phrase_follows_the_bos_and_the_policies() -> None:
     p.files["results/models/b/layerwise.json"]["extraction"] = {"bos_added": True}
     p.files["results/models/b/sink_excluded/layerwise.json"] = p.files["results/models/b/layerwise.json"]
     text = plain_text(ph.position0_phrase(p))
-    assert text == ("A's tokenizer adds no BOS, so its position 0 is the statement's first word; B's tokenizer adds a "
-                    "BOS at position 0, which neither policy pools, so its two policies give identical numbers.")
+    assert text == ("The tokenizer of A adds no BOS, so its position 0 is the statement's first word; the tokenizer of "
+                    "B adds a BOS at position 0, which neither policy pools, so its two policies give identical "
+                    "numbers.")
     p.files["results/models/b/sink_excluded/layerwise.json"] = layerwise([0.1, 0.2])
     assert "yet its two policies give different numbers" in plain_text(ph.position0_phrase(p))
 
@@ -152,8 +154,9 @@ def curve(rs: dict[tuple[str, str, int], float], *, median_p: float = 0.04, shar
             "choices": {"layer": layers, "policy": ["special", "sink_excluded"], "pooling": ["mean"],
                         "representation": reps},
             "universe": {"axes": {"pooling": {"options": ["mean"]}, "policy": {"options": ["special", "sink_excluded"]},
-                                  "representation": {"options": reps}, "nll": {"options": ["mean", "sum"]},
+                                  "representation": {"options": reps}, "nll": {"options": ["mean"]},
                                   "layer": {"options": [layers[-1]]}},
+                         "robustness_checks": {"nll": {"options": ["sum"]}, "pooling": {"options": ["first"]}},
                          "depth": 1.0, "n_listed": 4 * len(reps), "n_distinct": (2 if same_policies else 4) * len(reps)},
             "joint": {"declared": {"relabellings": 720, "mode": "exact", "median_r": 0.4},
                       "without_category": {"relabellings": 120, "left_out": "cat_x"},
@@ -185,28 +188,28 @@ def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondar
     p = Panel({"a": {"specification_curve": curve(rs, median_p=0.03, share_p=0.01)},
                "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7, same_policies=True)}})
     universe = plain_text(cv.universe_phrase(p))
-    assert "crosses 1 poolings, 2 position-0 policies, 2 representations and 2 NLLs at one pre-declared layer, the last" \
-        in universe
+    assert ("the preference from the per-token mean NLL, with mean pooling (a state that summarises the whole "
+            "statement), crossed with 2 position-0 policies and 2 representations at one pre-declared layer, the last"
+            ) in universe
+    assert "a declaration, not a preregistration, with the first universe reported beside it" in universe
+    assert ("The summed NLL (it puts the statements' length into the preference: another estimand) and first-token "
+            "pooling (a lexical measure in a causal model) are named robustness checks outside it") in universe
     assert "8 of 8 for A and 4 of 8 for B are distinct" in universe
     assert ("are the share of r > 0 over the universe and the median r without cat x; the last two run over the 120 "
             "relabellings") in universe
-    assert "Two specifications with bit-identical category UA and the same preference" in universe
+    assert "Specifications with bit-identical category UA and the same NLL are one, counted once" in universe
     assert "Cat x is the category `params.yaml` declares to leave out" in universe  # not the original dataset
     text = plain_text(cv.primary_phrase(p))
     assert text.startswith("Over the universe, the median r is +0.400 for A (p = 0.030) and +0.400 for B (p = 0.400). "
                            "The test runs once per model, so α = 0.05 is split across the two models by Holm's "
                            "correction, declared with the primary test: the corrected p is 0.060 for A and 0.400 for B. "
-                           "A's p is below α only before that correction: the primary test is inconclusive for every "
-                           "model.")
+                           "The p of A is below α only before that correction: the primary test is inconclusive for "
+                           "every model.")
     assert "the secondary tests find the share of r > 0 over the universe of A (Holm p = 0.030)" in text
     assert "Without cat x, the median r over the same choices is +0.400 for A (p = 0.500, Holm p = 1.000)" in text
-    assert plain_text(cv.curve_abstract(p)) == (
-        "A pre-declared permutation test of the median correlation over analytic choices gives p = 0.030 "
-        "and 0.400, neither significant once corrected across models; without cat x, p = 0.500 and 0.500")
     both = Panel({"a": {"specification_curve": curve(rs, median_p=0.01, share_p=0.01)},
                   "b": {"specification_curve": curve(rs, median_p=0.4, share_p=0.7)}})
     assert "The primary test finds the statistic different from chance for A." in plain_text(cv.primary_phrase(both))
-    assert "significant for one once corrected across models" in plain_text(cv.curve_abstract(both))
     floor = Panel({"a": {"specification_curve": curve(rs, median_p=1 / 720, share_p=0.5)}})
     text = plain_text(cv.primary_phrase(floor))
     assert "(p = 0.001, the smallest p its test can give)" in text and "no secondary test is significant" in text
@@ -320,10 +323,12 @@ def test_the_conclusion_follows_the_lexical_baseline_the_category_and_the_curve(
     assert ("the primary test finds the correlation different from chance for A. "
             "Without cat x, it is below α for no model") in text
     p = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
-    assert "different from chance for no model. Without cat x" in plain_text(fd.conclusion_phrase(p))
+    assert ("different from chance for no model, which at the power of this design (@tbl-power) is no evidence "
+            "either way. Without cat x, it is below α for no model, again inconclusive by design"
+            ) in plain_text(fd.conclusion_phrase(p))
     two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.04)},
                  "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
-    assert ("different from chance for no model; A's p = 0.040 becomes 0.080, so it is inconclusive"
+    assert ("is no evidence either way; the p of A, 0.040, becomes 0.080, so it is inconclusive"
             in plain_text(fd.conclusion_phrase(two)))
     one_of_two = Panel({"a": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.01)},
                         "b": {**model(diffs=[4.0, 0.1, 0.0]), "specification_curve": curve(rs, median_p=0.5)}})
@@ -363,37 +368,6 @@ def test_the_representation_change_names_the_transform_and_the_layers_where_the_
                                                           "sign of the category-level r")
 
 
-def test_the_abstract_answer_follows_the_reasons_the_outputs_give() -> None:
-    from uaprobe.publishing.prose import abstract as ab
-
-    def panel_of(**kw: Any) -> Panel:
-        models = {name: model(diffs=[4.8, 1.4, 0.0], **kw) for name in ("a", "b")}
-        for docs in models.values():
-            docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = kw.get("final_r", 0.9)
-            docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.9, 0.9]  # layer 0 as the last layer
-        return Panel(models)
-
-    text = plain_text(ab.answer(panel_of()))
-    assert text.startswith("Uniformity Asymmetry (UA), the difference in hidden-state similarity")
-    assert ("In two small models, its category-level correlation with the preference (per-token loss difference) is "
-            "not robust: its sign rests on the category whose framings differ most in length, and a "
-            "lexical baseline from random token vectors matches it.") in text
-    kept = panel_of(without=0.5)  # leaving the category out keeps the sign
-    for docs in kept.results.values():
-        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.2  # the baseline falls short
-        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.1, 0.9]  # layer 0 does not carry it
-    assert plain_text(ab.answer(kept)).endswith(
-        "holds against one category left out, a lexical baseline and the token embeddings.")
-    assert plain_text(ab.layer_zero_sentence(kept)) == (
-        "Raw, mean-pooled token embeddings give correlations of +0.100 and +0.100, smaller than at the last layer")
-    mixed = panel_of()
-    mixed.files["results/models/b/layerwise.json"]["poolings"]["mean"]["pearson_r"] = [-0.5, 0.9]
-    assert plain_text(ab.layer_zero_sentence(mixed)).endswith(
-        "respectively as large as and of the other sign than at the last layer")
-    assert plain_text(ab.layer_zero_sentence(panel_of())) == (
-        "Raw, mean-pooled token embeddings give correlations of +0.900 and +0.900, as large as at the last layer")
-
-
 def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int | None = None,
            base: list[float | None] | None = None) -> dict[str, Any]:
     """A pair-level family: rows of (policy, pooling, metric, partial r, Holm p, reject); mean reported; ``base``:
@@ -406,8 +380,14 @@ def family(rows: list[tuple[str, str, str, float, float, bool]], *, n_tests: int
     tests["vif"] = [1.5 for _ in rows]
     tests["base_partial_r"] = [None for _ in rows] if base is None else base
     tests["pearson_r"] = [-0.1 for _ in rows]  # r without covariates
-    return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests,
-            "n_reject": sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2, "tests": tests}
+    tests["partial_r_low"] = [r[3] - 0.1 for r in rows]
+    tests["partial_r_high"] = [r[3] + 0.1 for r in rows]
+    tests["maxt_p"] = [r[4] / 2 for r in rows]
+    tests["maxt_reject"] = [r[5] for r in rows]
+    tests["degenerate"] = [False for _ in rows]
+    n_reject = sum(r[5] for r in rows) if n_tests is None else sum(r[5] for r in rows) // 2
+    return {"reported_pooling": "mean", "n_tests": len(rows) if n_tests is None else n_tests, "n_reject": n_reject,
+            "n_maxt_reject": n_reject, "n_degenerate": 0, "degenerate_vif": 10.0, "tests": tests}
 
 
 def pair_doc(length: dict[str, Any], incremental: dict[str, Any], without: dict[str, Any] | None = None
@@ -437,14 +417,11 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                      "option_b": raw_r(-0.1)}})
     text = plain_text(pf.family_phrase(p))
     assert "for both models: 9 tests, those on the same states counted once" in text  # 4+1+1 and 1+1+1
-    assert ("With the category and length covariates, 1 of the 4 tests of A (none with mean pooling) and 1 of the 1 "
-            "tests of B (with mean pooling: the margin asymmetry with a positive partial r) survive.") in text
-    assert ("With both, over the pairs outside cat x, 0 of the 1 tests of A (none with mean pooling) and 0 of the 1 "
-            "tests of B (none with mean pooling) survive") in text
-    assert plain_text(pf.family_abstract(p)) == (
-        "with length and lexical covariates (mean pooling), one metric of one model survives (one Holm family); "
-        "without cat x, none does")
-    assert plain_text(pf.family_abstract(p, category_named=True)).endswith("without that category, none does")
+    assert ("With the category and length covariates, 1 and 1 of the 4 tests of A and 1 and 1 of the 1 tests of B "
+            "survive max-T and Holm respectively.") in text
+    assert ("With both, over the pairs outside cat x, 0 and 0 of the 1 tests of A and 0 and 0 of the 1 tests of B "
+            "survive max-T and Holm respectively.") in text
+    assert "No test has a variance inflation factor (VIF) of its metric on its covariates above 10." in text
     assert plain_text(pf.family_conclusion(p)) == (
         "with mean pooling at the last layer, what survives both statements' lengths, the lexical baseline and cat x "
         "left out together in one pair-level family is, for A, nothing; for B, nothing")
@@ -455,23 +432,6 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     signs = Panel({"b": {"pair_models": pair_doc(against, against)}})
     assert plain_text(pf.family_conclusion(signs)).endswith(
         "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one")
-    assert plain_text(pf.family_abstract(signs)).endswith(
-        "without cat x, two metrics of one model do, none with the hypothesis's sign (the centroid asymmetry against "
-        "it)")
-    two = Panel({"a": {"pair_models": pair_doc(against, against)},
-                 "b": {"pair_models": pair_doc(family([("default", "mean", margin, 0.2, 0.01, True)]),
-                                               family([("default", "mean", margin, 0.2, 0.01, True)]))}})
-    assert plain_text(pf.family_abstract(two)).endswith(
-        "without cat x, two metrics of one model and one of the other do, none with the hypothesis's sign (the "
-        "centroid asymmetry against it)")
-    assert plain_text(pf.family_abstract(two, per_model=False, metric_names=False)).endswith(
-        "without cat x, two metrics of both models do, none with the hypothesis's sign")
-    mixed = family([("default", "mean", "centroid_asymmetry", 0.3, 0.01, True),
-                    ("default", "mean", "knn_density_asymmetry", -0.2, 0.01, True)])
-    assert plain_text(pf.family_abstract(Panel({"b": {"pair_models": pair_doc(mixed, mixed)}}))).endswith(
-        "without cat x, two metrics of one model do, one with the hypothesis's sign and one against it")
-    assert plain_text(pf.family_abstract(signs, metric_names=False)).endswith(
-        "without cat x, two metrics of one model do, none with the hypothesis's sign")  # the abstract's fallback
     # a sign that only the lexical covariate gives (the partial r without it has the other sign) is not the metric's
     flipped = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
                       ("default", "mean", margin, 0.2, 0.01, True)], base=[0.1, 0.25])
@@ -479,53 +439,111 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
     assert plain_text(pf.family_conclusion(suppressed)).endswith(
         "for B, the centroid asymmetry with a sign that only the lexical covariate gives, the margin asymmetry with a "
         "positive partial r")
-    assert plain_text(pf.family_abstract(suppressed)).endswith("without cat x, two metrics of one model do")
     assert plain_text(pf.suppression_phrase(suppressed)) == (
         "A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the 4 "
-        "surviving tests with the lexical covariates, 2 have a sign that the category and length covariates alone, "
-        "over the same pairs, do not give, and the variance inflation factor of their metrics on the covariates is at "
-        "most 1.50")
-    assert "none have a sign" in plain_text(pf.suppression_phrase(signs))
+        "surviving tests with the lexical covariates, 2 keep the sign that the category and length covariates alone "
+        "give over the same pairs, and the variance inflation factor of their metrics on the covariates is at most "
+        "1.50")
+    assert "every one keeps the sign" in plain_text(pf.suppression_phrase(signs))
     table = plain_text(pf.family_table(p))
     assert table.count("\n") == 2 + 3 + 3 - 1  # header, rule; A: one row per family; B: 1 + 1 + none
     # r without covariates beside the partial r: the sign may change
-    assert ("| A | base | kNN density asymmetry | first-token | default | −0.100 | +0.300 | — | 1.50 | 0.010 |"
-            in table)
-    assert ("| B | base | margin asymmetry | mean | both | −0.100 | +0.200 | — | 1.50 | 0.030 |"
+    assert "| A | base | kNN density | first | default | +0.30 [+0.20, +0.40] | — | 1.50 | 0.010 | 0.005 |" in table
+    assert ("| B | base | margin | mean | both | +0.20 [+0.10, +0.30] | — | 1.50 | 0.030 | 0.015 |"
             in table)  # one test, both policies
-    assert "|  | base, lex., subset | none |" in table
+    assert "|  | subset | none |" in table
     # one test on the same states under several poolings: one row naming them; a p at its floor is starred
     shared = family([("default", pool, margin, 0.2, 0.03, True) for pool in ("mean", "last")], n_tests=1)
     shared["tests"]["at_floor"] = [True, True]
     shared["tests"]["pearson_r"] = [0.1, 0.1]
     q = Panel({"b": {"pair_models": pair_doc(shared, shared), "option_b": raw_r(0.1)}})
-    assert ("| B | base | margin asymmetry | mean, last-token | both | +0.100 | +0.200 | — | 1.50 | 0.030* |"
+    assert ("| B | base | margin | mean, last | both | +0.20 [+0.10, +0.30] | — | 1.50 | 0.030* | 0.015 |"
             in plain_text(pf.family_table(q)))
-    none = Panel({"a": {"pair_models": pair_doc(a, family([("default", "mean", knn, 0.1, 0.9, False)]))}})
-    assert "no metric of any model survives" in plain_text(pf.family_abstract(none))
 
 
-def test_the_whole_abstract_keeps_its_budget_in_its_longest_wording() -> None:
-    """Every reason given, layer 0 related to the last layer in two ways, several pair metrics surviving: the
-    longest wording the phrases write stays within the abstract's words and numbers."""
+def _abstract_curve(rs: dict[tuple[str, str, int], float], *, median_p: float, abtt_zero: float,
+                    zero: float) -> dict[str, Any]:
+    """:func:`curve` with the power and layer 0 beside the last layer (mean pooling, mean NLL, both policies)."""
+    doc = curve(rs, median_p=median_p)
+    doc["power"] = {"specification": {"policy": "special"},
+                    "sets": [{"planted": [0.5, 0.9], "power": [0.15, 0.6]}]}
+    rows = [(rep, pol) for rep in ("raw", "abtt") for pol in ("special", "sink_excluded")]
+    doc["layer_zero"] = {"pooling": ["mean"] * 4, "policy": [pol for _, pol in rows],
+                         "representation": [rep for rep, _ in rows], "nll": ["mean"] * 4,
+                         "r": [0.9] * 4, "r_layer_zero": [zero if rep == "raw" else abtt_zero for rep, _ in rows]}
+    return doc
+
+
+def test_the_abstract_reports_the_original_the_power_layer_zero_and_every_survivor() -> None:
+    """The original study's r and this panel's of the other sign, the power, the primary p, layer 0 reversed
+    under ABTT, and every surviving pair-level metric with its sign (the one with the hypothesis's sign marked),
+    within the budget of words and numbers."""
     import re
 
+    from test_phrases import with_published
     from uaprobe.publishing.prose import abstract as ab
 
-    rows = [("default", "mean", k, 0.2, 0.01, True) for k in METRICS]
+    knn, margin, centroid = "knn_density_asymmetry", "margin_asymmetry", "centroid_asymmetry"
+    survivors = {"a": [("default", "mean", centroid, -0.3, 0.01, True), ("default", "mean", margin, 0.2, 0.01, True)],
+                 "b": [("default", "last", knn, 0.29, 0.01, True), ("default", "mean", centroid, 0.1, 0.9, False)]}
     models = {}
-    for name, zero in (("a", 0.9), ("b", -0.5)):
+    for name in ("a", "b"):
         docs = model(diffs=[4.8, 1.4, 0.0])
-        docs["robustness"]["lexical_baseline"]["final_r"]["mean"] = 0.9
-        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [zero, 0.9]
-        docs["specification_curve"] = curve(grid({"raw": [0.1, 0.9]}), median_p=0.01)
-        docs["pair_models"] = pair_doc(family(rows), family(rows))
+        docs["layerwise"]["poolings"]["mean"]["pearson_r"] = [0.95, 0.9]  # layer 0 as large as the last
+        docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.09, abtt_zero=-0.9,
+                                                      zero=0.95)
+        docs["pair_models"] = pair_doc(family(survivors[name]), family(survivors[name]))
         models[name] = docs
-    p = Panel(models)
+    p = with_published(Panel(models))
     text = plain_text(ab.abstract(p))
     words = [w for w in text.split() if re.search(r"\w", w)]
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
-    assert "respectively" in text and "three metrics of each model survive" in text
-    assert "without that category, three metrics of each model do" in text
-    assert "; without that category, " in text  # the answer named it: the category whose framings differ most
     assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)
+    assert "its original study reported r = −0.87 between UA and the preference" in text
+    assert "we find the opposite sign (r = +0.90 and +0.90)" in text
+    assert "the exact test's power at a planted correlation of 0.9 is at most 0.60" in text
+    assert "the pre-declared test within the original's estimand gives p = 0.090 and 0.090" in text
+    assert "already give as large a correlation, reversed once the top principal directions are removed" in text
+    assert ("the surviving tests (within categories, corrected) are A: negative centroid; positive margin; B: positive "
+            "kNN-density (the hypothesis's sign, last-token pooling)") in text
+    # a survivor whose sign only the lexical covariate gives is not the metric's: left out
+    flipped = family([("default", "mean", centroid, -0.3, 0.01, True)], base=[0.2])
+    models["a"]["pair_models"] = pair_doc(family([]), flipped)
+    assert "are A: none; B:" in plain_text(ab.abstract(with_published(Panel(models))))
+
+
+def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
+    """With more models than the budget has numbers for, the abstract gives no per-model r or p."""
+    import re
+
+    from test_phrases import with_published
+    from uaprobe.publishing.prose import abstract as ab
+
+    models = {}
+    for name in ("a", "b", "c", "d"):
+        docs = model(diffs=[4.8, 1.4, 0.0])
+        docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.2, abtt_zero=0.5,
+                                                      zero=0.1)
+        docs["pair_models"] = pair_doc(family([]), family([]))
+        models[name] = docs
+    text = plain_text(ab.abstract(with_published(Panel(models))))
+    numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
+    assert len(numbers) <= ab.NUMBERS and "is inconclusive." in text and "(r = " not in text
+    assert "give a smaller correlation." in text
+
+
+def test_the_checks_phrase_sets_the_first_universe_and_the_checks_beside_the_primary_one() -> None:
+    from uaprobe.publishing.prose import design as ds
+
+    doc = curve(grid({"raw": [0.1, 0.9]}))
+    doc["joint"].update({"declared": {"relabellings": 720, "median_r": 0.9, "median_p": 0.07},
+                         "full_universe": {"median_r": 0.2, "median_p": 0.4},
+                         "other_nll": {"median_r": -0.6, "median_p": 0.1},
+                         "other_poolings": {"median_r": 0.8, "median_p": 0.06}})
+    text = plain_text(ds.checks_phrase(Panel({"a": {"specification_curve": doc}})))
+    assert text.startswith("Beside the primary universe, as comparisons in no family: over the universe as first "
+                           "declared, every pooling and NLL, the median r is +0.200 (p = 0.400) for A; with the summed "
+                           "NLL instead, −0.600 (p = 0.100) for A; with first-token pooling instead, +0.800 (p = 0.060)")
+    assert text.endswith("its median falls between the medians of each")
+    doc["joint"]["full_universe"]["median_r"] = 0.95  # not between: no such reading
+    assert "falls between" not in plain_text(ds.checks_phrase(Panel({"a": {"specification_curve": doc}})))

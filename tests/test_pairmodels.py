@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from uaprobe.analysis import controls, incremental, option_b, pairmodels, stats
+from uaprobe.analysis import controls, incremental, multiplicity, option_b, pairmodels, stats
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams, PrimaryParams, RobustnessParams
 from uaprobe.errors import ConfigError
@@ -442,8 +442,12 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
         return pairmodels.PermutedProjections(pref, np.column_stack([lengths, extra]), orders)
 
     values = {"mean": {"m": np.stack([words_only, beyond])}}
-    t = incremental.incremental_tests(values, {"mean": {"m": lexical}}, metrics=["m"], projections=projections)
+    t, at_layer = incremental.incremental_tests(values, {"mean": {"m": lexical}}, metrics=["m"],
+                                                projections=projections, layer=1)
     t = t["mean"]["m"]
+    rank, permuted = at_layer["mean", "m"]
+    assert rank == 2 + 3 and permuted.shape == (999,)  # both lengths and three lexical seeds
+    np.testing.assert_allclose(permuted, projections(lexical.T).permuted_r(beyond[None, :])[0], rtol=0, atol=1e-15)
     length_only = pairmodels.PermutedProjections(pref, lengths, orders).test(values["mean"]["m"])
     assert length_only.r[0] > 0.5 and length_only.p[0] == pytest.approx(1 / 1000)  # the words pass for an effect
     # over the lexical metric only noise is left: r within four null standard errors, p far from its floor
@@ -480,3 +484,82 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
     distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
                                               seeds=[3], params=params, rec=NanReasons())
     assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20
+
+
+def _direct_maxt(observed, permuted):
+    """Westfall & Young's step-down on each test's own permutation p, written out: every row (the observed one
+    first) gets its p within its test's column; successive minima over the tests of rank j and below."""
+    rows = np.vstack([observed[None, :], permuted])
+    a = np.abs(rows)
+    n_rows, n_tests = a.shape
+    p = np.array([[np.sum(a[:, j] >= a[i, j] - 1e-12) / n_rows for j in range(n_tests)] for i in range(n_rows)])
+    order = np.argsort(p[0], kind="stable")
+    adjusted = np.empty(n_tests)
+    for rank, j in enumerate(order):
+        q = p[:, order[rank:]].min(axis=1)
+        adjusted[j] = np.sum(q <= p[0, j] + 1e-12) / n_rows
+    running = 0.0
+    for j in order:  # monotone over the ranks
+        running = max(running, adjusted[j])
+        adjusted[j] = running
+    return adjusted
+
+
+def test_maxt_stepdown_matches_the_algorithm_written_out():
+    rng = np.random.default_rng(17)
+    observed = np.array([0.31, -0.05, 0.2, -0.22, 0.12])
+    permuted = rng.normal(scale=0.12, size=(400, 5))
+    np.testing.assert_allclose(multiplicity.maxt_stepdown(observed, permuted), _direct_maxt(observed, permuted),
+                               rtol=0, atol=1e-15)
+    got = multiplicity.maxt_stepdown(np.array([0.3, np.nan]), permuted[:, :2])
+    assert np.isnan(got[1]) and got[0] == pytest.approx((1 + np.sum(np.abs(permuted[:, 0]) >= 0.3 - 1e-12)) / 401)
+    # a test with a wider null cannot dominate: its own p decides, as in its permutation p
+    wide = np.column_stack([permuted[:, 0], 10 * permuted[:, 1]])
+    got = multiplicity.maxt_stepdown(np.array([0.5, 0.0]), wide)
+    own = (1 + np.sum(np.abs(permuted[:, 0]) >= 0.5 - 1e-12)) / 401
+    assert got[0] <= 2 * own
+
+
+def test_maxt_is_less_conservative_than_holm_for_identical_tests():
+    """Five copies of one test: max-T sees one test and keeps its p; Holm multiplies it by five."""
+    rng = np.random.default_rng(3)
+    one = rng.normal(scale=0.1, size=999)
+    observed = np.full(5, 0.2)
+    p_one = (1 + np.sum(np.abs(one) >= 0.2 - 1e-12)) / 1000
+    got = multiplicity.maxt_stepdown(observed, np.tile(one[:, None], (1, 5)))
+    np.testing.assert_allclose(got, p_one, rtol=0, atol=1e-15)
+    assert (stats.holm(np.full(5, p_one)) >= got).all()
+
+
+def test_partial_r_interval_is_fishers_z_with_the_covariates_degrees_of_freedom():
+    low, high = multiplicity.partial_r_interval(np.array([0.3, -0.6]), n=np.array([230, 50]),
+                                                n_covariates=np.array([7, 2]), level=0.95)
+    z = 1.959963984540054
+    np.testing.assert_allclose(low, [np.tanh(np.arctanh(0.3) - z / np.sqrt(230 - 7 - 3)),
+                                     np.tanh(np.arctanh(-0.6) - z / np.sqrt(50 - 2 - 3))], rtol=1e-12)
+    np.testing.assert_allclose(high, [np.tanh(np.arctanh(0.3) + z / np.sqrt(220)),
+                                      np.tanh(np.arctanh(-0.6) + z / np.sqrt(45))], rtol=1e-12)
+    low, high = multiplicity.partial_r_interval(np.array([0.3]), n=np.array([5]), n_covariates=np.array([2]),
+                                                level=0.95)
+    assert np.isnan(low[0]) and np.isnan(high[0])
+
+
+def test_a_degenerate_test_is_reported_and_kept_out_of_the_family():
+    rng = np.random.default_rng(5)
+    perm = rng.normal(scale=0.05, size=(999, 3))
+    tests = [incremental.FamilyTest("default", "mean", m, r, p, v, np.nan, 0.1, 230, 7, perm[:, i])
+             for i, (m, r, p, v) in enumerate((("a", 0.3, 0.001, 1.5), ("b", 0.2, 0.002, 9.3e11),
+                                               ("c", 0.01, 0.8, 2.0)))]
+    rec = NanReasons()
+    fam = incremental.family_results(tests, layer=3, reported_pooling="mean", permutations=999, alpha=0.05,
+                                     rec=rec, degenerate_vif=10.0, level=0.95)
+    t = fam["tests"]
+    assert t["degenerate"] == [False, True, False] and fam["n_degenerate"] == 1 and fam["n_tests"] == 2
+    assert t["holm_p"][1] is None and t["maxt_p"][1] is None and "degenerate" in rec.reasons["tests/holm_p/1"]
+    assert t["holm_p"][0] == pytest.approx(0.002) and t["holm_p"][2] == pytest.approx(0.8)
+    np.testing.assert_allclose([t["maxt_p"][0], t["maxt_p"][2]],
+                               _direct_maxt(np.array([0.3, 0.01]), perm[:, [0, 2]]), rtol=0, atol=1e-15)
+    low, high = multiplicity.partial_r_interval(np.array([0.3]), n=np.array([230]), n_covariates=np.array([7]),
+                                                level=0.95)
+    assert t["partial_r_low"][0] == pytest.approx(low[0]) and t["partial_r_high"][0] == pytest.approx(high[0])
+    assert fam["holm_floor"] == pytest.approx(2 / 1000) and fam["n_maxt_reject"] == 1

@@ -232,6 +232,55 @@ def test_no_long_sentence_appears_twice(project: Path) -> None:
     assert not [s for s, n in seen.items() if n > 1]
 
 
+PHRASE_WORDS, PHRASE_LIMIT = 5, 2
+"""No phrase of this many words may be printed more than this many times (a paragraph or caption at a time; a
+table's cells are data, which rows may repeat)."""
+
+
+def paragraphs(page: str) -> list[str]:
+    """The plain text of every paragraph and caption of the paper's body (the reproducibility appendix
+    and everything after it left out)."""
+    body = page.split('id="sec-reproducibility"')[0]
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", body, flags=re.S)
+    blocks = re.findall(r"<(p|figcaption|caption|li)\b[^>]*>(.*?)</\1>", body, flags=re.S)
+    return [re.sub(r"\s+", " ", html_module.unescape(re.sub(r"<[^>]+>", " ", inner))).strip() for _, inner in blocks]
+
+
+def repeated_phrases(blocks: list[str], *, n: int = PHRASE_WORDS, limit: int = PHRASE_LIMIT) -> dict[str, int]:
+    """Every phrase of ``n`` words (punctuation ending a word ends the phrase) printed more than ``limit`` times
+    over ``blocks``, with its count; a phrase counts once per block it is in."""
+    seen: dict[str, int] = {}
+    for block in blocks:
+        found = set()
+        for run in re.split(r"[.;:,()?!\u2013\u2014]\s", block):
+            words = run.lower().split()
+            found.update(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+        for phrase in found:
+            seen[phrase] = seen.get(phrase, 0) + 1
+    return {k: v for k, v in seen.items() if v > limit}
+
+
+def test_repeated_phrases_counts_each_block_once_and_stops_at_punctuation() -> None:
+    blocks = ["the pairs within each category, and so on.", "The pairs within each category here.",
+              "the pairs within each category again; the pairs within each category twice in one block"]
+    assert repeated_phrases(blocks) == {"the pairs within each category": 3}
+    assert repeated_phrases(["a b c d, e f"] * 5) == {}
+
+
+def test_no_five_word_phrase_is_printed_more_than_twice(project: Path) -> None:
+    """A term is defined once and a finding stated once: no phrase of five or more words is printed in more than two
+    paragraphs or captions."""
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    repeats = repeated_phrases(paragraphs(page))
+    assert not repeats, sorted(repeats.items(), key=lambda kv: -kv[1])[:20]
+
+
+def test_one_apostrophe_character(project: Path) -> None:
+    """The modifier-letter apostrophe (U+02BC) is never printed beside the typographic one."""
+    page = rendered(project)[0].read_text(encoding="utf-8")
+    assert "\u02bc" not in " ".join(paragraphs(page))
+
+
 def test_every_figure_the_pipeline_draws_is_shown(project: Path) -> None:
     """Each figure of the manifest is in the paper or in the supplement ``figures.html`` the paper stage
     writes, with its caption, its data and its image."""
@@ -252,7 +301,11 @@ def test_the_paper_states_its_provenance(project: Path) -> None:
     """The paper names its inputs by their digest and points to the supplementary files, which list every
     input with its hash, the dvc.lock hashes of the outputs read, the software and the CPU code paths."""
     text = rendered(project)[0].read_text(encoding="utf-8")
-    assert len(re.findall(r"Data:\s+<code>(results|data)/", text)) == len(expected_figures(project))
+    # the arrays a figure plots are named in the supplement (figures.html, provenance.html), not in the paper's
+    # captions, and no caption of the paper names a results file
+    assert expected_figures(project) and not re.findall(r"Data:\s+<code>(results|data)/", text)
+    captions = " ".join(re.findall(r"<(?:figcaption|caption)\b[^>]*>(.*?)</(?:figcaption|caption)>", text, flags=re.S))
+    assert "results/models/" not in captions and ".json" not in captions
     assert "10.5281/zenodo.18110161" in text and "10.5281/zenodo.18142454" in text
     inputs = ap.input_hashes(project)
     assert {h.path for h in inputs} == set(ap.stage_dependencies(REPO)) and "missing" not in {h.md5 for h in inputs}

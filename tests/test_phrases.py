@@ -61,7 +61,7 @@ def pair_family_as_given(pairs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             models[m][name] = {"holm_p": fam["tests"]["holm_p"], "holm_reject": fam["tests"]["holm_reject"],
                                "n_reject": fam["n_reject"]}
             n_tests += fam["n_tests"]
-    return {"alpha": 0.05, "n_tests": n_tests, "holm_floor": n_tests / 10001, "models": models}
+    return {"alpha": 0.05, "n_tests": n_tests, "n_degenerate": 0, "holm_floor": n_tests / 10001, "models": models}
 
 
 def v(x: Any) -> Value:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing.prose import (abstract, curve, direction, findings, pair_family, pair_findings, phrases,
-                                      study, tables, tables_original)
+from uaprobe.publishing.prose import (abstract, curve, design, direction, findings, pair_family, pair_findings,
+                                      phrases, study, tables, tables_original)
 from uaprobe.publishing.provenance.outputs import Outputs, load_outputs
 from uaprobe.publishing.provenance.values import plain_text
 
@@ -31,16 +31,20 @@ BUILDERS: dict[str, Callable[[Outputs], str]] = {
         "specification_significance_phrase", "panel_phrase", "inversion_phrase")},
     **{name: getattr(findings, name) for name in (
         "length_phrase", "confound_verdict", "conclusion_phrase", "length_limitation")},
-    **{name: getattr(curve, name) for name in ("universe_phrase", "primary_phrase", "layer_zero_phrase", "curve_abstract",
+    **{name: getattr(curve, name) for name in ("universe_phrase", "primary_phrase", "layer_zero_phrase",
                                                 "below_alpha_phrase")},
+    **{name: getattr(design, name) for name in ("power_table", "power_phrase", "original_phrase", "pythia_phrase",
+                                                 "checks_phrase",
+                                                 "scope_phrase", "length_matched_table", "length_matched_phrase",
+                                                 "mixed_phrase")},
     **{name: getattr(direction, name) for name in (
         "direction_phrase", "standardized_phrase", "representation_r_phrase",
         "representation_table", "representation_change", "layer_zero_representation_phrase")},
     **{name: getattr(pair_findings, name) for name in (
         "old_knn_phrase", "pair_table", "pooling_limitation")},
-    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_abstract", "family_conclusion", "family_table",
+    **{name: getattr(pair_family, name) for name in ("family_phrase", "family_conclusion", "family_table",
                                                       "suppression_phrase")},
-    **{name: getattr(abstract, name) for name in ("abstract", "answer", "layer_zero_sentence", "layer_zero_r_phrase")},
+    **{name: getattr(abstract, name) for name in ("abstract", "layer_zero_r_phrase")},
     **{name: getattr(study, name) for name in ("dataset_sentence", "panel_sentence", "layer_test_phrase")},
 }
 

@@ -184,6 +184,39 @@ class RobustnessParams:
 
 
 @dataclass(frozen=True)
+class PowerParams:
+    """The power of the exact category-level test, simulated under the panel's own category structure."""
+
+    planted: tuple[float, ...] = (0.5, 0.7, 0.9)
+    """The planted population correlations whose power is reported."""
+    draws: int = 2000
+    """Simulated preferences per planted correlation (the same noise draws for every one)."""
+    target: float = 0.8
+    """The power that defines the minimum detectable effect."""
+    grid_step: float = 0.05
+    """The step of the grid of planted correlations searched for the minimum detectable effect."""
+
+    def __post_init__(self) -> None:
+        _require(len(self.planted) > 0 and all(0.0 <= r < 1.0 for r in self.planted), "analysis.power.planted",
+                 list(self.planted), "a non-empty list of correlations in [0, 1)")
+        _at_least(self, "analysis.power", draws=10)
+        _require(0.0 < self.target < 1.0, "analysis.power.target", self.target, "a power in (0, 1)")
+        _require(0.0 < self.grid_step <= 0.5, "analysis.power.grid_step", self.grid_step, "a step in (0, 0.5]")
+
+
+@dataclass(frozen=True)
+class LengthMatchedParams:
+    """The length-matched subset of the pairs."""
+
+    max_token_difference: int = 1
+    """Pairs whose two statements differ by at most this many content tokens (default policy) are kept."""
+
+    def __post_init__(self) -> None:
+        _require(self.max_token_difference >= 0, "analysis.length_matched.max_token_difference",
+                 self.max_token_difference, "an integer >= 0")
+
+
+@dataclass(frozen=True)
 class PrimaryParams:
     """The pre-declared choices of the primary tests, fixed before the tests are run."""
 
@@ -196,6 +229,12 @@ class PrimaryParams:
     """The category the second joint test leaves out (default: the dataset's category whose pairs differ most in length)."""
     pooling: str = "mean"
     """The pooling the summary of the pair-level family reports (every pooling is in the family)."""
+    nll: Literal["mean", "sum"] = "mean"
+    """The NLL of the primary universe's preference: the per-token mean, the original study's estimand (the
+    summed NLL puts the statements' length into the preference: another estimand, a named robustness check)."""
+    poolings: tuple[str, ...] = ("mean", "last")
+    """The poolings of the primary universe (first-token pooling, one or two tokens of context in a causal LM, is a
+    named robustness check, outside the primary median)."""
     across_models: Literal["holm", "bonferroni"] = "holm"
     """How α is split across the panel's models: the correction of the models' primary p (``results/panel.json``,
     key ``primary``); the primary test runs once per model, so the panel's verdict rests on the corrected p."""
@@ -210,6 +249,10 @@ class PrimaryParams:
                  "`mean`, `last` or `first`")
         _require(self.across_models in ("holm", "bonferroni"), "analysis.primary.across_models", self.across_models,
                  "`holm` or `bonferroni`")
+        _require(self.nll in ("mean", "sum"), "analysis.primary.nll", self.nll, "`mean` or `sum`")
+        _require(len(self.poolings) > 0 and len(set(self.poolings)) == len(self.poolings)
+                 and set(self.poolings) <= {"mean", "last", "first"}, "analysis.primary.poolings", list(self.poolings),
+                 "a non-empty list of distinct poolings among `mean`, `last` and `first`")
 
     def layer(self, n_layers: int) -> int:
         """The pre-declared layer of a model with ``n_layers`` blocks (0 = the token embeddings)."""
@@ -264,6 +307,13 @@ class AnalysisParams:
     """How many leading principal directions ``abtt`` removes (Mu & Viswanath 2018)."""
     primary: PrimaryParams = field(default_factory=PrimaryParams)
     """The pre-declared primary tests: layer, joint statistic, left-out category, reported pooling."""
+    power: PowerParams = field(default_factory=PowerParams)
+    """The simulated power of the exact category-level test."""
+    length_matched: LengthMatchedParams = field(default_factory=LengthMatchedParams)
+    """The length-matched pairs."""
+    degenerate_vif: float = 10.0
+    """A pair-level test whose metric has a variance inflation factor above this on its covariates is degenerate:
+    reported, and kept out of its family's corrections."""
 
     def __post_init__(self) -> None:
         _require(self.seed >= 0, "analysis.seed", self.seed, "an integer >= 0 (numpy seeds are non-negative)")
@@ -282,6 +332,8 @@ class AnalysisParams:
         _require(self.spectrum_top >= 1, "analysis.spectrum_top", self.spectrum_top, "an integer >= 1")
         _require(self.stable_depth_std > 0, "analysis.stable_depth_std", self.stable_depth_std, "a number > 0")
         _require(self.abtt_k >= 1, "analysis.abtt_k", self.abtt_k, "an integer >= 1")
+        _require(self.degenerate_vif > 1.0, "analysis.degenerate_vif", self.degenerate_vif,
+                 "a number > 1 (a VIF is at least 1)")
 
 
 @dataclass(frozen=True)

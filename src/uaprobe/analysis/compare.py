@@ -70,9 +70,11 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
     """The ``pair_family`` object of ``results/panel.json``: every test of every family of every model
     (``families[model][name]``, :data:`PAIR_FAMILIES`) that is itself (``same_as``) Holm-corrected as one
     family; a test merged into an identical one takes that one's Holm p; an undefined p stays out of the
-    family. Every family draws the same permutations, so its smallest Holm p is ``n_tests`` x ``p_floor``."""
+    family; a degenerate test (``degenerate``: VIF above ``analysis.degenerate_vif``) stays out as well. Every family
+    draws the same permutations, so its smallest Holm p is ``n_tests`` x ``p_floor``."""
     rows = [(m, name, i) for m, fams in families.items() for name, fam in fams.items()
-            for i, twin in enumerate(fam.tests.same_as) if twin == i and fam.tests.permutation_p[i] is not None]
+            for i, twin in enumerate(fam.tests.same_as)
+            if twin == i and fam.tests.permutation_p[i] is not None and not fam.tests.degenerate[i]]
     p_all = [float(families[m][name].tests.permutation_p[i]) for m, name, i in rows]  # type: ignore[arg-type]
     adjusted = dict(zip(rows, stats.holm(np.array(p_all, dtype=float)).tolist()))
     models: dict[str, Any] = {}
@@ -83,13 +85,16 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
             q = np.array([adjusted.get((m, name, twin), np.nan) for twin in same_as], dtype=float)
             ok = np.isfinite(q)
             sub = rec.sub(f"pair_family/models/{m}/{name}")
-            why = "the test's p is undefined (see pair_models.json)"
+            why = np.where(np.array(fam.tests.degenerate, dtype=bool), "the test is degenerate (its VIF exceeds "
+                           "analysis.degenerate_vif) and kept out of the family", "the test's p is undefined (see "
+                           "pair_models.json)")
             models[m][name] = {"holm_p": sub.series("holm_p", q, why),
                                "holm_reject": sub.flags("holm_reject", ok & (q <= alpha), defined=ok, reasons=why),
                                "n_reject": int(sum((m, name, i) in adjusted and q[i] <= alpha for i in range(q.size)))}
     floor = next((fam.p_floor for fams in families.values() for fam in fams.values()), None)
     n_tests = len(rows)
-    return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests,
+    n_degenerate = sum(int(fam.n_degenerate) for fams in families.values() for fam in fams.values())
+    return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests, "n_degenerate": n_degenerate,
             "n_reject": int(sum(v <= alpha for v in adjusted.values())),
             "holm_floor": None if floor is None else min(1.0, n_tests * floor), "models": models}
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import controls, option_b, stats
+from uaprobe.analysis import controls, multiplicity, option_b, stats
 from uaprobe.analysis.nan_reasons import Reasons
 
 if TYPE_CHECKING:
@@ -87,13 +87,22 @@ def lexical_metrics(states: Sequence[Mapping[str, np.ndarray]], *, row_a: np.nda
 
 
 def incremental_tests(values: Mapping[str, Mapping[str, np.ndarray]], lexical: Mapping[str, Mapping[str, np.ndarray]],
-                      *, metrics: Sequence[str], projections: Callable[[np.ndarray], PermutedProjections]
-                      ) -> dict[str, dict[str, PartialTest]]:
+                      *, metrics: Sequence[str], projections: Callable[[np.ndarray], PermutedProjections], layer: int
+                      ) -> tuple[dict[str, dict[str, PartialTest]], dict[tuple[str, str], tuple[int, np.ndarray]]]:
     """pooling -> metric -> the partial r and permutation p of the model metric's values (V, n) given
     the length covariates and the lexical metric's seeds (S, n); ``projections(extra)`` builds the
     :class:`~uaprobe.analysis.pairmodels.PermutedProjections` with the columns ``extra`` (n, S)
-    beside the length covariates (the same draws every time)."""
-    return {p: {m: projections(np.asarray(lexical[p][m]).T).test(values[p][m]) for m in metrics} for p in values}
+    beside the length covariates (the same draws every time). Beside it, (pooling, metric) -> the rank of
+    the covariates beside the intercept and the (B,) permuted partial r at ``layer`` (the max-T's input)."""
+    tests: dict[str, dict[str, PartialTest]] = {}
+    at_layer: dict[tuple[str, str], tuple[int, np.ndarray]] = {}
+    for p in values:
+        tests[p] = {}
+        for m in metrics:
+            proj = projections(np.asarray(lexical[p][m]).T)
+            tests[p][m] = proj.test(values[p][m])
+            at_layer[p, m] = (int(proj.q.shape[1] - 1), proj.permuted_r(np.asarray(values[p][m])[layer][None, :])[0])
+    return tests, at_layer
 
 
 def vif(x: np.ndarray, covariates: np.ndarray) -> float:
@@ -124,6 +133,12 @@ class FamilyTest(NamedTuple):
     """the partial r of the same pairs without the lexical covariates (NaN in a family without them)"""
     pearson_r: float
     """the metric's r with the preference over the same pairs, without covariates"""
+    n: int = 0
+    """the pairs tested"""
+    n_covariates: int = 0
+    """the rank of the covariates beside the intercept (the partial r's interval loses one degree of freedom each)"""
+    permuted: np.ndarray | None = None
+    """(B,) the partial r under the family's permutations, the same draws for every test (None: not kept)"""
 
 
 @dataclass(frozen=True)
@@ -152,53 +167,81 @@ def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: 
             for m in names:
                 x = np.asarray(pm.values[p][m])[layer, keep]
                 extra = np.asarray(pm.lexical[p][m])[:, keep].T
-                t = projections(base, extra).test(x[None, :])
+                proj = projections(base, extra)
+                t = proj.test(x[None, :])
                 tests.append(FamilyTest(key, p, m, float(t.r[0]), float(t.p[0]), vif(x, np.column_stack([base, extra])),
-                                        controls.partial_r(x, y, base).r, float(stats.pearson(x, y).r)))
+                                        controls.partial_r(x, y, base).r, float(stats.pearson(x, y).r),
+                                        int(keep.sum()), int(proj.q.shape[1] - 1), proj.permuted_r(x[None, :])[0]))
     return tests
 
 
 def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling: str,
-                   permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None
-                   ) -> dict[str, Any]:
-    """One Holm family of pair-level tests (:class:`FamilyTest`) at ``layer`` (NaN where undefined;
-    left out of the family's size). ``p_floor = 1 / (1 + B)``.
+                   permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None,
+                   degenerate_vif: float = float("inf"), level: float = 0.95) -> dict[str, Any]:
+    """One family of pair-level tests (:class:`FamilyTest`) at ``layer``, corrected by Holm and by the max-T
+    step-down over the tests' joint permutations (:func:`uaprobe.analysis.multiplicity.maxt_stepdown`; every
+    test's ``permuted`` must be given for it). ``p_floor = 1 / (1 + B)``.
 
-    ``same[i]``: the bytes of test i's metric values; a test whose bytes and p equal an earlier
-    test's and whose r is within 1e-12 of it (covariates that differ by a constant, as the
-    content-token counts of two policies that pool the same tokens but for position 0) is that
-    test: merged into it, with its Holm p, and counted once."""
+    A test whose VIF exceeds ``degenerate_vif`` is degenerate (its covariates all but span the metric): reported,
+    and kept out of both corrections and of the family's size; so is an undefined test. ``same[i]``: the bytes of
+    test i's metric values; a test whose bytes and p equal an earlier test's and whose r is within 1e-12 of it
+    (covariates that differ by a constant, as the content-token counts of two policies that pool the same tokens
+    but for position 0) is that test: merged into it, with its adjusted p, and counted once. Each partial r has its
+    Fisher-z interval at ``level`` (:func:`uaprobe.analysis.multiplicity.partial_r_interval`)."""
     r = np.array([t.r for t in tests], dtype=float)
     p = np.array([t.p for t in tests], dtype=float)
+    vifs = np.array([t.vif for t in tests], dtype=float)
     twin = np.arange(len(tests))
     if same is not None:
         for i in range(len(tests)):
             twin[i] = next((j for j in range(i) if twin[j] == j and same[j] == same[i] and _equal(r[j], r[i], 1e-12)
                             and _equal(p[j], p[i], 0.0)), i)
     counted = twin == np.arange(len(tests))
+    degenerate = vifs > degenerate_vif
+    in_family = counted & ~degenerate & np.isfinite(p)
     holm_p = np.full(p.shape, np.nan)
-    holm_p[counted] = stats.holm(p[counted])
+    holm_p[in_family] = stats.holm(p[in_family])
     holm_p = holm_p[twin]
+    maxt_p = np.full(p.shape, np.nan)
+    have_perm = all(t.permuted is not None for t in tests)
+    if have_perm and in_family.any():
+        joint = np.column_stack([np.asarray(t.permuted, dtype=float) for t, k in zip(tests, in_family) if k])
+        maxt_p[in_family] = multiplicity.maxt_stepdown(r[in_family], joint)
+    maxt_p = maxt_p[twin]
+    low, high = multiplicity.partial_r_interval(r, n=np.array([t.n for t in tests]),
+                                                n_covariates=np.array([t.n_covariates for t in tests]), level=level)
     ok = np.isfinite(holm_p)
     reject = ok & (holm_p <= alpha)
+    maxt_ok = np.isfinite(maxt_p)
+    maxt_reject = maxt_ok & (maxt_p <= alpha)
     floor = 1.0 / (1 + permutations)
-    n_tests = int((np.isfinite(p) & counted).sum())
+    n_tests = int(in_family.sum())
     why = "the test is undefined (a constant metric or residual)"
+    out_why = np.where(degenerate, f"degenerate: its VIF exceeds {degenerate_vif:g}, so it is kept out of the family",
+                       why)
+    maxt_why = out_why if have_perm else "the family's permuted r were not kept"
+    ci_why = "the partial r is undefined, or too few pairs for its covariates"
     return {
         "layer": int(layer), "reported_pooling": reported_pooling, "n_tests": n_tests,
-        "n_merged": int((~counted).sum()), "n_reject": int((reject & counted).sum()),
-        "alpha": float(alpha), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
+        "n_merged": int((~counted).sum()), "n_degenerate": int((counted & degenerate).sum()),
+        "degenerate_vif": float(degenerate_vif),
+        "n_reject": int((reject & counted).sum()), "n_maxt_reject": int((maxt_reject & counted).sum()),
+        "alpha": float(alpha), "ci_level": float(level), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
         "tests": {"policy": [t.policy for t in tests], "pooling": [t.pooling for t in tests],
                   "metric": [t.metric for t in tests],
                   "partial_r": rec.series("tests/partial_r", r, why),
+                  "partial_r_low": rec.series("tests/partial_r_low", low, ci_why),
+                  "partial_r_high": rec.series("tests/partial_r_high", high, ci_why),
                   "permutation_p": rec.series("tests/permutation_p", p, why),
-                  "holm_p": rec.series("tests/holm_p", holm_p, why),
-                  "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=why),
+                  "holm_p": rec.series("tests/holm_p", holm_p, out_why),
+                  "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=out_why),
+                  "maxt_p": rec.series("tests/maxt_p", maxt_p, maxt_why),
+                  "maxt_reject": rec.flags("tests/maxt_reject", maxt_reject, defined=maxt_ok, reasons=maxt_why),
                   "at_floor": rec.flags("tests/at_floor", np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
                                         reasons=why),
+                  "degenerate": degenerate.tolist(),
                   "reported": [t.pooling == reported_pooling for t in tests], "same_as": twin.tolist(),
-                  "vif": rec.series("tests/vif", np.array([t.vif for t in tests], dtype=float),
-                                    "the metric is constant over the pairs"),
+                  "vif": rec.series("tests/vif", vifs, "the metric is constant over the pairs"),
                   "base_partial_r": rec.series("tests/base_partial_r",
                                                np.array([t.base_partial_r for t in tests], dtype=float),
                                                "no lexical covariate in this family, or the partial r is undefined"),
@@ -212,10 +255,10 @@ def _equal(a: float, b: float, tol: float) -> bool:
 
 
 def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int,
-              checks: Mapping[tuple[str, str, str], tuple[float, float, float]]) -> list[FamilyTest]:
+              checks: Mapping[tuple[str, str, str], tuple[Any, ...]]) -> list[FamilyTest]:
     """The tests at ``layer`` of the serialised per-layer entries ``policies[policy][pooling][metric]``
     (``partial_r``, ``permutation_p``; None -> NaN), with ``checks[policy, pooling, metric] = (vif,
-    base_partial_r, pearson_r)``."""
+    base_partial_r, pearson_r, n, n_covariates, permuted)`` (the fields of :class:`FamilyTest` after the p)."""
     def f(v: Any) -> float:
         return np.nan if v is None else float(v)
     return [FamilyTest(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]), *checks[key, p, m])

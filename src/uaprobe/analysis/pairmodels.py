@@ -278,7 +278,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     inc_inputs: dict[str, incremental.PolicyMetrics] = {}
-    checks: dict[str, dict[tuple[str, str, str], tuple[float, float, float]]] = {"family": {}, "incremental/family": {}}
+    checks: dict[str, dict[tuple[str, str, str], tuple[Any, ...]]] = {"family": {}, "incremental/family": {}}
     fixed = controls.category_indicators(category_of_pair, len(categories))
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
@@ -301,8 +301,8 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         lex = incremental.lexical_metrics(lex_states, row_a=row_a, row_b=row_b, k=k)  # pooling -> metric -> (S, n)
         t = proj.test(np.concatenate([lex["mean"][m] for m in names]))
         s = len(seeds)
-        inc = incremental.incremental_tests(
-            values, lex, metrics=names,
+        inc, inc_at = incremental.incremental_tests(
+            values, lex, metrics=names, layer=layer,
             projections=lambda extra: PermutedProjections(pref, np.column_stack([base, extra]), orders))
         inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, base=base)
         for p in values:
@@ -310,10 +310,11 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                 x = np.asarray(values[p][m])[layer]
                 r_base = poolings[p][m]["partial_r"][layer]
                 r = float(stats.pearson(x, pref).r)
-                checks["family"][key, p, m] = (incremental.vif(x, base), np.nan, r)
+                checks["family"][key, p, m] = (incremental.vif(x, base), np.nan, r, n, int(proj.q.shape[1] - 1),
+                                               proj.permuted_r(x[None, :])[0])
                 checks["incremental/family"][key, p, m] = (
                     incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
-                    np.nan if r_base is None else float(r_base), r)
+                    np.nan if r_base is None else float(r_base), r, n, *inc_at[p, m])
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
             "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
@@ -336,7 +337,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer,
                                   checks=checks[where]), same=same,
             layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
-            rec=rec.sub(where))
+            rec=rec.sub(where), degenerate_vif=params.degenerate_vif, level=params.ci_level)
         (body if where == "family" else body["incremental"])["family"] = fam
     body["incremental"]["without_category"] = _without_category(
         inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref,
@@ -360,7 +361,8 @@ def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, catego
     return {"left_out": categories[out], "n_pairs": int(keep.sum()),
             "family": incremental.family_results(tests, same=same, layer=layer,
                                                  reported_pooling=params.primary.pooling,
-                                                 permutations=params.permutations, alpha=params.alpha, rec=rec)}
+                                                 permutations=params.permutations, alpha=params.alpha, rec=rec,
+                                                 degenerate_vif=params.degenerate_vif, level=params.ci_level)}
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, fit, option_b, pairmodels, phases, preference,
-                              robustness, speccurve)
+from uaprobe.analysis import (anisotropy, bins, clusterboot, dimensions, fit, length_matched, mixed, option_b,
+                              pairmodels, phases, power, preference, robustness, speccurve)
 from uaprobe.analysis.documents import StageOutputs, finish, header as results_header, plain
 from uaprobe.analysis.pair_table import PairTable, pair_table
 from uaprobe.analysis.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
@@ -214,6 +214,18 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     rec = NanReasons()
     pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
                                          params=params, default_name=default_name, rec=rec)
+    # --- the same tests with the categories as random effects, and on the length-matched pairs
+    n_content = {"default": emb.n_content, "sink_excluded": emb.n_content_sink_excluded}
+    metric_values = {key: {p: {m: v[m] for m in option_b.METRICS} for p, v in values[key].items()} for key in values}
+    pm_body["mixed"] = mixed.mixed_results(
+        metric_values, lengths={key: np.column_stack([n[table.row_a], n[table.row_b]]) for key, n in n_content.items()},
+        preference=pref, category_of_pair=table.category_of_pair, layer=params.primary.layer(n_layers),
+        level=params.ci_level, alpha=params.alpha, rec=rec.sub("mixed"))
+    pm_body["length_matched"] = length_matched.length_matched_results(
+        states=states, values=metric_values, n_content=n_content,
+        policy_names={"default": default_name, "sink_excluded": "sink_excluded"}, row_a=table.row_a,
+        row_b=table.row_b, category_of_pair=table.category_of_pair, categories=table.categories, preference=pref,
+        metrics=option_b.METRICS, params=params, rec=rec.sub("length_matched"))
     out.results["pair_models"] = finish(pm_body, header, rec)
     out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body, pooling=params.primary.pooling)
     out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
@@ -239,6 +251,14 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
                                       primary=params.primary, alpha=params.alpha,
                                       level=params.ci_level, seed=params.seed, permutations=params.permutations,
                                       rec=rec)
+    declared = params.primary.layer(n_layers)
+    spec = {"pooling": params.primary.pooling, "policy": policy_names["default"],
+            "representation": params.representation, "nll": params.primary.nll, "layer": declared}
+    sc_body["power"] = power.power_results(
+        ua["default"][params.primary.pooling][params.representation][declared], prefs[params.primary.nll],
+        categories=categories, left_out=params.primary.left_out, specification=spec, params=params.power,
+        alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME), rec=rec.sub("power"),
+        permutations=params.permutations)
     out.results["specification_curve"] = finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
     out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)

@@ -29,16 +29,18 @@ included) and take, per rank, the (1 - level)/2 and (1 + level)/2 quantiles over
 (level: ``analysis.ci_level``). It is recorded for every joint test and for the curve the figure
 draws (every distinct specification, every layer and left-out option).
 
-The **primary test** is declared in params.yaml (``analysis.primary``) before any result: its
-universe is pooling x policy x representation x NLL at one pre-declared layer (``depth``; a depth
-curve is an estimand, not an analytic choice), every category; specifications whose category UA
-vectors are bit-identical (the same states: Gemma's two position-0 policies when its BOS is never
-pooled, SmolLM2's last-token pooling under both policies) are counted once. Its statistic is
-``analysis.primary.statistic`` (the median r). The secondary tests, Holm-adjusted as one family:
-the other statistic of the universe; both statistics over every layer (``every_layer``); both with
-the category ``analysis.primary.left_out`` left out (``without_category``: exact over the (C-1)!
-orders of the kept categories' own preferences). ``layer_zero`` (the universe's choices at layer
-0, the token embeddings: the model's own lexical baseline) is a comparison in no family.
+The **primary test** is declared in params.yaml (``analysis.primary``): its universe is the original study's
+estimand, the per-token mean NLL (``nll``) with mean and last-token pooling (``poolings``), x policy x
+representation at one pre-declared layer (``depth``; a depth curve is an estimand, not an analytic choice),
+every category; specifications whose category UA vectors are bit-identical (the same states: Gemma's two
+position-0 policies when its BOS is never pooled, SmolLM2's last-token pooling under both policies) are counted
+once. Its statistic is ``analysis.primary.statistic`` (the median r). The secondary tests, Holm-adjusted as one
+family: the other statistic of the universe; both statistics over every layer (``every_layer``); both with the
+category ``analysis.primary.left_out`` left out (``without_category``: exact over the (C-1)! orders of the kept
+categories' own preferences). Comparisons in no family: ``layer_zero`` (the universe's choices at layer 0, the
+token embeddings: the model's own lexical baseline); ``full_universe`` (every pooling and NLL, the universe as
+first declared); the named robustness checks ``other_nll`` (the summed NLL, which puts length into the
+preference: another estimand) and ``other_poolings`` (first-token pooling: a lexical measure in a causal LM).
 """
 
 from __future__ import annotations
@@ -199,18 +201,30 @@ def _band_body(r_perm: np.ndarray, level: float, rec: Reasons, where: str) -> di
 
 
 AXIS_REASONS = {
-    "pooling": "How a statement's token states become one vector: the original study reports mean, last- and "
-               "first-token pooling, and no theory prefers one.",
+    "pooling": "How a statement's token states become one vector: mean pooling summarises every content token and "
+               "the last token is the one a causal LM has read the whole statement at; the original study reports "
+               "both, and no theory prefers one.",
     "policy": "Whether position 0, the attention sink of a model without a BOS token, enters the pooled state: "
               "keeping and excluding it are both defensible.",
     "representation": "Raw cosines are dominated by a few large dimensions; z-scoring and all-but-the-top are the "
                       "standard corrections, and no theory prefers one of the three.",
-    "nll": "The preference can use the per-token mean NLL (the original study's) or the summed NLL, which weighs "
-           "the statements' length differently.",
+    "nll": "The per-token mean NLL, the original study's: the preference compares how likely each token of the two "
+           "framings is, not how long they are.",
     "layer": "Pre-declared (analysis.primary.depth), not varied: a depth curve is an estimand, not an analytic "
              "choice.",
 }
 """One sentence per axis of the universe: why it is an analytic choice (or how it was fixed)."""
+CHECK_REASONS = {
+    "nll": "The summed NLL grows with the number of tokens, so it puts the statements' length into the preference "
+           "itself: another estimand, not an analytic choice of this one.",
+    "pooling": "First-token pooling in a causal LM is the state of the first content token, which has seen one or "
+               "two tokens of the statement: a lexical measure, not a summary of the statement.",
+}
+"""Why each option outside the primary universe is a named robustness check and not an axis of it."""
+DECLARED = ("The universe as first declared varied the NLL and all three poolings as well; it was restricted to the "
+            "original study's estimand (the mean NLL; mean and last-token pooling) after those results had been "
+            "read, and the first universe is reported beside it (`joint/full_universe`).")
+"""When the primary universe was declared, said plainly."""
 NOT_AXES = {
     "layer": "Every other layer is reported as the per-layer curve and tested as one curve in `every_layer`, "
              "not counted as alternative specifications of the primary test.",
@@ -362,24 +376,44 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
     keep = np.arange(n_cat) != out_idx
     without_stats = curve_r(rows[:, keep], pref_arr[:, keep], rng=rng, permutations=permutations, left_out=False)
     without = without_stats.r_perm[..., 0]  # ((C-1)! or m + 1, S, K): its own orders
+    pooling_of = np.array([b[0] for b in base])
+    all_poolings = list(dict.fromkeys(pooling_of))
+    in_primary = np.isin(pooling_of, list(primary.poolings))
+    others = [q for q in all_poolings if q not in primary.poolings]
+    other_nll = [k for k in nll if k != primary.nll]
+    if primary.nll not in nll or not in_primary.any():
+        raise UAProbeError(f"specification curve: analysis.primary.nll ({primary.nll}) or poolings "
+                           f"({', '.join(primary.poolings)}) are not among the curve's ({', '.join(nll)}; "
+                           f"{', '.join(all_poolings)}); set them in params.yaml to options the extraction has")
+    estimand = ([primary.nll], in_primary)
     joint: dict[str, Any] = {}
-    for key, layers, r_perm, mode, description in (
-            ("declared", [declared], stats.r_perm[..., 0], stats.mode,
-             "the universe: the pre-declared layer, every category"),
-            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0], stats.mode,
-             "every layer 0..L instead of the pre-declared one, every category"),
-            ("without_category", [declared], without, without_stats.mode,
-             f"the universe with {primary.left_out} left out"),
-            ("layer_zero", [0], stats.r_perm[..., 0], stats.mode,
-             "the universe's choices at layer 0 (the token embeddings)")):
-        in_layers = np.flatnonzero(np.isin(layer_of, layers))
+    for key, layers, r_perm, mode, (nlls, rows_in), description in (
+            ("declared", [declared], stats.r_perm[..., 0], stats.mode, estimand,
+             "the primary universe: the pre-declared layer, NLL and poolings, every category"),
+            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0], stats.mode, estimand,
+             "the primary universe at every layer 0..L instead of the pre-declared one, every category"),
+            ("without_category", [declared], without, without_stats.mode, estimand,
+             f"the primary universe with {primary.left_out} left out"),
+            ("layer_zero", [0], stats.r_perm[..., 0], stats.mode, estimand,
+             "the primary universe's choices at layer 0 (the token embeddings)"),
+            ("full_universe", [declared], stats.r_perm[..., 0], stats.mode, (nll, np.ones(len(base), dtype=bool)),
+             "every pooling and NLL at the pre-declared layer, every category: the primary universe with the "
+             "robustness checks' options added"),
+            ("other_nll", [declared], stats.r_perm[..., 0], stats.mode, (other_nll, in_primary),
+             f"robustness check: the primary universe with the {' and '.join(other_nll) or 'no other'} NLL instead"),
+            ("other_poolings", [declared], stats.r_perm[..., 0], stats.mode, ([primary.nll], np.isin(pooling_of, others)),
+             f"robustness check: {' and '.join(others) or 'no other'} pooling instead of the primary poolings")):
+        in_layers = np.flatnonzero(np.isin(layer_of, layers) & rows_in)
         sel = distinct_subset(rows, in_layers)
-        curves = r_perm[:, sel, :].reshape(r_perm.shape[0], -1)
+        k_sel = [nll.index(k) for k in nlls]
+        curves = r_perm[:, sel, :][:, :, k_sel].reshape(r_perm.shape[0], -1)
         joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
                                  left_out=primary.left_out if key == "without_category" else None,
-                                 n_merged=(in_layers.size - sel.size) * len(nll), relabellings=int(r_perm.shape[0]),
+                                 n_merged=(in_layers.size - sel.size) * len(k_sel), relabellings=int(r_perm.shape[0]),
                                  mode=mode,
                                  band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
+        joint[key]["poolings"] = list(dict.fromkeys(pooling_of[in_layers]))
+        joint[key]["nll"] = list(nlls)
     other = "share_positive" if primary.statistic == "median_r" else "median_r"
     family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
         [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
@@ -394,21 +428,28 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
     # --- the universe, layer 0 beside the declared layer, the summed NLL's sign
     at_declared = np.flatnonzero(layer_of == declared)
     kept = distinct_subset(rows, at_declared)
-    first_at = at_declared[first_identical(rows[at_declared])]
+    primary_at = np.flatnonzero((layer_of == declared) & in_primary)
+    primary_kept = distinct_subset(rows, primary_at)
+    first_at = primary_at[first_identical(rows[primary_at])]
     merged = []
-    for s in kept:
-        dup = [t for t, f in zip(at_declared, first_at) if f == s and t != s]
+    for s in primary_kept:
+        dup = [t for t, f in zip(primary_at, first_at) if f == s and t != s]
         if dup:
-            merged += [{"kept": _spec_id(base[s], k), "merged": [_spec_id(base[t], k) for t in dup]} for k in nll]
-    n_listed = at_declared.size * len(nll)
-    n_merged = (at_declared.size - kept.size) * len(nll)
+            merged.append({"kept": _spec_id(base[s], primary.nll), "merged": [_spec_id(base[t], primary.nll)
+                                                                              for t in dup]})
+    n_listed = primary_at.size
+    n_merged = primary_at.size - primary_kept.size
     universe = {
-        "axes": {"pooling": {"options": list(dict.fromkeys(b[0] for b in base)), "reason": AXIS_REASONS["pooling"]},
+        "axes": {"pooling": {"options": list(primary.poolings), "reason": AXIS_REASONS["pooling"]},
                  "policy": {"options": list(dict.fromkeys(b[1] for b in base)), "reason": AXIS_REASONS["policy"]},
                  "representation": {"options": list(dict.fromkeys(b[2] for b in base)),
                                     "reason": AXIS_REASONS["representation"]},
-                 "nll": {"options": nll, "reason": AXIS_REASONS["nll"]},
+                 "nll": {"options": [primary.nll], "reason": AXIS_REASONS["nll"]},
                  "layer": {"options": [declared], "reason": AXIS_REASONS["layer"]}},
+        "robustness_checks": {"nll": {"options": other_nll, "test": "other_nll", "reason": CHECK_REASONS["nll"]},
+                              "pooling": {"options": others, "test": "other_poolings",
+                                          "reason": CHECK_REASONS["pooling"]}},
+        "declared": DECLARED,
         "depth": float(primary.depth), "not_axes": dict(NOT_AXES), "duplicate_rule": DUPLICATE_RULE,
         "n_listed": n_listed, "n_distinct": n_listed - n_merged, "n_merged": n_merged, "merged": merged,
     }
@@ -461,6 +502,8 @@ def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
             "primary_estimate": pr["estimate"], "primary_p": pr["p"], "primary_p_floor": pr["p_floor"],
             "without_category_estimate": wc["estimate"], "without_category_p": wc["p"],
             "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat],
+            "full_universe_estimate": joint["full_universe"][stat],
+            "full_universe_p": joint["full_universe"]["median_p" if stat == "median_r" else "share_p"],
             "nll_sign_changes": body["nll_sign"]["n_sign_changes"], "nll_rows": len(body["nll_sign"]["r_mean"])}
 
 

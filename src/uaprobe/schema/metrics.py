@@ -214,6 +214,9 @@ class SpecCurveMetrics(Record):
     without_category_p: Stat = Field(description="its exact joint permutation p over (C-1)! relabellings, unadjusted")
     without_category_holm_p: Stat = Field(description="that p Holm-adjusted in the secondary family")
     layer_zero_estimate: Stat = Field(description="the primary statistic over the universe's choices at layer 0")
+    full_universe_estimate: Stat = Field(description="the primary statistic over every pooling and NLL at the "
+                                                     "declared layer (`joint/full_universe`)")
+    full_universe_p: Stat = Field(description="its exact joint permutation p (a comparison, in no family)")
     nll_sign_changes: int = Field(description="distinct (pooling, policy, representation) at the declared layer whose r "
                                               "changes sign from the mean to the summed NLL (`nll_sign`)")
     nll_rows: int = Field(description="how many such rows there are")

@@ -60,9 +60,18 @@ class FamilyTests(Record):
     pooling: list[str] = Field(description="the pooling")
     metric: list[str] = Field(description="the metric")
     partial_r: list[Stat] = Field(description="the partial r")
+    partial_r_low: list[Stat] = Field(description="its Fisher-z interval's lower end at `ci_level`, with n - q - 3 "
+                                                  "degrees of freedom for q covariates beside the intercept (the pairs "
+                                                  "treated as independent given the covariates)")
+    partial_r_high: list[Stat] = Field(description="the interval's upper end")
     permutation_p: list[Stat] = Field(description="its Freedman-Lane permutation p")
-    holm_p: list[Stat] = Field(description="Holm-adjusted across the whole family")
+    holm_p: list[Stat] = Field(description="Holm-adjusted across the family (null for a degenerate test)")
     holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
+    maxt_p: list[Stat] = Field(description="Westfall-Young max-T step-down adjusted p over the family's joint "
+                                           "within-category permutations, on each test's own permutation p (the "
+                                           "min-P form; null for a degenerate test)")
+    maxt_reject: list[Flag] = Field(description="`maxt_p` <= alpha")
+    degenerate: list[bool] = Field(description="`vif` exceeds `degenerate_vif`: reported, kept out of the family")
     at_floor: list[Flag] = Field(description="`permutation_p` equals `p_floor`: no permuted r as extreme")
     reported: list[bool] = Field(description="the pooling is `reported_pooling`")
     same_as: list[int] = Field(description="the index of the test it is: itself, or the earlier identical test "
@@ -87,8 +96,13 @@ class PairFamily(Record):
                                               "before any result (the others are in the family all the same)")
     n_tests: int = Field(description="distinct defined tests in the family (its size for Holm)")
     n_merged: int = Field(description="tests merged into an identical one")
+    n_degenerate: int = Field(description="distinct tests kept out of the family as degenerate (VIF above "
+                                          "`degenerate_vif`)")
+    degenerate_vif: float = Field(description="`analysis.degenerate_vif`")
     n_reject: int = Field(description="tests with `holm_reject` true")
-    alpha: float = Field(description="level of the Holm correction")
+    n_maxt_reject: int = Field(description="tests with `maxt_reject` true")
+    alpha: float = Field(description="level of the Holm and max-T corrections")
+    ci_level: float = Field(description="level of the partial r's intervals (`analysis.ci_level`)")
     p_floor: float = Field(description="the smallest permutation p: 1 / (1 + B)")
     holm_floor: float = Field(description="the smallest Holm-adjusted p of the family: `n_tests` x `p_floor` "
                                           "(capped at 1); a family that cannot reach alpha tests nothing")
@@ -126,6 +140,77 @@ class Incremental(Record):
     without_category: IncrementalWithout = Field(description="the same family without the left-out category's pairs")
 
 
+class MixedTests(Record):
+    """One entry per (policy, pooling, metric) at the pre-declared layer."""
+
+    policy: list[str] = Field(description="`default` or `sink_excluded`")
+    pooling: list[str] = Field(description="the pooling")
+    metric: list[str] = Field(description="the metric")
+    slope: list[Stat] = Field(description="the fixed slope: the preference's change per standard deviation of the "
+                                          "metric (a typical category)")
+    se: list[Stat] = Field(description="its standard error")
+    p: list[Stat] = Field(description="its two-sided Wald z p (liberal with few categories)")
+    low: list[Stat] = Field(description="the slope's Wald interval at `ci_level`, lower end")
+    high: list[Stat] = Field(description="its upper end")
+    sd_intercept: list[Stat] = Field(description="the standard deviation of the categories' random intercepts")
+    sd_slope: list[Stat] = Field(description="the standard deviation of the categories' random slopes")
+    converged: list[bool] = Field(description="an optimiser converged")
+    method: list[str] = Field(description="the optimiser that converged (empty: none)")
+
+
+class Mixed(Record):
+    """The family's tests as linear mixed models with the categories as groups (statsmodels' `MixedLM`,
+    :mod:`uaprobe.analysis.mixed`): a random intercept and a random slope of the metric per category."""
+
+    model: str = Field(description="a sentence: the model, its fit and its test")
+    layer: int = Field(description="the pre-declared layer")
+    ci_level: float = Field(description="level of the slopes' intervals")
+    alpha: float = Field(description="`analysis.alpha`")
+    n_groups: int = Field(description="the categories (groups)")
+    n_converged: int = Field(description="fits that converged")
+    n_below_alpha: int = Field(description="fits whose p is at or below alpha, uncorrected")
+    tests: MixedTests = Field(description="the fits")
+
+
+class LengthMatchedCategory(Record):
+    """The category-level r over the length-matched pairs, one pooling."""
+
+    ua: list[Stat] = Field(description="per category: UA over its length-matched pairs (null: fewer than two)")
+    preference: list[Stat] = Field(description="per category: the mean preference over them")
+    n_categories: int = Field(description="categories with at least two length-matched pairs")
+    orders: int = Field(description="the orders the exact test enumerates (n_categories!)")
+    r: Stat = Field(description="r across those categories")
+    permutation_p: Stat = Field(description="its exact two-sided permutation p")
+
+
+class LengthMatchedCategories(Record):
+    """The category level over the length-matched pairs."""
+
+    poolings: dict[str, LengthMatchedCategory] = Field(description="per primary pooling (`analysis.primary.poolings`)")
+
+
+class LengthMatchedPairs(Record):
+    """The pair level over the length-matched pairs."""
+
+    family: PairFamily = Field(description="the base covariates' family over the kept pairs (their own "
+                                           "within-category permutations)")
+
+
+class LengthMatched(Record):
+    """The category- and pair-level analyses on the pairs whose statements differ by at most
+    `max_token_difference` content tokens (:mod:`uaprobe.analysis.length_matched`)."""
+
+    max_token_difference: int = Field(description="`analysis.length_matched.max_token_difference`")
+    policy: str = Field(description="the policy whose content-token counts pick the pairs")
+    layer: int = Field(description="the pre-declared layer")
+    n_pairs: int = Field(description="the pairs kept")
+    n_pairs_all: int = Field(description="every pair")
+    pairs_per_category: list[int] = Field(description="the pairs kept per category")
+    pairs_per_category_all: list[int] = Field(description="every pair per category")
+    category: LengthMatchedCategories = Field(description="the category-level r over the kept pairs")
+    pair: LengthMatchedPairs = Field(description="the pair-level family over the kept pairs")
+
+
 class PairModels(ResultsHeader):
     """``pair_models.json``: each Option B metric against the preference at the pair level, with the
     length of both statements as covariates and a permutation test that keeps the categories.
@@ -156,3 +241,5 @@ class PairModels(ResultsHeader):
     policies: dict[str, PairModelsPolicy] = Field(description="`default` and `sink_excluded`")
     family: PairFamily = Field(description="the length-only models at the pre-declared layer as one Holm family")
     incremental: Incremental = Field(description="the models with the lexical metric among the covariates")
+    mixed: Mixed = Field(description="the family's tests as mixed models with the categories as groups")
+    length_matched: LengthMatched = Field(description="the category and pair level over the length-matched pairs")

@@ -96,6 +96,8 @@ class PanelPairFamily(Record):
     families: dict[str, str] = Field(description="family name -> its key in `pair_models.json`")
     alpha: float = Field(description="`analysis.alpha`")
     n_tests: int = Field(description="the counted tests with a defined p, over every family and model")
+    n_degenerate: int = Field(description="the distinct degenerate tests kept out (VIF above "
+                                          "`analysis.degenerate_vif`), over every family and model")
     n_reject: int = Field(description="how many of them survive")
     holm_floor: Stat = Field(description="the smallest Holm p the family can give: `n_tests` / (1 + B)")
     models: dict[str, dict[str, PanelPairFamilyModel]] = Field(description="per model id and family name")

@@ -100,12 +100,24 @@ class MergedSpecs(Record):
     merged: list[SpecId] = Field(description="the ones merged into it")
 
 
+class RobustnessCheck(Record):
+    """Options outside the primary universe, tested as a named robustness check."""
+
+    options: list[str] = Field(description="the options left out of the primary universe")
+    test: str = Field(description="the key of `joint` that tests them")
+    reason: str = Field(description="one sentence: why they are another estimand or measure, not an axis")
+
+
 class Universe(Record):
     """The universe of analytic choices of the primary joint test, declared before any result
     (``analysis.primary`` in params.yaml)."""
 
     axes: dict[str, UniverseAxis] = Field(
         description="`pooling`, `policy`, `representation`, `nll`, `layer`: the options and the reason of each")
+    robustness_checks: dict[str, RobustnessCheck] = Field(
+        description="`nll` (the summed NLL) and `pooling` (first-token pooling): the options outside the primary "
+                    "universe, each with the joint test that checks it and its reason")
+    declared: str = Field(description="a sentence: when the universe was declared, and what was declared first")
     depth: float = Field(description="`analysis.primary.depth`: the pre-declared depth (1.0 = the last layer); the "
                                      "layer axis holds the one layer round(depth x L)")
     not_axes: dict[str, str] = Field(
@@ -166,6 +178,45 @@ class JointTest(Record):
     share_positive: Stat = Field(description="share of them with r > 0")
     share_p: Stat = Field(description="share of the relabellings with |share - 1/2| at least as large")
     null_band: NullBand = Field(description="the null band of these specifications' sorted curve")
+    poolings: list[str] = Field(description="the poolings of its specifications")
+    nll: list[str] = Field(description="the NLL kinds of its specifications")
+
+
+class PowerSet(Record):
+    """The exact test's power over one set of categories (every one, or all but the pre-declared one)."""
+
+    left_out: str | None = Field(description="the category left out (`null`: none)")
+    n_categories: int = Field(description="the categories, n")
+    orders: int = Field(description="the orders the test relabels with: every one, n!, while n! is within the exact "
+                                    "bound; else the identity and `analysis.permutations` drawn orders")
+    mode: Literal["exact", "monte_carlo"] = Field(description="`exact` (every order) or `monte_carlo` (drawn orders, "
+                                                              "p = (b + 1) / (m + 1))")
+    p_floor: Stat = Field(description="the smallest p the test can attain with these UA values: the p of a "
+                                      "preference that is a copy of the UA (null: the UA is constant)")
+    observed_r: Stat = Field(description="r of the specification's UA and the observed mean preferences")
+    observed_p: Stat = Field(description="its exact two-sided p")
+    planted: list[float] = Field(description="the planted population correlations (`analysis.power.planted`)")
+    power: list[Stat] = Field(description="per planted correlation: the share of simulated preferences whose exact "
+                                          "p is at or below alpha")
+    median_r: list[Stat] = Field(description="per planted correlation: the median sample r of the simulations")
+    grid: list[float] = Field(description="the planted correlations searched for the minimum detectable effect")
+    grid_power: list[Stat] = Field(description="the power at each of them")
+    mde: Stat = Field(description="the minimum detectable effect: the smallest planted correlation on `grid` whose "
+                                  "power reaches `target` (null: none below 1 does)")
+
+
+class Power(Record):
+    """The power of the exact category-level test, simulated with the specification's category UA held fixed
+    (:mod:`uaprobe.analysis.power`)."""
+
+    specification: dict[str, str | int] = Field(
+        description="the specification whose UA is held fixed: pooling, policy, representation, nll, layer")
+    model: str = Field(description="a sentence: how the preferences are simulated")
+    alpha: float = Field(description="the level a simulated test must reach (`analysis.alpha`)")
+    draws: int = Field(description="simulated preferences per planted correlation (`analysis.power.draws`)")
+    target: float = Field(description="the power of the minimum detectable effect (`analysis.power.target`)")
+    grid_step: float = Field(description="the step of `grid` (`analysis.power.grid_step`)")
+    sets: list[PowerSet] = Field(description="every category, then without `analysis.primary.left_out`")
 
 
 class JointP(Record):
@@ -244,12 +295,15 @@ class SpecificationCurve(ResultsHeader):
                                                 "alpha, uncorrected")
     universe: Universe = Field(description="the universe of the primary test")
     joint: dict[str, JointTest] = Field(
-        description="`declared`: the universe (the primary test's); `every_layer`: every layer 0..L instead of the "
-                    "pre-declared ones (the depth curve as one test); `without_category`: the universe with "
-                    "`analysis.primary.left_out` left out; `layer_zero`: the universe's choices at layer 0 (the "
-                    "token embeddings: the model's lexical baseline, a comparison, in no family)")
+        description="`declared`: the primary universe (the primary test's); `every_layer`: every layer 0..L instead "
+                    "of the pre-declared ones (the depth curve as one test); `without_category`: the universe with "
+                    "`analysis.primary.left_out` left out; comparisons in no family: `layer_zero`, the universe's "
+                    "choices at layer 0 (the token embeddings: the model's lexical baseline); `full_universe`, every "
+                    "pooling and NLL (the universe as first declared); `other_nll` and `other_poolings`, the named "
+                    "robustness checks (the summed NLL; first-token pooling)")
     primary: JointP = Field(description="the one primary joint p: `analysis.primary.statistic` of `joint.declared`")
     secondary: Secondary = Field(description="the other statistics of `declared`, `every_layer` and "
                                              "`without_category`, Holm-adjusted as one family")
     layer_zero: LayerZero = Field(description="r at layer 0 beside r at the pre-declared layers")
     nll_sign: NllSign = Field(description="r under the mean and the summed NLL, and whether the sign changes")
+    power: Power = Field(description="the simulated power of the exact category-level test")

@@ -1,6 +1,6 @@
 """The figures in the manuscript: markdown images of the figures stage's PNGs, one per model where
-the figure is per model, labelled for cross-references and captioned with the arrays they plot
-(:func:`uaprobe.publishing.figures.figure_registry.data_line`)."""
+the figure is per model, labelled for cross-references; the arrays each plots are named in the supplement
+(``figures.html`` and ``provenance.html``), not in the paper's captions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from uaprobe.publishing.figures.figure_registry import data_line
 from uaprobe.publishing.provenance.outputs import ManuscriptDataError, Outputs
 from uaprobe.publishing.prose.markdown import join_words
 
@@ -48,7 +47,7 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
         first = first or figure_label(key, model)
         png = out.root / e["png"]
         path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
-        blocks.append(f"![{text} {data_line(e)}]({path}){{#{figure_label(key, model)} width=\"{width}\"}}")
+        blocks.append(f"![{text}]({path}){{#{figure_label(key, model)} width=\"{width}\"}}")
     return "\n\n".join(blocks) + "\n\n"
 
 

@@ -40,10 +40,14 @@ def distinct_mask(doc: SpecificationCurve) -> np.ndarray:
 
 
 def declared_mask(doc: SpecificationCurve) -> np.ndarray:
-    """The specifications of the primary test's universe: at its pre-declared layers, every category kept."""
-    layers = {int(o) for o in doc.universe.axes["layer"].options}
-    return np.array([int(layer) in layers and left is None for layer, left in zip(doc.specs.layer, doc.specs.left_out)],
-                    dtype=bool)
+    """The specifications of the primary test's universe: at its pre-declared layers, with its poolings and NLL,
+    every category kept."""
+    axes = doc.universe.axes
+    layers = {int(o) for o in axes["layer"].options}
+    poolings, nlls = set(axes["pooling"].options), set(axes["nll"].options)
+    s = doc.specs
+    return np.array([int(layer) in layers and left is None and pooling in poolings and nll in nlls
+                     for layer, left, pooling, nll in zip(s.layer, s.left_out, s.pooling, s.nll)], dtype=bool)
 
 
 def row_options(docs: Sequence[SpecificationCurve]) -> list[tuple[str, str, object]]:
@@ -98,21 +102,21 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
             declared = declared_mask(doc)[keep]
             if declared.any():
                 ax.plot(x[declared], r[declared], linestyle="none", marker="o", markersize=3.2, markerfacecolor="white",
-                        markeredgecolor="black", markeredgewidth=0.7, label="declared universe")
+                        markeredgecolor="black", markeredgewidth=0.7, label="primary universe")
             medians = []
             if defined.any():
                 median = float(np.median(r[defined]))
-                ax.axhline(median, color="0.45", linewidth=0.9, linestyle="--", label="median, all")
-                medians.append(f"{median:+.2f} all")
+                ax.axhline(median, color=OKABE_ITO[1], linewidth=1.0, linestyle="-.", label="median, all")
+                medians.append(f"all {median:+.2f}")
             if (declared & defined).any():
                 primary = float(np.median(r[declared & defined]))
-                ax.axhline(primary, color="black", linewidth=0.9, linestyle=":", label="median, declared")
-                medians.append(f"{primary:+.2f} decl.")
+                ax.axhline(primary, color=OKABE_ITO[0], linewidth=1.2, linestyle=":", label="median, primary")
+                medians.append(f"primary {primary:+.2f}")
             zero_line(ax)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlim(-0.5, n - 0.5)
             ax.tick_params(labelbottom=False, labelsize=FONT)
-            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\nmedians " + ", ".join(medians), fontsize=8)
+            ax.set_title(f"{names[model_title(doc)]}: {n:,} specifications\n" + ", ".join(medians), fontsize=8)
             if j == 0:  # one legend, in the margin left of the first panel: no line runs under it
                 ax.legend(loc="upper right", bbox_to_anchor=(-0.36, 1.0), frameon=False, fontsize=FONT,
                           handlelength=1.6, borderaxespad=0)

@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -123,16 +124,34 @@ def category_scatter_figure(validations: Mapping[str, Validation], *, variant: s
         axes = fig.subplots(1, max(len(models), 1), squeeze=False)[0]
         handles: dict[str, Any] = {}
         for ax, doc in zip(axes, models):
-            table = pick(doc.variants, variant, where="variants", of=doc.model).table
+            chosen = pick(doc.variants, variant, where="variants", of=doc.model)
+            table = chosen.table
+            ua = np.array([row.ua for row in table], dtype=float)
+            pref = np.array([row.mean_preference for row in table], dtype=float)
+            # the inset enlarges every category but the one farthest from the others (standardised distance)
+            inset = ax.inset_axes((0.56, 0.08, 0.41, 0.44)) if len(table) > 3 else None
+            far = int(np.nanargmax(np.hypot(*(np.abs(v - np.nanmedian(v)) / (np.nanstd(v) or 1.0)
+                                              for v in (ua, pref))))) if inset is not None else -1
             for i, row in enumerate(table):
                 name = data_label(row.category)
-                handles[name] = ax.scatter([row.ua], [row.mean_preference], s=34, marker=MARKERS[i % len(MARKERS)],
-                                           color=OKABE_ITO[i % len(OKABE_ITO)], edgecolors="black", linewidths=0.6,
-                                           zorder=5, label=name)
+                style_ = dict(s=34, marker=MARKERS[i % len(MARKERS)], color=OKABE_ITO[i % len(OKABE_ITO)],
+                              edgecolors="black", linewidths=0.6, zorder=5)
+                handles[name] = ax.scatter([row.ua], [row.mean_preference], label=name, **style_)
+                if inset is not None and i != far:
+                    inset.scatter([row.ua], [row.mean_preference], **style_)
+            if inset is not None:
+                inset.tick_params(labelsize=7)
+                inset.xaxis.set_major_locator(MaxNLocator(3))
+                inset.yaxis.set_major_locator(MaxNLocator(3))
+                inset.set_title("enlarged", fontsize=7, pad=2)
+                zero_line(inset, axis="y")
+                zero_line(inset, axis="x")
             zero_line(ax, axis="y")
             zero_line(ax, axis="x")
             ax.set_xlabel("UA = U(A) \u2212 U(B)", fontsize=8)
-            ax.set_title(f"{model_title(doc)}, layer {doc.layer}", fontsize=8)
+            r = chosen.global_.r
+            r_text = "r n/a" if r is None else f"r = {r:+.3f}".replace("-", "\u2212")
+            ax.set_title(f"{model_title(doc)}, layer {doc.layer}: {r_text}", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.xaxis.set_major_locator(MaxNLocator(4))  # ticks that do not run into one another at print width
         axes[0].set_ylabel(f"mean preference NLL(B) \u2212 NLL(A)\n({preference_unit})", fontsize=8)

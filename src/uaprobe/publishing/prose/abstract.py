@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import re
 
-from uaprobe.publishing.prose.curve import curve_abstract
-from uaprobe.publishing.prose.findings import confound_models
+from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, differs
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.pair_family import family_abstract
+from uaprobe.publishing.prose.formats import pretty
+from uaprobe.publishing.prose.pair_family import FAMILIES, HYPOTHESIS_SIGN, survivors, test_sign
+from uaprobe.publishing.prose.pair_findings import PAIRS
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
-from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
-from uaprobe.publishing.prose.study import models_possessive
-from uaprobe.publishing.prose.tables import length_category
 from uaprobe.publishing.provenance.values import Value, plain_text
 
 
@@ -41,70 +40,135 @@ def layer_zero_carries(out: Outputs, m: str, pooling: str = "mean") -> bool:
 
 
 @prose
-def answer(out: Outputs) -> str:
-    """The first two sentences: what UA is, and whether its category-level correlation with the preference
-    holds up, with the reasons the outputs give (layer 0, the token embeddings, has a sentence of its own)."""
-    n = len(out.models)
-    reasons = []
-    if _all(confound_models(out), out) and _all(reversing_models(out), out):
-        reasons.append("its sign rests on the category whose framings differ most in length")
-    if _all(lexical_matches_or_beats(out), out):
-        reasons.append("a lexical baseline from random token vectors matches it")
-    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between a statement's two "
-             "framings, was proposed to probe a model's preferred framing.")
-    models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
-    across = "across statement categories"
-    if reasons:
-        listed = reasons[0] if len(reasons) == 1 else ", ".join(reasons[:-1]) + f", and {reasons[-1]}"
-        second = (f"In {models}, its category-level correlation with the preference (per-token loss difference) "
-                  f"is not robust: {listed}.")
-    else:
-        second = (f"In {models}, its correlation with {models_possessive(out)} preference {across} holds against one category "
-                  "left out, a lexical baseline and the token embeddings.")
-    return f"{first} {second}"
-
-
-def layer_zero_relation(out: Outputs, m: str, pooling: str = "mean") -> str:
-    """How layer 0's r stands to the last layer's, in words: ``as large as``, ``smaller than`` or ``of the other
-    sign than``."""
-    zero, last = (v.raw for v in layer_zero_r(out, m, pooling))
-    if layer_zero_carries(out, m, pooling):
-        return "as large as"
-    return "smaller than" if zero is not None and last is not None and zero * last > 0 else "of the other sign than"
-
-
-@prose
-def layer_zero_sentence(out: Outputs, pooling: str = "mean") -> str:
-    """Layer 0's r per model, without model names, and how it stands to the last layer's, in words (no more
-    numbers than models)."""
-    zero = join_words([str(layer_zero_r(out, m, pooling)[0]) for m in out.models])
-    words = [layer_zero_relation(out, m, pooling) for m in out.models]
-    than = (f"{words[0]} at the last layer" if len(set(words)) == 1 else
-            f"respectively {join_words(words)} at the last layer")
-    return f"Raw, {pooling}-pooled token embeddings give correlations of {zero}, {than}"
-
-
-@prose
 def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
     """Per model, r at layer 0 beside r at the last layer (``pooling``, default policy, raw states)."""
     return "; ".join([f"{z} and {a} for {out.display(m)}" for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
 
 
+def _pair_survivors(out: Outputs, m: str) -> dict[str, set[tuple[int, str]]]:
+    """metric -> {(sign, pooling)} of every pair-level test of ``m`` that survives Holm across the panel or the
+    max-T step-down in its family, in any set of covariates (a sign only the lexical covariate gives is left
+    out: it is not the metric's)."""
+    found: dict[str, set[tuple[int, str]]] = {}
+    for family in FAMILIES:
+        for t in survivors(out, m, family):
+            sign = test_sign(out, m, family, t.row)
+            if sign not in ("positive", "negative"):
+                continue
+            metric = str(out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}"))
+            for pooling in t.poolings:
+                found.setdefault(metric, set()).add((1 if sign == "positive" else -1, pooling))
+    return found
+
+
+SHORT_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centroid",
+                "knn_density_asymmetry": "kNN-density", "margin_asymmetry": "margin",
+                "within_pair_sim": "within-pair similarity"}
+"""The pair-level scores as the abstract names them."""
+
+
+def pair_sentence(out: Outputs, *, poolings: bool) -> str:
+    """Every surviving pair-level metric per model with its sign, those with the hypothesis's sign marked;
+    ``poolings``: with the poolings of those with the hypothesis's sign."""
+    hyp = join_words([SHORT_METRIC.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
+    parts = []
+    for m in out.models:
+        found = _pair_survivors(out, m)
+        by_sign: dict[str, list[str]] = {}
+        for metric in sorted(found, key=lambda k: list(SHORT_METRIC).index(k) if k in SHORT_METRIC else 99):
+            for sign in sorted({sg for sg, _ in found[metric]}, reverse=True):
+                word = SHORT_METRIC.get(metric, pretty(metric))
+                if metric in HYPOTHESIS_SIGN and sign * HYPOTHESIS_SIGN[metric] > 0:
+                    where = sorted(POOLING_WORDS.get(q, q) for sg, q in found[metric] if sg == sign)
+                    word += " (the hypothesis's sign" + (f", {join_words(where)} pooling)" if poolings else ")")
+                by_sign.setdefault("positive" if sign > 0 else "negative", []).append(word)
+        listed = "; ".join(f"{sign} {join_words(names)}" for sign, names in by_sign.items())
+        parts.append(f"{out.display(m)}: {listed or 'none'}")
+    return (f"At the pair level, where the hypothesis predicts positive {hyp} scores, the surviving tests (within "
+            f"categories, corrected) are {'; '.join(parts)}")
+
+
+def _max_power(out: Outputs) -> tuple[str, int]:
+    """The model whose exact test has the most power at the largest planted correlation, and that correlation's
+    index."""
+    planted = out.raw(out.models[0], CURVE, "power/sets/0/planted") or [0.0]
+    j = len(planted) - 1
+    return max(out.models, key=lambda m: out.raw(m, CURVE, f"power/sets/0/power/{j}") or 0.0), j
+
+
+def _zero_abtt(out: Outputs, m: str) -> float | None:
+    """r at layer 0 under ABTT (mean pooling, default policy, the primary NLL) from the curve's ``layer_zero``."""
+    lz = out.raw(m, CURVE, "layer_zero")
+    policy = out.raw(m, CURVE, "power/specification/policy")
+    for i in range(len(lz["r"])):
+        if (lz["pooling"][i] == "mean" and lz["representation"][i] == "abtt" and lz["nll"][i] == "mean"
+                and lz["policy"][i] == policy):
+            return lz["r_layer_zero"][i]
+    return None
+
+
+def layer_zero_clause(out: Outputs) -> str:
+    """Layer 0 qualified: as large as the last layer (or not), and its sign under ABTT."""
+    carries = [m for m in out.models if layer_zero_carries(out, m)]
+    flips = [m for m in out.models if (z := _zero_abtt(out, m)) is not None
+             and (r := layer_zero_r(out, m)[0].raw) is not None and z * r < 0]
+    if carries and len(carries) == len(out.models):
+        text = "Token embeddings, before any context, already give as large a correlation"
+    elif carries:
+        text = f"Token embeddings, before any context, already give as large a correlation for {join_words([out.display(m) for m in carries])}"
+    else:
+        text = "Token embeddings, before any context, give a smaller correlation"
+    if flips and len(flips) == len(out.models):
+        text += ", reversed once the top principal directions are removed"
+    elif flips:
+        text += f", reversed for {join_words([out.display(m) for m in flips])} once the top principal directions are removed"
+    return text
+
+
 @prose
 def abstract(out: Outputs) -> str:
-    """The whole abstract: the answer, the primary test and the test without the category, layer 0, and the
-    pair-level family with the declared pooling (at most :data:`WORDS` words and :data:`NUMBERS` numbers). The
-    pair-level clause counts the surviving metrics per model and names those against the hypothesis's sign where
-    the budget allows, and says less where it does not."""
-    named = names_left_out_category(out)
-    head = f"{answer(out)} {curve_abstract(out, category_named=named)}. {layer_zero_sentence(out)}. "
-    text = ""
-    for per_model, metric_names in ((True, True), (True, False), (False, False)):
-        text = (head + "Of a follow-up study's five pair-level scores (not UA), "
-                f"{family_abstract(out, category_named=named, metric_names=metric_names, per_model=per_model)}.")
-        if word_count(text) <= WORDS:
-            break
-    return text
+    """The whole abstract (at most :data:`WORDS` words and :data:`NUMBERS` numbers): what UA is with the original
+    study's r; the answer, this panel's r with its sign beside it; the power and the primary test within the
+    original's estimand; layer 0 with its sign under ABTT; every surviving pair-level metric with its sign. Less
+    detail where the budget requires it (the models' r and p unshown, the poolings unnamed)."""
+    n = len(out.models)
+    n_cat = len(out.raw(out.models[0], "layerwise", "categories") or [])
+    published = out.at(PUBLISHED_PYTHIA, "category_level/r/-1", "s2")
+    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between a statement's two "
+             "framings, was proposed to probe which framing a model prefers; its original study reported r = "
+             f"{published} between UA and the preference across categories in a Pythia model.")
+    ours = join_words([str(out.v(m, "robustness", "policies/default/final_r", "s2")) for m in out.models])
+    signs = {(out.raw(m, "robustness", "policies/default/final_r") or 0.0) > 0 for m in out.models}
+    pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
+    relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
+                else "signs that differ between models")
+    models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
+    best, j = _max_power(out)
+    power = out.v(best, CURVE, f"power/sets/0/power/{j}", "f2")
+    planted = out.v(best, CURVE, f"power/sets/0/planted/{j}", "g")
+    ps = join_words([str(out.v(m, CURVE, "primary/p", "p")) for m in out.models])
+    below = [m for m in out.models if differs(out, m)]
+    verdict = ("inconclusive" if not below else "below α for " + join_words([out.display(m) for m in below]))
+    cats = NUMBER_WORDS.get(n_cat, str(n_cat))
+    variants = []
+    for detail in (2, 1, 0):
+        second = (f"Re-analysing the method on {models}, we find {relation}"
+                  + (f" (r = {ours})" if detail >= 1 else "")
+                  + (f", but {cats} categories cannot settle a sign: " if not below else
+                     f"; over {cats} categories, ")
+                  + f"the exact test's power at a planted correlation "
+                  f"of {planted} is at most {power}, and the pre-declared test within the original's estimand "
+                  + (f"gives p = {ps}." if detail >= 1 else f"is {verdict}."))
+        variants.append(f"{first} {second} {layer_zero_clause(out)}. {pair_sentence(out, poolings=detail >= 2)}.")
+    for text in variants:
+        if word_count(text) <= WORDS and number_count(text) <= NUMBERS:
+            return text
+    return variants[-1]
+
+
+def number_count(text: str) -> int:
+    """The numbers of a text as the reader sees it."""
+    return len(re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", plain_text(text)))
 
 
 def word_count(text: str) -> int:
@@ -112,16 +176,5 @@ def word_count(text: str) -> int:
     return sum(1 for w in plain_text(text).split() if re.search(r"\w", w))
 
 
-def names_left_out_category(out: Outputs) -> bool:
-    """Whether the answer names the category that the second joint test leaves out: it gives the one-category
-    reason, and that category (the one whose framings differ most in length) is the declared one."""
-    if not (_all(confound_models(out), out) and _all(reversing_models(out), out)):
-        return False
-    m = out.models[0]
-    i = length_category(out, m)
-    return i is not None and out.raw(m, "layerwise", "categories")[i] == out.raw(
-        m, "specification_curve", "joint/without_category/left_out")
-
-
-WORDS, NUMBERS = 150, 6
+WORDS, NUMBERS = 150, 7
 """The abstract's budget: words and numbers."""

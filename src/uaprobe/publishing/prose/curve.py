@@ -72,8 +72,7 @@ def universe_phrase(out: Outputs) -> str:
     """Methods: the universe of the primary test (its axes, the pre-declared layer, the duplicates counted once
     per model), the primary statistic with its number of relabellings and smallest p, and the secondary family."""
     m0 = out.models[0]
-    counts = {k: out.v(m0, CURVE, f"universe/axes/{k}/options", "count") for k in ("pooling", "policy",
-                                                                                   "representation", "nll")}
+    counts = {k: out.v(m0, CURVE, f"universe/axes/{k}/options", "count") for k in ("policy", "representation")}
     depth = out.raw(m0, CURVE, "universe/depth")
     layer = "the last" if depth == 1.0 else f"at depth {out.v(m0, CURVE, 'universe/depth', 'f2')} of the layers"
     distinct = join_words([f"{out.v(m, CURVE, 'universe/n_distinct', 'int')} of {out.v(m, CURVE, 'universe/n_listed', 'int')}"
@@ -81,16 +80,28 @@ def universe_phrase(out: Outputs) -> str:
     tests = out.raw(m0, CURVE, "secondary/tests") or []
     secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
                             f"{test_words(out, m0, t['test'])}" for t in tests])
-    with_what = "the correction across models and the pair-level family" if len(out.models) > 1 else \
-        "the pair-level family"
-    return (f"**The primary test.** It is declared in `params.yaml` (`analysis.primary`), with {with_what}. It was fixed after an earlier version of this "
-            "analysis had shown the specification curve over every layer, so it is a declaration, not a "
-            "preregistration: it fixes the original study's last layer and every open choice there, not the "
-            "curve's best specification. Its "
-            f"universe crosses {counts['pooling']} poolings, {counts['policy']} position-0 policies, "
-            f"{counts['representation']} representations and {counts['nll']} NLLs at one pre-declared layer, {layer}: a depth curve is an estimand, not an analytic choice, and leaving a "
-            "category out is an influence diagnostic, not a choice. Two specifications with bit-identical category UA "
-            "and the same preference (the same pooled states and NLL) are one, counted once: "
+    poolings = join_words([POOLING_WORDS.get(q, q) for q in out.raw(m0, CURVE, "universe/axes/pooling/options")])
+    checks = out.raw(m0, CURVE, "universe/robustness_checks") or {}
+    nll_check = bool(checks.get("nll", {}).get("options"))
+    pool_check = [POOLING_WORDS.get(q, q) for q in checks.get("pooling", {}).get("options", [])]
+    named = (["the summed NLL (it puts the statements' length into the preference: another estimand)"]
+             if nll_check else [])
+    if pool_check:
+        named.append(f"{join_words(pool_check)} pooling (a lexical measure in a causal model)")
+    listed = join_words(named)
+    robustness = (f" {listed[:1].upper() + listed[1:]} "
+                  f"{'are named robustness checks' if len(named) > 1 else 'is a named robustness check'} outside it, "
+                  "each with its own joint test." if named else "")
+    return ("**The primary test.** Declared in `params.yaml` (`analysis.primary`), its universe is the original "
+            "study's estimand: "
+            f"the preference from the per-token mean NLL, with {poolings} pooling (a state that summarises the "
+            f"whole statement), crossed with {counts['policy']} position-0 policies and "
+            f"{counts['representation']} representations at one pre-declared layer, {layer}: a depth curve is an "
+            "estimand, not an analytic choice, and leaving a category out is an influence diagnostic, not a "
+            f"choice.{robustness} The universe was first declared with every pooling and both NLLs, after the "
+            "curve over every layer had been seen, and narrowed to this estimand after its results had been read: "
+            "a declaration, not a preregistration, with the first universe reported beside it. Specifications "
+            "with bit-identical category UA and the same NLL are one, counted once: "
             f"{distinct} are distinct. The primary statistic is the "
             f"{primary_statistic(out, m0)} over the distinct specifications; {curve_test_words(out, m0)}. The secondary "
             f"statistics, Holm-corrected as one family within each model{' (not across the models)' if len(out.models) > 1 else ''}, are {secondary}; the last two run over the "
@@ -143,10 +154,11 @@ def primary_phrase(out: Outputs) -> str:
     if kept:
         text += f" The primary test finds the statistic different from chance for {join_words(kept)}."
     elif nominal:
-        text += (f" {join_words([out.display(m) for m in nominal])}'s p is below α only before that correction: "
+        text += (f" The p of {join_words([out.display(m) for m in nominal])} is below α only before that correction: "
                  "the primary test is inconclusive for every model.")
     else:
-        text += " The primary test finds the statistic different from chance for no model."
+        text += (" The primary test finds the statistic different from chance for no model: at this design's power "
+                 "(@tbl-power), inconclusive, not evidence of no correlation.")
     survivors = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
                  if t.get("holm_reject")]
     if survivors:
@@ -195,25 +207,3 @@ def differs(out: Outputs, m: str) -> bool:
     """Whether the primary joint p is below α."""
     p = out.raw(m, CURVE, "primary/p")
     return p is not None and p < alpha(out, m)
-
-
-@prose
-def curve_abstract(out: Outputs, *, category_named: bool = False) -> str:
-    """The primary test and the test without the pre-declared category in one sentence, without model names:
-    each model's p, in panel order; ``category_named``: the sentence before named that category."""
-    ps = join_words([str(out.v(m, CURVE, "primary/p", "p")) for m in out.models])
-    without = [out.v(m, CURVE, f"secondary/tests/{i}/p", "p") for m in out.models
-               if (i := without_index(out, m)) is not None]
-    stat = {"median_r": "median correlation", "share_positive": "share of positive correlations"}.get(
-        str(out.raw(out.models[0], CURVE, "primary/statistic")), "correlation")
-    text = f"A pre-declared permutation test of the {stat} over analytic choices gives p = {ps}"
-    kept = [m for m in out.models if across_models(out, m, "reject")]
-    nominal = [m for m in out.models if differs(out, m)]
-    if len(out.models) > 1 and nominal and not kept:
-        text += f", {'neither' if len(out.models) == 2 else 'none'} significant once corrected across models"
-    elif len(out.models) > 1 and kept and len(kept) < len(out.models):
-        text += f", significant for {'one' if len(kept) == 1 else len(kept)} once corrected across models"
-    if without:
-        which = "that category" if category_named else f"{category_words(out, out.models[0])}"
-        text += f"; without {which}, p = {join_words([str(p) for p in without])}"
-    return text

@@ -127,7 +127,7 @@ def layer_zero_representation_phrase(out: Outputs, pooling: str = "mean") -> str
         mixed = mixed or len(signs) > 1
         parts.append(join_words([f"{v} {REPRESENTATION_WORDS.get(k, k)}" for k, v in rs.items()])
                      + f" for {out.display(m)}")
-    verdict = ("so the sign of layer 0's r depends on the representation" if mixed else
+    verdict = ("so the sign of r at layer 0 depends on the representation" if mixed else
                "every representation gives it the same sign")
     return f"At layer 0 with {pooling} pooling, r is {'; '.join(parts)}; {verdict}"
 

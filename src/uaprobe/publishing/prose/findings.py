@@ -86,8 +86,10 @@ def confound_verdict(out: Outputs) -> str:
                join_words([out.display(m) for m in flips]))
     baseline = lexical_without_words(out, same)
     if flips:
-        sentences.append(f"Without it, the last-layer r (mean pooling) changes sign for {flipped}, while the lexical "
-                         f"baseline's {baseline}.")
+        sentences.append(f"Without it, the last-layer r (mean pooling) has the other sign for {flipped}, while the "
+                         f"lexical baseline's {baseline}; over the categories left, the exact test has too little "
+                         "power to establish either sign (@tbl-power), so this shows how much one category carries, "
+                         "not a reversed association.")
     else:
         sentences.append(f"Without it, no model's r changes sign, and the lexical baseline's {baseline}.")
     moved = [m for m in same if normalisation_moves(out, m)]
@@ -182,13 +184,14 @@ def curve_conclusion(out: Outputs) -> str:
         text = (f"the primary test{across_models_clause(out)} finds the correlation different from chance for "
                 + join_words([out.display(m) for m in kept]))
     else:
-        text = f"the primary test{across_models_clause(out)} finds the correlation different from chance for no model"
+        text = (f"the primary test{across_models_clause(out)} finds the correlation different from chance for no "
+                "model, which at the power of this design (@tbl-power) is no evidence either way")
     if nominal:
-        text += ("; " + join_words([f"{out.display(m)}'s p = {out.v(m, CURVE, 'primary/p', 'p')} becomes "
+        text += ("; " + join_words([f"the p of {out.display(m)}, {out.v(m, CURVE, 'primary/p', 'p')}, becomes "
                                     f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')}" for m in nominal])
                  + ", so it is inconclusive")
     without = [m for m in out.models if (i := without_index(out, m)) is not None
                and (p := out.raw(m, CURVE, f"secondary/tests/{i}/p")) is not None and p < alpha(out, m)]
     category = category_words(out, out.models[0])
     return text + (f". Without {category}, the test is below α for {join_words([out.display(m) for m in without])}"
-                   if without else f". Without {category}, it is below α for no model")
+                   if without else f". Without {category}, it is below α for no model, again inconclusive by design")

@@ -35,27 +35,21 @@ def panel_key(m: str, family: str, key: str) -> str:
     """A key of one model's family in the panel-wide pair family."""
     return f"pair_family/models/{m}/{PANEL_NAMES[family]}/{key}"
 
-FEW = 3
-"""The largest count of metrics named in words; more are ``several`` (or ``some``)."""
-
-
-def few(n: int, more: str) -> str:
-    """``n`` in words up to :data:`FEW`, else ``more``."""
-    return NUMBER_WORDS[n] if 0 < n <= FEW else more
-
 SAME_R = 10
 """Decimals to which two tests' partial r agree when they are one test on the same states."""
 
 
 def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[Survivor]:
-    """The tests of ``family`` that survive Holm across the panel-wide family, one per test: rows on the same states (the same metric with
+    """The tests of ``family`` that survive Holm across the panel-wide family or the max-T step-down within the
+    model's family (``maxt_reject``), one per test: rows on the same states (the same metric with
     bit-identical partial r and p, as under two policies that pool the same tokens) are one test, named with
     every pooling and policy it stands for. ``reported_only``: only tests with the reported pooling (True),
     only the others (False), or all (None)."""
     tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
     groups: dict[tuple[object, ...], list[int]] = {}
+    maxt = tests.get("maxt_reject") or [None] * len(tests["metric"])
     for i, reject in enumerate(out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))):
-        if reject:
+        if reject or maxt[i]:
             r = tests["partial_r"][i]
             key = (tests["metric"][i], None if r is None else round(r, SAME_R), tests["permutation_p"][i])
             groups.setdefault(key, []).append(i)
@@ -88,27 +82,38 @@ def family_phrase(out: Outputs) -> str:
     pooling = out.raw(m0, PAIRS, "family/reported_pooling")
     category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     text = (f"Every pair-level test at the pre-declared layer (the last) forms one family, corrected by Holm: each "
-            "metric with each pooling under each position-0 policy, with three sets of covariates (the category "
-            "indicators and both sides' content-token counts; these and the lexical baseline's metric of the same "
+            "metric with each pooling under each position-0 policy, with three sets of covariates (the base set, category "
+            "indicators and the two sides' lengths; these and the lexical baseline's metric of the same "
             f"pair and pooling, one column per random seed; both over the pairs outside {category}, with their own "
             f"within-category permutations), for {the_models(out)}: "
             f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
             f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
-            f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
+            f"{degenerate_words(out)} Holm ignores how strongly these tests depend on each other (the same pairs, "
+            "metrics of the same states); beside it, each model's family of each covariate set is corrected by the "
+            "Westfall–Young max-T step-down over the joint within-category permutations, which uses that "
+            f"dependence. {POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
             "reported first.")
     for family, lead in (("family", "With the category and length covariates"),
                          ("incremental", "With the lexical metric added"),
                          ("without_category", f"With both, over the pairs outside {category}")):
         parts = []
         for m in out.models:
-            mine = survivors(out, m, family, reported_only=True)
-            names = signed_names(out, m, family, mine)
-            parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
-                         f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)} "
-                         + (f"(with {POOLING_WORDS.get(pooling, pooling)} pooling: {names})" if mine else
-                            f"(none with {POOLING_WORDS.get(pooling, pooling)} pooling)"))
-        text += f" {lead}, {join_words(parts)} survive."
-    return text + " @tbl-family lists them."
+            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_maxt_reject', 'int')} and "
+                         f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
+                         f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)}")
+        text += f" {lead}, {join_words(parts)} survive max-T and Holm respectively."
+    return text + " @tbl-family lists them with their signs."
+
+
+def degenerate_words(out: Outputs) -> str:
+    """How many tests are degenerate (VIF above ``analysis.degenerate_vif``) and kept out of the family."""
+    n = int(out.raw_at(PANEL_RESULTS, "pair_family/n_degenerate") or 0)
+    vif = out.v(out.models[0], PAIRS, "family/degenerate_vif", "g")
+    if not n:
+        return f"No test has a variance inflation factor (VIF) of its metric on its covariates above {vif}."
+    return (f"{NUMBER_WORDS.get(n, str(n)).capitalize()} {'test has' if n == 1 else 'tests have'} a variance "
+            f"inflation factor (VIF) of the metric on the covariates above {vif}: the covariates all but span the "
+            f"metric, so {'it is' if n == 1 else 'they are'} reported as degenerate and kept out of the family.")
 
 
 def sign_word(r: float | None) -> str:
@@ -167,14 +172,20 @@ def suppression_phrase(out: Outputs) -> str:
         return "No test with the lexical covariates survives, so none can owe its sign to them"
     _, m, family, row = max(vifs)
     vif = out.v(m, PAIRS, f"{FAMILIES[family]}/tests/vif/{row}", "f2")
-    share = "none" if not flipped else "all" if flipped == total else f"{flipped}"
+    kept = total - flipped
+    share = ("every one keeps" if not flipped else "none keeps" if not kept else
+             f"{kept} {'keeps' if kept == 1 else 'keep'}")
     return (f"A covariate that nearly spans the metric can reverse the sign of a partial r (suppression): of the "
-            f"{total} surviving tests with the lexical covariates, {share} {'has' if flipped == 1 else 'have'} a sign "
-            "that the category and length covariates alone, over the same pairs, do not give, and the variance "
-            f"inflation factor of their metrics on the covariates is at most {vif}")
+            f"{total} surviving tests with the lexical covariates, {share} the sign that the category and length "
+            "covariates alone give over the same pairs, and the variance inflation factor of their metrics on the "
+            f"covariates is at most {vif}")
 
 
-FAMILY_WORDS = {"family": "base", "incremental": "base, lex.", "without_category": "base, lex., subset"}
+TABLE_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centroid",
+                "knn_density_asymmetry": "kNN density", "margin_asymmetry": "margin",
+                "within_pair_sim": "within-pair"}
+"""The metrics' short names in the family table (its caption names them)."""
+FAMILY_WORDS = {"family": "base", "incremental": "lex.", "without_category": "subset"}
 """The covariates (and pairs) of each family, as the table names them (its caption defines the words)."""
 
 
@@ -192,88 +203,28 @@ def family_table(out: Outputs) -> str:
             if not found:
                 rows.append([out.display(m) if first else "", label, "none", "", "", "", "", "", "", ""])
                 first = False
+            ci = out.raw(m, PAIRS, f"{base}/partial_r_low") is not None
             for i, t in enumerate(found):
                 metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
-                             METRIC_WORDS.get(metric, pretty(metric)),
-                             ", ".join(POOLING_WORDS.get(p, p) for p in t.poolings), policy,
-                             out.v(m, PAIRS, f"{base}/pearson_r/{t.row}"),
-                             out.v(m, PAIRS, f"{base}/partial_r/{t.row}"),
-                             "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}"),
+                             TABLE_METRIC.get(metric, pretty(metric)), ", ".join(t.poolings), policy,
+                             f"{out.v(m, PAIRS, f'{base}/partial_r/{t.row}', 's2')}"
+                             + (f" [{out.v(m, PAIRS, f'{base}/partial_r_low/{t.row}', 's2')}, "
+                                f"{out.v(m, PAIRS, f'{base}/partial_r_high/{t.row}', 's2')}]" if ci else ""),
+                             "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}", "s2"),
                              out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
                              f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
-                             + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else "")])
+                             + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else ""),
+                             out.v(m, PAIRS, f"{base}/maxt_p/{t.row}", "p")])
                 first = False
-    return markdown_table(["Model", "Set", "Metric", "Pooling", "Position 0", "r", "Partial r", "No lex.",
-                           "VIF", "Holm p"], rows, align="lllllrrrrr")
+    return markdown_table(["Model", "Set", "Metric", "Pooling", "Pos. 0", "Partial r [95 % CI]", "No lex.",
+                           "VIF", "Holm p", "Max-T p"], rows, align="lllllrrrrr")
 
 
 HYPOTHESIS_SIGN = {"centroid_asymmetry": 1, "knn_density_asymmetry": 1}
 """The metrics whose sign UA's hypothesis fixes (the framing whose states sit closer to their own set is preferred:
 a positive partial r); the others' sign has no stated prediction."""
-
-
-def _who_survives(out: Outputs, family: str, *, metric_names: bool = True, per_model: bool = True) -> tuple[str, int]:
-    """``one metric of one model`` / ``several metrics of both models``: how many metrics of ``family`` survive
-    with the reported pooling, and of which models, without numbers or metric names; where some of them have
-    the sign opposite to :data:`HYPOTHESIS_SIGN`, and one that the base covariates alone also give, says so (naming
-    one or two such metrics with ``metric_names``); ``per_model``: with two models that both hold some, how many of
-    each (``two metrics of one model and one of the other``)."""
-    key = FAMILIES[family]
-    found = {m: [(out.raw(m, PAIRS, f"{key}/tests/metric/{t.row}"),
-                  None if test_sign(out, m, family, t.row) == SUPPRESSED else
-                  out.raw(m, PAIRS, f"{key}/tests/partial_r/{t.row}"))
-                 for t in survivors(out, m, family, reported_only=True)] for m in out.models}
-    metrics = sorted({k for ks in found.values() for k, _ in ks})
-    holders = [m for m in out.models if found[m]]
-    who = ("both models" if len(holders) == len(out.models) == 2 else
-           "one model" if len(holders) == 1 else "every model" if len(holders) == len(out.models) else
-           "some models")
-    words = "one metric" if len(metrics) == 1 else f"{'two' if len(metrics) == 2 else 'several'} metrics"
-    counts = sorted((len({k for k, _ in found[m]}) for m in holders), reverse=True)
-    if per_model and len(holders) == len(out.models) == 2:
-        first = f"{few(counts[0], 'several')} metric{'s' if counts[0] > 1 else ''}"
-        words = (f"{first} of each model" if counts[0] == counts[1] else
-                 f"{first} of one model and {few(counts[1], 'several')} of the other")
-        who = ""
-    against = sorted({k for ks in found.values() for k, r in ks
-                      if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] < 0})
-    agrees = sorted({k for ks in found.values() for k, r in ks
-                     if k in HYPOTHESIS_SIGN and r is not None and r * HYPOTHESIS_SIGN[k] > 0})
-    named = join_words([f"the {METRIC_WORDS.get(k, pretty(k))}" for k in against])
-    if not against:
-        tail = ""
-    elif agrees:
-        tail = (f", {few(len(agrees), 'some')} with the hypothesis's sign and "
-                f"{few(len(against), 'some')} against it")
-    elif len(metrics) == 1:
-        tail = ", against the hypothesis's sign"
-    else:  # the others have no predicted sign
-        tail = (f", none with the hypothesis's sign ({named} against it)" if metric_names and len(against) <= 2 else
-                ", none with the hypothesis's sign")
-    return (f"{words} of {who}" if who else words) + tail, len(metrics)
-
-
-@prose
-def family_abstract(out: Outputs, *, category_named: bool = False, metric_names: bool = True,
-                    per_model: bool = True) -> str:
-    """The incremental family with the reported pooling, then the same without the declared category's pairs, in
-    one number-free clause; ``category_named``: the abstract named that category before; ``metric_names``: name
-    the metrics against the hypothesis's sign, ``per_model``: count them per model (:func:`_who_survives`)."""
-    pooling = out.raw(out.models[0], PAIRS, "family/reported_pooling")
-    lead = f"with length and lexical covariates ({POOLING_WORDS.get(pooling, pooling)} pooling), "
-    words, n = _who_survives(out, "incremental", metric_names=metric_names, per_model=per_model)
-    head, _, tail = words.partition(", ")
-    text = lead + (f"{head} {'survives' if n == 1 else 'survive'}" if n else "no metric of any model survives")
-    text += " (one Holm family)" + (f", {tail}" if tail else "")
-    category = ("that category" if category_named else
-                category_name(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out"))))
-    words, n = _who_survives(out, "without_category", metric_names=metric_names, per_model=per_model)
-    if not n:
-        return text + f"; without {category}, none does"
-    head, _, tail = words.partition(", ")
-    return text + f"; without {category}, {head} {'does' if n == 1 else 'do'}" + (f", {tail}" if tail else "")
 
 
 @prose

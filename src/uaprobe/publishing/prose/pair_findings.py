@@ -118,7 +118,7 @@ def lexical_pair_phrase(out: Outputs, metric: str = "centroid_asymmetry") -> str
     parts = []
     for m in out.models:
         med, sig, seeds = lexical(out, m, metric)
-        parts.append(f"{med} with {out.display(m)}'s tokenizer ({sig} of {seeds} seeds below α)")
+        parts.append(f"{med} with the tokenizer of {out.display(m)} ({sig} of {seeds} seeds below α)")
     return (f"The lexical baseline alone relates to the preference across pairs: its "
             f"{METRIC_WORDS.get(metric, pretty(metric))} has a median partial r over its random seeds (position 0 "
             "excluded) of "

@@ -79,11 +79,11 @@ def position0_phrase(out: Outputs) -> str:
     for m in out.models:
         if out.raw(m, "layerwise", "extraction/bos_added"):
             same = m in same_pooling_models(out)
-            parts.append(f"{out.display(m)}'s tokenizer adds a BOS at position 0, which neither policy pools"
+            parts.append(f"the tokenizer of {out.display(m)} adds a BOS at position 0, which neither policy pools"
                          + (", so its two policies give identical numbers" if same else
                             ", yet its two policies give different numbers"))
         else:
-            parts.append(f"{out.display(m)}'s tokenizer adds no BOS, so its position 0 is the statement's first word")
+            parts.append(f"the tokenizer of {out.display(m)} adds no BOS, so its position 0 is the statement's first word")
     text = "; ".join(parts)
     return text[:1].upper() + text[1:] + "."
 

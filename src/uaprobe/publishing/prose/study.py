@@ -79,7 +79,7 @@ def panel_sentence(out: Outputs) -> str:
     """Methods: the panel, with the default panel's citations where it is the default."""
     if is_default_panel(out):
         return ("The default panel uses SmolLM2 [@allal2025smollm2] and Gemma 3 [@gemma2025gemma3], small models "
-                "that ship as GGUF files inside Python packages and run on a CPU (@tbl-panel); the original study's "
+                "that ship as GGUF files (the quantized-weights format of llama.cpp) inside Python packages and run on a CPU (@tbl-panel); the original study's "
                 "Pythia panel [@biderman2023pythia] is one change of `params.yaml` away.")
     n = len(out.models)
     names = join_words([out.full_name(m) for m in out.models])

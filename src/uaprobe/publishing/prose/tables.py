@@ -195,7 +195,7 @@ def anisotropy_table(out: Outputs) -> str:
                      f"{v('bell_curve/is_bell_curve', 'bool')} / {v('bell_curve/is_bell_curve_significant', 'bool')}",
                      v("variants/all_tokens/l_star"), v("variants/sink_excluded/l_star")])
     return markdown_table(["Model", "token states", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
-                           "slope after", "bell: notebook / sig.", f"{L_STAR}, all", f"{L_STAR}, position 0 excl."], rows,
+                           "slope after", "bell", f"{L_STAR}, all", f"{L_STAR}, excl."], rows,
                           align="lrrrrrrcrr")
 
 
@@ -213,7 +213,7 @@ def sink_table(out: Outputs) -> str:
         rows.append([out.display(m), f"{'BOS' if bos.raw else 'first word'} (BOS added: {bos})",
                      v("max_norm_ratio", "f1"), v("max_norm_ratio_layer", "int"), v(f"mean_share_median/{peak}", "f2"),
                      v(f"top_dim_mode/{peak}", "int"), v(f"top_dim_share_median/{peak}", "f2")])
-    return markdown_table(["Model", "position 0", "norm ratio, median (max over layers)", "at layer",
+    return markdown_table(["Model", "position 0", "norm ratio", "at layer",
                            "share of the mean (median)", "top dimension (mode)", "its share of the norm² (median)"],
                           rows, align="llrrrrr")
 

@@ -1,0 +1,146 @@
+"""The power of the exact category-level test, simulated under the panel's own category structure.
+
+The category-level test relates the C categories' UA ``x`` to their mean preferences ``y`` by Pearson's r and
+takes its two-sided p over all C! orders of ``y`` (:func:`exact_p`). With so few points the test's reach
+depends on ``x`` itself: one category far from the others keeps |r| large under many orders, so a large r
+need not give a small p. The power is therefore simulated with the observed ``x`` held fixed:
+
+- ``z`` is ``x`` standardised (mean 0, population variance 1 over the categories);
+- for a planted correlation rho, ``y = rho z + sqrt(1 - rho^2) e`` with ``e`` (C,) standard normal: the
+  population correlation of ``y`` with ``z`` (a category drawn at random) is rho;
+- the power is the share of ``draws`` such preferences whose exact p is at or below alpha. Every rho uses the
+  same noise draws (one seeded generator), so the power curve is monotone up to ties.
+
+Reported (:func:`power_results`): the smallest p the test can attain with this ``x`` (``y`` a copy of ``x``),
+the power at each planted rho, and the minimum detectable effect, the smallest rho on a grid whose power
+reaches the target; for every category and without the pre-declared one (C - 1, its (C-1)! orders).
+
+Beyond the exact bound (:data:`uaprobe.analysis.speccurve.MAX_EXACT_ORDERS` orders) the simulated test is the
+Monte Carlo test the curve runs there: the identity and ``analysis.permutations`` orders drawn once from the
+power's generator, the same orders for every simulated preference (:func:`uaprobe.analysis.speccurve.relabellings`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.analysis.speccurve import all_orders, relabellings
+from uaprobe.analysis.stats import TIE_TOLERANCE
+from uaprobe.config import PowerParams
+
+RNG_NAME = "power"
+"""Names the generator of the simulated preferences (:func:`uaprobe.analysis.stats.rng_for`)."""
+DRAW_BLOCK = 256
+"""Simulated preferences whose C! relabelled r are held at once: ``DRAW_BLOCK x C! x C`` floats."""
+MODEL = ("y = rho z + sqrt(1 - rho^2) e: z the categories' UA standardised (mean 0, population variance 1), e "
+         "independent standard normal per category; the same noise draws for every rho")
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    """Centred and unit-norm along the last axis (NaN where constant)."""
+    c = v - v.mean(axis=-1, keepdims=True)
+    norm = np.linalg.norm(c, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(norm > 1e-300, c / norm, np.nan)
+
+
+def exact_p(x: np.ndarray, y: np.ndarray, orders: np.ndarray | None = None) -> np.ndarray:
+    """(D,) the two-sided permutation p of r(x, y_d) for every row of ``y`` (D, C): the share of the ``orders``
+    of ``y_d`` (default every one of the C!; the identity first and included) whose |r| is at least the observed
+    |r| (less the tie tolerance). With the identity and m drawn orders this is the Monte Carlo p (b + 1) / (m + 1)."""
+    x = np.asarray(x, dtype=float)
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    orders = all_orders(x.size) if orders is None else orders
+    ux = _unit(x)
+    out = np.empty(y.shape[0])
+    for lo in range(0, y.shape[0], DRAW_BLOCK):
+        uy = _unit(y[lo:lo + DRAW_BLOCK][:, orders])  # (d, C!, C), order 0 the identity
+        r = np.abs(uy @ ux)  # (d, C!)
+        out[lo:lo + DRAW_BLOCK] = (r >= r[:, :1] - TIE_TOLERANCE).mean(axis=1)
+    return out
+
+
+def standardised(x: np.ndarray) -> np.ndarray:
+    """``x`` centred and scaled to population variance 1."""
+    x = np.asarray(x, dtype=float)
+    return (x - x.mean()) / x.std()
+
+
+def simulated_power(x: np.ndarray, rhos: Sequence[float], *, noise: np.ndarray, alpha: float,
+                    orders: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(power, median r) at each planted rho: preferences ``rho z + sqrt(1 - rho^2) noise`` (``noise``: (D, C)),
+    the share whose p over ``orders`` (default every order) is at or below ``alpha`` and the median of their
+    sample r with ``x``."""
+    z = standardised(x)
+    power, median_r = np.empty(len(rhos)), np.empty(len(rhos))
+    ux = _unit(np.asarray(x, dtype=float))
+    for i, rho in enumerate(rhos):
+        y = rho * z + math.sqrt(1.0 - rho * rho) * noise
+        power[i] = float((exact_p(x, y, orders) <= alpha + TIE_TOLERANCE).mean())
+        median_r[i] = float(np.median(_unit(y) @ ux))
+    return power, median_r
+
+
+def grid(step: float) -> np.ndarray:
+    """The planted correlations searched for the minimum detectable effect: 0, step, 2 step, ... below 1."""
+    n = int(math.floor((1.0 - 1e-9) / step))
+    return np.round(np.arange(n + 1) * step, 12)
+
+
+def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alpha: float,
+              rng: np.random.Generator, rec: Reasons, left_out: str | None, permutations: int) -> dict[str, Any]:
+    """One set of categories (every one, or all but ``left_out``): the attainable floor, the observed test, the
+    power at the planted correlations and the minimum detectable effect; the test exact up to the bound, else
+    Monte Carlo over ``permutations`` drawn orders."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    orders, mode = relabellings(n, rng=rng, permutations=permutations)
+    noise = rng.standard_normal((params.draws, n))
+    planted = [float(r) for r in params.planted]
+    rhos = grid(params.grid_step)
+    constant = not (np.isfinite(x).all() and x.std() > 1e-12 * max(1.0, float(np.abs(x).max())))
+    if constant:  # no correlation with a constant UA: nothing to simulate
+        power = median_r = np.full(len(planted), np.nan)
+        grid_power = np.full(rhos.size, np.nan)
+    else:
+        power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha, orders=orders)
+        grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha, orders=orders)
+    reached = np.flatnonzero(grid_power >= params.target)
+    mde = float(rhos[reached[0]]) if reached.size else np.nan
+    why = "UA is constant over the categories: r is undefined"
+    with np.errstate(invalid="ignore"):
+        r_obs = float(_unit(observed_y) @ _unit(x))
+        floor = np.nan if constant else float(exact_p(x, x[None, :], orders)[0])
+        p_obs = np.nan if constant else float(exact_p(x, observed_y[None, :], orders)[0])
+    return {"left_out": left_out, "n_categories": int(n), "orders": int(orders.shape[0]), "mode": mode,
+            "p_floor": rec.value("p_floor", floor, why),
+            "observed_r": rec.value("observed_r", r_obs, "UA or the preference is constant"),
+            "observed_p": rec.value("observed_p", p_obs, "UA or the preference is constant"),
+            "planted": planted, "power": rec.series("power", power, why),
+            "median_r": rec.series("median_r", median_r, why),
+            "grid": rhos.tolist(), "grid_power": rec.series("grid_power", grid_power, why),
+            "mde": rec.value("mde", mde, why if constant else
+                             f"no planted correlation on the grid reaches power {params.target}")}
+
+
+def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,
+                  specification: dict[str, Any], params: PowerParams, alpha: float, rng: np.random.Generator,
+                  rec: Reasons, permutations: int) -> dict[str, Any]:
+    """The ``power`` object of ``specification_curve.json``: :func:`power_set` with every category and without
+    ``left_out``, for the categories' UA ``x`` (C,) of ``specification`` and their preferences ``y`` (C,)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.array([c != left_out for c in categories])
+    sets = [power_set(x, observed_y=y, params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/0"), left_out=None,
+                      permutations=permutations),
+            power_set(x[keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/1"),
+                      left_out=left_out, permutations=permutations)]
+    return {"specification": dict(specification), "model": MODEL, "alpha": float(alpha), "draws": params.draws,
+            "target": params.target, "grid_step": params.grid_step, "sets": sets}
+
+
+__all__: Sequence[str] = ("MODEL", "RNG_NAME", "exact_p", "grid", "power_results", "power_set", "simulated_power",
+                          "standardised")
