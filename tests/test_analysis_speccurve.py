@@ -442,4 +442,4 @@ def test_a_primary_option_the_curve_lacks_names_the_key():
     with pytest.raises(UAProbeError, match=r"analysis\.primary\.nll"):
         speccurve.curve_results(_universe_ua(rng), {"mean": rng.standard_normal(6)}, categories=CATS,
                                 policy_names=POLICIES, primary=PrimaryParams(left_out="c0", nll="sum"), alpha=0.05,
-                                level=0.95, rec=NanReasons())
+                                level=0.95, seed=0, permutations=100, rec=NanReasons())
