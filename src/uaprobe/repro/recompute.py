@@ -94,7 +94,8 @@ def source_files(root: Path, outputs: Iterable[str]) -> list[str]:
 
 def scratch_copy(root: Path, dest: Path, files: Iterable[str], inputs: Iterable[str] = ()) -> Path:
     """``dest`` holding ``files`` and ``inputs`` (files or directories) of ``root``, copied (never linked: a stage
-    cannot write through to the workspace or the cache)."""
+    cannot write through to the workspace or the cache), and the libraries the installed uaprobe has built in place
+    where the checkout has none (an environment set up from another checkout)."""
     for rel in files:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +107,15 @@ def scratch_copy(root: Path, dest: Path, files: Iterable[str], inputs: Iterable[
         elif source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
+    import uaprobe
+
+    package = Path(uaprobe.__file__).parent
+    if (dest / "src" / "uaprobe").is_dir():
+        for built in package.rglob("*.so"):
+            target = dest / "src" / "uaprobe" / built.relative_to(package)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(built, target)
     return dest
 
 

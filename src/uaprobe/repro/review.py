@@ -187,9 +187,10 @@ def scratch_dir(keep: bool) -> Iterator[Path]:
 
 
 def recompute_check(root: Path, locked: dict[str, LockedStage], *, extract: bool, keep: bool, jobs: int,
-                    progress: Callable[[str], None] = print) -> tuple[Check, list[recompute.StageRun],
+                    skip: tuple[str, ...] = (), progress: Callable[[str], None] = print) -> tuple[Check, list[recompute.StageRun],
                                                                       list[recorded.OutputRow]]:
-    """Every stage again in a scratch copy; each output it writes against dvc.lock."""
+    """Every stage again in a scratch copy; each output it writes against dvc.lock. ``skip``: files of the checkout
+    not to copy (the review's own page and certificate)."""
     stages = recompute.pipeline(root)
     extractions = [s for s in stages if s.is_extraction]
     outputs = [o for s in stages for o in s.outs]
@@ -200,7 +201,7 @@ def recompute_check(root: Path, locked: dict[str, LockedStage], *, extract: bool
     with scratch_dir(keep) as tmp, verify.open_repo(root) as (repo, _notes):
         cache = repo.cache.local
         read = recorded.recorded_reader(root, cache)
-        files = recompute.source_files(root, outputs)
+        files = recompute.source_files(root, [*outputs, *skip])
         pipeline = recompute.scratch_copy(root, tmp / "pipeline", files, [o for s in extractions for o in s.outs])
         jobs_ = [recompute.Job(s, pipeline, recompute.stage_env(pipeline)) for s in stages if not s.is_extraction]
         if any(p.recompute for p in plans.values()):
@@ -283,10 +284,14 @@ def run(root: Path, *, remote: str | None, out: Path, fingerprint: Callable[[], 
     checks, _found = timed(lambda: verify_check(root, remote, **verify_kwargs))
     review.checks += checks
     locked = read_lock(root)
-    check, review.stages, review.outputs = timed(lambda: recompute_check(
-        root, locked, extract=extract, keep=keep, jobs=jobs or min(2, os.cpu_count() or 1)))
-    review.checks.append(check)
     certificate = out.with_suffix(".json")
+    mine = tuple(os.path.relpath(p.resolve(), root.resolve()) for p in (out, certificate))
+    check, review.stages, review.outputs = timed(lambda: recompute_check(
+        root, locked, extract=extract, keep=keep, jobs=jobs or min(2, os.cpu_count() or 1), skip=mine))
+    review.checks.append(check)
+    for row in review.outputs:
+        if row.status != recorded.SAME:
+            print(f"  {row.path}: {row.describe()}")
     write_files({out: review_page.html_page(review), certificate: review_page.certificate(review, root)})
     print(review.verdict)
     print(f"wrote {out} and {certificate}")
