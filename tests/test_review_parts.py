@@ -108,9 +108,12 @@ def test_independent_stages_run_at_once_and_a_failure_stops_what_reads_it(tmp_pa
 
 
 def test_extractions_wait_while_other_stages_are_ready(tmp_path: Path) -> None:
+    """The pipeline's copy reads the pulled extraction, the extraction runs in a copy of its own: the analysis
+    does not wait for it, and the extraction goes last."""
     order = tmp_path / "order"
-    jobs = [_job(tmp_path, "extract@m", f"echo extract >> {order}", (), ("e",)),
-            _job(tmp_path, "analyze@m", f"echo analyze >> {order}", (), ("r",))]
+    (tmp_path / "extract").mkdir()
+    extract = _job(tmp_path / "extract", "extract@m", f"echo extract >> {order}", (), ("e.h5",))
+    jobs = [extract, _job(tmp_path, "analyze@m", f"echo analyze >> {order}", ("e.h5",), ("r",))]
     recompute.run_jobs(jobs, tmp_path / "logs", workers=1)
     assert order.read_text().split() == ["analyze", "extract"]
 
@@ -189,3 +192,33 @@ def test_jobs_below_one_are_refused(tmp_path: Path, jobs: int) -> None:
     (tmp_path / "dvc.yaml").write_text("stages: {}\n")
     with pytest.raises(UAProbeError, match=f"--jobs {jobs}: give at least 1"):
         run(tmp_path, remote=None, out=tmp_path / "review.html", fingerprint=lambda: 0, verify_kwargs={}, jobs=jobs)
+
+
+def test_an_extraction_recorded_on_a_gpu_is_not_recomputed_without_one(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the extraction would be recomputed and compared within tolerance")
+    (tmp_path / "data/embeddings").mkdir(parents=True)
+    with h5py.File(tmp_path / "data/embeddings/m.h5", "w") as f:
+        f.attrs["device"] = "cuda:0"
+    stage = recompute.Stage("extract@m", "x", (), ("data/embeddings/m.h5",))
+    plan = recompute.extraction_plan(tmp_path, stage)
+    assert not plan.recompute and plan.gpu
+    assert plan.why.startswith("recorded on a GPU (cuda:0) and this machine has none; `uaprobe review` on a machine "
+                               "with a CUDA GPU recomputes it and compares it within `uaprobe verify --against`'s "
+                               "tolerance")
+
+
+def test_a_model_that_cannot_be_had_is_not_recomputed_with_the_fix(tmp_path: Path) -> None:
+    import yaml
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text(encoding="utf-8"))
+    params["models"] = ["m"]
+    params["catalog"]["m"] = {"display": "M", "source": "local", "location": str(tmp_path / "gone"),
+                              "params_millions": 0.1}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    plan = recompute.extraction_plan(tmp_path, recompute.Stage("extract@m", "x", (), ("data/embeddings/m.h5",)))
+    assert not plan.recompute and not plan.gpu
+    assert plan.why == (f"model 'm': local directory {tmp_path / 'gone'} not found; fix `catalog.m.location` (what "
+                        "would recompute it: that fix, then `uaprobe review` where the model's weights can be had, "
+                        "or `dvc repro -f -s extract@m`)")

@@ -165,10 +165,12 @@ Progress = Callable[[str], None]
 
 def run_jobs(jobs: list[Job], logs: Path, *, workers: int, progress: Progress = lambda _line: None,
              timeout: float = 6 * 3600) -> dict[str, StageRun]:
-    """Run every job after the jobs it depends on, up to ``workers`` at once, the extractions last when there is
-    a choice. A job whose upstream failed is not run."""
-    graph = upstream([j.stage for j in jobs])
+    """Run every job after the jobs of the same scratch copy whose outputs it reads, up to ``workers`` at once, the
+    extractions last when there is a choice. A job whose upstream failed is not run."""
     by_name = {j.stage.name: j for j in jobs}
+    # a stage waits for the stages of its own scratch copy only: the other copy's outputs are not what it reads
+    graph = {name: {u for u in ups if by_name[u].scratch == by_name[name].scratch}
+             for name, ups in upstream([j.stage for j in jobs]).items()}
     done: dict[str, StageRun] = {}
     pending = list(by_name)
     running: dict[Future[StageRun], str] = {}

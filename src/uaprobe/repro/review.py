@@ -173,6 +173,11 @@ def verify_check(root: Path, remote: str | None, **kwargs: Any) -> tuple[list[Ch
     return [Check("verify", found.passed, summary, found.lines())] + checks, found
 
 
+def _say(line: str) -> None:
+    """One line of progress, on the terminal (or log) at once."""
+    print(line, flush=True)
+
+
 @contextlib.contextmanager
 def scratch_dir(keep: bool) -> Iterator[Path]:
     """A new temporary directory, removed afterwards unless ``keep``."""
@@ -187,7 +192,7 @@ def scratch_dir(keep: bool) -> Iterator[Path]:
 
 
 def recompute_check(root: Path, locked: dict[str, LockedStage], *, extract: bool, keep: bool, jobs: int,
-                    skip: tuple[str, ...] = (), progress: Callable[[str], None] = print) -> tuple[Check, list[recompute.StageRun],
+                    skip: tuple[str, ...] = (), progress: Callable[[str], None] = _say) -> tuple[Check, list[recompute.StageRun],
                                                                       list[recorded.OutputRow]]:
     """Every stage again in a scratch copy; each output it writes against dvc.lock. ``skip``: files of the checkout
     not to copy (the review's own page and certificate)."""
@@ -276,7 +281,7 @@ def run(root: Path, *, remote: str | None, out: Path, fingerprint: Callable[[], 
         for check in checks if isinstance(checks, list) else [checks]:
             check.seconds = time.perf_counter() - begun
             print(f"{check.name}: {'agrees' if check.passed else 'FAILED' if check.passed is False else 'not checked'}"
-                  f": {check.summary} ({check.seconds:.1f} s)")
+                  f": {check.summary} ({check.seconds:.1f} s)", flush=True)
         return result
 
     review.checks.append(timed(lambda: pull(root, str(Path(sys.executable).with_name("dvc")))))
