@@ -4,6 +4,7 @@ concurrency of the recomputed stages, the verdict and the pages."""
 from __future__ import annotations
 
 import io
+import sys
 import json
 import time
 from pathlib import Path
@@ -222,3 +223,24 @@ def test_a_model_that_cannot_be_had_is_not_recomputed_with_the_fix(tmp_path: Pat
     assert plan.why == (f"model 'm': local directory {tmp_path / 'gone'} not found; fix `catalog.m.location` (what "
                         "would recompute it: that fix, then `uaprobe review` where the model's weights can be had, "
                         "or `dvc repro -f -s extract@m`)")
+
+
+def test_the_stages_are_read_from_dvc_yaml_from_any_directory(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "params.yaml").write_text("models: [a, b]\n")
+    (project / "dvc.yaml").write_text(
+        "stages:\n  extract:\n    foreach: ${models}\n    do:\n      cmd: echo ${item} > e/${item}.h5\n"
+        "      outs:\n        - e/${item}.h5\n  compare:\n    cmd: cat e/*.h5 > panel.json\n    deps: [e]\n"
+        "    outs: [panel.json]\n")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run([str(Path(sys.executable).with_name("dvc")), "init", "-q"], cwd=project, check=True)
+    monkeypatch.chdir(tmp_path)
+    stages = recompute.pipeline(project)
+    assert [(s.name, s.outs) for s in stages] == [("extract@a", ("e/a.h5",)), ("extract@b", ("e/b.h5",)),
+                                                  ("compare", ("panel.json",))]
+    assert stages[2].deps == ("e",) and stages[0].cmd == "echo a > e/a.h5"
+    assert recompute.upstream(stages)["compare"] == {"extract@a", "extract@b"}

@@ -65,7 +65,7 @@ def pipeline(root: Path) -> list[Stage]:
             cmd = getattr(stage, "cmd", None)
             if not cmd:
                 continue
-            out.append(Stage(stage.addressing, cmd if isinstance(cmd, str) else " && ".join(cmd),
+            out.append(Stage(stage.name, cmd if isinstance(cmd, str) else " && ".join(cmd),
                              tuple(rel(d.fs_path) for d in stage.deps), tuple(rel(o.fs_path) for o in stage.outs)))
     return out
 
