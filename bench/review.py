@@ -1,6 +1,6 @@
 """Benchmark: `uaprobe review`'s recomputation against `dvc repro -f` of the same stages, side by side in one run.
 
-    python bench/review.py [--repo .] [--rounds 1] [--jobs 2]
+    python bench/review.py [--repo .] [--rounds 1] [--jobs 1]
 
 The stages are every stage of ``dvc.yaml`` but the extractions (the review recomputes those from the models on
 top, where it can; ``dvc repro -f`` would too). ``--repo`` is a DVC project whose outputs are in the workspace
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", type=Path, default=Path("."))
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args(argv)
     numerics.pin(strict=False)
     from uaprobe.repro.lockfile import read_lock

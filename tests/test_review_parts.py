@@ -244,3 +244,43 @@ def test_the_stages_are_read_from_dvc_yaml_from_any_directory(tmp_path: Path,
                                                   ("compare", ("panel.json",))]
     assert stages[2].deps == ("e",) and stages[0].cmd == "echo a > e/a.h5"
     assert recompute.upstream(stages)["compare"] == {"extract@a", "extract@b"}
+
+
+def test_an_input_dvc_yaml_does_not_list_changed_after_the_lock_fails_naming_the_output(tmp_path: Path) -> None:
+    """A stage reads `data/scale.txt`, which its `deps` do not list; the file changes after `dvc repro` wrote the
+    lock: `dvc status` is clean, the recomputed output is not the recorded bytes, and the review names its key."""
+    import subprocess
+
+    from uaprobe.repro.lockfile import read_lock
+    from uaprobe.repro.review import recompute_check
+
+    dvc = str(Path(sys.executable).with_name("dvc"))
+
+    def sh(*cmd: str) -> str:
+        return subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/values.txt").write_text("2\n")
+    (tmp_path / "data/scale.txt").write_text("3\n")
+    (tmp_path / "total.sh").write_text('echo "{\\"total\\": $(( $(cat data/values.txt) * $(cat data/scale.txt) ))}" '
+                                       "> total.json\n")
+    (tmp_path / "dvc.yaml").write_text("stages:\n  total:\n    cmd: sh total.sh\n    deps:\n      - total.sh\n"
+                                       "      - data/values.txt\n    outs:\n      - total.json\n")
+    sh("git", "init", "-q")
+    sh(dvc, "init", "-q")
+    sh(dvc, "repro")
+    assert json.loads((tmp_path / "total.json").read_text()) == {"total": 6}
+    sh("git", "add", "-A")
+    sh("git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "locked")
+    recorded_bytes = (tmp_path / "total.json").read_bytes()
+    check, runs, rows = recompute_check(tmp_path, read_lock(tmp_path), extract=True, keep=False, jobs=1,
+                                        progress=lambda _line: None)
+    assert check.passed and [r.status for r in rows] == [recorded.SAME], check.details
+    (tmp_path / "data/scale.txt").write_text("4\n")  # after the lock
+    assert "up to date" in sh(dvc, "status")
+    check, runs, rows = recompute_check(tmp_path, read_lock(tmp_path), extract=True, keep=False, jobs=1,
+                                        progress=lambda _line: None)
+    assert not check.passed and runs[0].code == 0
+    assert rows[0].path == "total.json" and rows[0].status == recorded.DIFFERS
+    assert rows[0].why.startswith("1 of 1 numbers differ, first total: 6.0 at recorded, 8.0 at recomputed"), rows[0].why
+    assert (tmp_path / "total.json").read_bytes() == recorded_bytes, "the workspace is not written"

@@ -164,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
                           "models (they are pulled and verified; every other stage is still recomputed)")
     p_review.add_argument("--keep", action="store_true", help="keep the scratch copy the stages ran in")
     p_review.add_argument("--jobs", type=int, default=None, help="stages run at once when they do not depend on "
-                          "each other (default: 2, or 1 on a single core)")
+                          "each other (default 1: each stage's analyses use every core already)")
     p_fp = sub.add_parser("fingerprint", help="check, in seconds, that this machine computes the recorded bytes")
     p_fp.add_argument("--update", action="store_true", help="record this machine's digests instead (after a "
                       "deliberate change of the numeric libraries)")

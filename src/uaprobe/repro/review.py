@@ -292,7 +292,7 @@ def run(root: Path, *, remote: str | None, out: Path, fingerprint: Callable[[], 
     certificate = out.with_suffix(".json")
     mine = tuple(os.path.relpath(p.resolve(), root.resolve()) for p in (out, certificate))
     check, review.stages, review.outputs = timed(lambda: recompute_check(
-        root, locked, extract=extract, keep=keep, jobs=jobs or min(2, os.cpu_count() or 1), skip=mine))
+        root, locked, extract=extract, keep=keep, jobs=jobs or 1, skip=mine))
     review.checks.append(check)
     for row in review.outputs:
         if row.status != recorded.SAME:
