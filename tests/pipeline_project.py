@@ -40,8 +40,10 @@ def env() -> dict[str, str]:
     return out
 
 
-def run(cmd: list[str], cwd: Path, *, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+def run(cmd: list[str], cwd: Path, *, check: bool = True, timeout: int = 1200,
+        extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=cwd, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed in {cwd} ({proc.returncode}):\n"
                              f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")

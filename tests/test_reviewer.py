@@ -212,14 +212,24 @@ def test_the_readme_reviewer_commands_run_as_written(author: Path, workspace: Pa
         proc = run(["sh", "-c", command], reviewer, check=False)
         assert proc.returncode == 0, f"{command}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         if command == "make review":
-            assert "AGREES" in proc.stdout and "wrote" in proc.stdout, proc.stdout
+            assert "AGREES" in proc.stdout and "wrote" in proc.stdout and "  paper: done in" in proc.stdout, \
+                proc.stdout
+    # every output recomputed in a scratch copy, the extraction from the model: the same bytes
     page = (reviewer / "review.html").read_text(encoding="utf-8")
-    assert "AGREES: every output is the bytes dvc.lock records" in page and "not checked" not in page
+    assert "AGREES: every result recomputed from the pulled extractions, and the extractions recomputed from the " \
+        "models" in page and "not checked" not in page
     assert git("rev-parse", "HEAD", cwd=reviewer).stdout.strip() in page
-    for stage in yaml.safe_load((reviewer / "dvc.lock").read_text())["stages"].values():
-        for out in stage["outs"]:
-            assert f"<code>{out['path']}</code></td><td><code>{out['md5']}</code>" in page, out
-    assert "metrics/panel.json</code></td><td><code>" in page and "`cache: false`: git holds it" in page
+    certificate = json.loads((reviewer / "review.json").read_text(encoding="utf-8"))
+    lock = yaml.safe_load((reviewer / "dvc.lock").read_text())["stages"]
+    recorded = {out["path"]: out["md5"] for stage in lock.values() for out in stage["outs"]}
+    assert {o["path"]: o["md5"] for o in certificate["outputs"]} == recorded
+    assert {o["status"] for o in certificate["outputs"]} == {"recomputed, same bytes"}, certificate["outputs"]
+    assert {s["name"] for s in certificate["stages"]} == set(lock) and all(s["exit"] == 0 for s in certificate["stages"])
+    assert certificate["verdict"]["passed"] and certificate["fingerprint"]["passed"]
+    for path, md5 in recorded.items():
+        assert f"<code>{path}</code></td><td><code>{md5}</code>" in page, path
+    assert page.count('"agrees">recomputed, same bytes') == len(recorded)
+    assert git("status", "--porcelain", cwd=reviewer).stdout.split() == ["??", "review.html", "??", "review.json"]
     assert "up to date" in dvc("status", cwd=reviewer).stdout
     assert output_digests(reviewer) == output_digests(author)
     # real damage: a `cache: false` file edited, named with git's repair
@@ -273,3 +283,85 @@ def test_verify_against_a_revision_compares_every_number(author: Path, workspace
     assert bad.returncode == 1, bad.stdout
     assert "FAIL  results/models/tiny/validation.json" in bad.stdout and "variants/mean/global/mean_ua" in bad.stdout
     shutil.rmtree(reviewer)
+
+
+def _review(project: Path, tmp: Path, *args: str) -> tuple[int, str, dict]:
+    """`uaprobe review` in ``project``, its scratch copies under ``tmp``: exit code, output, review.json."""
+    tmp.mkdir()
+    proc = run([sys.executable, "-m", "uaprobe.cli", "review", *args], project, check=False,
+               extra_env={"TMPDIR": str(tmp)})
+    assert not list(tmp.glob("uaprobe-review-*")), "the scratch copy is removed afterwards"
+    return proc.returncode, proc.stdout + proc.stderr, json.loads((project / "review.json").read_text("utf-8"))
+
+
+def _set(doc: dict, key: str, value: float) -> None:
+    *parents, last = key.split("/")
+    for part in parents:
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    doc[int(last) if isinstance(doc, list) else last] = value
+
+
+def test_numbers_the_pipeline_did_not_compute_fail_the_review(author: Path, workspace: Path) -> None:
+    """What an author could push with `dvc status` clean and every byte the one dvc.lock records: another run's
+    extraction (pooling.drop: first) recorded with `dvc commit` under the lock's parameters and the stages after it
+    rerun from it; a result edited by hand (`dvc commit -f compare`, the paper rendered from it). The review names
+    each file, the result by its key and both values. Without the model, the extraction is not recomputed and the
+    review says why. (An input dvc.yaml does not list: tests/test_review_parts.py.)"""
+    from uaprobe.repro.numdiff import leaves
+    from uaprobe.repro.recompute import extraction_plan, pipeline
+
+    forger = _clone(author, workspace / "forger")
+    dvc("pull", cwd=forger)
+    params = forger / "params.yaml"
+    doc = yaml.safe_load(params.read_text(encoding="utf-8"))
+    doc["pooling"]["drop"] = "first"
+    params.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    for out in ("data/embeddings/tiny.h5", "data/embeddings/tiny.control.h5"):
+        (forger / out).unlink()
+    run(["sh", "stages/run.sh", "python", "stages/extract.py", "--model", "tiny", "--control",
+         "data/neutral_control.json"], forger)
+    git("checkout", "params.yaml", cwd=forger)
+    dvc("commit", "-f", "extract@tiny", cwd=forger)
+    dvc("repro", cwd=forger)
+    panel = forger / "results" / "panel.json"
+    result = json.loads(panel.read_text(encoding="utf-8"))
+    key, value = next((k, v) for k, v in leaves(result) if k.endswith("adjusted_p") and v is not None)
+    _set(result, key, 0.012)
+    panel.unlink()  # a DVC-linked file: replace it, never write through the link
+    panel.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    dvc("commit", "-f", "compare", cwd=forger)
+    dvc("repro", "paper", cwd=forger)
+    git("add", "-A", cwd=forger)
+    git("commit", "-q", "-m", "another run's extraction, a result edited by hand", cwd=forger)
+    dvc("push", cwd=forger)
+    assert "up to date" in dvc("status", cwd=forger).stdout
+
+    reviewer = _clone(forger, workspace / "reviewer-forged")
+    code, out, certificate = _review(reviewer, workspace / "tmp-forged")
+    assert code == 1, out
+    assert "verify: agrees" in out, "every byte is what dvc.lock records: only the recomputation fails"
+    rows = {o["path"]: o for o in certificate["outputs"]}
+    assert rows["data/embeddings/tiny.h5"]["status"] == "recomputed, differs"
+    assert "@pooling_drop: 'first' recorded, 'special' recomputed" in rows["data/embeddings/tiny.h5"]["why"]
+    assert rows["results/panel.json"]["status"] == "recomputed, differs"
+    assert f"{key}: 0.012 at recorded, {value!r} at recomputed" in rows["results/panel.json"]["why"]
+    assert "results/panel.json: recomputed, differs: 1 of " in out and f"{key}: 0.012 at recorded" in out
+    assert rows["results/models/tiny"]["status"] == "recomputed, same bytes", "the results follow from the extraction"
+    verdict = certificate["verdict"]["text"]
+    assert not certificate["verdict"]["passed"] and verdict.startswith("DOES NOT AGREE")
+    assert "data/embeddings/tiny.h5" in verdict and "results/panel.json" in verdict
+    page = (reviewer / "review.html").read_text(encoding="utf-8")
+    assert "0.012 at recorded" in page and "&#x27;first&#x27; recorded" in page
+
+    # the model out of reach: the extraction is listed as not recomputed, with the reason and the fix
+    model = Path(yaml.safe_load((reviewer / "params.yaml").read_text())["catalog"]["tiny"]["location"])
+    hidden = model.with_name(model.name + "-away")
+    model.rename(hidden)
+    try:
+        stage = next(s for s in pipeline(reviewer) if s.name == "extract@tiny")
+        plan = extraction_plan(reviewer, stage)
+    finally:
+        hidden.rename(model)
+    assert not plan.recompute and plan.why.startswith(f"model 'tiny': local directory {model} not found; fix "
+                                                      "`catalog.tiny.location`"), plan.why
+    assert "what would recompute it: that fix, then `uaprobe review`" in plan.why

@@ -518,17 +518,3 @@ def test_conflict_markers_are_a_merge_not_damage(tmp_path: Path) -> None:
         parse_lock(tmp_path, merged)
     with pytest.raises(MergeConflict, match=r"^params.yaml at HEAD: an unresolved git merge.*`git add params.yaml"):
         parse(merged, "params.yaml", "HEAD")
-
-
-def test_the_review_verdict_agrees_only_when_every_check_does() -> None:
-    from uaprobe.repro.review import Check, Review, _html
-
-    review = Review({"CPU": "x"}, "abc123 (no changes)", [Check("pull", True, "ok"), Check("verify", True, "ok")])
-    assert review.passed and review.verdict.startswith("AGREES")
-    review.checks.append(Check("remote", None, "--remote cache: <http://x> cannot be reached"))
-    assert not review.passed and review.verdict == "DOES NOT AGREE: not checked: remote"
-    review.checks.append(Check("paper", False, "1 of 4 paper file(s) rendered again differ"))
-    assert review.verdict == "DOES NOT AGREE: failed: paper; not checked: remote"
-    page = _html(review)
-    assert "&lt;http://x&gt; cannot be reached" in page and "abc123" in page and "<http://x>" not in page
-    assert not Review({}, "abc").passed  # nothing checked is no agreement

@@ -8,7 +8,8 @@
     uaprobe provenance FILE.h5         what an extraction file was made from
     uaprobe fingerprint                whether this machine computes the bytes the repository records
     uaprobe review                     the reviewer's whole check (pull, fingerprint, verify workspace, cache and
-                                       remote, the paper rendered again), written to review.html; exit 0 if all agree
+                                       remote, every stage recomputed in a scratch copy and its bytes compared),
+                                       written to review.html and review.json; exit 0 if all agree
     uaprobe paper-diff REV [REV2]      every number of the paper compared between two revisions
                                        (REV2: the working tree), written to paper/_output/diff.html
 """
@@ -153,10 +154,17 @@ def parser() -> argparse.ArgumentParser:
     p_verify.add_argument("--rtol", type=float, default=numdiff.DEFAULT_RTOL,
                           help=f"relative tolerance, of the larger magnitude (default {numdiff.DEFAULT_RTOL:g})")
     p_review = sub.add_parser("review", help="the reviewer's whole check: pull, fingerprint, verify the workspace, "
-                              "cache and remote, render the paper again; writes review.html")
+                              "cache and remote, recompute every stage in a scratch copy and compare its bytes; "
+                              "writes review.html and review.json")
     p_review.add_argument("--repo", type=Path, default=None, help=REPO_HELP)
     p_review.add_argument("--remote", metavar="NAME", help="the DVC remote to check (default: the default remote)")
-    p_review.add_argument("--out", type=Path, default=None, help="the page (default: review.html in the checkout)")
+    p_review.add_argument("--out", type=Path, default=None, help="the page (default: review.html in the checkout); "
+                          "the certificate review.json goes beside it")
+    p_review.add_argument("--no-extract", action="store_true", help="do not recompute the extractions from the "
+                          "models (they are pulled and verified; every other stage is still recomputed)")
+    p_review.add_argument("--keep", action="store_true", help="keep the scratch copy the stages ran in")
+    p_review.add_argument("--jobs", type=int, default=None, help="stages run at once when they do not depend on "
+                          "each other (default 1: each stage's analyses use every core already)")
     p_fp = sub.add_parser("fingerprint", help="check, in seconds, that this machine computes the recorded bytes")
     p_fp.add_argument("--update", action="store_true", help="record this machine's digests instead (after a "
                       "deliberate change of the numeric libraries)")
@@ -216,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
         from uaprobe.repro.fingerprint import fingerprint
 
         return review.run(args.repo, remote=args.remote, out=args.out or args.repo / review.PAGE,
-                          fingerprint=lambda: fingerprint(update=False), verify_kwargs=_verify_checks())
+                          fingerprint=lambda: fingerprint(update=False), verify_kwargs=_verify_checks(),
+                          extract=not args.no_extract, keep=args.keep, jobs=args.jobs)
     if args.command == "paper-diff":
         return paper_diff(args.repo, args.rev, args.rev2, args.out or args.repo / "paper/_output/diff.html")
     if args.command == "fingerprint":

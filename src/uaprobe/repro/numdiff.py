@@ -260,6 +260,10 @@ class FileDiff:
     max_abs_key: str = ""
     max_rel: float = 0.0
     max_rel_key: str = ""
+    max_abs_values: tuple[float, float] | None = None
+    """The two values (ours, theirs) at :attr:`max_abs_key`."""
+    max_rel_values: tuple[float, float] | None = None
+    """The two values (ours, theirs) at :attr:`max_rel_key`."""
     failures: list[str] = field(default_factory=list)
     """Every failing key, with both values (or what is missing)."""
     not_compared: str = ""
@@ -303,9 +307,9 @@ def compare_numbers(path: str, ours: Mapping[str, Number], theirs: Mapping[str, 
         out.compared += 1
         abs_diff, rel_diff = differences(a, b)
         if abs_diff > out.max_abs:
-            out.max_abs, out.max_abs_key = abs_diff, key
+            out.max_abs, out.max_abs_key, out.max_abs_values = abs_diff, key, (a, b)
         if rel_diff > out.max_rel:
-            out.max_rel, out.max_rel_key = rel_diff, key
+            out.max_rel, out.max_rel_key, out.max_rel_values = rel_diff, key, (a, b)
         if not within(a, b, atol=atol, rtol=rtol):
             out.failures.append(f"{key}: {a!r} at {labels[0]}, {b!r} at {labels[1]} "
                                 f"(abs {abs_diff:.3g}, rel {rel_diff:.3g})")
@@ -351,6 +355,19 @@ def under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
+def _at(key: str, values: tuple[float, float] | None, labels: tuple[str, str]) -> str:
+    if not key:
+        return ""
+    shown = f" ({key}" if values is None else f" ({key}: {values[0]!r} at {labels[0]}, {values[1]!r} at {labels[1]}"
+    return shown + ")"
+
+
+def largest(d: FileDiff, labels: tuple[str, str]) -> str:
+    """``max abs diff … (key: value at one side, value at the other), max rel diff … (…)``."""
+    return (f"max abs diff {d.max_abs:.3g}{_at(d.max_abs_key, d.max_abs_values, labels)}, "
+            f"max rel diff {d.max_rel:.3g}{_at(d.max_rel_key, d.max_rel_values, labels)}")
+
+
 def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs: str, max_failures: int = 5) -> str:
     """The per-file table and, under each failing file, its first failing keys."""
     lines = [f"numbers of {ours} against {theirs}: pass if |a - b| <= {atol:g} + {rtol:g} * max(|a|, |b|)"]
@@ -360,9 +377,7 @@ def report(diffs: list[FileDiff], *, atol: float, rtol: float, ours: str, theirs
             reasons.setdefault(d.not_compared, []).append(d.path)
             continue
         status = "pass" if d.passed else "FAIL"
-        lines.append(f"{status}  {d.path}: {d.compared} numbers, max abs diff {d.max_abs:.3g}"
-                     f"{f' ({d.max_abs_key})' if d.max_abs_key else ''}, max rel diff {d.max_rel:.3g}"
-                     f"{f' ({d.max_rel_key})' if d.max_rel_key else ''}")
+        lines.append(f"{status}  {d.path}: {d.compared} numbers, {largest(d, (ours, theirs))}")
         for failure in d.failures[:max_failures]:
             lines.append(f"      {d.path}: {failure}")
         if len(d.failures) > max_failures:

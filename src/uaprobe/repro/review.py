@@ -1,4 +1,5 @@
-"""``uaprobe review`` (``make review``): the reviewer's whole check in one command, and ``review.html``.
+"""``uaprobe review`` (``make review``): the reviewer's whole check in one command, ``review.html`` and
+``review.json``.
 
 On a clone with the environment set up (``make review`` sets it up first) it runs, in order, and goes on after a
 failure so that the page says everything:
@@ -7,34 +8,42 @@ failure so that the page says everything:
 2. the fingerprint: does this machine compute the bytes the repository records;
 3. ``uaprobe verify --cache --remote <the default remote>``: every byte of the workspace, the cache and the remote
    against ``dvc.lock``;
-4. the paper rendered again, by the ``paper`` stage's own command, from the pulled outputs into a temporary
-   directory, and its files' bytes compared with the md5 ``dvc.lock`` records for them.
+4. the recomputation (:mod:`uaprobe.repro.recompute`): every stage but the extractions run again by its own
+   command from the pulled extractions in a scratch copy, and the extractions from the models where they can be
+   had (not with ``--no-extract``); every file each writes compared with ``dvc.lock``'s md5, and a file that differs
+   named in numbers (:mod:`uaprobe.repro.recorded`).
 
-``review.html`` holds the machine, the commit, every output ``dvc.lock`` records with its md5 and what became of it,
-what could not be checked and why, and one verdict. Exit 0 only when every check agrees.
+``review.html`` holds the machine, the commit, every output ``dvc.lock`` records with its md5 and what became of it
+(recomputed, same bytes / recomputed, differs: how / pulled and verified, not recomputed: why), and one verdict;
+``review.json`` the same as a certificate (:mod:`uaprobe.repro.review_page`). Exit 0 only when every check agrees
+and every recomputed output is the recorded bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import html
 import io
+import os
 import platform
-import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from uaprobe.repro import verify
 from uaprobe.errors import UAProbeError
+from uaprobe.repro import recompute, recorded, verify
 from uaprobe.repro.lockfile import LockedStage, read_lock
+from uaprobe.repro.numdiff import DEFAULT_ATOL, DEFAULT_RTOL
 from uaprobe.repro.stores import Unreachable
 
 PAGE = "review.html"
+CERTIFICATE = "review.json"
 
 
 @dataclass
@@ -45,6 +54,7 @@ class Check:
     passed: bool | None
     summary: str
     details: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
 
 @dataclass
@@ -52,22 +62,53 @@ class Review:
     machine: dict[str, Any]
     commit: str
     checks: list[Check] = field(default_factory=list)
-    outputs: list[tuple[str, str, str, str]] = field(default_factory=list)
-    """Every output dvc.lock records: path, md5, where it was checked, what was found."""
+    outputs: list[recorded.OutputRow] = field(default_factory=list)
+    """Every output dvc.lock records, with what the review did with it."""
+    stages: list[recompute.StageRun] = field(default_factory=list)
+    started: str = ""
+    """When the review started (UTC, ISO 8601)."""
 
     @property
     def passed(self) -> bool:
-        return bool(self.checks) and all(c.passed for c in self.checks)
+        return bool(self.checks) and all(c.passed for c in self.checks) and all(o.passed for o in self.outputs)
 
     @property
     def verdict(self) -> str:
         if self.passed:
-            return "AGREES: every output is the bytes dvc.lock records, and this machine reproduces them"
+            return "AGREES: " + self.proven()
         failed = [c.name for c in self.checks if c.passed is False]
         unchecked = [c.name for c in self.checks if c.passed is None]
+        bad = [o for o in self.outputs if not o.passed]
         parts = ([f"failed: {', '.join(failed)}"] if failed else []) + \
             ([f"not checked: {', '.join(unchecked)}"] if unchecked else [])
+        if bad:
+            shown = "; ".join(f"{o.path} {o.describe()}" for o in bad[:3])
+            parts.append(f"{len(bad)} output(s) not the bytes dvc.lock records: {shown}"
+                         + (f"; and {len(bad) - 3} more" if len(bad) > 3 else ""))
         return "DOES NOT AGREE: " + "; ".join(parts)
+
+    def proven(self) -> str:
+        """What was recomputed, in one sentence."""
+        if not self.outputs:
+            return "every output is the bytes dvc.lock records, and this machine reproduces them"
+        extractions = [o for o in self.outputs if o.stage.split("@", 1)[0] == recompute.EXTRACTION]
+        results = [o for o in self.outputs if o not in extractions]
+        what = "every result recomputed from the pulled extractions"
+        pulled = sorted({o.stage for o in extractions if o.status == recorded.PULLED})
+        within = any(o.status == recorded.WITHIN for o in extractions)
+        if not extractions:
+            what = "every result recomputed"
+        elif not pulled:
+            what += ", and the extractions recomputed from the models"
+            what += " (the GPU's within tolerance)" if within else ""
+        elif len(pulled) < len({o.stage for o in extractions}):
+            what += f", and the extractions recomputed from the models except {', '.join(pulled)} (pulled and " \
+                    "verified, not recomputed: why below)"
+        else:
+            what += "; the extractions pulled and verified, not recomputed (why below)"
+        if not results:
+            what = what.replace("every result recomputed from the pulled extractions", "no stage but the extractions")
+        return f"{what}: every recomputed output is the bytes dvc.lock records, on this machine"
 
 
 def _run(cmd: list[str], root: Path, timeout: int = 3600) -> tuple[int, str]:
@@ -132,104 +173,134 @@ def verify_check(root: Path, remote: str | None, **kwargs: Any) -> tuple[list[Ch
     return [Check("verify", found.passed, summary, found.lines())] + checks, found
 
 
-def rerender(root: Path, stages: dict[str, LockedStage]) -> Check:
-    """The ``paper`` stage's command, its output directory a temporary one; each file's md5 against dvc.lock's."""
-    from uaprobe.repro.hashing import workspace_hash
-
-    stage = stages.get("paper")
-    if stage is None or not stage.cmd:
-        return Check("paper", None, "dvc.lock records no `paper` stage: nothing to render again")
-    with tempfile.TemporaryDirectory(prefix="uaprobe-review-") as tmp:
-        code, out = _run(["sh", "-c", f"{stage.cmd} --out {shlex.quote(tmp)}"], root)
-        if code != 0:
-            return Check("paper", False, f"rendering the paper again failed (exit {code}): `{stage.cmd}`", _tail(out))
-        rows = []
-        for output in stage.outs:
-            name = Path(output.path).name
-            try:
-                actual = workspace_hash(Path(tmp), name)
-            except FileNotFoundError:
-                actual = "not written"
-            rows.append((output.path, output.md5, actual))
-    differ = [f"{path}: rendered again {actual}, dvc.lock records {md5}" for path, md5, actual in rows if actual != md5]
-    if differ:
-        return Check("paper", False, f"{len(differ)} of {len(rows)} paper file(s) rendered again differ from dvc.lock",
-                     differ)
-    return Check("paper", True, f"the paper rendered again from the pulled outputs: all {len(rows)} files are the "
-                 "bytes dvc.lock records", [f"{path}: {md5}" for path, md5, _ in rows])
+def _say(line: str) -> None:
+    """One line of progress, on the terminal (or log) at once."""
+    print(line, flush=True)
 
 
-def output_rows(stages: dict[str, LockedStage], found: verify.Findings | None, uncached: frozenset[str],
-                remote: str | None) -> list[tuple[str, str, str, str]]:
-    rows = []
-    for stage in stages.values():
-        for out in stage.outs:
-            where = "workspace (`cache: false`: git holds it)" if out.path in uncached else \
-                "workspace, cache" + (f", remote {remote!r}" if remote else "")
-            if found is None:
-                rows.append((out.path, out.md5, where, "not checked"))
-                continue
-            bad = [p.what for p in found.problems if p.path == out.path or p.path.startswith(out.path + "/")]
-            rows.append((out.path, out.md5, where, "; ".join(bad) if bad else "agrees"))
-    return rows
+@contextlib.contextmanager
+def scratch_dir(keep: bool) -> Iterator[Path]:
+    """A new temporary directory, removed afterwards unless ``keep``."""
+    path = Path(tempfile.mkdtemp(prefix="uaprobe-review-"))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"recompute: the scratch copy is kept at {path} (--keep)")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
 
 
-def _html(review: Review) -> str:
-    def e(text: object) -> str:
-        return html.escape(str(text))
-
-    ok = {True: "agrees", False: "FAILED", None: "not checked"}
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>uaprobe review</title>',
-             "<style>body{font-family:sans-serif;max-width:72em;margin:2em auto}td,th{text-align:left;padding:"
-             ".15em .6em;vertical-align:top}code,pre{font-size:.85em}.FAILED{color:#b00}.agrees{color:#070}"
-             "</style></head><body>", "<h1>uaprobe review</h1>",
-             f'<p class="{"agrees" if review.passed else "FAILED"}"><strong>{e(review.verdict)}</strong></p>',
-             "<h2>Machine and commit</h2><table>"]
-    parts += [f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in review.machine.items()]
-    parts += [f"<tr><th>commit</th><td><code>{e(review.commit)}</code></td></tr></table>", "<h2>Checks</h2><table>"]
-    parts += [f'<tr><th>{e(c.name)}</th><td class="{ok[c.passed]}">{ok[c.passed]}</td><td>{e(c.summary)}</td></tr>'
-              for c in review.checks]
-    parts.append("</table>")
-    for c in review.checks:
-        if c.details:
-            parts.append(f"<h3>{e(c.name)}</h3><pre>{e(chr(10).join(c.details))}</pre>")
-    parts.append("<h2>Every output dvc.lock records</h2><table><tr><th>output</th><th>md5 (dvc.lock)</th>"
-                 "<th>checked in</th><th>found</th></tr>")
-    parts += [f'<tr><td><code>{e(p)}</code></td><td><code>{e(m)}</code></td><td>{e(w)}</td>'
-              f'<td class="{"agrees" if f == "agrees" else "FAILED"}">{e(f)}</td></tr>' for p, m, w, f in review.outputs]
-    parts.append("</table></body></html>\n")
-    return "\n".join(parts)
+def recompute_check(root: Path, locked: dict[str, LockedStage], *, extract: bool, keep: bool, jobs: int,
+                    skip: tuple[str, ...] = (), progress: Callable[[str], None] = _say) -> tuple[Check, list[recompute.StageRun],
+                                                                      list[recorded.OutputRow]]:
+    """Every stage again in a scratch copy; each output it writes against dvc.lock. ``skip``: files of the checkout
+    not to copy (the review's own page and certificate)."""
+    stages = recompute.pipeline(root)
+    extractions = [s for s in stages if s.is_extraction]
+    outputs = [o for s in stages for o in s.outs]
+    plans = {s.name: recompute.extraction_plan(root, s) if extract else recompute.Plan(
+        False, f"--no-extract: skipped on purpose (`uaprobe review` without it, or `dvc repro -f -s {s.name}`, "
+               "recomputes it)") for s in extractions}
+    rows: list[recorded.OutputRow] = []
+    with scratch_dir(keep) as tmp, verify.open_repo(root) as (repo, _notes):
+        cache = repo.cache.local
+        read = recorded.recorded_reader(root, cache)
+        files = recompute.source_files(root, [*outputs, *skip])
+        pipeline = recompute.scratch_copy(root, tmp / "pipeline", files, [o for s in extractions for o in s.outs])
+        jobs_ = [recompute.Job(s, pipeline, recompute.stage_env(pipeline)) for s in stages if not s.is_extraction]
+        if any(p.recompute for p in plans.values()):
+            extract_dir = recompute.scratch_copy(root, tmp / "extract", files)
+            for s in extractions:
+                if plans[s.name].recompute:  # on the CPU unless it was recorded on a GPU
+                    cpu = {} if plans[s.name].gpu else {"CUDA_VISIBLE_DEVICES": ""}
+                    jobs_.append(recompute.Job(s, extract_dir, recompute.stage_env(extract_dir, cpu)))
+        progress(f"recompute: {len(jobs_)} stage(s) in {tmp}, {jobs} at a time")
+        runs = recompute.run_jobs(jobs_, tmp / "logs", workers=jobs, progress=progress)
+        for s in stages:
+            lock = locked.get(s.name)
+            for out in lock.outs if lock else ():
+                run = runs.get(s.name)
+                if run is None:
+                    rows.append(recorded.OutputRow(out.path, out.md5, s.name, recorded.PULLED, plans[s.name].why))
+                elif run.code != 0:
+                    why = run.skipped or f"`{s.cmd}` exit {run.code}: " + " / ".join(run.tail[-3:])
+                    rows.append(recorded.OutputRow(out.path, out.md5, s.name, recorded.FAILED, why))
+                else:
+                    tol = (DEFAULT_ATOL, DEFAULT_RTOL) if s.is_extraction and plans[s.name].gpu else (0.0, 0.0)
+                    rows.append(recorded.compare_output(run.scratch, out, cache, read, atol=tol[0], rtol=tol[1]))
+    unlocked = [s.name for s in stages if s.name not in locked]
+    ran = [r for r in runs.values() if r.code is not None]
+    failed = [r for r in runs.values() if r.code != 0]
+    bad = [r for r in rows if not r.passed]
+    details = [f"{r.stage.name}: " + (r.skipped or f"exit {r.code} in {r.seconds:.1f} s") for r in runs.values()]
+    details += [f"{name}: not recomputed: {plan.why}" for name, plan in plans.items() if not plan.recompute]
+    details += [f"{name}: dvc.lock records no outputs for it (`dvc repro` it, then commit dvc.lock)" for name in unlocked]
+    for r in failed:
+        details += [f"--- {r.stage.name} ---", *r.tail]
+    for row in bad:
+        details.append(f"{row.path}: {row.describe()}")
+        for f in row.files:
+            if f.difference is not None:
+                details += [f"    {f.path}: {f.difference.summary}"] + [f"        {d}" for d in f.difference.details]
+    if failed or bad or unlocked:
+        summary = (f"{len(failed)} of {len(runs)} stage(s) did not complete; " if failed else "") + \
+            (f"{len(bad)} of {len(rows)} output(s) differ from dvc.lock" if bad else "") + \
+            (f"; stage(s) not in dvc.lock: {', '.join(unlocked)}" if unlocked else "")
+        return Check("recompute", False, summary.strip("; "), details), ran, rows
+    pulled = sum(r.status == recorded.PULLED for r in rows)
+    return Check("recompute", True, f"{len(ran)} stage(s) recomputed: all {len(rows) - pulled} of their outputs "
+                 "are the bytes dvc.lock records" + (f"; {pulled} pulled and verified, not recomputed" if pulled
+                                                      else ""), details), ran, rows
 
 
 def run(root: Path, *, remote: str | None, out: Path, fingerprint: Callable[[], int],
-        verify_kwargs: dict[str, Any]) -> int:
-    """``uaprobe review``: every check, one line each and the verdict; ``out`` written; 0 only if all agree."""
-    from uaprobe.atomic import check_writable, write_file
+        verify_kwargs: dict[str, Any], extract: bool = True, keep: bool = False, jobs: int | None = None) -> int:
+    """``uaprobe review``: every check, one line each and the verdict; ``out`` and the certificate beside it
+    written; 0 only if all agree."""
+    from uaprobe.atomic import check_writable, write_files
+    from uaprobe.repro import review_page
     from uaprobe.repro.numerics import machine_record
 
     verify.check_repo(root)
+    if jobs is not None and jobs < 1:
+        raise UAProbeError(f"--jobs {jobs}: give at least 1 (stages run at once when they do not depend on each other)")
     check_writable(out.parent, output=out, fix="pass --out a path where the review page can be written")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     with verify.open_repo(root) as (repo, _notes):
         remote = remote or repo.config["core"].get("remote") or None
-        uncached = verify.uncached_outputs(repo, root)
     record = machine_record()
     machine = {"CPU": f"{record.get('cpu_model')} ({record.get('cpu_vendor')}, {record.get('logical_cpus')} logical "
                "CPUs)", "system": platform.platform(), "Python": platform.python_version()}
-    review = Review(machine, commit(root))
-    review.checks.append(pull(root, str(Path(sys.executable).with_name("dvc"))))
-    review.checks.append(fingerprint_check(fingerprint))
-    checks, found = verify_check(root, remote, **verify_kwargs)
+    review = Review(machine, commit(root), started=started)
+
+    def timed(step: Callable[[], Any]) -> Any:
+        begun = time.perf_counter()
+        result = step()
+        checks = result[0] if isinstance(result, tuple) else result
+        for check in checks if isinstance(checks, list) else [checks]:
+            check.seconds = time.perf_counter() - begun
+            print(f"{check.name}: {'agrees' if check.passed else 'FAILED' if check.passed is False else 'not checked'}"
+                  f": {check.summary} ({check.seconds:.1f} s)", flush=True)
+        return result
+
+    review.checks.append(timed(lambda: pull(root, str(Path(sys.executable).with_name("dvc")))))
+    review.checks.append(timed(lambda: fingerprint_check(fingerprint)))
+    checks, _found = timed(lambda: verify_check(root, remote, **verify_kwargs))
     review.checks += checks
-    stages = read_lock(root)
-    review.checks.append(rerender(root, stages))
-    checked_remote = remote if not any(c.name == "remote" for c in review.checks) else None
-    review.outputs = output_rows(stages, found, uncached, checked_remote)
-    write_file(out, _html(review))
-    for c in review.checks:
-        print(f"{c.name}: {'agrees' if c.passed else 'FAILED' if c.passed is False else 'not checked'}: {c.summary}")
+    locked = read_lock(root)
+    certificate = out.with_suffix(".json")
+    mine = tuple(os.path.relpath(p.resolve(), root.resolve()) for p in (out, certificate))
+    check, review.stages, review.outputs = timed(lambda: recompute_check(
+        root, locked, extract=extract, keep=keep, jobs=jobs or 1, skip=mine))
+    review.checks.append(check)
+    for row in review.outputs:
+        if row.status != recorded.SAME:
+            print(f"  {row.path}: {row.describe()}")
+    write_files({out: review_page.html_page(review), certificate: review_page.certificate(review, root)})
     print(review.verdict)
-    print(f"wrote {out}")
+    print(f"wrote {out} and {certificate}")
     return 0 if review.passed else 1
 
 
-__all__ = ["Check", "PAGE", "Review", "run"]
+__all__ = ["CERTIFICATE", "Check", "PAGE", "Review", "recompute_check", "run"]
