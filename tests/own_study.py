@@ -31,12 +31,10 @@ def study_dataset(categories: list[str], *, pairs: int = 3, text: str = "") -> d
 
 
 def make_study(dest: Path, models: dict[str, dict[str, Any]], dataset: dict[str, Any], *,
-               analysis: dict[str, Any] | None = None, files: dict[str, str] | None = None,
-               figure_formats: tuple[str, ...] = ("png",)) -> Path:
+               analysis: dict[str, Any] | None = None, files: dict[str, str] | None = None) -> Path:
     """The repository copied to ``dest`` with ``dataset`` as data/dataset.json and ``models`` (id -> ``display``,
     ``layers``) as tiny local GPT-NeoX models, small resampling counts and ``analysis`` merged into the analysis
-    parameters; ``files``: further files (path -> text); ``figure_formats``: ``figures.formats``. A git repository
-    with one commit."""
+    parameters; ``files``: further files (path -> text). A git repository with one commit."""
     for rel in project_files():
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +47,6 @@ def make_study(dest: Path, models: dict[str, dict[str, Any]], dataset: dict[str,
         params["catalog"][model_id] = {"display": spec["display"], "source": "local", "location": str(location),
                                        "params_millions": spec.get("params_millions", 0.1)}
     params["extract"]["device"] = "cpu"
-    params["figures"]["formats"] = list(figure_formats)
     params["analysis"].update(bootstrap_resamples=200, permutations=200)
     params["analysis"]["bins"].update(k=[3, 4], partitions=10, ci_k=3)
     params["analysis"]["robustness"].update(lexical_seeds=2, null_partitions=50, anisotropy_bootstrap=20)

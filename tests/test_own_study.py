@@ -73,8 +73,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
               "tiny-c": {"display": "Tiny-C", "layers": 4}}
     secret = base64.b64encode(SECRET).decode()
     project = make_study(root / "study", models, dataset,
-                         files={"paper/secret.png": secret, "secret.png": secret, "data/secret.png": secret},
-                         figure_formats=("png", "svg"))
+                         files={"paper/secret.png": secret, "secret.png": secret, "data/secret.png": secret})
     repro(project)
     git("add", "-A", cwd=project)
     git("commit", "-q", "-m", "results", cwd=project)
