@@ -194,7 +194,7 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_s
         for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink"):
             assert (key, model) in keys
             assert (out / "models" / model / f"{key}.png").is_file()
-            assert not (out / "models" / model / f"{key}.svg").exists()  # figures.formats: png by default
+            assert (out / "models" / model / f"{key}.svg").is_file()
     assert ("scaling", None) in keys and ("specification_curve", None) in keys
     assert (out / "panel" / "specification_curve.png").is_file()
     for e in entries:

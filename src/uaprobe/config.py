@@ -27,7 +27,6 @@ DropPolicy = Literal["special", "first"]
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 DeviceName = Literal["auto", "cpu", "cuda"]
 PresetName = Literal["none", "original"]
-FigureFormat = Literal["png", "svg", "pdf"]
 
 PRESETS: Mapping[str, Mapping[str, str]] = {
     "original": {"pooling.drop": "first", "extract.dtype": "float16"},
@@ -121,19 +120,6 @@ class PoolingParams:
     drop: DropPolicy = "special"
     """``special``: exclude the special tokens actually present (BOS, EOS); ``first``: the seeds'
     ``hidden[0, 1:]`` -- drop position 0 whatever it is and take position 0 as the first token."""
-
-
-@dataclass(frozen=True)
-class FigureParams:
-    """What the figures stage writes."""
-
-    formats: tuple[FigureFormat, ...] = ("png",)
-    """The files of every figure: ``png`` (the manuscript's and the supplement's image, always drawn), and
-    ``svg`` or ``pdf`` for vector versions beside it."""
-
-    def __post_init__(self) -> None:
-        _require("png" in self.formats and len(set(self.formats)) == len(self.formats), "figures.formats",
-                 list(self.formats), "a list of distinct formats among png, svg and pdf that includes png")
 
 
 def _at_least(params: object, section: str, **minimums: int) -> None:
@@ -347,7 +333,6 @@ class Params:
     extract: ExtractParams = field(default_factory=ExtractParams)
     pooling: PoolingParams = field(default_factory=PoolingParams)
     analysis: AnalysisParams = field(default_factory=AnalysisParams)
-    figures: FigureParams = field(default_factory=FigureParams)
     preset: PresetName = "none"
     """``original`` sets every setting of the original study's notebooks (:data:`PRESETS`), over
     the values of ``pooling`` and ``extract`` in the file: ``dvc exp run -S preset=original``."""

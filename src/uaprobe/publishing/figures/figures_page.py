@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from uaprobe.publishing.figures.figure_registry import BY_KEY, data_line
 from uaprobe.publishing.provenance.outputs import Outputs
@@ -26,19 +26,14 @@ def figure_caption(out: Outputs, entry: dict) -> str:
     return spec.caption.format(display=out.display_text(model) if model else "the panel")
 
 
-def vector_note(formats: Sequence[object]) -> str:
-    """The sentence naming the vector versions the figures stage wrote (the manifest's ``formats``), if any."""
-    vector = [html.escape(str(f).upper()) for f in formats if f != "png"]
-    return f" Vector versions ({', '.join(vector)}) lie beside each PNG under <code>figures/</code>." if vector else ""
-
-
 def figures_html(out: Outputs, read: Callable[[str], bytes], md5: Callable[[str], str],
                  shown: set[str] = frozenset()) -> str:  # type: ignore[assignment]
     """The page: every manifest entry as a numbered figure (S1, S2, ...); ``read`` gives a PNG's bytes by its
     path from the root, ``md5`` its digest; ``shown``: the manifest keys the paper shows as well."""
     parts = ["<h1>Every figure of the pipeline</h1>",
              f"<p>{FIGURES_HTML}: supplementary file of the paper. The figures stage draws these figures from the "
-             "results files named under each; the paper shows those marked so." + vector_note(out.figures.get("formats", [])) + "</p>"]
+             "results files named under each; the paper shows those marked so. Vector versions (SVG) lie beside "
+             "each PNG under <code>figures/</code>.</p>"]
     for i, entry in enumerate(out.figures.get("figures", []), start=1):
         png = str(entry["png"])
         image = base64.b64encode(read(png)).decode("ascii")

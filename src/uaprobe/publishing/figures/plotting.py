@@ -9,7 +9,6 @@ figures read in grey scale too.
 from __future__ import annotations
 
 import contextlib
-import io
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from uaprobe import escape
-from uaprobe.atomic import write_files
+from uaprobe.atomic import atomic_path
 from uaprobe.errors import UAProbeError
 
 OKABE_ITO: tuple[str, ...] = (
@@ -203,25 +202,20 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
                                     relpos=(rx, ry)) if ring > 0 else None)
 
 
-def figure_bytes(fig: Figure, *, formats: Sequence[str] = ("png",)) -> dict[str, bytes]:
-    """The bytes of ``fig`` in each of ``formats``, metadata (dates, software) stripped."""
-    files: dict[str, bytes] = {}
+def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Write ``fig`` as ``path`` with each suffix in ``formats``; metadata (dates, software) stripped.
+
+    ``path`` may carry a suffix; it is replaced. Returns the written paths. Writes are atomic.
+    """
+    base = Path(path)
+    base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
+    written: list[Path] = []
     with style():
         for fmt in formats:
             if fmt not in STRIPPED_METADATA:
                 raise UAProbeError(f"save_figure: format {fmt!r} not supported; use png, svg or pdf")
-            buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
-            files[fmt] = buf.getvalue()
-    return files
-
-
-def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
-    """Write ``fig`` as ``path`` with each suffix in ``formats``; metadata (dates, software) stripped.
-
-    ``path`` may carry a suffix; it is replaced. Returns the written paths. The writes are one atomic step.
-    """
-    base = Path(path)
-    base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
-    files = {base.with_name(f"{base.name}.{fmt}"): data for fmt, data in figure_bytes(fig, formats=formats).items()}
-    return write_files(files)
+            target = base.with_name(f"{base.name}.{fmt}")
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
+            written.append(target)
+    return written
