@@ -262,8 +262,8 @@ IMPOSSIBLE_VALUES = {
     "bins.partitions": (("bins", "partitions"), 10**12, ["analysis.bins.partitions", "available"]),
     "null_partitions": (("robustness", "null_partitions"), 10**12, ["analysis.robustness.null_partitions"]),
     # as many directions as the states' rank: refused with the range (24 pairs, hidden size 12)
-    "abtt_k": (("abtt_k",), 100_000, ["analysis.abtt_k: got 100000, expected an integer from 1 to 11",
-                                      "data/embeddings/m1.h5", "rank is at most 12"]),
+    "abtt_k": (("abtt_k",), 100_000, ["analysis.abtt_k: 100000 directions cannot be removed",
+                                      "data/embeddings/m1.h5", "rank at most 47", "set it below that"]),
     "abtt_k at the rank": (("abtt_k",), 12, ["analysis.abtt_k: got 12", "from 1 to 11"]),
 }
 
@@ -548,6 +548,9 @@ def test_a_project_error_raised_in_a_manuscript_cell_is_reported_without_its_tra
     from uaprobe.publishing.render import RenderError, execute_manuscript, parse_manuscript
 
     qmd = tmp_path / "p.qmd"
+    # the settings the fallback requires (uaprobe.publishing.render.qmd.REQUIRED_VALUES), so that the cell runs
+    (tmp_path / "_quarto.yml").write_text("tbl-colwidths: false\nformat:\n  typst:\n    citeproc: true\n"
+                                          "    resource-path: [\".\"]\n")
     qmd.write_text("---\ntitle: t\n---\n\n```{python}\nfrom uaprobe.schema import ResultsFileError\n"
                    "raise ResultsFileError('results/panel.json: not found; rerun the compare stage')\n```\n")
     with pytest.raises(RenderError) as info:
