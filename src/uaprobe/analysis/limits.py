@@ -105,9 +105,10 @@ def memory_needs(params: AnalysisParams, sizes: Sizes) -> dict[str, int]:
         # the pair models' orders (B, n) and, at once, two permuted operands (n, m B): the length-only one, m =
         # C + 2 (the preference's residual, the C - 1 centred category indicators, both lengths), and an
         # incremental one with the S lexical seeds' columns besides; a row block's projections; measured with
-        # 96 pairs, 6 categories and one seed at 20,000 permutations: 0.84 of (2 C + S + 6) n + 256
+        # 96 pairs, 6 categories and one seed at 20,000 permutations: 0.84 of (2 C + S + 6) n + 256; the
+        # max-T step-down, the mixed models and the length-matched families add about 5 n (0.93 of the sum)
         "analysis.permutations": FLOAT * params.permutations
-        * ((2 * sizes.categories + rob.lexical_seeds + 6) * n + 4 * 64),
+        * ((2 * sizes.categories + rob.lexical_seeds + 12) * n + 4 * 64),
         # the labels of every partition of every bin count and both schemes, with their group sums (per pair),
         # and the per-bin uniformities of every view (rows x bins)
         "analysis.bins.partitions": FLOAT * params.bins.partitions * len(params.bins.k)
