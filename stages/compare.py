@@ -15,12 +15,14 @@ if __name__ == "__main__":
     numerics.pin(analysis=True)
 
 import argparse
+import json
 import logging
 from pathlib import Path
 from uaprobe.analysis.compare import compare_panel
 from uaprobe.schema.text import csv_text
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
+from uaprobe.errors import ConfigError
 from uaprobe.schema import Record, read_results, results_text
 from uaprobe.stage import ParamsWatch, run_stage
 
@@ -31,6 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--results", type=Path, default=Path("results/models"), help="per-model results directory")
+    ap.add_argument("--published", type=Path, default=Path("data/published/pythia-6-9b.json"),
+                    help="the original study's published numbers, whose category points are tested as the panel's "
+                         "are (skipped where the file is absent)")
     ap.add_argument("--out-results", type=Path, default=Path("results/panel.json"))
     ap.add_argument("--out-metrics", type=Path, default=Path("metrics/panel.json"))
     ap.add_argument("--out-plots", type=Path, default=Path("plots/panel"))
@@ -40,6 +45,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _load(path: Path) -> Record:
     """A per-model results file, read through its schema (the kind is the file's stem)."""
     return read_results(Path("."), str(path), kind=path.stem)
+
+
+def read_published_points(path: Path) -> dict:
+    """``category_level.final_table`` of the published numbers, or a ConfigError naming the file and the key."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        table = doc["category_level"]["final_table"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: category_level.final_table: cannot be read ({exc}); restore the file from git "
+                          f"(`git checkout -- {path}`)") from None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: category_level.final_table: expected an object of category -> [UA, mean "
+                          f"preference], got {type(table).__name__}; restore the file from git")
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,11 +75,15 @@ def main(argv: list[str] | None = None) -> int:
         pm = _load(args.results / m / "pair_models.json")
         pair_families[m] = {"length": pm.family, "lexical": pm.incremental.family,
                             "lexical_without_category": pm.incremental.without_category.family}
+    original = None
+    if args.published.is_file():
+        original = (str(args.published), read_published_points(args.published))
     for directory, option in ((args.out_results.parent, "--out-results"), (args.out_metrics.parent, "--out-metrics"),
                               (args.out_plots, "--out-plots")):
         check_writable(directory, fix=f"make it writable or point {option} elsewhere")
     out = compare_panel(model_ids=ids, layerwise_results=layerwise, anisotropy_results=aniso,
                         sink_excluded_results=sink_excluded, primary_p=primary_p, pair_families=pair_families,
+                        original=original,
                         params_millions={m: params.model(m).params_millions for m in ids}, params=params.analysis)
     panel = {**out.results["panel"], "numerics": {"analysis": numerics.record(analysis=True)}}
     files = {args.out_results: results_text(panel, kind="panel", shown=args.out_results),

@@ -57,18 +57,19 @@ def test_unknown_correction_is_refused() -> None:
         _run({"a": 0.1}, correction="fdr")
 
 
-def _family(metric, pooling, p, r, same_as, floor=1 / 1000, degenerate=None):
+def _family(metric, pooling, p, r, same_as, floor=1 / 1000, degenerate=None, maxt=None, n_pairs=230, q=7):
     from uaprobe.schema.pairmodels import PairFamily
     n = len(p)
     degenerate = degenerate or [False] * n
-    counted = sum(j == i and not d for i, (j, d) in enumerate(zip(same_as, degenerate)))
+    counted = sum(j == i and not d and v is not None for i, (j, d, v) in enumerate(zip(same_as, degenerate, p)))
     return PairFamily.model_validate({
         "layer": 3, "reported_pooling": "mean", "n_tests": counted, "n_merged": n - counted,
         "n_degenerate": sum(degenerate), "degenerate_vif": 10.0, "n_reject": 0, "n_maxt_reject": 0, "alpha": 0.05,
         "ci_level": 0.95, "p_floor": floor, "holm_floor": min(1.0, counted * floor),
-        "tests": {"policy": ["default"] * n, "pooling": pooling, "metric": metric, "partial_r": r,
+        "tests": {"policy": ["default"] * n, "pooling": pooling, "metric": metric, "n": [n_pairs] * n,
+                  "n_covariates": [q] * n, "partial_r": r,
                   "partial_r_low": [None] * n, "partial_r_high": [None] * n,
-                  "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "maxt_p": [None] * n,
+                  "permutation_p": p, "holm_p": p, "holm_reject": [False] * n, "maxt_p": maxt or [None] * n,
                   "maxt_reject": [None] * n, "degenerate": degenerate, "at_floor": [False] * n,
                   "reported": [x == "mean" for x in pooling], "same_as": same_as,
                   "vif": [1e12 if d else 1.0 for d in degenerate], "base_partial_r": [None] * n, "pearson_r": r}})
@@ -109,3 +110,81 @@ def test_a_degenerate_test_stays_out_of_the_panel_family() -> None:
     assert out["models"]["x"]["length"]["holm_p"] == [pytest.approx(0.001), None]
     assert "degenerate" in rec.reasons["pair_family/models/x/length/holm_p/1"]
     PanelPairFamily.model_validate(out)
+
+
+def test_the_panel_max_t_is_each_family_s_max_t_times_the_families_that_test_anything() -> None:
+    """Bonferroni across the model x family pairs: three families test something (an empty one does not count),
+    so each max-T p is tripled, capped at 1; a merged row carries its twin's p but is counted once."""
+    from uaprobe.analysis.compare import pair_family_across_models
+    a = _family(["m1", "m2", "m1"], ["mean"] * 3, [0.001, 0.03, 0.001], [0.3, 0.1, 0.3], [0, 1, 0],
+                maxt=[0.002, 0.4, 0.002])
+    b = _family(["m1"], ["last"], [0.004], [0.2], [0], maxt=[0.01])
+    c = _family(["m1"], ["mean"], [0.02], [-0.2], [0], maxt=[0.02], n_pairs=180, q=12)
+    empty = _family(["m1"], ["mean"], [None], [None], [0])
+    out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c, "lexical": empty}},
+                                    alpha=0.05, rec=NanReasons())
+    assert out["n_families"] == 3
+    assert out["models"]["x"]["length"]["maxt_p"] == pytest.approx([0.006, 1.0, 0.006])
+    assert out["models"]["x"]["lexical"]["maxt_p"] == pytest.approx([0.03])
+    assert out["models"]["y"]["length"]["maxt_p"] == pytest.approx([0.06])
+    assert out["models"]["x"]["length"]["n_maxt_reject"] == 1 and out["n_maxt_reject"] == 2
+    power = out["models"]["y"]["length"]["power"]
+    assert (power["n"], power["n_covariates"]) == (180, 12)
+    assert power["mde_panel"] > power["mde"] > 0
+    PanelPairFamily.model_validate(out)
+
+
+def test_the_minimum_detectable_partial_r_has_the_power_it_names() -> None:
+    """The MDE's power is the target by the formula written out, and a simulation of partial correlations over
+    that many pairs and covariates rejects at about that rate."""
+    from scipy import stats as sps
+
+    from uaprobe.analysis.multiplicity import partial_r_mde, partial_r_power
+    n, q, alpha = 120, 4, 0.01
+    rho = partial_r_mde(n=n, n_covariates=q, alpha=alpha, power=0.8)
+    z, d = sps.norm.ppf(1 - alpha / 2), n - q - 3
+    direct = sps.norm.cdf(np.arctanh(rho) * np.sqrt(d) - z) + sps.norm.cdf(-np.arctanh(rho) * np.sqrt(d) - z)
+    assert direct == pytest.approx(0.8, abs=1e-9)
+    assert partial_r_power(rho, n=n, n_covariates=q, alpha=alpha) == pytest.approx(0.8, abs=1e-9)
+    assert partial_r_mde(n=n, n_covariates=q, alpha=alpha / 10, power=0.8) > rho  # a stricter level needs more
+    assert np.isnan(partial_r_mde(n=5, n_covariates=4, alpha=0.05, power=0.8))
+    rng = np.random.default_rng(0)
+    hits = []
+    for _ in range(2000):
+        c = rng.standard_normal((n, q))
+        x = c @ rng.standard_normal(q) + rng.standard_normal(n)
+        ex = x - c @ np.linalg.lstsq(c, x, rcond=None)[0]  # the metric's part the covariates leave (population)
+        y = c @ rng.standard_normal(q) + rho / np.sqrt(1 - rho ** 2) * ex / ex.std() + rng.standard_normal(n)
+        basis = np.column_stack([np.ones(n), c])
+        rx = x - basis @ np.linalg.lstsq(basis, x, rcond=None)[0]
+        ry = y - basis @ np.linalg.lstsq(basis, y, rcond=None)[0]
+        r = float(rx @ ry / np.sqrt((rx @ rx) * (ry @ ry)))
+        hits.append(abs(np.arctanh(r)) * np.sqrt(d) >= z)
+    assert np.mean(hits) == pytest.approx(0.8, abs=0.05)
+
+
+def test_the_original_points_are_tested_as_the_panel_s() -> None:
+    """r of the published points, its exact p by enumeration, r with each category left out; a malformed table is
+    refused naming the file and the key."""
+    import itertools
+
+    from uaprobe.analysis.compare import original_points
+    from uaprobe.config import AnalysisParams, PowerParams
+    from uaprobe.errors import ConfigError
+    x = [-0.21, 0.018, -0.02, 0.016, 0.03, -0.017]
+    y = [1.66, 0.47, 0.24, -0.07, -0.03, 0.99]
+    table = {c: [a, b] for c, a, b in zip("abcdef", x, y)} | {"note": "text"}
+    params = AnalysisParams(power=PowerParams(draws=50, grid_step=0.5))
+    out = original_points(table, source="pub.json", params=params, rec=NanReasons())
+    r0 = sps_r(x, y)
+    assert out["r"] == pytest.approx(r0, abs=1e-12) and out["categories"] == list("abcdef")
+    hits = sum(abs(sps_r(x, [y[i] for i in o])) >= abs(r0) - 1e-12 for o in itertools.permutations(range(6)))
+    assert out["p"] == pytest.approx(hits / 720, abs=1e-15) and out["orders"] == 720
+    assert out["leave_one_out_r"][0] == pytest.approx(sps_r(x[1:], y[1:]), abs=1e-12)
+    with pytest.raises(ConfigError, match=r"pub\.json: category_level\.final_table: .*'b'"):
+        original_points({"a": [1, 2], "b": [1], "c": [0, 1]}, source="pub.json", params=params, rec=NanReasons())
+
+
+def sps_r(x, y):
+    from scipy import stats as sps
+    return float(sps.pearsonr(x, y)[0])

@@ -16,6 +16,7 @@ from uaprobe.publishing.prose import findings as fd
 from uaprobe.publishing.prose import pair_findings as pl
 from uaprobe.publishing.prose import phrases as ph
 from uaprobe.publishing.prose.tables import confound_table, length_category, other_range
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import plain_text
 
 CATEGORIES = ["cat_x", "cat_y", "cat_z"]
@@ -466,7 +467,7 @@ def _abstract_curve(rs: dict[tuple[str, str, int], float], *, median_p: float, a
     """:func:`curve` with the power and layer 0 beside the last layer (mean pooling, mean NLL, both policies)."""
     doc = curve(rs, median_p=median_p)
     doc["power"] = {"specification": {"policy": "special"},
-                    "sets": [{"planted": [0.5, 0.9], "power": [0.15, 0.6]}]}
+                    "sets": [{"planted": [0.5, 0.9], "power": [0.15, 0.6], "observed_p": 0.3}]}
     rows = [(rep, pol) for rep in ("raw", "abtt") for pol in ("special", "sink_excluded")]
     doc["layer_zero"] = {"pooling": ["mean"] * 4, "policy": [pol for _, pol in rows],
                          "representation": [rep for rep, _ in rows], "nll": ["mean"] * 4,
@@ -499,21 +500,22 @@ def test_the_abstract_reports_the_original_the_power_layer_zero_and_every_surviv
     words = [w for w in text.split() if re.search(r"\w", w)]
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
     assert len(words) <= ab.WORDS and len(numbers) <= ab.NUMBERS, (len(words), numbers, text)
-    assert "its original study reported r = −0.87 between UA and the preference" in text
+    assert "its original study reported r = −0.87 across" in text
     assert "we find the opposite sign (r = +0.90 and +0.90)" in text
     assert "the exact test's power at a planted correlation of 0.9 is at most 0.60" in text
-    assert "the pre-declared test within the original's estimand gives p = 0.090 and 0.090" in text
-    assert "already give as large a correlation, reversed once the top principal directions are removed" in text
-    assert ("the surviving tests (within categories, corrected) are A: negative centroid; positive margin; B: positive "
-            "kNN-density (the hypothesis's sign, last-token pooling)") in text
+    assert "the pre-declared test gives p = 0.090 and 0.090" in text
+    assert "already show it, reversed once the top principal directions are removed" in text
+    assert ("UA predicts positive centroid and kNN-density scores; pair-level tests within categories surviving "
+            "panel-wide Holm correction: A, negative centroid and positive margin; B, positive kNN-density (the "
+            "predicted sign, last-token pooling)") in text
     # a survivor whose sign only the lexical covariate gives is not the metric's: left out
     flipped = family([("default", "mean", centroid, -0.3, 0.01, True)], base=[0.2])
     models["a"]["pair_models"] = pair_doc(family([]), flipped)
-    assert "are A: none; B:" in plain_text(ab.abstract(with_published(Panel(models))))
+    assert "correction: A, none; B," in plain_text(ab.abstract(with_published(Panel(models))))
 
 
 def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
-    """With more models than the budget has numbers for, the abstract gives no per-model r or p."""
+    """With more models than the budget has numbers for both, the abstract gives the per-model r, not their p."""
     import re
 
     from test_phrases import with_published
@@ -528,8 +530,9 @@ def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
         models[name] = docs
     text = plain_text(ab.abstract(with_published(Panel(models))))
     numbers = re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", text)
-    assert len(numbers) <= ab.NUMBERS and "is inconclusive." in text and "(r = " not in text
-    assert "give a smaller correlation." in text
+    assert len(numbers) <= ab.NUMBERS and "is inconclusive." in text and "gives p = " not in text
+    assert "(r = +0.90, +0.90, +0.90 and +0.90)" in text
+    assert "show a smaller correlation." in text
 
 
 def test_the_checks_phrase_sets_the_first_universe_and_the_checks_beside_the_primary_one() -> None:
@@ -547,3 +550,71 @@ def test_the_checks_phrase_sets_the_first_universe_and_the_checks_beside_the_pri
     assert text.endswith("its median falls between the medians of each")
     doc["joint"]["full_universe"]["median_r"] = 0.95  # not between: no such reading
     assert "falls between" not in plain_text(ds.checks_phrase(Panel({"a": {"specification_curve": doc}})))
+
+
+def test_the_original_points_are_faced_with_their_exact_test_and_the_scattered_negatives_named() -> None:
+    """The original's published points under this paper's test: r, exact p, power and the leave-one-out range;
+    that its sign passes and keeps with any category out is said only where the numbers show it; the most negative
+    r with position 0 excluded is named per model and pooling, a positive minimum left out."""
+    from test_phrases import with_published
+    from uaprobe.publishing.prose import design as ds
+
+    def panel(p_orig: float, loo: list[float]) -> Panel:
+        docs = model(diffs=[4.8, 1.4, 0.0])
+        docs["sink_excluded/layerwise"] = {"poolings": {"mean": {"pearson_r": [0.3, -0.4, 0.2]},
+                                                        "last": {"pearson_r": [0.1, 0.2, 0.5]}}}
+        docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.3, abtt_zero=-0.9,
+                                                      zero=0.95)
+        p = with_published(Panel({"a": docs}))
+        p.files[PANEL_RESULTS]["original"] = {
+            "categories": ["x", "y", "z", "w"], "r": -0.87, "p": p_orig, "orders": 24, "leave_one_out_r": loo,
+            "power": {"planted": [0.5, 0.9], "power": [0.2, 0.7]}}
+        return p
+    text = plain_text(ds.original_test_words(panel(0.028, [-0.6, -0.9, -0.95, -0.8])))
+    assert text.startswith(": the original's own four published category points give, under this paper's exact "
+                           "test, r = −0.870 with p = 0.028 over 24 orders (power 0.70 at a planted ρ of 0.9), and r "
+                           "from −0.950 to −0.600 with one category left out")
+    assert "passes the exact test, uncorrected for the layers it was read at, and keeps its sign" in text
+    flipped = plain_text(ds.original_test_words(panel(0.2, [-0.6, 0.3, -0.95, -0.8])))
+    assert "passes" not in flipped and "keeps" not in flipped
+    assert plain_text(ds.scattered_negatives(panel(0.2, [-0.6]))) == "−0.400 at layer 1 of A (mean pooling)"
+    bare = Panel({"a": model(diffs=[4.8, 1.4, 0.0])})
+    bare.files[PANEL_RESULTS] = {}  # a panel without the published points
+    assert plain_text(ds.original_test_words(bare)) == ""
+
+
+def test_a_survivor_with_the_predicted_sign_is_marked_where_only_every_category_keeps_it() -> None:
+    """The kNN density survivor of the base covariates that no test without the pre-declared category keeps is
+    marked "not without one category"; kept there, it is not."""
+    from test_phrases import with_published
+    from uaprobe.publishing.prose import abstract as ab
+
+    knn = "knn_density_asymmetry"
+    docs = model(diffs=[4.8, 1.4, 0.0])
+    docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.09, abtt_zero=-0.9, zero=0.95)
+    hit = [("default", "last", knn, 0.29, 0.01, True)]
+    docs["pair_models"] = pair_doc(family(hit), family([]), family([]))
+    only_all = plain_text(ab.pair_sentence(with_published(Panel({"a": docs})), poolings=False))
+    assert "A, positive kNN-density (the predicted sign, not without one category)" in only_all
+    docs["pair_models"] = pair_doc(family(hit), family([]), family(hit))
+    kept = plain_text(ab.pair_sentence(with_published(Panel({"a": docs})), poolings=False))
+    assert "A, positive kNN-density (the predicted sign)" in kept
+
+
+def test_the_lexical_baseline_is_set_beside_the_strongest_surviving_test() -> None:
+    """Per model, the baseline's median partial r beside the largest |partial r| of the model's survivors; the
+    tokens "as strongly as the states" only where the baseline's is at least as large."""
+    from uaprobe.publishing.prose import pair_family as pf
+
+    def panel(lex: float) -> Panel:
+        docs = {"pair_models": pair_doc(family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
+                                                ("default", "last", "margin_asymmetry", 0.2, 0.01, True)]),
+                                        family([]), family([]))}
+        docs["pair_models"]["policies"] = {"sink_excluded": {"lexical_baseline": {"metrics": {"centroid_asymmetry": {
+            "median_partial_r": lex, "significant": [True, True]}}}}}
+        return Panel({"a": docs})
+    strong = plain_text(pf.lexical_versus_models(panel(0.35)))
+    assert ("a median partial r of +0.350 for the baseline with the tokenizer of A against −0.30 for its strongest "
+            "surviving test: so the tokens alone relate to the preference as strongly as the states do for A") in strong
+    weak = plain_text(pf.lexical_versus_models(panel(0.1)))
+    assert "so the states relate to the preference more strongly than the tokens alone" in weak

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from synthetic_h5 import CATEGORIES, write_synthetic_h5
-from uaprobe.analysis import limits
+from uaprobe.analysis import limits, pipeline, workers
 from uaprobe.analysis import representation as reps
 from uaprobe.analysis.pipeline import analyze_model
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
@@ -91,11 +91,15 @@ def _traced_peak(emb: object, params: AnalysisParams, source: str) -> int:
 
 @pytest.mark.parametrize("key,large,tight", [("bootstrap_resamples", 20_100, True), ("permutations", 20_100, True),
                                              ("bins.partitions", 1_505, False)])
-def test_the_estimate_bounds_the_memory_the_analysis_takes(tmp_path: Path, key: str, large: int, tight: bool) -> None:
+def test_the_estimate_bounds_the_memory_the_analysis_takes(tmp_path: Path, key: str, large: int, tight: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The peak the analysis' allocations reach grows with a count by no more than the estimate says (and,
     where the count's arrays outgrow the rest of the run at a test's size, by more than a quarter of it: the
     estimate is not a blanket refusal; the partitions' arrays stay below the run's own peak here, or the
-    test would take minutes)."""
+    test would take minutes). The analysis runs on one thread here: with several, which arrays are alive at
+    the peak depends on how the threads happen to interleave, and so would the difference of two peaks."""
+    monkeypatch.setattr(workers, "worker_count", lambda: 1)
+    monkeypatch.setattr(pipeline, "BESIDE_WORKERS", 1)
     h5 = write_synthetic_h5(tmp_path / "m.h5", pairs_per_category=(16, 16, 16, 16, 16, 16), n_layers=4, hidden=16,
                             category_names=CATEGORIES)
     emb = read_embeddings(h5)

@@ -59,9 +59,12 @@ def pair_family_as_given(pairs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for k in path:
                 fam = fam[k]
             models[m][name] = {"holm_p": fam["tests"]["holm_p"], "holm_reject": fam["tests"]["holm_reject"],
-                               "n_reject": fam["n_reject"]}
+                               "n_reject": fam["n_reject"], "maxt_p": fam["tests"]["maxt_p"],
+                               "maxt_reject": fam["tests"]["maxt_reject"], "n_maxt_reject": fam["n_maxt_reject"],
+                               "power": {"n": 100, "n_covariates": 7, "mde": 0.28, "mde_panel": 0.41}}
             n_tests += fam["n_tests"]
-    return {"alpha": 0.05, "n_tests": n_tests, "n_degenerate": 0, "holm_floor": n_tests / 10001, "models": models}
+    return {"alpha": 0.05, "n_tests": n_tests, "n_degenerate": 0, "holm_floor": n_tests / 10001, "n_families": 6,
+            "n_maxt_reject": 0, "power_target": 0.8, "models": models}
 
 
 def v(x: Any) -> Value:

@@ -112,3 +112,50 @@ def test_beyond_the_exact_bound_the_power_is_simulated_with_the_monte_carlo_test
     assert out["observed_p"] == pytest.approx((b + 1) / (m + 1), abs=1e-12)
     size, strong = out["power"]
     assert size < 0.15 and strong > 0.9  # near alpha under no correlation, high at a strong one
+
+
+def _direct_median_p(xs, y):
+    """The joint p of the median r over the rows of ``xs``, by enumerating every order with scipy."""
+    def stat(v):
+        return abs(np.median([sps.pearsonr(x, v)[0] for x in xs]))
+    s0 = stat(y)
+    orders = list(itertools.permutations(range(len(y))))
+    return sum(stat(y[list(o)]) >= s0 - 1e-12 for o in orders) / len(orders)
+
+
+def test_the_median_statistic_matches_an_enumeration_and_reduces_to_r_for_one_row():
+    rng = np.random.default_rng(7)
+    xs = rng.standard_normal((3, 5))
+    y = rng.standard_normal((4, 5))
+    np.testing.assert_allclose(power.exact_p(xs, y), [_direct_median_p(xs, row) for row in y], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(power.exact_p(xs[:1], y), power.exact_p(xs[0], y), rtol=0, atol=1e-15)
+    assert power.statistic(xs, y[0]) == pytest.approx(np.median([sps.pearsonr(x, y[0])[0] for x in xs]), abs=1e-12)
+
+
+def test_the_primary_power_is_the_joint_test_of_the_curve_with_planted_preferences():
+    """The primary set's observed p is the specification curve's joint p of the median over the same rows; its
+    power under no correlation stays near alpha and rises with the planted correlation; four copies of one
+    specification give that specification's own test."""
+    rng = np.random.default_rng(3)
+    ref = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])
+    universe = np.vstack([ref, ref + rng.standard_normal(6), 0.5 * ref + rng.standard_normal(6)])
+    y = 0.6 * ref / ref.std() + rng.standard_normal(6)
+    params = PowerParams(planted=(0.0, 0.5, 0.95), draws=400, target=0.5, grid_step=0.25)
+    out = power.power_results(ref, y, categories=list("abcdef"), left_out="c", specification={}, params=params,
+                              alpha=0.05, rng=np.random.default_rng(0), rec=NanReasons(), permutations=100,
+                              universe=universe)
+    prim = out["primary"]
+    assert prim["n_specs"] == 3 and prim["statistic"] == "median_r"
+    every, without = prim["sets"]
+    curve = speccurve.joint_test(speccurve.curve_r(universe, y[None, :], left_out=False).r_perm[:, :, 0, 0])
+    assert every["observed_r"] == pytest.approx(curve.median_r, abs=1e-12)
+    assert every["observed_p"] == pytest.approx(curve.median_p, abs=1e-15)
+    assert without["n_categories"] == 5 and without["orders"] == 120
+    size, mid, strong = every["power"]
+    assert size < 0.12 and size <= mid <= strong and strong > 0.5
+    copies = power.power_results(ref, y, categories=list("abcdef"), left_out="c", specification={}, params=params,
+                                 alpha=0.05, rng=np.random.default_rng(0), rec=NanReasons(), permutations=100,
+                                 universe=np.vstack([ref] * 4))
+    single = copies["sets"][0]
+    assert copies["primary"]["sets"][0]["observed_p"] == pytest.approx(single["observed_p"], abs=1e-15)
+    assert copies["primary"]["sets"][0]["p_floor"] == pytest.approx(1 / 720, abs=1e-15)

@@ -229,6 +229,7 @@ def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling:
         "alpha": float(alpha), "ci_level": float(level), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
         "tests": {"policy": [t.policy for t in tests], "pooling": [t.pooling for t in tests],
                   "metric": [t.metric for t in tests],
+                  "n": [int(t.n) for t in tests], "n_covariates": [int(t.n_covariates) for t in tests],
                   "partial_r": rec.series("tests/partial_r", r, why),
                   "partial_r_low": rec.series("tests/partial_r_low", low, ci_why),
                   "partial_r_high": rec.series("tests/partial_r_high", high, ci_why),

@@ -8,15 +8,21 @@
   below, the adjusted p of rank j is ``#{rows: q_(j) <= p_(j)} / (B + 1)`` (the observed row included), made
   monotone over the ranks. It controls the family-wise error like Holm and uses the dependence between the
   tests that Holm ignores: for T copies of one test it gives that test's own p, where Holm gives T times it.
+- **Minimum detectable partial r** (:func:`partial_r_mde`): the smallest population partial correlation whose
+  two-sided test at level ``a`` has the given power, under the same Fisher-z approximation: the power at rho is
+  ``Phi(atanh(rho) sqrt(d) - z) + Phi(-atanh(rho) sqrt(d) - z)``, ``d = n - q - 3``, ``z = z_(1 - a/2)``, solved
+  for rho. A permutation test at the same level has about this power where the normal approximation holds.
 - **Partial r interval** (:func:`partial_r_interval`): Fisher's z with ``n - q - 3`` degrees of freedom for
   ``q`` covariates beside the intercept; it treats the pairs as independent given the covariates.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
+from scipy import optimize
 from scipy import stats as sps
 
 from uaprobe.analysis.stats import TIE_TOLERANCE
@@ -68,4 +74,23 @@ def partial_r_interval(r: np.ndarray, *, n: np.ndarray, n_covariates: np.ndarray
     return np.tanh(z - half), np.tanh(z + half)
 
 
-__all__: Sequence[str] = ("column_p", "maxt_stepdown", "partial_r_interval")
+def partial_r_power(rho: float, *, n: int, n_covariates: int, alpha: float) -> float:
+    """The power of the two-sided Fisher-z test of a partial r over ``n`` pairs with ``n_covariates`` covariates at
+    level ``alpha`` when the population partial correlation is ``rho`` (see the module)."""
+    dof = n - n_covariates - 3
+    if dof <= 0:
+        return float("nan")
+    z, shift = sps.norm.ppf(1.0 - alpha / 2.0), math.atanh(rho) * math.sqrt(dof)
+    return float(sps.norm.cdf(shift - z) + sps.norm.cdf(-shift - z))
+
+
+def partial_r_mde(*, n: int, n_covariates: int, alpha: float, power: float) -> float:
+    """The minimum detectable partial r: the rho in (0, 1) at which :func:`partial_r_power` equals ``power``
+    (NaN where ``n - q - 3 <= 0``)."""
+    if n - n_covariates - 3 <= 0:
+        return float("nan")
+    return float(optimize.brentq(lambda rho: partial_r_power(rho, n=n, n_covariates=n_covariates, alpha=alpha)
+                                 - power, 0.0, 1.0 - 1e-12, xtol=1e-14))
+
+
+__all__: Sequence[str] = ("column_p", "maxt_stepdown", "partial_r_interval", "partial_r_mde", "partial_r_power")

@@ -258,7 +258,8 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
         ua["default"][params.primary.pooling][params.representation][declared], prefs[params.primary.nll],
         categories=categories, left_out=params.primary.left_out, specification=spec, params=params.power,
         alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME), rec=rec.sub("power"),
-        permutations=params.permutations)
+        permutations=params.permutations,
+        universe=speccurve.universe_rows(ua, policy_names, primary=params.primary))
     out.results["specification_curve"] = finish(sc_body, header, rec)
     out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
     out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)

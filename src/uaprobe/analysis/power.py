@@ -15,6 +15,12 @@ Reported (:func:`power_results`): the smallest p the test can attain with this `
 the power at each planted rho, and the minimum detectable effect, the smallest rho on a grid whose power
 reaches the target; for every category and without the pre-declared one (C - 1, its (C-1)! orders).
 
+The primary statistic (:func:`primary_power`) is the median r over the primary universe's distinct
+specifications, tested jointly: each order of ``y`` is applied to every specification at once and the p is the
+share of orders whose |median r| is at least the observed one. Its power is simulated the same way, the
+preferences planted on the reference specification's standardised UA (the one :func:`power_results` holds
+fixed) and the median taken over the universe's UA rows ``X`` (S, C); with S = 1 it is the single test above.
+
 Beyond the exact bound (:data:`uaprobe.analysis.speccurve.MAX_EXACT_ORDERS` orders) the simulated test is the
 Monte Carlo test the curve runs there: the identity and ``analysis.permutations`` orders drawn once from the
 power's generator, the same orders for every simulated preference (:func:`uaprobe.analysis.speccurve.relabellings`).
@@ -36,6 +42,9 @@ RNG_NAME = "power"
 """Names the generator of the simulated preferences (:func:`uaprobe.analysis.stats.rng_for`)."""
 DRAW_BLOCK = 256
 """Simulated preferences whose C! relabelled r are held at once: ``DRAW_BLOCK x C! x C`` floats."""
+PRIMARY_MODEL = ("the median r over the primary universe's distinct specifications, tested jointly (one order of "
+                 "the preferences applied to every specification at once); y planted as in `model` on the "
+                 "reference specification's UA")
 MODEL = ("y = rho z + sqrt(1 - rho^2) e: z the categories' UA standardised (mean 0, population variance 1), e "
          "independent standard normal per category; the same noise draws for every rho")
 
@@ -48,20 +57,33 @@ def _unit(v: np.ndarray) -> np.ndarray:
         return np.where(norm > 1e-300, c / norm, np.nan)
 
 
+def _signed(uy: np.ndarray, ux: np.ndarray) -> np.ndarray:
+    """r of unit preferences ``uy`` (..., C) with the unit UA ``ux`` (C,), or their median over the unit UA rows
+    ``ux`` (S, C) of S specifications."""
+    return uy @ ux if ux.ndim == 1 else np.median(uy @ ux.T, axis=-1)
+
+
 def exact_p(x: np.ndarray, y: np.ndarray, orders: np.ndarray | None = None) -> np.ndarray:
     """(D,) the two-sided permutation p of r(x, y_d) for every row of ``y`` (D, C): the share of the ``orders``
     of ``y_d`` (default every one of the C!; the identity first and included) whose |r| is at least the observed
-    |r| (less the tie tolerance). With the identity and m drawn orders this is the Monte Carlo p (b + 1) / (m + 1)."""
+    |r| (less the tie tolerance). With the identity and m drawn orders this is the Monte Carlo p (b + 1) / (m + 1).
+    With ``x`` (S, C), the UA of S specifications, the statistic is the median of the S r (the joint test)."""
     x = np.asarray(x, dtype=float)
     y = np.atleast_2d(np.asarray(y, dtype=float))
-    orders = all_orders(x.size) if orders is None else orders
+    orders = all_orders(x.shape[-1]) if orders is None else orders
     ux = _unit(x)
     out = np.empty(y.shape[0])
     for lo in range(0, y.shape[0], DRAW_BLOCK):
         uy = _unit(y[lo:lo + DRAW_BLOCK][:, orders])  # (d, C!, C), order 0 the identity
-        r = np.abs(uy @ ux)  # (d, C!)
+        r = np.abs(_signed(uy, ux))  # (d, C!)
         out[lo:lo + DRAW_BLOCK] = (r >= r[:, :1] - TIE_TOLERANCE).mean(axis=1)
     return out
+
+
+def statistic(x: np.ndarray, y: np.ndarray) -> float:
+    """The signed statistic of one preference vector ``y`` (C,): r with ``x`` (C,), or the median r over the rows
+    of ``x`` (S, C)."""
+    return float(_signed(_unit(np.asarray(y, dtype=float)), _unit(np.asarray(x, dtype=float))))
 
 
 def standardised(x: np.ndarray) -> np.ndarray:
@@ -71,17 +93,19 @@ def standardised(x: np.ndarray) -> np.ndarray:
 
 
 def simulated_power(x: np.ndarray, rhos: Sequence[float], *, noise: np.ndarray, alpha: float,
-                    orders: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(power, median r) at each planted rho: preferences ``rho z + sqrt(1 - rho^2) noise`` (``noise``: (D, C)),
-    the share whose p over ``orders`` (default every order) is at or below ``alpha`` and the median of their
-    sample r with ``x``."""
-    z = standardised(x)
+                    orders: np.ndarray | None = None, reference: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(power, median statistic) at each planted rho: preferences ``rho z + sqrt(1 - rho^2) noise`` (``noise``:
+    (D, C)), ``z`` the standardised ``reference`` (default ``x``); the share whose p over ``orders`` (default every
+    order) is at or below ``alpha`` and the median of their statistic (r with ``x``, or the median r over the rows
+    of ``x`` (S, C))."""
+    z = standardised(x if reference is None else reference)
     power, median_r = np.empty(len(rhos)), np.empty(len(rhos))
     ux = _unit(np.asarray(x, dtype=float))
     for i, rho in enumerate(rhos):
         y = rho * z + math.sqrt(1.0 - rho * rho) * noise
         power[i] = float((exact_p(x, y, orders) <= alpha + TIE_TOLERANCE).mean())
-        median_r[i] = float(np.median(_unit(y) @ ux))
+        median_r[i] = float(np.median(_signed(_unit(y), ux)))
     return power, median_r
 
 
@@ -92,29 +116,36 @@ def grid(step: float) -> np.ndarray:
 
 
 def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alpha: float,
-              rng: np.random.Generator, rec: Reasons, left_out: str | None, permutations: int) -> dict[str, Any]:
+              rng: np.random.Generator, rec: Reasons, left_out: str | None, permutations: int,
+              reference: np.ndarray | None = None) -> dict[str, Any]:
     """One set of categories (every one, or all but ``left_out``): the attainable floor, the observed test, the
     power at the planted correlations and the minimum detectable effect; the test exact up to the bound, else
-    Monte Carlo over ``permutations`` drawn orders."""
+    Monte Carlo over ``permutations`` drawn orders. ``x`` (C,) one specification's UA, or (S, C) the UA rows of
+    S specifications whose median r is the statistic, the preferences planted on ``reference`` (C,) then."""
     x = np.asarray(x, dtype=float)
-    n = x.size
+    ref = x if reference is None else np.asarray(reference, dtype=float)
+    n = x.shape[-1]
     orders, mode = relabellings(n, rng=rng, permutations=permutations)
     noise = rng.standard_normal((params.draws, n))
     planted = [float(r) for r in params.planted]
     rhos = grid(params.grid_step)
-    constant = not (np.isfinite(x).all() and x.std() > 1e-12 * max(1.0, float(np.abs(x).max())))
+    constant = not (np.isfinite(x).all() and ref.std() > 1e-12 * max(1.0, float(np.abs(ref).max())))
     if constant:  # no correlation with a constant UA: nothing to simulate
         power = median_r = np.full(len(planted), np.nan)
         grid_power = np.full(rhos.size, np.nan)
     else:
-        power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha, orders=orders)
-        grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha, orders=orders)
+        power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha, orders=orders, reference=reference)
+        grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha, orders=orders,
+                                        reference=reference)
     reached = np.flatnonzero(grid_power >= params.target)
     mde = float(rhos[reached[0]]) if reached.size else np.nan
     why = "UA is constant over the categories: r is undefined"
     with np.errstate(invalid="ignore"):
-        r_obs = float(_unit(observed_y) @ _unit(x))
-        floor = np.nan if constant else float(exact_p(x, x[None, :], orders)[0])
+        r_obs = statistic(x, observed_y)
+        # one specification: the p of a preference that copies its UA (|r| = 1, the most extreme); a median over
+        # several: one over the orders, the bound of any test over them
+        floor = (np.nan if constant else 1.0 / orders.shape[0] if reference is not None
+                 else float(exact_p(x, x[None, :], orders)[0]))
         p_obs = np.nan if constant else float(exact_p(x, observed_y[None, :], orders)[0])
     return {"left_out": left_out, "n_categories": int(n), "orders": int(orders.shape[0]), "mode": mode,
             "p_floor": rec.value("p_floor", floor, why),
@@ -129,18 +160,38 @@ def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alp
 
 def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,
                   specification: dict[str, Any], params: PowerParams, alpha: float, rng: np.random.Generator,
-                  rec: Reasons, permutations: int) -> dict[str, Any]:
+                  rec: Reasons, permutations: int, universe: np.ndarray | None = None) -> dict[str, Any]:
     """The ``power`` object of ``specification_curve.json``: :func:`power_set` with every category and without
-    ``left_out``, for the categories' UA ``x`` (C,) of ``specification`` and their preferences ``y`` (C,)."""
+    ``left_out``, for the categories' UA ``x`` (C,) of ``specification`` and their preferences ``y`` (C,); and,
+    given the UA rows ``universe`` (S, C) of the primary universe's distinct specifications, the same for the
+    primary statistic, their median r (:func:`primary_power`)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.array([c != left_out for c in categories])
     sets = [power_set(x, observed_y=y, params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/0"), left_out=None,
                       permutations=permutations),
             power_set(x[keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/1"),
                       left_out=left_out, permutations=permutations)]
-    return {"specification": dict(specification), "model": MODEL, "alpha": float(alpha), "draws": params.draws,
+    body = {"specification": dict(specification), "model": MODEL, "alpha": float(alpha), "draws": params.draws,
             "target": params.target, "grid_step": params.grid_step, "sets": sets}
+    if universe is not None:
+        body["primary"] = primary_power(universe, x, y, keep=keep, left_out=left_out, params=params, alpha=alpha,
+                                        rng=rng, rec=rec.sub("primary"), permutations=permutations)
+    return body
 
 
-__all__: Sequence[str] = ("MODEL", "RNG_NAME", "exact_p", "grid", "power_results", "power_set", "simulated_power",
-                          "standardised")
+def primary_power(universe: np.ndarray, reference: np.ndarray, y: np.ndarray, *, keep: np.ndarray, left_out: str,
+                  params: PowerParams, alpha: float, rng: np.random.Generator, rec: Reasons,
+                  permutations: int) -> dict[str, Any]:
+    """The ``primary`` object of ``power``: the median r over the rows of ``universe`` (S, C) and its joint test,
+    its power with the preferences planted on ``reference`` (C,), with every category and without the ``keep``
+    mask's left-out one."""
+    u = np.asarray(universe, dtype=float)
+    sets = [power_set(u, observed_y=y, params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/0"), left_out=None,
+                      permutations=permutations, reference=reference),
+            power_set(u[:, keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/1"),
+                      left_out=left_out, permutations=permutations, reference=reference[keep])]
+    return {"statistic": "median_r", "n_specs": int(u.shape[0]), "model": PRIMARY_MODEL, "sets": sets}
+
+
+__all__: Sequence[str] = ("MODEL", "PRIMARY_MODEL", "RNG_NAME", "exact_p", "grid", "power_results", "power_set",
+                          "primary_power", "simulated_power", "standardised", "statistic")

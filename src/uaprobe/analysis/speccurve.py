@@ -321,6 +321,16 @@ def _base_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_
     return base, np.array(rows)
 
 
+def universe_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_names: Mapping[str, str], *,
+                  primary: PrimaryParams) -> np.ndarray:
+    """(S, C) the category UA of the primary universe's distinct specifications (the pre-declared layer, the
+    primary poolings, every policy and representation; bit-identical rows once), in the joint test's order."""
+    base, rows = _base_rows(ua, policy_names)
+    declared = primary.layer(max(b[3] for b in base))
+    at = np.flatnonzero(np.array([b[3] == declared and b[0] in primary.poolings for b in base]))
+    return rows[distinct_subset(rows, at)]
+
+
 def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
     return {"pooling": b[0], "policy": b[1], "representation": b[2], "nll": nll, "layer": b[3]}
 

@@ -59,6 +59,8 @@ class FamilyTests(Record):
     policy: list[str] = Field(description="the policy key (`default`, `sink_excluded`)")
     pooling: list[str] = Field(description="the pooling")
     metric: list[str] = Field(description="the metric")
+    n: list[int] = Field(description="the pairs the test runs over")
+    n_covariates: list[int] = Field(description="its covariates beside the intercept, q")
     partial_r: list[Stat] = Field(description="the partial r")
     partial_r_low: list[Stat] = Field(description="its Fisher-z interval's lower end at `ci_level`, with n - q - 3 "
                                                   "degrees of freedom for q covariates beside the intercept (the pairs "

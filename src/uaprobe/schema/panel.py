@@ -9,6 +9,7 @@ from pydantic import Field
 
 from uaprobe.schema.base import Flag, Index, Record, Stat
 from uaprobe.schema.common import NUMERICS, Peak
+from uaprobe.schema.specs import PowerSet
 
 
 class CurveSignChange(Record):
@@ -79,6 +80,16 @@ class PanelPrimary(Record):
     models: dict[str, PanelPrimaryModel] = Field(description="per model id, panel order")
 
 
+class PairPower(Record):
+    """The smallest population partial r the family's tests detect with power `PanelPairFamily.power_target`
+    (Fisher-z approximation, two-sided: :func:`uaprobe.analysis.multiplicity.partial_r_mde`)."""
+
+    n: int | None = Field(description="the pairs (the fewest over the family's tests)")
+    n_covariates: int | None = Field(description="the covariates beside the intercept (the most over its tests)")
+    mde: Stat = Field(description="at alpha, uncorrected")
+    mde_panel: Stat = Field(description="at alpha / `n_tests` of the panel: the first step of its Holm correction")
+
+
 class PanelPairFamilyModel(Record):
     """One family of one model in the panel-wide pair-level family: one entry per row of that family's
     ``tests`` in ``pair_models.json``."""
@@ -87,6 +98,11 @@ class PanelPairFamilyModel(Record):
                                            "that of the test it is merged into)")
     holm_reject: list[Flag] = Field(description="`holm_p` <= alpha")
     n_reject: int = Field(description="counted tests with `holm_reject` true")
+    maxt_p: list[Stat] = Field(description="the family's max-T step-down p (`pair_models.json`) times the "
+                                           "panel's `n_families` (Bonferroni across the families; capped at 1)")
+    maxt_reject: list[Flag] = Field(description="`maxt_p` <= alpha")
+    n_maxt_reject: int = Field(description="counted tests with `maxt_reject` true")
+    power: PairPower = Field(description="the minimum detectable partial r of the family's tests")
 
 
 class PanelPairFamily(Record):
@@ -100,7 +116,27 @@ class PanelPairFamily(Record):
                                           "`analysis.degenerate_vif`), over every family and model")
     n_reject: int = Field(description="how many of them survive")
     holm_floor: Stat = Field(description="the smallest Holm p the family can give: `n_tests` / (1 + B)")
+    n_families: int = Field(description="the model x family pairs that test anything: the Bonferroni factor of "
+                                        "the panel's max-T p")
+    n_maxt_reject: int = Field(description="counted tests whose panel max-T p is at most alpha, over the panel")
+    power_target: float = Field(description="the power of the minimum detectable effects (`analysis.power.target`)")
     models: dict[str, dict[str, PanelPairFamilyModel]] = Field(description="per model id and family name")
+
+
+class PanelOriginal(Record):
+    """The original study's published per-category (UA, mean preference) at its last layer, tested as the panel's
+    category-level r is (:func:`uaprobe.analysis.compare.original_points`)."""
+
+    source: str = Field(description="the file of the published numbers")
+    categories: list[str] = Field(description="its categories, in the file's order")
+    ua: list[float] = Field(description="their published UA")
+    preference: list[float] = Field(description="their published mean preference")
+    r: Stat = Field(description="Pearson's r of the points")
+    p: Stat = Field(description="its exact two-sided permutation p over every order of the preferences")
+    orders: int = Field(description="the orders of the test")
+    p_floor: Stat = Field(description="the smallest p the test can attain with this UA")
+    leave_one_out_r: list[Stat] = Field(description="r with each category left out, in `categories` order")
+    power: PowerSet = Field(description="the exact test's power with the published UA held fixed")
 
 
 class Panel(Record):
@@ -116,6 +152,8 @@ class Panel(Record):
                                                                            "(mean pooling)")
     anisotropy: dict[str, PanelAnisotropy] = Field(description="per model, its L*")
     primary: PanelPrimary | None = Field(None, description="the models' primary joint p corrected across the panel")
+    original: PanelOriginal | None = Field(None, description="the original study's published category points "
+                                                             "under this panel's category-level test")
     pair_family: PanelPairFamily | None = Field(None, description="every pair-level test at the pre-declared "
                                                                   "layer of every model as one Holm family")
     nan_reasons: dict[str, str] = Field(description="for the path of every missing value, why it is missing")

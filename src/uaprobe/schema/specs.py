@@ -205,6 +205,18 @@ class PowerSet(Record):
                                   "power reaches `target` (null: none below 1 does)")
 
 
+class PrimaryPower(Record):
+    """The power of the primary test, the median r over the primary universe's distinct specifications, tested
+    jointly; the preferences planted on the UA of `Power.specification` (:func:`uaprobe.analysis.power.primary_power`)."""
+
+    statistic: Literal["median_r"] = Field(description="the primary statistic")
+    n_specs: int = Field(description="the distinct specifications of the primary universe, S")
+    model: str = Field(description="a sentence: the statistic and how the preferences are simulated")
+    sets: list[PowerSet] = Field(description="every category, then without `analysis.primary.left_out`; `observed_r` "
+                                             "is the median r, `observed_p` its joint p, `p_floor` one over the "
+                                             "orders (the bound of any test over them)")
+
+
 class Power(Record):
     """The power of the exact category-level test, simulated with the specification's category UA held fixed
     (:mod:`uaprobe.analysis.power`)."""
@@ -217,6 +229,8 @@ class Power(Record):
     target: float = Field(description="the power of the minimum detectable effect (`analysis.power.target`)")
     grid_step: float = Field(description="the step of `grid` (`analysis.power.grid_step`)")
     sets: list[PowerSet] = Field(description="every category, then without `analysis.primary.left_out`")
+    primary: PrimaryPower = Field(description="the same for the primary statistic, the median r over the primary "
+                                              "universe")
 
 
 class JointP(Record):

@@ -113,6 +113,31 @@ def validation_figure(
     return fig
 
 
+INSET_CORNERS = ((0.56, 0.22, 0.41, 0.38), (0.56, 0.58, 0.41, 0.38), (0.16, 0.58, 0.41, 0.38),
+                 (0.16, 0.22, 0.41, 0.38))
+"""Where an inset may go, in axes fractions (x, y, width, height), in the order tried: lower right, upper right,
+upper left, lower left; each leaves room below and to its left for its own tick labels."""
+INSET_LABEL_ROOM = (0.12, 0.12)
+"""The room, in axes fractions, an inset's tick labels take to its left and below it."""
+
+
+def inset_corner(ax: Any, x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float] | None:
+    """The first of :data:`INSET_CORNERS` that holds none of the points (x, y), with its tick labels' room, once
+    the axes have their limits; None where every corner holds one."""
+    ax.autoscale_view()
+    pts = np.column_stack([x, y])
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    frac = ax.transAxes.inverted().transform(ax.transData.transform(pts)) if pts.size else np.empty((0, 2))
+    pad = 0.03  # a marker's half-width
+    for x0, y0, w, h in INSET_CORNERS:
+        lo_x, lo_y = x0 - INSET_LABEL_ROOM[0] - pad, y0 - INSET_LABEL_ROOM[1] - pad
+        inside = ((frac[:, 0] >= lo_x) & (frac[:, 0] <= x0 + w + pad) & (frac[:, 1] >= lo_y)
+                  & (frac[:, 1] <= y0 + h + pad))
+        if not inside.any():
+            return (x0, y0, w, h)
+    return None
+
+
 def category_scatter_figure(validations: Mapping[str, Validation], *, variant: str = "mean",
                             preference_unit: str = "nats/token") -> Figure:
     """Every model's categories side by side at print width: UA against the mean preference at the last
@@ -128,17 +153,22 @@ def category_scatter_figure(validations: Mapping[str, Validation], *, variant: s
             table = chosen.table
             ua = np.array([row.ua for row in table], dtype=float)
             pref = np.array([row.mean_preference for row in table], dtype=float)
-            # the inset enlarges every category but the one farthest from the others (standardised distance)
-            inset = ax.inset_axes((0.56, 0.08, 0.41, 0.44)) if len(table) > 3 else None
-            far = int(np.nanargmax(np.hypot(*(np.abs(v - np.nanmedian(v)) / (np.nanstd(v) or 1.0)
-                                              for v in (ua, pref))))) if inset is not None else -1
+            styles = [dict(s=34, marker=MARKERS[i % len(MARKERS)], color=OKABE_ITO[i % len(OKABE_ITO)],
+                           edgecolors="black", linewidths=0.6, zorder=5) for i in range(len(table))]
             for i, row in enumerate(table):
                 name = data_label(row.category)
-                style_ = dict(s=34, marker=MARKERS[i % len(MARKERS)], color=OKABE_ITO[i % len(OKABE_ITO)],
-                              edgecolors="black", linewidths=0.6, zorder=5)
-                handles[name] = ax.scatter([row.ua], [row.mean_preference], label=name, **style_)
-                if inset is not None and i != far:
-                    inset.scatter([row.ua], [row.mean_preference], **style_)
+                handles[name] = ax.scatter([row.ua], [row.mean_preference], label=name, **styles[i])
+            # the inset enlarges every category but the one farthest from the others (standardised distance),
+            # in a corner of the panel that holds no point (with room for its tick labels)
+            far = int(np.nanargmax(np.hypot(*(np.abs(v - np.nanmedian(v)) / (np.nanstd(v) or 1.0)
+                                              for v in (ua, pref))))) if len(table) > 3 else -1
+            rect = inset_corner(ax, ua, pref) if far >= 0 else None
+            inset = ax.inset_axes(rect, zorder=6) if rect is not None else None
+            if inset is not None:
+                inset.set_facecolor("white")
+                for i, row in enumerate(table):
+                    if i != far:
+                        inset.scatter([row.ua], [row.mean_preference], **styles[i])
             if inset is not None:
                 inset.tick_params(labelsize=7)
                 inset.xaxis.set_major_locator(MaxNLocator(3))

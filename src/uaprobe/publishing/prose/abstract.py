@@ -13,9 +13,12 @@ import re
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, differs
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.prose.findings import confound_models
 from uaprobe.publishing.prose.formats import pretty
+from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.pair_family import FAMILIES, HYPOTHESIS_SIGN, survivors, test_sign
 from uaprobe.publishing.prose.pair_findings import PAIRS
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
 from uaprobe.publishing.provenance.values import Value, plain_text
@@ -45,19 +48,19 @@ def layer_zero_r_phrase(out: Outputs, pooling: str = "mean") -> str:
     return "; ".join([f"{z} and {a} for {out.display(m)}" for m in out.models for z, a in [layer_zero_r(out, m, pooling)]])
 
 
-def _pair_survivors(out: Outputs, m: str) -> dict[str, set[tuple[int, str]]]:
-    """metric -> {(sign, pooling)} of every pair-level test of ``m`` that survives Holm across the panel or the
-    max-T step-down in its family, in any set of covariates (a sign only the lexical covariate gives is left
-    out: it is not the metric's)."""
-    found: dict[str, set[tuple[int, str]]] = {}
+def _pair_survivors(out: Outputs, m: str) -> dict[str, set[tuple[int, str, str]]]:
+    """metric -> {(sign, pooling, family)} of every pair-level test of ``m`` that survives Holm across the panel,
+    the declared correction, in any set of covariates (a sign only the lexical covariate gives is left out: it is
+    not the metric's)."""
+    found: dict[str, set[tuple[int, str, str]]] = {}
     for family in FAMILIES:
-        for t in survivors(out, m, family):
+        for t in survivors(out, m, family, holm_only=True):
             sign = test_sign(out, m, family, t.row)
             if sign not in ("positive", "negative"):
                 continue
             metric = str(out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}"))
             for pooling in t.poolings:
-                found.setdefault(metric, set()).add((1 if sign == "positive" else -1, pooling))
+                found.setdefault(metric, set()).add((1 if sign == "positive" else -1, pooling, family))
     return found
 
 
@@ -68,24 +71,28 @@ SHORT_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centr
 
 
 def pair_sentence(out: Outputs, *, poolings: bool) -> str:
-    """Every surviving pair-level metric per model with its sign, those with the hypothesis's sign marked;
-    ``poolings``: with the poolings of those with the hypothesis's sign."""
+    """Every surviving pair-level metric per model with its sign, those with the sign UA predicts marked (and
+    marked again where no test over the pairs outside the pre-declared category keeps them); ``poolings``: with
+    the poolings of those with the predicted sign."""
     hyp = join_words([SHORT_METRIC.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
     parts = []
     for m in out.models:
         found = _pair_survivors(out, m)
         by_sign: dict[str, list[str]] = {}
         for metric in sorted(found, key=lambda k: list(SHORT_METRIC).index(k) if k in SHORT_METRIC else 99):
-            for sign in sorted({sg for sg, _ in found[metric]}, reverse=True):
+            for sign in sorted({sg for sg, _, _ in found[metric]}, reverse=True):
                 word = SHORT_METRIC.get(metric, pretty(metric))
                 if metric in HYPOTHESIS_SIGN and sign * HYPOTHESIS_SIGN[metric] > 0:
-                    where = sorted(POOLING_WORDS.get(q, q) for sg, q in found[metric] if sg == sign)
-                    word += " (the hypothesis's sign" + (f", {join_words(where)} pooling)" if poolings else ")")
+                    where = sorted({POOLING_WORDS.get(q, q) for sg, q, _ in found[metric] if sg == sign})
+                    only_all = all(f != "without_category" for sg, _, f in found[metric] if sg == sign)
+                    notes = ["the predicted sign"] + ([f"{join_words(where)} pooling"] if poolings else []) + (
+                        ["not without one category"] if only_all else [])
+                    word += f" ({', '.join(notes)})"
                 by_sign.setdefault("positive" if sign > 0 else "negative", []).append(word)
-        listed = "; ".join(f"{sign} {join_words(names)}" for sign, names in by_sign.items())
-        parts.append(f"{out.display(m)}: {listed or 'none'}")
-    return (f"At the pair level, where the hypothesis predicts positive {hyp} scores, the surviving tests (within "
-            f"categories, corrected) are {'; '.join(parts)}")
+        listed = " and ".join(f"{sign} {join_words(names)}" for sign, names in by_sign.items())
+        parts.append(f"{out.display(m)}, {listed or 'none'}")
+    return (f"UA predicts positive {hyp} scores; pair-level tests within categories surviving panel-wide Holm "
+            f"correction: {'; '.join(parts)}")
 
 
 def _max_power(out: Outputs) -> tuple[str, int]:
@@ -107,17 +114,33 @@ def _zero_abtt(out: Outputs, m: str) -> float | None:
     return None
 
 
+def caveat_clause(out: Outputs) -> str:
+    """What could explain the category-level r away, as the outputs show it for every model: its sign rests on one
+    category (whose framings differ most in length) and a lexical baseline of the statements' tokens matches it;
+    empty where neither holds for every model."""
+    n = len(out.models)
+    one = len(reversing_models(out)) == n
+    length = one and len(confound_models(out)) == n
+    lexical = len(lexical_matches_or_beats(out)) == n
+    parts = []
+    if one:
+        parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else ""))
+    if lexical:
+        parts.append(("t" if one else "T") + "oken identities alone reproduce it")
+    return " " + "; ".join(parts) + "." if parts else ""
+
+
 def layer_zero_clause(out: Outputs) -> str:
     """Layer 0 qualified: as large as the last layer (or not), and its sign under ABTT."""
     carries = [m for m in out.models if layer_zero_carries(out, m)]
     flips = [m for m in out.models if (z := _zero_abtt(out, m)) is not None
              and (r := layer_zero_r(out, m)[0].raw) is not None and z * r < 0]
     if carries and len(carries) == len(out.models):
-        text = "Token embeddings, before any context, already give as large a correlation"
+        text = "Token embeddings already show it"
     elif carries:
-        text = f"Token embeddings, before any context, already give as large a correlation for {join_words([out.display(m) for m in carries])}"
+        text = f"Token embeddings already show it for {join_words([out.display(m) for m in carries])}"
     else:
-        text = "Token embeddings, before any context, give a smaller correlation"
+        text = "Token embeddings show a smaller correlation"
     if flips and len(flips) == len(out.models):
         text += ", reversed once the top principal directions are removed"
     elif flips:
@@ -134,9 +157,14 @@ def abstract(out: Outputs) -> str:
     n = len(out.models)
     n_cat = len(out.raw(out.models[0], "layerwise", "categories") or [])
     published = out.at(PUBLISHED_PYTHIA, "category_level/r/-1", "s2")
+    original, cats_orig = "", "categories"
+    if out.has(PANEL_RESULTS, "original/p") and out.raw_at(PANEL_RESULTS, "original/p") is not None:
+        n_orig = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
+        cats_orig = f"{NUMBER_WORDS.get(n_orig, str(n_orig))} categories"
+        original = f" (exact p = {out.at(PANEL_RESULTS, 'original/p', 'p')} under our test)"
     first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between a statement's two "
              "framings, was proposed to probe which framing a model prefers; its original study reported r = "
-             f"{published} between UA and the preference across categories in a Pythia model.")
+             f"{published} across {cats_orig} in a Pythia model{original}.")
     ours = join_words([str(out.v(m, "robustness", "policies/default/final_r", "s2")) for m in out.models])
     signs = {(out.raw(m, "robustness", "policies/default/final_r") or 0.0) > 0 for m in out.models}
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
@@ -151,15 +179,17 @@ def abstract(out: Outputs) -> str:
     verdict = ("inconclusive" if not below else "below α for " + join_words([out.display(m) for m in below]))
     cats = NUMBER_WORDS.get(n_cat, str(n_cat))
     variants = []
-    for detail in (2, 1, 0):
-        second = (f"Re-analysing the method on {models}, we find {relation}"
-                  + (f" (r = {ours})" if detail >= 1 else "")
-                  + (f", but {cats} categories cannot settle a sign: " if not below else
-                     f"; over {cats} categories, ")
-                  + f"the exact test's power at a planted correlation "
-                  f"of {planted} is at most {power}, and the pre-declared test within the original's estimand "
-                  + (f"gives p = {ps}." if detail >= 1 else f"is {verdict}."))
-        variants.append(f"{first} {second} {layer_zero_clause(out)}. {pair_sentence(out, poolings=detail >= 2)}.")
+    # the most detail first: the models' r, the primary p, the poolings of the pair-level survivors
+    for show_r, show_p, poolings in ((True, True, True), (True, True, False), (True, False, False),
+                                     (False, True, False), (False, False, False)):
+        second = (f"On {models} we find {relation}"
+                  + (f" (r = {ours})" if show_r else "")
+                  + (f", but {cats} categories cannot settle it: " if not below else f"; over {cats} categories, ")
+                  + f"the exact test's power at a planted correlation of {planted} is at most {power}, and the "
+                  "pre-declared test "
+                  + (f"gives p = {ps}." if show_p else f"is {verdict}."))
+        variants.append(f"{first} {second}{caveat_clause(out)} {layer_zero_clause(out)}. "
+                        f"{pair_sentence(out, poolings=poolings)}.")
     for text in variants:
         if word_count(text) <= WORDS and number_count(text) <= NUMBERS:
             return text

@@ -6,10 +6,12 @@ shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`; counts 
 from __future__ import annotations
 
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, category_words
+from uaprobe.publishing.prose.curve import alpha as curve_alpha
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
 from uaprobe.publishing.prose.phrases import position0_inversions
+from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 
 PYTHIA_COMMAND = "dvc exp run -S preset=original -S 'models=[pythia-6-9b]'"
@@ -21,36 +23,43 @@ def _count(n: int) -> str:
 
 
 def power_table(out: Outputs) -> str:
-    """Per model and set of categories (every one; without the pre-declared one): the smallest attainable p, the
-    observed r and its exact p, the power at each planted correlation, and the minimum detectable effect."""
+    """Per model, statistic (r of the reference specification; the primary median r over the universe) and set of
+    categories (every one; without the pre-declared one): the smallest attainable p, the observed statistic and its
+    exact p, the power at each planted correlation, and the minimum detectable effect."""
     m0 = out.models[0]
     planted = out.raw(m0, CURVE, "power/sets/0/planted") or []
     rows = []
     for m in out.models:
-        for i, s in enumerate(out.raw(m, CURVE, "power/sets") or []):
-            base = f"power/sets/{i}"
-            rows.append([out.display(m) if i == 0 else "",
-                         "all" if s["left_out"] is None else f"without {pretty(s['left_out'])}",
-                         out.v(m, CURVE, f"{base}/n_categories", "int"), out.v(m, CURVE, f"{base}/p_floor", "f4"),
-                         out.v(m, CURVE, f"{base}/observed_r"), out.v(m, CURVE, f"{base}/observed_p", "p"),
-                         *[out.v(m, CURVE, f"{base}/power/{j}", "f2") for j in range(len(planted))],
-                         out.v(m, CURVE, f"{base}/mde", "f2")])
-    head = ["Model", "Categories", "n", "Floor", "r", "p", *[f"ρ = {r:g}" for r in planted], "MDE"]
-    return markdown_table(head, rows, align="ll" + "r" * (len(head) - 2))
+        first = True
+        for prefix, label in (("power", "r, one specification"), ("power/primary", "median r, universe")):
+            for i, s in enumerate(out.raw(m, CURVE, f"{prefix}/sets") or []):
+                base = f"{prefix}/sets/{i}"
+                rows.append([out.display(m) if first else "", label if i == 0 else "",
+                             "all" if s["left_out"] is None else "one out",
+                             out.v(m, CURVE, f"{base}/n_categories", "int"), out.v(m, CURVE, f"{base}/p_floor", "f4"),
+                             out.v(m, CURVE, f"{base}/observed_r"), out.v(m, CURVE, f"{base}/observed_p", "p"),
+                             *[out.v(m, CURVE, f"{base}/power/{j}", "f2") for j in range(len(planted))],
+                             out.v(m, CURVE, f"{base}/mde", "f2")])
+                first = False
+    head = ["Model", "Statistic", "Categories", "n", "Floor", "Value", "p", *[f"ρ = {r:g}" for r in planted], "MDE"]
+    return markdown_table(head, rows, align="lll" + "r" * (len(head) - 3))
 
 
 @prose
 def power_phrase(out: Outputs) -> str:
-    """Methods: how the power is simulated, and what it means for a null."""
+    """Methods: how the power is simulated, for one specification and for the primary statistic, and what it means
+    for a null."""
     m0 = out.models[0]
     target = out.v(m0, CURVE, "power/target", "percent_g")
     draws = out.v(m0, CURVE, "power/draws", "thousands")
     pooling = POOLING_WORDS.get(str(out.raw(m0, CURVE, "power/specification/pooling")), "mean")
     return ("**Power.** The exact test's reach depends on the categories' UA itself, so its power is simulated "
             f"with each model's own category UA held fixed ({pooling} pooling, raw states, "
-            "the last layer): preferences are drawn with a planted population correlation ρ with the standardised "
-            f"UA plus independent normal noise, {draws} draws per ρ, and the power is the share whose exact p reaches "
-            "α. The *floor* is the smallest p the test can attain, one over the number of orders; the "
+            "the last layer: the reference specification): preferences are drawn with a planted population "
+            f"correlation ρ with the standardised UA plus independent normal noise, {draws} draws per ρ, and the "
+            "power is the share whose exact p reaches α. The same simulated preferences give the power of the "
+            "primary statistic, the median r over the primary universe's specifications with its joint exact p. "
+            "The *floor* is the smallest p the test can attain; the "
             f"*minimum detectable effect* (MDE) is the smallest ρ on a grid with {target} power (@tbl-power). "
             "A category-level p above α is therefore read as no evidence at this power, not as evidence of no "
             "association; the pair level, with its "
@@ -70,16 +79,74 @@ def original_phrase(out: Outputs) -> str:
                 else "signs that differ between the models")
     text = (f"The original study reports r = {published} at the last layer of Pythia-6.9B; here, at that layer "
             f"(mean pooling), r is {ours}: {relation}. The models differ in size, training and precision, so the "
-            "two are not a replication of each other, and at the power of @tbl-power neither sign is established "
-            "by the category-level test alone")
+            "two are not a replication of each other, and at the power of @tbl-power this panel's sign is not "
+            f"established by the category-level test alone{original_test_words(out)}")
     sink_made = [out.display(m) for m, default, excluded in position0_inversions(out)
                  if not excluded and not out.raw(m, "layerwise", "extraction/bos_added")]
     if sink_made:
-        text += (f". A negative r does appear here: at the intermediate layers of {join_words(sink_made)}, which "
-                 "like Pythia adds no BOS, but only while position 0, the attention sink, is pooled (@sec-sink). The "
-                 "original notebooks drop position 0 from every pooled state, so the sink cannot have made their "
-                 "negative r in this way; what made it is not something this panel reproduces")
+        text += (f". The strongest negative r here is at the intermediate layers of {join_words(sink_made)} with "
+                 "mean pooling, and it appears only while position 0, the attention sink, is pooled (@sec-sink); "
+                 "like Pythia, that model adds no BOS. The original notebooks drop position 0 from every pooled "
+                 "state, so the sink cannot have made their negative r in this way")
+    scattered = scattered_negatives(out)
+    if scattered:
+        text += (". Negative r without position 0 are not absent, but scattered over single layers: the most "
+                 f"negative with position 0 excluded is {scattered}; so a negative r at one layer is within what "
+                 "this panel shows, and a sign at one layer is weak evidence either way")
     return text
+
+
+def original_test_words(out: Outputs) -> str:
+    """The original study's published category points under this paper's exact test (``results/panel.json``
+    ``original``): r, its exact p, the power at the largest planted correlation and r with one category left out;
+    empty where the panel holds no such points."""
+    if not out.has(PANEL_RESULTS, "original") or out.raw_at(PANEL_RESULTS, "original") is None:
+        return ""
+    planted = out.raw_at(PANEL_RESULTS, "original/power/planted") or []
+    j = len(planted) - 1
+    loo = [r for r in out.raw_at(PANEL_RESULTS, "original/leave_one_out_r") or [] if r is not None]
+    lo = min(range(len(loo)), key=lambda i: loo[i]) if loo else None
+    hi = max(range(len(loo)), key=lambda i: loo[i]) if loo else None
+    n = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
+    text = (f": the original's own {_count(n)} published category points give, under this paper's exact test, "
+            f"r = {out.at(PANEL_RESULTS, 'original/r', 's3')} with p = {out.at(PANEL_RESULTS, 'original/p', 'p')} "
+            f"over {out.at(PANEL_RESULTS, 'original/orders', 'thousands')} orders (power "
+            f"{out.at(PANEL_RESULTS, f'original/power/power/{j}', 'f2')} at a planted ρ of "
+            f"{out.at(PANEL_RESULTS, f'original/power/planted/{j}', 'g')})")
+    if lo is not None and hi is not None:
+        text += (f", and r from {out.at(PANEL_RESULTS, f'original/leave_one_out_r/{lo}', 's3')} to "
+                 f"{out.at(PANEL_RESULTS, f'original/leave_one_out_r/{hi}', 's3')} with one category left out")
+    r = out.raw_at(PANEL_RESULTS, "original/r")
+    p = out.raw_at(PANEL_RESULTS, "original/p")
+    alpha = curve_alpha(out, out.models[0])
+    kept = bool(loo) and r is not None and all(v * r > 0 for v in loo)
+    ours_kept = not any(out.raw(m, "robustness", "loco/sign_reversed") for m in out.models)
+    if p is not None and p <= alpha and kept:
+        text += (". The original's sign thus passes the exact test, uncorrected for the layers it was read at, "
+                 "and keeps its sign with any category left out"
+                 + ("; this panel's does neither" if not ours_kept and not any(
+                    (q := out.raw(m, CURVE, "power/sets/0/observed_p")) is not None and q <= alpha
+                    for m in out.models) else ""))
+    elif kept:
+        text += ". The original's sign keeps with any category left out, but its exact p is above α"
+    return text
+
+
+def scattered_negatives(out: Outputs, poolings: tuple[str, ...] = ("mean", "last")) -> str:
+    """Per model and pooling, the most negative category-level r over the layers with position 0 excluded
+    (``sink_excluded/layerwise.json``), with its layer; only those below zero."""
+    parts = []
+    for m in out.models:
+        for pooling in poolings:
+            rs = out.raw(m, "sink_excluded/layerwise", f"poolings/{pooling}/pearson_r") or []
+            defined = [i for i, r in enumerate(rs) if r is not None]
+            if not defined:
+                continue
+            low = min(defined, key=lambda i: rs[i])
+            if rs[low] < 0:
+                parts.append(f"{out.v(m, 'sink_excluded/layerwise', f'poolings/{pooling}/pearson_r/{low}')} at "
+                             f"layer {low} of {out.display(m)} ({POOLING_WORDS.get(pooling, pooling)} pooling)")
+    return join_words(parts)
 
 
 @prose

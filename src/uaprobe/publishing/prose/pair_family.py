@@ -20,7 +20,7 @@ from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.prose.markdown import category as category_name
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS, lexical
 from uaprobe.publishing.prose.study import the_models
 
 FAMILIES = {"family": "family", "incremental": "incremental/family",
@@ -39,16 +39,18 @@ SAME_R = 10
 """Decimals to which two tests' partial r agree when they are one test on the same states."""
 
 
-def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None) -> list[Survivor]:
-    """The tests of ``family`` that survive Holm across the panel-wide family or the max-T step-down within the
-    model's family (``maxt_reject``), one per test: rows on the same states (the same metric with
-    bit-identical partial r and p, as under two policies that pool the same tokens) are one test, named with
-    every pooling and policy it stands for. ``reported_only``: only tests with the reported pooling (True),
-    only the others (False), or all (None)."""
+def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None = None,
+              holm_only: bool = False) -> list[Survivor]:
+    """The tests of ``family`` that survive Holm across the panel-wide family or (unless ``holm_only``) the
+    panel's max-T (``maxt_reject``: the step-down within the model's family, Bonferroni across the families), one
+    per test: rows on the same states (the same metric with bit-identical partial r and p, as under two policies
+    that pool the same tokens) are one test, named with every pooling and policy it stands for.
+    ``reported_only``: only tests with the reported pooling (True), only the others (False), or all (None)."""
     tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
     groups: dict[tuple[object, ...], list[int]] = {}
-    maxt = tests.get("maxt_reject") or [None] * len(tests["metric"])
-    for i, reject in enumerate(out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))):
+    holm = out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))
+    maxt = [None] * len(holm) if holm_only else out.raw_at(PANEL_RESULTS, panel_key(m, family, "maxt_reject"))
+    for i, reject in enumerate(holm):
         if reject or maxt[i]:
             r = tests["partial_r"][i]
             key = (tests["metric"][i], None if r is None else round(r, SAME_R), tests["permutation_p"][i])
@@ -89,20 +91,34 @@ def family_phrase(out: Outputs) -> str:
             f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
             f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
             f"{degenerate_words(out)} Holm ignores how strongly these tests depend on each other (the same pairs, "
-            "metrics of the same states); beside it, each model's family of each covariate set is corrected by the "
-            "Westfall–Young max-T step-down over the joint within-category permutations, which uses that "
-            f"dependence. {POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one "
-            "reported first.")
+            "metrics of the same states). Beside it, the *max-T* correction uses that dependence: the "
+            "Westfall–Young max-T step-down over the joint within-category permutations within each model and "
+            "covariate set, its p multiplied by the number of such sets, "
+            f"{out.at(PANEL_RESULTS, 'pair_family/n_families', 'int')} (Bonferroni), so that it too bounds the "
+            "family-wise error over the whole panel. "
+            f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one reported "
+            f"first. {mde_words(out)}")
     for family, lead in (("family", "With the category and length covariates"),
                          ("incremental", "With the lexical metric added"),
                          ("without_category", f"With both, over the pairs outside {category}")):
         parts = []
         for m in out.models:
-            parts.append(f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_maxt_reject', 'int')} and "
+            parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_maxt_reject'), 'int')} and "
                          f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
                          f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)}")
         text += f" {lead}, {join_words(parts)} survive max-T and Holm respectively."
     return text + " @tbl-family lists them with their signs."
+
+
+def mde_words(out: Outputs) -> str:
+    """The smallest partial r the base family's tests detect at the target power, uncorrected and at the first
+    step of the panel's Holm correction, per model."""
+    target = out.at(PANEL_RESULTS, "pair_family/power_target", "percent_g")
+    parts = [f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde'), 'f2')} uncorrected and "
+             f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde_panel'), 'f2')} at the first step of "
+             f"Holm's correction for {out.display(m)}" for m in out.models]
+    return (f"With {target} power, a two-sided test over these pairs and covariates detects a population partial r of "
+            f"{join_words(parts)} (Fisher-z approximation): smaller within-category associations go undetected.")
 
 
 def degenerate_words(out: Outputs) -> str:
@@ -216,7 +232,7 @@ def family_table(out: Outputs) -> str:
                              out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
                              f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
                              + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else ""),
-                             out.v(m, PAIRS, f"{base}/maxt_p/{t.row}", "p")])
+                             out.at(PANEL_RESULTS, panel_key(m, family, f"maxt_p/{t.row}"), "p")])
                 first = False
     return markdown_table(["Model", "Set", "Metric", "Pooling", "Pos. 0", "Partial r [95 % CI]", "No lex.",
                            "VIF", "Holm p", "Max-T p"], rows, align="lllllrrrrr")
@@ -242,3 +258,34 @@ def family_conclusion(out: Outputs) -> str:
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths, the lexical baseline and {category} left out together in one pair-level family is, "
             f"{'; '.join(parts)}")
+
+
+@prose
+def lexical_versus_models(out: Outputs, metric: str = "centroid_asymmetry") -> str:
+    """Per model, the lexical baseline's median partial r for ``metric`` (position 0 excluded) beside the largest
+    |partial r| of the model's surviving pair-level tests (any set of covariates, Holm or max-T), and which is
+    larger: what a model's states add to what its tokenizer's tokens already give."""
+    parts, beaten = [], []
+    for m in out.models:
+        lex = lexical(out, m, metric)[0]
+        best: tuple[float, str, int] | None = None
+        for family in FAMILIES:
+            for t in survivors(out, m, family):
+                r = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")
+                if r is not None and (best is None or abs(r) > best[0]):
+                    best = (abs(r), family, t.row)
+        if best is None or lex.raw is None:
+            continue
+        top = out.v(m, PAIRS, f"{FAMILIES[best[1]]}/tests/partial_r/{best[2]}", "s2")
+        parts.append(f"{lex} for the baseline with the tokenizer of {out.display(m)} against {top} for its "
+                     "strongest surviving test")
+        if abs(lex.raw) >= best[0]:
+            beaten.append(out.display(m))
+    if not parts:
+        return ""
+    verdict = ("so the tokens alone relate to the preference as strongly as the states do for "
+               f"{join_words(beaten)}" if beaten else
+               "so the states relate to the preference more strongly than the tokens alone")
+    return (f"At the pair level, the lexical baseline's {METRIC_WORDS.get(metric, pretty(metric))} has a median "
+            f"partial r of {join_words(parts)}: {verdict}; what survives the lexical covariate is what the states "
+            "add to the words.")

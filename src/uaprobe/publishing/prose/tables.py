@@ -67,18 +67,19 @@ def loco_range(out: Outputs, m: str, layer: int, pooling: str = "mean", stem: st
 
 
 def model_panel_table(out: Outputs) -> str:
-    """The panel: each model's source, location and pinned revision or file, size, depth, dtype and BOS."""
+    """The panel: each model's source, location and pinned revision or file, size, depth, dtype and BOS (its id in
+    params.yaml is on the provenance page, with every value)."""
     rows = []
     for m in out.models:
         spec = out.params.model(m)
         pinned = "revision" if spec.revision else "gguf_file" if spec.gguf_file else None
         weights = f"{spec.source} {markdown_code(spec.location)}" + (
             f", {markdown_code(getattr(spec, pinned))}" if pinned else "")
-        rows.append([out.full_name(m), markdown_code(m), weights, out.at("params.yaml", f"catalog/{m}/params_millions", "int"),
+        rows.append([out.full_name(m), weights, out.at("params.yaml", f"catalog/{m}/params_millions", "int"),
                      out.v(m, "layerwise", "n_layers", "int"), out.v(m, "layerwise", "extraction/dtype", "text"),
                      out.v(m, "layerwise", "extraction/bos_added", "bool")])
-    return markdown_table(["Model", "id", "weights: source, location, revision or file", "params (M)", "layers",
-                           "dtype", "BOS"], rows, align="lllrrlc")
+    return markdown_table(["Model", "weights: source, location, revision or file", "params (M)", "layers",
+                           "dtype", "BOS"], rows, align="llrrlc")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -75,6 +75,15 @@ class Outputs:
     def raw_at(self, file: str, key: str) -> Any:
         return lookup(self.doc(file), key, file=file)
 
+    def has(self, file: str, key: str) -> bool:
+        """Whether ``file`` holds ``key`` (an object the stage writes only where its input exists, say)."""
+        node: Any = self.doc(file)
+        for part in key.split("/"):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
     def raw(self, model: str, stem: str, key: str) -> Any:
         """The bare value at ``key`` of ``results/models/<model>/<stem>.json``."""
         return self.raw_at(self.model_file(model, stem), key)
