@@ -57,7 +57,8 @@ def test_the_confound_verdict_follows_the_category_the_reversal_and_the_baseline
     assert ("the last-layer r (mean pooling) has the other sign for both models, while the lexical baseline's stays "
             "positive; over the categories left, the exact test has too little power to establish either sign") in text
     assert "the last-layer r changes sign for B (+0.900 to −0.650) and moves for A (+0.900 to +0.270)" in text
-    assert "rest on one category, cat x, whose B statements are also much longer; length is the likeliest" in text
+    assert ("rest on one category, cat x, whose B statements are also much longer. Length is one explanation; the "
+            "kind of token (numbers against names) is another") in text
     assert plain_text(fd.length_limitation(both)).startswith("With one influential category (cat x), its length")
 
     other = Panel({"a": model(diffs=[0.1, 4.0, 0.0]), "b": model(diffs=[0.1, 4.0, 0.0])})
@@ -432,7 +433,8 @@ def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_pol
                       ("default", "mean", margin, 0.2, 0.01, True)])
     signs = Panel({"b": {"pair_models": pair_doc(against, against)}})
     assert plain_text(pf.family_conclusion(signs)).endswith(
-        "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one")
+        "for B, the centroid asymmetry with a negative partial r, the margin asymmetry with a positive one; of the "
+        "centroid asymmetry and kNN density asymmetry, whose sign UA predicts, what survives has the opposite sign")
     # a sign that only the lexical covariate gives (the partial r without it has the other sign) is not the metric's
     flipped = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
                       ("default", "mean", margin, 0.2, 0.01, True)], base=[0.1, 0.25])
@@ -503,15 +505,15 @@ def test_the_abstract_reports_the_original_the_power_layer_zero_and_every_surviv
     assert "its original study reported r = −0.87 across" in text
     assert "we find the opposite sign (r = +0.90 and +0.90)" in text
     assert "the exact test's power at a planted correlation of 0.9 is at most 0.60" in text
-    assert "the pre-declared test gives p = 0.090 and 0.090" in text
-    assert "already show it, reversed once the top principal directions are removed" in text
-    assert ("UA predicts positive centroid and kNN-density scores; pair-level tests within categories surviving "
-            "panel-wide Holm correction: A, negative centroid and positive margin; B, positive kNN-density (the "
-            "predicted sign, last-token pooling)") in text
+    assert "the primary test gives p = 0.090 and 0.090" in text
+    assert "already show it, reversed by removing the top principal directions" in text
+    assert ("Pair-level tests within categories surviving panel-wide Holm correction (UA predicts positive centroid "
+            "and kNN-density): A, negative centroid and positive margin; B, positive kNN-density as predicted "
+            "(last-token pooling)") in text
     # a survivor whose sign only the lexical covariate gives is not the metric's: left out
     flipped = family([("default", "mean", centroid, -0.3, 0.01, True)], base=[0.2])
     models["a"]["pair_models"] = pair_doc(family([]), flipped)
-    assert "correction: A, none; B," in plain_text(ab.abstract(with_published(Panel(models))))
+    assert "kNN-density): A, none; B," in plain_text(ab.abstract(with_published(Panel(models))))
 
 
 def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
@@ -577,7 +579,12 @@ def test_the_original_points_are_faced_with_their_exact_test_and_the_scattered_n
     assert "passes the exact test, uncorrected for the layers it was read at, and keeps its sign" in text
     flipped = plain_text(ds.original_test_words(panel(0.2, [-0.6, 0.3, -0.95, -0.8])))
     assert "passes" not in flipped and "keeps" not in flipped
-    assert plain_text(ds.scattered_negatives(panel(0.2, [-0.6]))) == "−0.400 at layer 1 of A (mean pooling)"
+    # this panel's r (exact p 0.3, reversed without its most influential category) does neither: said in the end
+    assert plain_text(ds.original_conclusion(panel(0.028, [-0.6, -0.9, -0.95, -0.8]))).endswith(
+        "this panel's do neither, so the two results differ in more than the power of four points.")
+    assert plain_text(ds.original_conclusion(panel(0.2, [-0.6, -0.9, -0.95, -0.8]))) == ""
+    assert plain_text(ds.negative_without_sink(panel(0.2, [-0.6]))) == (
+        "at 1 of the 3 layers of A with mean pooling (layer 1, down to −0.400)")
     bare = Panel({"a": model(diffs=[4.8, 1.4, 0.0])})
     bare.files[PANEL_RESULTS] = {}  # a panel without the published points
     assert plain_text(ds.original_test_words(bare)) == ""
@@ -585,7 +592,7 @@ def test_the_original_points_are_faced_with_their_exact_test_and_the_scattered_n
 
 def test_a_survivor_with_the_predicted_sign_is_marked_where_only_every_category_keeps_it() -> None:
     """The kNN density survivor of the base covariates that no test without the pre-declared category keeps is
-    marked "not without one category"; kept there, it is not."""
+    marked "every category only"; kept there too, it is not marked."""
     from test_phrases import with_published
     from uaprobe.publishing.prose import abstract as ab
 
@@ -595,15 +602,15 @@ def test_a_survivor_with_the_predicted_sign_is_marked_where_only_every_category_
     hit = [("default", "last", knn, 0.29, 0.01, True)]
     docs["pair_models"] = pair_doc(family(hit), family([]), family([]))
     only_all = plain_text(ab.pair_sentence(with_published(Panel({"a": docs})), poolings=False))
-    assert "A, positive kNN-density (the predicted sign, not without one category)" in only_all
+    assert "A, positive kNN-density as predicted (every category only)" in only_all
     docs["pair_models"] = pair_doc(family(hit), family([]), family(hit))
     kept = plain_text(ab.pair_sentence(with_published(Panel({"a": docs})), poolings=False))
-    assert "A, positive kNN-density (the predicted sign)" in kept
+    assert kept.endswith("A, positive kNN-density as predicted")
 
 
-def test_the_lexical_baseline_is_set_beside_the_strongest_surviving_test() -> None:
-    """Per model, the baseline's median partial r beside the largest |partial r| of the model's survivors; the
-    tokens "as strongly as the states" only where the baseline's is at least as large."""
+def test_the_lexical_baseline_is_set_beside_the_surviving_tests() -> None:
+    """Per model, the baseline's median partial r beside the range of |partial r| of the model's survivors, and how
+    many tests survive with the lexical covariate over every pair."""
     from uaprobe.publishing.prose import pair_family as pf
 
     def panel(lex: float) -> Panel:
@@ -613,8 +620,7 @@ def test_the_lexical_baseline_is_set_beside_the_strongest_surviving_test() -> No
         docs["pair_models"]["policies"] = {"sink_excluded": {"lexical_baseline": {"metrics": {"centroid_asymmetry": {
             "median_partial_r": lex, "significant": [True, True]}}}}}
         return Panel({"a": docs})
-    strong = plain_text(pf.lexical_versus_models(panel(0.35)))
-    assert ("a median partial r of +0.350 for the baseline with the tokenizer of A against −0.30 for its strongest "
-            "surviving test: so the tokens alone relate to the preference as strongly as the states do for A") in strong
-    weak = plain_text(pf.lexical_versus_models(panel(0.1)))
-    assert "so the states relate to the preference more strongly than the tokens alone" in weak
+    text = plain_text(pf.lexical_versus_models(panel(0.35)))
+    assert ("a median partial r of +0.350 with the tokenizer of A, against |partial r| from 0.20 to 0.30 for its "
+            "surviving tests") in text
+    assert text.endswith("over every pair, with that covariate, no test of any model survives Holm's correction.")

@@ -273,8 +273,8 @@ def test_position_0_inversion_is_named_where_excluding_it_removes_the_negative_s
         "the category-level r of B is negative at 2 of its 5 layers (layers 1 and 2, down to −0.800) and, with "
         "position 0 excluded, at 1 (layer 2).")
     conclusion = plain_text(ph.inversion_conclusion(p))
-    assert conclusion.startswith("The negative r at the intermediate layers of A comes from position 0")
-    assert "Position 0 makes part of the negative r at the intermediate layers of B" in conclusion
+    assert conclusion.startswith("With mean pooling, the negative r at the intermediate layers of A comes from position 0")
+    assert "With mean pooling, position 0 makes part of the negative r at the intermediate layers of B" in conclusion
     assert ph.inversion_phrase(panel(c=same)) == "" and ph.inversion_conclusion(panel(c=same)) == ""
     more = robustness(final_r=0.9, sx_r=[-0.5, -0.4, -0.3, 0.6, 0.9], r=[0.5, -0.2, 0.3, 0.6, 0.9], lexical=0.5,
                       without=-0.2)  # excluding position 0 leaves more negative layers: no claim for it

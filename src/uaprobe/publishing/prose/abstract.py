@@ -13,6 +13,7 @@ import re
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, differs
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.prose.design import divergence
 from uaprobe.publishing.prose.findings import confound_models
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
@@ -70,29 +71,39 @@ SHORT_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centr
 """The pair-level scores as the abstract names them."""
 
 
+WHERE_WORDS = {"all": "", "every": "every category only", "one_out": "without one category only"}
+"""Where a surviving metric survives: in sets with every category and without one (no words), only in the sets
+with every category, or only in the set without the pre-declared category."""
+
+
+def _where(families: set[str]) -> str:
+    out_only = families == {"without_category"}
+    every_only = "without_category" not in families
+    return "one_out" if out_only else "every" if every_only else "all"
+
+
 def pair_sentence(out: Outputs, *, poolings: bool) -> str:
-    """Every surviving pair-level metric per model with its sign, those with the sign UA predicts marked (and
-    marked again where no test over the pairs outside the pre-declared category keeps them); ``poolings``: with
-    the poolings of those with the predicted sign."""
+    """Every surviving pair-level metric per model with its sign, grouped by where it survives (with every
+    category, only there, or only without the pre-declared category); those with the sign UA predicts marked;
+    ``poolings``: with the poolings of those."""
     hyp = join_words([SHORT_METRIC.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
     parts = []
     for m in out.models:
         found = _pair_survivors(out, m)
-        by_sign: dict[str, list[str]] = {}
+        groups: dict[str, dict[str, list[str]]] = {}
         for metric in sorted(found, key=lambda k: list(SHORT_METRIC).index(k) if k in SHORT_METRIC else 99):
             for sign in sorted({sg for sg, _, _ in found[metric]}, reverse=True):
                 word = SHORT_METRIC.get(metric, pretty(metric))
                 if metric in HYPOTHESIS_SIGN and sign * HYPOTHESIS_SIGN[metric] > 0:
                     where = sorted({POOLING_WORDS.get(q, q) for sg, q, _ in found[metric] if sg == sign})
-                    only_all = all(f != "without_category" for sg, _, f in found[metric] if sg == sign)
-                    notes = ["the predicted sign"] + ([f"{join_words(where)} pooling"] if poolings else []) + (
-                        ["not without one category"] if only_all else [])
-                    word += f" ({', '.join(notes)})"
-                by_sign.setdefault("positive" if sign > 0 else "negative", []).append(word)
-        listed = " and ".join(f"{sign} {join_words(names)}" for sign, names in by_sign.items())
+                    word += " as predicted" + (f" ({join_words(where)} pooling)" if poolings else "")
+                w = _where({f for sg, _, f in found[metric] if sg == sign})
+                groups.setdefault(w, {}).setdefault("positive" if sign > 0 else "negative", []).append(word)
+        listed = "; ".join(" and ".join(f"{sign} {join_words(names)}" for sign, names in by_sign.items())
+                           + (f" ({WHERE_WORDS[w]})" if WHERE_WORDS[w] else "") for w, by_sign in groups.items())
         parts.append(f"{out.display(m)}, {listed or 'none'}")
-    return (f"UA predicts positive {hyp} scores; pair-level tests within categories surviving panel-wide Holm "
-            f"correction: {'; '.join(parts)}")
+    return (f"Pair-level tests within categories surviving panel-wide Holm correction (UA predicts positive {hyp}): "
+            f"{'; '.join(parts)}")
 
 
 def _max_power(out: Outputs) -> tuple[str, int]:
@@ -124,7 +135,10 @@ def caveat_clause(out: Outputs) -> str:
     lexical = len(lexical_matches_or_beats(out)) == n
     parts = []
     if one:
-        parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else ""))
+        located = divergence(out)
+        parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else "")
+                     + (", whose preference, not its UA, reverses the original's" if located is not None
+                        and located[3] and not located[4] else ""))
     if lexical:
         parts.append(("t" if one else "T") + "oken identities alone reproduce it")
     return " " + "; ".join(parts) + "." if parts else ""
@@ -142,7 +156,7 @@ def layer_zero_clause(out: Outputs) -> str:
     else:
         text = "Token embeddings show a smaller correlation"
     if flips and len(flips) == len(out.models):
-        text += ", reversed once the top principal directions are removed"
+        text += ", reversed by removing the top principal directions"
     elif flips:
         text += f", reversed for {join_words([out.display(m) for m in flips])} once the top principal directions are removed"
     return text
@@ -161,9 +175,9 @@ def abstract(out: Outputs) -> str:
     if out.has(PANEL_RESULTS, "original/p") and out.raw_at(PANEL_RESULTS, "original/p") is not None:
         n_orig = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
         cats_orig = f"{NUMBER_WORDS.get(n_orig, str(n_orig))} categories"
-        original = f" (exact p = {out.at(PANEL_RESULTS, 'original/p', 'p')} under our test)"
-    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between a statement's two "
-             "framings, was proposed to probe which framing a model prefers; its original study reported r = "
+        original = f" (our exact test: p = {out.at(PANEL_RESULTS, 'original/p', 'p')})"
+    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of "
+             "statements, probes which framing a model prefers; its original study reported r = "
              f"{published} across {cats_orig} in a Pythia model{original}.")
     ours = join_words([str(out.v(m, "robustness", "policies/default/final_r", "s2")) for m in out.models])
     signs = {(out.raw(m, "robustness", "policies/default/final_r") or 0.0) > 0 for m in out.models}
@@ -186,7 +200,7 @@ def abstract(out: Outputs) -> str:
                   + (f" (r = {ours})" if show_r else "")
                   + (f", but {cats} categories cannot settle it: " if not below else f"; over {cats} categories, ")
                   + f"the exact test's power at a planted correlation of {planted} is at most {power}, and the "
-                  "pre-declared test "
+                  "primary test "
                   + (f"gives p = {ps}." if show_p else f"is {verdict}."))
         variants.append(f"{first} {second}{caveat_clause(out)} {layer_zero_clause(out)}. "
                         f"{pair_sentence(out, poolings=poolings)}.")

@@ -168,6 +168,14 @@ def primary_phrase(out: Outputs) -> str:
             f"(Holm p = {out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})" for m, i in survivors]) + ".")
     else:
         text += " After Holm's correction, no secondary test is significant for any model."
+    nominal_secondary = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
+                         if not t.get("holm_reject") and t.get("p") is not None and t["p"] <= alpha(out, m)]
+    if nominal_secondary:
+        text += (" Before it, p is at or below α for " + join_words([
+            f"{out.display(m)}'s {STATISTIC_WORDS.get(out.raw(m, CURVE, f'secondary/tests/{i}/statistic'), '')} "
+            f"{test_words(out, m, out.raw(m, CURVE, f'secondary/tests/{i}/test'))} "
+            f"(p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
+            f"{out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})" for m, i in nominal_secondary]) + ".")
     without = []
     for m in out.models:
         i = without_index(out, m)

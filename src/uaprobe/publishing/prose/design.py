@@ -10,7 +10,8 @@ from uaprobe.publishing.prose.curve import alpha as curve_alpha
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
-from uaprobe.publishing.prose.phrases import position0_inversions
+from uaprobe.publishing.prose.markdown import category as category_name
+from uaprobe.publishing.prose.phrases import layer_span, position0_inversions
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 
@@ -63,7 +64,29 @@ def power_phrase(out: Outputs) -> str:
             f"*minimum detectable effect* (MDE) is the smallest ρ on a grid with {target} power (@tbl-power). "
             "A category-level p above α is therefore read as no evidence at this power, not as evidence of no "
             "association; the pair level, with its "
-            f"{out.v(m0, PAIRS, 'n_pairs', 'int')} pairs, carries the inference the category level cannot.")
+            f"{out.v(m0, PAIRS, 'n_pairs', 'int')} pairs, carries the inference the category level cannot."
+            f"{powerless_words(out)}")
+
+
+def powerless_words(out: Outputs) -> str:
+    """Where the primary statistic's simulated power falls below α at the largest planted correlation (the planted
+    correlation of one specification does not carry over to the universe's others): which models and sets, and
+    what that means for its p."""
+    found = []
+    for m in out.models:
+        for i, st in enumerate(out.raw(m, CURVE, "power/primary/sets") or []):
+            power, planted = st.get("power") or [], st.get("planted") or []
+            if power and power[-1] is not None and power[-1] < (out.raw(m, CURVE, "power/alpha") or 0.0):
+                found.append((m, i, len(planted) - 1))
+    if not found:
+        return ""
+    where = join_words([f"{out.display(m)} {'with every category' if i == 0 else 'with one category out'} "
+                        f"({out.v(m, CURVE, f'power/primary/sets/{i}/power/{j}', 'f2')} at ρ = "
+                        f"{out.v(m, CURVE, f'power/primary/sets/{i}/planted/{j}', 'g')})" for m, i, j in found])
+    return (" Planted on one specification, the correlation need not carry over to the universe's other "
+            "specifications, whose UA can disagree with it: the primary statistic's power then falls below α, as "
+            f"for {where}. Its p stays valid under the null, but such a test cannot find a correlation of one "
+            "specification, and a p above α from it says nothing.")
 
 
 @prose
@@ -88,11 +111,14 @@ def original_phrase(out: Outputs) -> str:
                  "mean pooling, and it appears only while position 0, the attention sink, is pooled (@sec-sink); "
                  "like Pythia, that model adds no BOS. The original notebooks drop position 0 from every pooled "
                  "state, so the sink cannot have made their negative r in this way")
-    scattered = scattered_negatives(out)
-    if scattered:
-        text += (". Negative r without position 0 are not absent, but scattered over single layers: the most "
-                 f"negative with position 0 excluded is {scattered}; so a negative r at one layer is within what "
-                 "this panel shows, and a sign at one layer is weak evidence either way")
+    located = divergence_words(out)
+    if located:
+        text += f". {located}"
+    negatives = negative_without_sink(out)
+    if negatives:
+        text += (". Negative r need no sink, though: with position 0 excluded, the category-level r is negative "
+                 f"{negatives}. A negative r at intermediate layers is thus within what this panel shows without "
+                 "position 0, and its layers and sign depend on the pooling")
     return text
 
 
@@ -116,37 +142,134 @@ def original_test_words(out: Outputs) -> str:
     if lo is not None and hi is not None:
         text += (f", and r from {out.at(PANEL_RESULTS, f'original/leave_one_out_r/{lo}', 's3')} to "
                  f"{out.at(PANEL_RESULTS, f'original/leave_one_out_r/{hi}', 's3')} with one category left out")
-    r = out.raw_at(PANEL_RESULTS, "original/r")
-    p = out.raw_at(PANEL_RESULTS, "original/p")
-    alpha = curve_alpha(out, out.models[0])
-    kept = bool(loo) and r is not None and all(v * r > 0 for v in loo)
-    ours_kept = not any(out.raw(m, "robustness", "loco/sign_reversed") for m in out.models)
-    if p is not None and p <= alpha and kept:
+    passes, kept, ours_neither = _original_verdict(out)
+    if passes and kept:
         text += (". The original's sign thus passes the exact test, uncorrected for the layers it was read at, "
-                 "and keeps its sign with any category left out"
-                 + ("; this panel's does neither" if not ours_kept and not any(
-                    (q := out.raw(m, CURVE, "power/sets/0/observed_p")) is not None and q <= alpha
-                    for m in out.models) else ""))
+                 "and keeps its sign with any category left out" + ("; this panel's does neither" if ours_neither
+                                                                     else ""))
     elif kept:
         text += ". The original's sign keeps with any category left out, but its exact p is above α"
     return text
 
 
-def scattered_negatives(out: Outputs, poolings: tuple[str, ...] = ("mean", "last")) -> str:
-    """Per model and pooling, the most negative category-level r over the layers with position 0 excluded
-    (``sink_excluded/layerwise.json``), with its layer; only those below zero."""
+def _original_verdict(out: Outputs) -> tuple[bool, bool, bool]:
+    """(the original's published points pass the exact test at α; every leave-one-out r keeps their sign; this
+    panel's reference r passes for no model and reverses without its most influential category for some)."""
+    if not out.has(PANEL_RESULTS, "original/p"):
+        return False, False, False
+    r, p = out.raw_at(PANEL_RESULTS, "original/r"), out.raw_at(PANEL_RESULTS, "original/p")
+    loo = [v for v in out.raw_at(PANEL_RESULTS, "original/leave_one_out_r") or [] if v is not None]
+    alpha = curve_alpha(out, out.models[0])
+    kept = bool(loo) and r is not None and all(v * r > 0 for v in loo)
+    ours_pass = any((q := out.raw(m, CURVE, "power/sets/0/observed_p")) is not None and q <= alpha
+                    for m in out.models)
+    ours_reverse = any(out.raw(m, "robustness", "loco/sign_reversed") for m in out.models)
+    return p is not None and p <= alpha, kept, not ours_pass and ours_reverse
+
+
+@prose
+def discussion_original(out: Outputs) -> str:
+    """The Discussion's sentence on the original's r and this panel's: both rest on as many categories, whose exact
+    test has the power of the power table; whether the original's passes it; where the two part; the pair level as
+    the place to tell the readings apart."""
+    n = out.v(out.models[0], "layerwise", "categories", "count")
+    passes, kept, _ = _original_verdict(out)
+    found = divergence(out)
+    text = ("The original study's last-layer r and this panel's are both category-level correlations over the same "
+            f"{n} categories, whose exact test has the power of @tbl-power")
+    text += (": the original's passes it, uncorrected for the layers it was read at, and this panel's does not"
+             if passes else ": neither is settled by it")
+    if found is not None and found[3] and not found[4]:
+        text += "; they part in one category's preference, not in its UA (@sec-spec)"
+    elif found is not None:
+        text += "; they part in one category (@sec-spec)"
+    return text + ". The pair-level tests, which have more power, are where the two readings can be told apart."
+
+
+@prose
+def original_conclusion(out: Outputs) -> str:
+    """The Conclusion's sentence on the original's published points: where they pass the exact test and keep
+    their sign with any category out while this panel's do neither, the two results differ in more than power."""
+    passes, kept, ours_neither = _original_verdict(out)
+    if not (passes and kept and ours_neither):
+        return ""
+    n = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
+    return ("The original's published category points, under the same exact test, pass it (uncorrected for the "
+            "layers it was read at) and keep their sign with any category left out; this panel's do neither, so "
+            f"the two results differ in more than the power of {_count(n)} points.")
+
+
+def negative_without_sink(out: Outputs, poolings: tuple[str, ...] = ("mean", "last")) -> str:
+    """Per model and pooling with any negative layer under the policy that excludes position 0
+    (``sink_excluded/layerwise.json``): at how many of the layers, which, and the most negative r."""
     parts = []
     for m in out.models:
         for pooling in poolings:
             rs = out.raw(m, "sink_excluded/layerwise", f"poolings/{pooling}/pearson_r") or []
-            defined = [i for i, r in enumerate(rs) if r is not None]
-            if not defined:
+            neg = [i for i, r in enumerate(rs) if r is not None and r < 0]
+            if not neg:
                 continue
-            low = min(defined, key=lambda i: rs[i])
-            if rs[low] < 0:
-                parts.append(f"{out.v(m, 'sink_excluded/layerwise', f'poolings/{pooling}/pearson_r/{low}')} at "
-                             f"layer {low} of {out.display(m)} ({POOLING_WORDS.get(pooling, pooling)} pooling)")
+            low = min(neg, key=lambda i: rs[i])
+            parts.append(f"at {len(neg)} of the {len(rs)} layers of {out.display(m)} with "
+                         f"{POOLING_WORDS.get(pooling, pooling)} pooling ({layer_span(neg)}, down to "
+                         f"{out.v(m, 'sink_excluded/layerwise', f'poolings/{pooling}/pearson_r/{low}')})")
     return join_words(parts)
+
+
+def _category_row(out: Outputs, m: str, category: str) -> int | None:
+    rows = out.raw(m, "validation", "variants/mean/table") or []
+    return next((i for i, row in enumerate(rows) if row.get("category") == category), None)
+
+
+def divergence(out: Outputs) -> tuple[str, int, list[int], bool, bool] | None:
+    """(the category that carries every model's sign, its index among the published points, its row in each
+    model's validation table, whether every model's UA there has the original's sign, whether every model's mean
+    preference does); None where the models' most influential categories differ or no published point matches."""
+    if not out.has(PANEL_RESULTS, "original/categories"):
+        return None
+    cats = {out.raw(m, "robustness", "loco/most_influential") for m in out.models}
+    names = out.raw_at(PANEL_RESULTS, "original/categories") or []
+    if len(cats) != 1 or (cat := cats.pop()) not in names:
+        return None
+    j = names.index(cat)
+    ua_o, pref_o = out.raw_at(PANEL_RESULTS, f"original/ua/{j}"), out.raw_at(PANEL_RESULTS, f"original/preference/{j}")
+    rows, same_ua, same_pref = [], True, True
+    for m in out.models:
+        i = _category_row(out, m, cat)
+        if i is None:
+            return None
+        ua, pref = (out.raw(m, "validation", f"variants/mean/table/{i}/{k}") for k in ("ua", "mean_preference"))
+        if None in (ua, pref, ua_o, pref_o):
+            return None
+        same_ua &= ua * ua_o > 0
+        same_pref &= pref * pref_o > 0
+        rows.append(i)
+    return cat, j, rows, same_ua, same_pref
+
+
+@prose
+def divergence_words(out: Outputs) -> str:
+    """Where this panel's r and the original's part: in the category that carries every model's sign (the most
+    influential one), whether UA or the mean preference has the other sign than the original's published point;
+    empty where :func:`divergence` finds no such category."""
+    found = divergence(out)
+    if found is None:
+        return ""
+    cat, j, rows, same_ua, same_pref = found
+
+    def here(key: str, fmt: str) -> str:
+        return join_words([str(out.v(m, "validation", f"variants/mean/table/{i}/{key}", fmt))
+                           for m, i in zip(out.models, rows)])
+    ua_words = (f"UA has {'the original' + chr(39) + 's' if same_ua else 'the other'} sign "
+                f"({out.at(PANEL_RESULTS, f'original/ua/{j}', 's3')} there, {here('ua', 's3')} here)")
+    pref_words = (f"the mean preference {'the same' if same_pref else 'the other'} sign "
+                  f"({out.at(PANEL_RESULTS, f'original/preference/{j}', 's2')} there, "
+                  f"{here('mean_preference', 's2')} here)")
+    where = ("so the opposite r comes from the preference, the per-token NLL difference, in that one category"
+             if same_ua and not same_pref else
+             "so the opposite r comes from the UA in that one category" if same_pref and not same_ua else
+             "so both differ in that category" if not same_ua else "so neither differs in sign there")
+    return f"In {category_name(cat)}, the category that carries the sign, {ua_words} and {pref_words}: {where}"
 
 
 @prose
@@ -227,7 +350,7 @@ def length_matched_phrase(out: Outputs) -> str:
                     + int(out.raw(m, PAIRS, "length_matched/pair/family/n_reject") or 0) for m in out.models)
     tail = ("no pair-level test survives either correction" if surviving == 0 else
             "some pair-level tests survive, as counted in the table")
-    kept, total = 0, 0
+    kept, total, flips = 0, 0, []
     for m in out.models:
         for p in out.raw(m, PAIRS, "length_matched/category/poolings") or {}:
             r = out.raw(m, PAIRS, f"length_matched/category/poolings/{p}/r")
@@ -236,9 +359,13 @@ def length_matched_phrase(out: Outputs) -> str:
             if r is not None and full is not None:
                 total += 1
                 kept += r * full > 0
+                if r * full <= 0:
+                    flips.append(f"{out.display(m)} with {POOLING_WORDS.get(p, p)} pooling "
+                                 f"({out.v(m, PAIRS, f'length_matched/category/poolings/{p}/r')})")
     sign = ("keeps the sign it has over all pairs" if kept == total else
             "changes the sign it has over all pairs" if kept == 0 else
-            f"keeps its sign in {_count(kept)} of the {_count(total)} model and pooling combinations")
+            f"keeps its sign in {_count(kept)} of the {_count(total)} model and pooling combinations and "
+            f"changes it for {join_words(flips)}")
     return (f"On the pairs whose statements differ by at most {_count(int(k))} content "
             f"{'token' if k == 1 else 'tokens'} ({counts}; as few as {fewest[0]} in {cat}), the category-level r "
             f"{sign} (exact p in the table), and {tail} (@tbl-length-matched)")

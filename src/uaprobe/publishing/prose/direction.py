@@ -206,13 +206,6 @@ def _direction_word(out: Outputs, rep: str, pooling: str | None = None) -> str:
     return "changes" if len(moves) != 1 else ("raises" if moves.pop() else "lowers")
 
 
-def direction_flips(out: Outputs, rep: str) -> bool:
-    """Whether ``rep`` moves the median r one way over every specification and another way within some
-    pooling (or within a pooling for one model and not another)."""
-    overall = _direction_word(out, rep)
-    return any(_direction_word(out, rep, p) != overall for p in out.raw(out.models[0], CURVE, "choices/pooling") or [])
-
-
 def sign_changers(out: Outputs, m: str, layer: int | None = None, pooling: str = "mean") -> list[str]:
     """The transforms whose r at ``layer`` (the last by default; every category, default policy, mean NLL) has
     the other sign than the raw representation's."""

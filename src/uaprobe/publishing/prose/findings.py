@@ -103,8 +103,25 @@ def confound_verdict(out: Outputs) -> str:
         name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
         sentences.append(f"The lexical baseline's agreement with {the_models(out)}, the sign of their r and its dependence "
                          f"on the normalisation of the NLL thus all rest on one category, {name}, whose B statements are "
-                         "also much longer; length is the likeliest but not the only explanation.")
+                         "also much longer. Length is one explanation; the kind of token (numbers against names) is another, and "
+                         f"which tokens the NLL scores a third{matched_words(out, same)}.")
     return " ".join(sentences)
+
+
+def matched_words(out: Outputs, models: list[str]) -> str:
+    """How many of the most influential category's pairs the length-matched subset keeps, per model (the clause
+    that says why it cannot separate length from the category's other differences)."""
+    parts = []
+    for m in models:
+        if not out.has(out.model_file(m, "pair_models"), "length_matched/pairs_per_category"):
+            continue
+        cats = out.raw(m, "pair_models", "categories") or []
+        name = out.raw(m, "robustness", "loco/most_influential")
+        counts = out.raw(m, "pair_models", "length_matched/pairs_per_category") or []
+        if name in cats and len(counts) == len(cats):
+            parts.append(f"{counts[cats.index(name)]} for {out.display(m)}")
+    return (": the length-matched pairs (@tbl-length-matched) keep few of that category's pairs "
+            f"({join_words(parts)}), too few to tell these apart" if parts else "")
 
 
 @prose

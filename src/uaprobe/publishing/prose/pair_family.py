@@ -112,13 +112,19 @@ def family_phrase(out: Outputs) -> str:
 
 def mde_words(out: Outputs) -> str:
     """The smallest partial r the base family's tests detect at the target power, uncorrected and at the first
-    step of the panel's Holm correction, per model."""
+    step of the panel's Holm correction, per model (once where every model's are the same)."""
     target = out.at(PANEL_RESULTS, "pair_family/power_target", "percent_g")
-    parts = [f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde'), 'f2')} uncorrected and "
-             f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde_panel'), 'f2')} at the first step of "
-             f"Holm's correction for {out.display(m)}" for m in out.models]
+
+    def pair(m: str) -> str:
+        return (f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde'), 'f2')} uncorrected and "
+                f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde_panel'), 'f2')} at the first step of "
+                "Holm's correction")
+    same = len({(out.raw_at(PANEL_RESULTS, panel_key(m, "family", "power/mde")),
+                 out.raw_at(PANEL_RESULTS, panel_key(m, "family", "power/mde_panel"))) for m in out.models}) == 1
+    text = (f"{pair(out.models[0])} for {'every model' if len(out.models) > 1 else out.display(out.models[0])}"
+            if same else join_words([f"{pair(m)} for {out.display(m)}" for m in out.models]))
     return (f"With {target} power, a two-sided test over these pairs and covariates detects a population partial r of "
-            f"{join_words(parts)} (Fisher-z approximation): smaller within-category associations go undetected.")
+            f"{text} (Fisher-z approximation): smaller within-category associations go undetected.")
 
 
 def degenerate_words(out: Outputs) -> str:
@@ -251,41 +257,82 @@ def family_conclusion(out: Outputs) -> str:
     pooling = out.raw(m0, PAIRS, "family/reported_pooling")
     category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
     parts = []
+    signs: set[bool] = set()  # for each surviving metric whose sign UA predicts: whether it has that sign
     for m in out.models:
         mine = survivors(out, m, "without_category", reported_only=True)
         names = signed_names(out, m, "without_category", mine)
         parts.append(f"for {out.display(m)}, {names or 'nothing'}")
+        for t in mine:
+            metric = out.raw(m, PAIRS, f"{FAMILIES['without_category']}/tests/metric/{t.row}")
+            sign = test_sign(out, m, "without_category", t.row)
+            if metric in HYPOTHESIS_SIGN and sign in ("positive", "negative"):
+                signs.add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
+    predicted = join_words([METRIC_WORDS.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
+    verdict = ("" if not signs else
+               f"; of the {predicted}, whose sign UA predicts, what survives has the opposite sign" if signs == {False}
+               else f"; of the {predicted}, whose sign UA predicts, what survives has that sign" if signs == {True}
+               else f"; of the {predicted}, whose sign UA predicts, what survives has both signs")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths, the lexical baseline and {category} left out together in one pair-level family is, "
-            f"{'; '.join(parts)}")
+            f"{'; '.join(parts)}{verdict}")
 
 
 @prose
 def lexical_versus_models(out: Outputs, metric: str = "centroid_asymmetry") -> str:
-    """Per model, the lexical baseline's median partial r for ``metric`` (position 0 excluded) beside the largest
-    |partial r| of the model's surviving pair-level tests (any set of covariates, Holm or max-T), and which is
-    larger: what a model's states add to what its tokenizer's tokens already give."""
-    parts, beaten = [], []
+    """Per model, the lexical baseline's median partial r for ``metric`` (position 0 excluded) beside the range of
+    |partial r| of the model's surviving pair-level tests (any set of covariates, Holm or max-T); the tokens'
+    association is called of the same order where it lies within that range for every model; and how many tests
+    survive with the lexical covariate over every pair (Holm across the panel)."""
+    parts = []
     for m in out.models:
         lex = lexical(out, m, metric)[0]
-        best: tuple[float, str, int] | None = None
-        for family in FAMILIES:
-            for t in survivors(out, m, family):
-                r = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")
-                if r is not None and (best is None or abs(r) > best[0]):
-                    best = (abs(r), family, t.row)
-        if best is None or lex.raw is None:
+        sizes = [abs(r) for family in FAMILIES for t in survivors(out, m, family)
+                 if (r := out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")) is not None]
+        if not sizes or lex.raw is None:
             continue
-        top = out.v(m, PAIRS, f"{FAMILIES[best[1]]}/tests/partial_r/{best[2]}", "s2")
-        parts.append(f"{lex} for the baseline with the tokenizer of {out.display(m)} against {top} for its "
-                     "strongest surviving test")
-        if abs(lex.raw) >= best[0]:
-            beaten.append(out.display(m))
+        parts.append(f"{lex} with the tokenizer of {out.display(m)}, against |partial r| from {min(sizes):.2f} to "
+                     f"{max(sizes):.2f} for its surviving tests")
     if not parts:
         return ""
-    verdict = ("so the tokens alone relate to the preference as strongly as the states do for "
-               f"{join_words(beaten)}" if beaten else
-               "so the states relate to the preference more strongly than the tokens alone")
-    return (f"At the pair level, the lexical baseline's {METRIC_WORDS.get(metric, pretty(metric))} has a median "
-            f"partial r of {join_words(parts)}: {verdict}; what survives the lexical covariate is what the states "
-            "add to the words.")
+    counts = [int(out.raw_at(PANEL_RESULTS, panel_key(m, "incremental", "n_reject")) or 0) for m in out.models]
+    survive = ("no test of any model survives Holm's correction" if not any(counts) else
+               join_words([f"{out.at(PANEL_RESULTS, panel_key(m, 'incremental', 'n_reject'), 'int')} of "
+                           f"{out.display(m)}'s tests" for m in out.models]) + " survive Holm's correction")
+    return (f"At the pair level, the lexical baseline's {METRIC_WORDS.get(metric, pretty(metric))} alone has a median "
+            f"partial r of {join_words(parts)} (other metrics and sets of pairs): the tokens alone carry an "
+            "association of that size, so only a test with the lexical covariate speaks for the states; over every "
+            f"pair, with that covariate, {survive}.")
+
+
+@prose
+def hypothesis_synthesis(out: Outputs) -> str:
+    """Which reading the pair level supports, per model: the surviving tests (Holm across the panel, any set of
+    covariates) of the metrics whose sign UA predicts, with that sign, the other or both."""
+    parts, verdicts = [], set()
+    for m in out.models:
+        signs: dict[str, set[bool]] = {}
+        for family in FAMILIES:
+            for t in survivors(out, m, family, holm_only=True):
+                metric = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}")
+                sign = test_sign(out, m, family, t.row)
+                if metric in HYPOTHESIS_SIGN and sign in ("positive", "negative"):
+                    signs.setdefault(metric, set()).add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
+        if not signs:
+            parts.append(f"for {out.display(m)}, none of them survives")
+            verdicts.add("none")
+            continue
+        agree = [METRIC_WORDS.get(k, pretty(k)) for k, v in signs.items() if v == {True}]
+        against = [METRIC_WORDS.get(k, pretty(k)) for k, v in signs.items() if v == {False}]
+        mixed = [METRIC_WORDS.get(k, pretty(k)) for k, v in signs.items() if len(v) > 1]
+        words = ([f"the {join_words(agree)} with the predicted sign"] if agree else []) + (
+            [f"the {join_words(against)} with the opposite sign"] if against else []) + (
+            [f"the {join_words(mixed)} with both signs"] if mixed else [])
+        parts.append(f"for {out.display(m)}, {join_words(words)}")
+        verdicts.add("for" if agree and not against and not mixed else "against" if against and not agree and not
+                     mixed else "mixed")
+    predicted = join_words([METRIC_WORDS.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
+    summary = ("so the pair level supports UA's hypothesis for every model" if verdicts == {"for"} else
+               "so the pair level speaks against UA's hypothesis for every model" if verdicts == {"against"} else
+               "so the pair level does not support UA's hypothesis consistently across the models")
+    return (f"Of the {predicted}, whose sign UA predicts, the tests that survive Holm's correction over the panel "
+            f"show, {'; '.join(parts)}: {summary}.")

@@ -120,12 +120,18 @@ def negative_layers(out: Outputs, m: str, file: str, pooling: str = "mean") -> l
 
 
 def layer_span(layers: Sequence[int]) -> str:
-    """``layers 12 to 29`` for a run of more than two adjacent layers, else ``layers 3, 5 and 9``."""
+    """``layers 12 to 29`` for a run of more than two adjacent layers, ``layers 3, 5 and 9`` for single ones, and
+    both where they mix (``layers 5 to 23 and 25 to 27``)."""
     if len(layers) == 1:
         return f"layer {layers[0]}"
-    if len(layers) > 2 and list(layers) == list(range(layers[0], layers[-1] + 1)):
-        return f"layers {layers[0]} to {layers[-1]}"
-    return "layers " + join_words([str(i) for i in layers])
+    runs: list[list[int]] = []
+    for i in layers:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    parts = [f"{run[0]} to {run[-1]}" if len(run) > 2 else ", ".join(str(i) for i in run) for run in runs]
+    return "layers " + join_words(", ".join(parts).split(", ") if all(len(r) <= 2 for r in runs) else parts)
 
 
 def position0_inversions(out: Outputs, pooling: str = "mean") -> list[tuple[str, list[int], list[int]]]:
@@ -170,11 +176,12 @@ def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
               if excluded and set(excluded) < set(default)]
     text = []
     if made:
-        text.append(f"The negative r at the intermediate layers of {join_words(made)} comes from position 0, the "
-                    "attention sink: without it the curve stays positive at every layer (@sec-sink).")
-    if partly:
-        text.append(f"Position 0 makes part of the negative r at the intermediate layers of {join_words(partly)} "
+        text.append(f"With {pooling} pooling, the negative r at the intermediate layers of {join_words(made)} comes "
+                    "from position 0, the attention sink: without it that curve stays positive at every layer "
                     "(@sec-sink).")
+    if partly:
+        text.append(f"With {pooling} pooling, position 0 makes part of the negative r at the intermediate layers of "
+                    f"{join_words(partly)} (@sec-sink).")
     return " ".join(text)
 
 

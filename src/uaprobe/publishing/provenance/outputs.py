@@ -76,8 +76,11 @@ class Outputs:
         return lookup(self.doc(file), key, file=file)
 
     def has(self, file: str, key: str) -> bool:
-        """Whether ``file`` holds ``key`` (an object the stage writes only where its input exists, say)."""
-        node: Any = self.doc(file)
+        """Whether ``file`` exists and holds ``key`` (an object the stage writes only where its input exists, say)."""
+        try:
+            node: Any = self.doc(file)
+        except UAProbeError:
+            return False
         for part in key.split("/"):
             if not isinstance(node, dict) or part not in node:
                 return False
