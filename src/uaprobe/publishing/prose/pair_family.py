@@ -334,5 +334,16 @@ def hypothesis_synthesis(out: Outputs) -> str:
     summary = ("so the pair level supports UA's hypothesis for every model" if verdicts == {"for"} else
                "so the pair level speaks against UA's hypothesis for every model" if verdicts == {"against"} else
                "so the pair level does not support UA's hypothesis consistently across the models")
-    return (f"Of the {predicted}, whose sign UA predicts, the tests that survive Holm's correction over the panel "
-            f"show, {'; '.join(parts)}: {summary}.")
+    text = (f"Of the {predicted}, whose sign UA predicts, the tests that survive Holm's correction over the panel "
+            f"show, {'; '.join(parts)}: {summary}. The surviving metrics are computed from the same states and "
+            "correlate with each other, so several survivors of one model are not independent findings.")
+    swings = [out.display(m) for m in out.models
+              if int(out.raw_at(PANEL_RESULTS, panel_key(m, "without_category", "n_reject")) or 0) > 0
+              and not any(int(out.raw_at(PANEL_RESULTS, panel_key(m, f, "n_reject")) or 0) > 0
+                          for f in ("family", "incremental"))]
+    if swings:
+        category = category_name(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out")))
+        text += (f" For {join_words(swings)}, every survivor needs {category} left out, and none survives over every "
+                 "pair: the within-category association differs between the categories, which one slope per family "
+                 "does not describe.")
+    return text
