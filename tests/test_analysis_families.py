@@ -442,3 +442,23 @@ def test_pair_table_orders_categories_by_first_appearance_and_computes_preferenc
     assert t.preference("mean").tolist() == [2.0, 0.5, 0.5]
     assert t.preference("sum").tolist() == [20.0, 5.0, 5.0]
     assert sps.pearsonr(t.preference("mean"), t.preference("sum"))[0] == pytest.approx(1.0)
+
+
+def test_the_preference_per_character_is_the_summed_nll_over_each_statement_s_characters() -> None:
+    """Per pair NLL_sum(B) / chars(B) - NLL_sum(A) / chars(A), averaged per category, written out as a loop."""
+    from uaprobe.analysis.robustness import per_character
+    rng = np.random.default_rng(3)
+    cat = np.array(["x", "x", "y", "y", "x", "x", "y", "y"])
+    pair = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    side = np.array([1, 0, 0, 1, 0, 1, 1, 0])  # A and B in either order
+    nll_sum = rng.uniform(5, 40, 8)
+    chars = rng.integers(10, 80, 8)
+    table = pair_table(category=cat, pair=pair, side=side, nll_mean=nll_sum / 5, nll_sum=nll_sum,
+                       n_tokens=np.full(8, 5))
+    expected = {}
+    for p in range(4):
+        rows = np.flatnonzero(pair == p)
+        a, b = rows[side[rows] == 0][0], rows[side[rows] == 1][0]
+        expected.setdefault(cat[a], []).append(nll_sum[b] / chars[b] - nll_sum[a] / chars[a])
+    got = per_character(table, chars)
+    np.testing.assert_allclose(got, [np.mean(expected[c]) for c in table.categories], rtol=1e-12)

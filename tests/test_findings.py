@@ -624,3 +624,57 @@ def test_the_lexical_baseline_is_set_beside_the_surviving_tests() -> None:
     assert ("a median partial r of +0.350 with the tokenizer of A, against |partial r| from 0.20 to 0.30 for its "
             "surviving tests") in text
     assert text.endswith("over every pair, with that covariate, no test of any model survives Holm's correction.")
+
+
+def test_the_pair_level_verdict_on_the_predicted_signs() -> None:
+    """A model whose surviving centroid test is negative speaks against UA's hypothesis, one whose kNN test is
+    positive for it: together, no consistent support; a model whose survivors all need the declared category left
+    out is named as such."""
+    from uaprobe.publishing.prose import pair_family as pf
+
+    against = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True)])
+    supports = family([("default", "last", "knn_density_asymmetry", 0.29, 0.01, True)])
+    p = Panel({"a": {"pair_models": pair_doc(family([]), family([]), against)},
+               "b": {"pair_models": pair_doc(supports, family([]), family([]))}})
+    text = plain_text(pf.hypothesis_synthesis(p))
+    assert ("show, for A, the centroid asymmetry with the opposite sign; for B, the kNN density asymmetry with the "
+            "predicted sign: so the pair level does not support UA's hypothesis consistently across the models") in text
+    assert text.endswith("For A, every survivor needs cat x left out, and none survives over every pair: the "
+                         "within-category association differs between the categories, which one slope per family "
+                         "does not describe.")
+    both = Panel({"b": {"pair_models": pair_doc(supports, family([]), supports)}})
+    assert "so the pair level supports UA's hypothesis for every model" in plain_text(pf.hypothesis_synthesis(both))
+
+
+def test_the_preference_per_character_is_set_beside_the_per_token_one() -> None:
+    """Per character with the original's sign for every model, per token the other: the sentence says the sign is
+    set by the normalisation, the conclusion and the abstract say it too; one model keeping the per-token sign:
+    named, and no such claim."""
+    from test_phrases import with_published
+    from uaprobe.publishing.prose import abstract as ab
+
+    def panel(chars: list[float]) -> Panel:
+        models = {}
+        for name, r_char in zip(("a", "b"), chars):
+            docs = model(diffs=[4.8, 1.4, 0.0], final_r=0.9, without=-0.3)
+            docs["robustness"]["preference"].update({"final_r_char_nll": r_char, "final_p_char_nll": 0.04,
+                                                     "char_category_means": [0.2, 0.1, 0.0]})
+            docs["specification_curve"] = _abstract_curve(grid({"raw": [0.1, 0.9]}), median_p=0.3, abtt_zero=-0.9,
+                                                          zero=0.95)
+            docs["pair_models"] = pair_doc(family([]), family([]))
+            models[name] = docs
+        return with_published(Panel(models))
+    flipped = panel([-0.8, -0.9])
+    assert fd.per_character_flips(flipped)
+    text = plain_text(fd.per_character_words(flipped, ["a", "b"]))
+    assert text.startswith("With the NLL per character instead (each statement's summed NLL over its characters, "
+                           "a normalisation no tokenizer sets; an exploratory check, added after the per-token "
+                           "results had been read, in no family and uncorrected), the last-layer r is −0.800 for A "
+                           "(exact p = 0.040; "
+                           "mean preference of cat x +0.200 nats per character)")
+    assert text.endswith("per token the opposite of the original's, per character the original's.")
+    assert "per character it is the original's" in plain_text(fd.conclusion_phrase(flipped))
+    assert "per character, both models give the original's sign" in plain_text(ab.abstract(flipped))
+    mixed = panel([-0.8, 0.5])
+    assert not fd.per_character_flips(mixed)
+    assert plain_text(fd.per_character_words(mixed, ["a", "b"])).endswith("the other sign than per token for A.")

@@ -148,7 +148,9 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
             tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
             bootstrap_counts=runs["default"].layerwise_draws.counts,
             permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
-            seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec)
+            seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec,
+            n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
+            permutations=params.permutations)
         out.results["robustness"] = finish(rob_body, header, rec)
 
         out.metrics = model_metrics(out.results, params=params)

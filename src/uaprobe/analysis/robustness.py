@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import controls, layerwise, centroid_score, stats
+from uaprobe.analysis import controls, layerwise, centroid_score, power, stats
+from uaprobe.analysis.speccurve import relabellings
 from uaprobe.analysis.pair_table import PairTable
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.uniformity import Cosines
@@ -206,12 +207,26 @@ def _loco_and_lexical(default: PolicyView, sink_excluded: PolicyView, *, table: 
     }, lex
 
 
+def per_character(table: PairTable, n_chars: np.ndarray) -> np.ndarray:
+    """(C,) per category, the mean over its pairs of NLL(B) - NLL(A) per character: each statement's summed NLL
+    divided by its characters (``n_chars`` (N,)), a normalisation that no tokenizer sets."""
+    chars = np.asarray(n_chars, dtype=float)
+    per_char = table.nll_sum / np.stack([chars[table.row_a], chars[table.row_b]], axis=1)
+    pref = per_char[:, 1] - per_char[:, 0]
+    counts = np.bincount(table.category_of_pair, minlength=len(table.categories)).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.bincount(table.category_of_pair, weights=pref, minlength=len(table.categories)) / counts
+
+
 def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table: PairTable,
                        preference: np.ndarray, mean_preference: np.ndarray, sink: Mapping[str, np.ndarray],
                        n_content: np.ndarray, tokens: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int,
                        bootstrap_counts: np.ndarray, permutation_mode: str, r_by_nll: Mapping[str, float],
-                       preference_kind: str, seeds: Sequence[int], n_layers: int, rec: Reasons) -> dict[str, Any]:
-    """The body of ``robustness.json`` (mean pooling, last layer unless a field says otherwise)."""
+                       preference_kind: str, seeds: Sequence[int], n_layers: int, rec: Reasons,
+                       n_chars: np.ndarray | None = None, rng: np.random.Generator | None = None,
+                       permutations: int = 0) -> dict[str, Any]:
+    """The body of ``robustness.json`` (mean pooling, last layer unless a field says otherwise). ``n_chars`` (N,):
+    each statement's characters, for the preference per character (:func:`per_character`)."""
     body: dict[str, Any] = {"pooling": "mean", "layer": n_layers}
     body["sink"] = sink_summary(sink, n_layers=n_layers, rec=rec.sub("sink"))
     policies = {key: _policy_headline(view, n_layers=n_layers, rec=rec.sub(f"policies/{key}"))
@@ -227,6 +242,21 @@ def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table:
         "final_r_mean_nll": rec.value("preference/final_r_mean_nll", r_by_nll["mean"], "r is undefined"),
         "final_r_sum_nll": rec.value("preference/final_r_sum_nll", r_by_nll["sum"], "r is undefined"),
     }
+    if n_chars is not None:
+        means = per_character(table, n_chars)
+        r_char = stats.pearson(default.ua[n_layers], means)
+        body["preference"]["final_r_char_nll"] = rec.value("preference/final_r_char_nll", r_char.r,
+                                                           r_char.reason[()])
+        # its exact p over every order of the categories' preferences (Monte Carlo past the exact bound)
+        orders, _ = relabellings(means.size, rng=rng, permutations=permutations)
+        ua_last = np.asarray(default.ua[n_layers], dtype=float)
+        defined = bool(np.isfinite(means).all() and np.isfinite(ua_last).all() and np.ptp(means) > 0
+                       and np.ptp(ua_last) > 0)
+        p_char = float(power.exact_p(ua_last, means[None, :], orders)[0]) if defined else np.nan
+        body["preference"]["final_p_char_nll"] = rec.value("preference/final_p_char_nll", p_char,
+                                                           "UA or the preference is constant over the categories")
+        body["preference"]["char_category_means"] = rec.series("preference/char_category_means", means,
+                                                               "empty category")
     brec = rec.sub("lexical_baseline")
     body["lexical_baseline"] = {
         "seeds": list(seeds),

@@ -199,6 +199,12 @@ class RobustnessPreference(Record):
 
     final_r_mean_nll: Stat = Field(description="with the mean NLL")
     final_r_sum_nll: Stat = Field(description="with the summed NLL")
+    final_r_char_nll: Stat = Field(description="with the NLL per character: each statement's summed NLL over its "
+                                               "characters (a normalisation no tokenizer sets)")
+    final_p_char_nll: Stat = Field(description="its exact two-sided permutation p over the orders of the categories' "
+                                               "preferences (Monte Carlo past the exact bound)")
+    char_category_means: list[Stat] = Field(description="per category, the mean over its pairs of that preference, "
+                                                        "NLL(B) - NLL(A) per character")
     selected: str = Field(description="the NLL used everywhere else")
 
 

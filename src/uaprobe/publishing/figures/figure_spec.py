@@ -82,7 +82,7 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
     labels = [SIGNIFICANT.format(alpha=alpha)] + [f"{label}: {option_words(col, opt)}" for col, label, opt in options]
     norm = Normalize(0, 100)
     with style():
-        fig = new_figure(PRINT_WIDTH_IN, 4.9)
+        fig = new_figure(PRINT_WIDTH_IN, 4.6)
         fig.set_layout_engine("none")  # fixed margins: the same bytes on every draw
         grid = fig.add_gridspec(3, len(models) or 1, height_ratios=[1.5, 3.2, 0.16], hspace=0.06, wspace=0.06,
                                 left=0.33, right=0.97, top=0.91, bottom=0.18)

@@ -14,7 +14,7 @@ from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, differs
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.design import divergence
-from uaprobe.publishing.prose.findings import confound_models
+from uaprobe.publishing.prose.findings import confound_models, per_character_flips
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.pair_family import FAMILIES, HYPOTHESIS_SIGN, survivors, test_sign
@@ -71,15 +71,19 @@ SHORT_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centr
 """The pair-level scores as the abstract names them."""
 
 
-WHERE_WORDS = {"all": "", "every": "every category only", "one_out": "without one category only"}
-"""Where a surviving metric survives: in sets with every category and without one (no words), only in the sets
-with every category, or only in the set without the pre-declared category."""
+WHERE_WORDS = {"all": "", "every": "only with every category", "base": "only without the token covariate",
+               "one_out": "only without one category"}
+"""Where a surviving metric survives: in sets with every category and without one (no words); only in the sets with
+every category; only in the base set (category and length covariates, without the lexical baseline's); only in the
+set without the pre-declared category."""
 
 
 def _where(families: set[str]) -> str:
-    out_only = families == {"without_category"}
-    every_only = "without_category" not in families
-    return "one_out" if out_only else "every" if every_only else "all"
+    if families == {"without_category"}:
+        return "one_out"
+    if families == {"family"}:
+        return "base"
+    return "every" if "without_category" not in families else "all"
 
 
 def pair_sentence(out: Outputs, *, poolings: bool) -> str:
@@ -134,13 +138,17 @@ def caveat_clause(out: Outputs) -> str:
     length = one and len(confound_models(out)) == n
     lexical = len(lexical_matches_or_beats(out)) == n
     parts = []
-    if one:
+    if one and per_character_flips(out):
+        parts.append("Our sign rests on one category and on dividing the NLL by tokens: per character, both models "
+                     "give the original's sign" if n == 2 else "Our sign rests on one category and on dividing the "
+                     "NLL by tokens: per character, every model gives the original's sign")
+    elif one:
         located = divergence(out)
         parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else "")
                      + (", whose preference, not its UA, reverses the original's" if located is not None
                         and located[3] and not located[4] else ""))
     if lexical:
-        parts.append(("t" if one else "T") + "oken identities alone reproduce it")
+        parts.append(("t" if parts else "T") + "oken identities alone reproduce " + ("ours" if parts else "it"))
     return " " + "; ".join(parts) + "." if parts else ""
 
 
@@ -201,7 +209,7 @@ def abstract(out: Outputs) -> str:
                   + (f", but {cats} categories cannot settle it: " if not below else f"; over {cats} categories, ")
                   + f"the exact test's power at a planted correlation of {planted} is at most {power}, and the "
                   "primary test "
-                  + (f"gives p = {ps}." if show_p else f"is {verdict}."))
+                  + (f"gives uncorrected p = {ps}." if show_p else f"is {verdict}."))
         variants.append(f"{first} {second}{caveat_clause(out)} {layer_zero_clause(out)}. "
                         f"{pair_sentence(out, poolings=poolings)}.")
     for text in variants:

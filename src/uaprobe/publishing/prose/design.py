@@ -108,9 +108,9 @@ def original_phrase(out: Outputs) -> str:
                  if not excluded and not out.raw(m, "layerwise", "extraction/bos_added")]
     if sink_made:
         text += (f". The strongest negative r here is at the intermediate layers of {join_words(sink_made)} with "
-                 "mean pooling, and it appears only while position 0, the attention sink, is pooled (@sec-sink); "
-                 "like Pythia, that model adds no BOS. The original notebooks drop position 0 from every pooled "
-                 "state, so the sink cannot have made their negative r in this way")
+                 "mean pooling, and it appears only while position 0 (the attention sink, and there also the first "
+                 "word) is pooled (@sec-sink); like Pythia, that model adds no BOS. The original notebooks drop "
+                 "position 0 from every pooled state, so the sink cannot have made their negative r in this way")
     located = divergence_words(out)
     if located:
         text += f". {located}"
@@ -140,13 +140,17 @@ def original_test_words(out: Outputs) -> str:
             f"{out.at(PANEL_RESULTS, f'original/power/power/{j}', 'f2')} at a planted ρ of "
             f"{out.at(PANEL_RESULTS, f'original/power/planted/{j}', 'g')})")
     if lo is not None and hi is not None:
+        names = out.raw_at(PANEL_RESULTS, "original/categories") or []
+        weakest = min(range(len(loo)), key=lambda i: abs(loo[i]))
         text += (f", and r from {out.at(PANEL_RESULTS, f'original/leave_one_out_r/{lo}', 's3')} to "
-                 f"{out.at(PANEL_RESULTS, f'original/leave_one_out_r/{hi}', 's3')} with one category left out")
+                 f"{out.at(PANEL_RESULTS, f'original/leave_one_out_r/{hi}', 's3')} with one category left out"
+                 + (f" (nearest zero without {category_name(names[weakest])})" if len(names) == len(loo) else ""))
     passes, kept, ours_neither = _original_verdict(out)
     if passes and kept:
-        text += (". The original's sign thus passes the exact test, uncorrected for the layers it was read at, "
-                 "and keeps its sign with any category left out" + ("; this panel's does neither" if ours_neither
-                                                                     else ""))
+        text += (". The original's r thus passes the exact test, uncorrected for the layers it was read at, and "
+                 "keeps its sign with any category left out" + ("; this panel's does neither. That one p is below α "
+                                                                 "and the other is not is no test of their difference"
+                                                                 if ours_neither else ""))
     elif kept:
         text += ". The original's sign keeps with any category left out, but its exact p is above α"
     return text
@@ -195,8 +199,8 @@ def original_conclusion(out: Outputs) -> str:
         return ""
     n = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
     return ("The original's published category points, under the same exact test, pass it (uncorrected for the "
-            "layers it was read at) and keep their sign with any category left out; this panel's do neither, so "
-            f"the two results differ in more than the power of {_count(n)} points.")
+            "layers it was read at) and keep their sign with any category left out; this panel's do neither, though "
+            f"with {_count(n)} points on each side that contrast is not itself a test of a difference.")
 
 
 def negative_without_sink(out: Outputs, poolings: tuple[str, ...] = ("mean", "last")) -> str:

@@ -13,7 +13,7 @@ from uaprobe.names import PANEL_RESULTS
 
 
 from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs, without_index
-from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.prose.markdown import category, join_words, prose
 from uaprobe.publishing.prose.study import across_models_clause, models_possessive, the_models
 from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models, sign_word
@@ -86,7 +86,12 @@ def confound_verdict(out: Outputs) -> str:
                join_words([out.display(m) for m in flips]))
     baseline = lexical_without_words(out, same)
     if flips:
-        sentences.append(f"Without it, the last-layer r (mean pooling) has the other sign for {flipped}, while the "
+        pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") if out.has(PUBLISHED_PYTHIA, "category_level/r") \
+            else None
+        theirs = (", the original study's," if pub is not None and all(
+            (w := out.raw(m, "robustness", "loco/final_r_without")) is not None and w * pub > 0 for m in flips)
+            else "")
+        sentences.append(f"Without it, the last-layer r (mean pooling) has the other sign{theirs} for {flipped}, while the "
                          f"lexical baseline's {baseline}; over the categories left, the exact test has too little "
                          "power to establish either sign (@tbl-power), so this shows how much one category carries, "
                          "not a reversed association.")
@@ -96,6 +101,9 @@ def confound_verdict(out: Outputs) -> str:
     if moved:
         sentences.append("The per-token mean NLL divides by the statement's length; with the summed NLL instead, "
                          f"the last-layer r {summed_nll_words(out, moved)} (@tbl-confound).")
+    per_char = per_character_words(out, same)
+    if per_char:
+        sentences.append(per_char)
     longer_b = all((d := out.raw(m, "robustness", f"length/mean_token_difference/{length_category(out, m)}")) is not None
                    and d > 0 for m in same)
     if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
@@ -148,6 +156,57 @@ def lexical_without_words(out: Outputs, models: list[str]) -> str:
     return words.pop() if len(words) == 1 else "differs between the models"
 
 
+def per_character_flips(out: Outputs) -> bool:
+    """Whether, with the NLL per character, every model's last-layer r has the original study's sign while per token
+    it has the other."""
+    if not out.has(PUBLISHED_PYTHIA, "category_level/r"):
+        return False
+    pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1")
+    for m in out.models:
+        if not out.has(out.model_file(m, "robustness"), "preference/final_r_char_nll"):
+            return False
+        r_tok = out.raw(m, "robustness", "preference/final_r_mean_nll")
+        r_chr = out.raw(m, "robustness", "preference/final_r_char_nll")
+        if None in (pub, r_tok, r_chr) or not (r_chr * pub > 0 > r_tok * pub):
+            return False
+    return bool(out.models)
+
+
+def per_character_words(out: Outputs, models: list[str]) -> str:
+    """The last-layer r with the NLL per character (each statement's summed NLL over its characters: no tokenizer
+    sets it), its exact p and the most influential category's mean preference, per model; what the change of
+    normalisation does to the sign."""
+    parts, kept = [], []
+    for m in models:
+        if not out.has(out.model_file(m, "robustness"), "preference/final_r_char_nll"):
+            return ""
+        cats = out.raw(m, "layerwise", "categories") or []
+        name = out.raw(m, "robustness", "loco/most_influential")
+        if name not in cats:
+            return ""
+        i = cats.index(name)
+        r_tok = out.raw(m, "robustness", "preference/final_r_mean_nll")
+        r_chr = out.raw(m, "robustness", "preference/final_r_char_nll")
+        parts.append(f"{out.v(m, 'robustness', 'preference/final_r_char_nll')} for {out.display(m)} (exact p = "
+                     f"{out.v(m, 'robustness', 'preference/final_p_char_nll', 'p')}; mean preference of "
+                     f"{category(name)} {out.v(m, 'robustness', f'preference/char_category_means/{i}', 's3')} "
+                     "nats per character)")
+        kept.append(r_tok is not None and r_chr is not None and r_tok * r_chr > 0)
+    if not parts:
+        return ""
+    if per_character_flips(out):
+        verdict = ("the original study's sign for every model: the sign of this panel's r is set by how the NLL is "
+                   "normalised, per token the opposite of the original's, per character the original's")
+    elif all(kept):
+        verdict = "the per-token r's sign, so that sign does not come from dividing by the number of tokens"
+    else:
+        verdict = "the other sign than per token for " + join_words([out.display(m) for m, k in zip(models, kept)
+                                                                       if not k])
+    return ("With the NLL per character instead (each statement's summed NLL over its characters, a normalisation "
+            f"no tokenizer sets; an exploratory check, added after the per-token results had been read, in no family "
+            f"and uncorrected), the last-layer r is {join_words(parts)}: {verdict}.")
+
+
 def summed_nll_words(out: Outputs, models: list[str]) -> str:
     """``changes sign for Gemma (+0.912 to −0.651) and moves for SmolLM2 (+0.972 to +0.266)``: what the summed NLL
     does to each model's last-layer r, a sign change named as one."""
@@ -189,6 +248,9 @@ def conclusion_phrase(out: Outputs) -> str:
     text = first + "."
     if reversed_:
         text += f" With mean pooling, its sign rests on a single category for {join_words(reversed_)}."
+    if per_character_flips(out):
+        text += (" It rests on the NLL's normalisation as well: per token its sign is the opposite of the original "
+                 "study's, per character it is the original's.")
     return text + " Over the pre-declared analytic choices, " + curve_conclusion(out) + " (@sec-spec)"
 
 

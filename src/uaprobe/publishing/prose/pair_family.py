@@ -269,9 +269,10 @@ def family_conclusion(out: Outputs) -> str:
                 signs.add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
     predicted = join_words([METRIC_WORDS.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
     verdict = ("" if not signs else
-               f"; of the {predicted}, whose sign UA predicts, what survives has the opposite sign" if signs == {False}
-               else f"; of the {predicted}, whose sign UA predicts, what survives has that sign" if signs == {True}
-               else f"; of the {predicted}, whose sign UA predicts, what survives has both signs")
+               f"; there, of the {predicted}, whose sign UA predicts, what survives has the opposite sign"
+               if signs == {False} else
+               f"; there, of the {predicted}, whose sign UA predicts, what survives has that sign" if signs == {True}
+               else f"; there, of the {predicted}, whose sign UA predicts, what survives has both signs")
     return (f"with {POOLING_WORDS.get(pooling, pooling)} pooling at the last layer, what survives both statements' "
             f"lengths, the lexical baseline and {category} left out together in one pair-level family is, "
             f"{'; '.join(parts)}{verdict}")
@@ -335,7 +336,7 @@ def hypothesis_synthesis(out: Outputs) -> str:
                "so the pair level speaks against UA's hypothesis for every model" if verdicts == {"against"} else
                "so the pair level does not support UA's hypothesis consistently across the models")
     text = (f"Of the {predicted}, whose sign UA predicts, the tests that survive Holm's correction over the panel "
-            f"show, {'; '.join(parts)}: {summary}. The surviving metrics are computed from the same states and "
+            f"(any pooling and set of covariates) show, {'; '.join(parts)}: {summary}. The surviving metrics are computed from the same states and "
             "correlate with each other, so several survivors of one model are not independent findings.")
     swings = [out.display(m) for m in out.models
               if int(out.raw_at(PANEL_RESULTS, panel_key(m, "without_category", "n_reject")) or 0) > 0

@@ -176,13 +176,28 @@ def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
               if excluded and set(excluded) < set(default)]
     text = []
     if made:
+        no_bos = all(not out.raw(m, "layerwise", "extraction/bos_added") for m in out.models
+                     if out.display(m) in made)
+        what = ("position 0, the attention sink and, without a BOS, the first word" if no_bos else
+                "position 0, the attention sink")
         text.append(f"With {pooling} pooling, the negative r at the intermediate layers of {join_words(made)} comes "
-                    "from position 0, the attention sink: without it that curve stays positive at every layer "
-                    "(@sec-sink).")
+                    f"from {what}: without it that curve stays positive at every layer (@sec-sink).")
     if partly:
         text.append(f"With {pooling} pooling, position 0 makes part of the negative r at the intermediate layers of "
                     f"{join_words(partly)} (@sec-sink).")
     return " ".join(text)
+
+
+@prose
+def first_word_limitation(out: Outputs) -> str:
+    """For the models without a BOS, position 0 is the statement's first word: excluding it removes the sink and
+    that word together, and no run here separates them (a fixed token prepended would)."""
+    no_bos = [out.display(m) for m in out.models if not out.raw(m, "layerwise", "extraction/bos_added")]
+    if not no_bos:
+        return ""
+    return (f"For {join_words(no_bos)}, which {'adds' if len(no_bos) == 1 else 'add'} no BOS, position 0 is the "
+            "statement's first word: excluding it removes the sink's massive activation and that word together, and "
+            "no run with a fixed token prepended separates the two.")
 
 
 def reversing_models(out: Outputs) -> list[str]:
@@ -329,7 +344,7 @@ def panel_phrase(out: Outputs) -> str:
     text = []
     if quantized:
         text.append("Quantized weights keep the quantization error, so hidden states and likelihoods differ from "
-                    "those of the original-precision models.")
+                    "those of the original-precision models; no run at full precision bounds that difference here.")
     instruct = [out.display(m) for m, sp in specs.items()
                 if "instruct" in f"{sp.display} {sp.gguf_file or ''}".lower()]
     if instruct:

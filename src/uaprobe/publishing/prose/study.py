@@ -101,7 +101,9 @@ def left_out_reason(out: Outputs, m: str) -> str:
     if raw == ORIGINAL_LEFT_OUT and is_documented_dataset(out):
         return (f"{name} was declared as the category to leave out because its two "
                 "framings differ most in relative length and in kind of token, a name against a number, which the "
-                "dataset's text shows before any model output.")
+                "dataset's text shows before any model output; it was declared with the primary test, after the "
+                "curves over every layer had been seen (a declaration, like the universe, not a preregistration), "
+                "and the pair-level set without it follows that declaration.")
     return (f"{name} is the category `params.yaml` declares to leave out "
             "(`analysis.primary.left_out`).")
 

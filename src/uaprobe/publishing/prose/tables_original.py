@@ -60,8 +60,10 @@ def phase_table(out: Outputs, pooling: str = "mean") -> str:
     for i, row in enumerate(out.raw_at(PUBLISHED_PYTHIA, "phases/models")):
         p = out.under(PUBLISHED_PYTHIA, f"phases/models/{i}", fmt="s2")
         sign_change = "yes" if row["early"] > 0 > row["late"] else "no"
-        rows.append([row["model"], "published", p("early"), p("mid"), p("late"), p("late_inversion", "bool"),
-                     f"{sign_change} (from early and late)"])
+        # a qualifier in the published name ("(no template)") goes to the source column, so the name stays whole
+        name, _, note = str(row["model"]).partition(" (")
+        rows.append([name, "published" + (f", {note.rstrip(')')}" if note else ""), p("early"), p("mid"), p("late"),
+                     p("late_inversion", "bool"), f"{sign_change} (from early and late)"])
     return markdown_table(["model", "source", "early", "mid", "late", "late inversion", "sign change"], rows,
                           align="llrrrcc")
 
