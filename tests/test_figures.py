@@ -462,3 +462,17 @@ def test_the_category_scatter_prints_each_r_and_enlarges_all_but_the_farthest_ca
         n = len(doc.variants["mean"].table)
         if n > 3:
             assert len(insets) == 1 and len(insets[0].collections) == n - 1
+
+
+def test_the_inset_goes_to_the_first_corner_that_holds_no_point() -> None:
+    """A point in the lower right pushes the inset to the upper right; a point in the middle, inside every corner's
+    region, leaves none."""
+    from matplotlib.figure import Figure
+    ax = Figure().subplots()
+    x, y = np.array([0.0, 0.9, 0.8, 0.1]), np.array([0.0, 0.3, 0.35, 1.0])
+    ax.scatter(x, y)
+    assert figures_groups.inset_corner(ax, x, y) == figures_groups.INSET_CORNERS[1]
+    ax2 = Figure().subplots()
+    xs, ys = np.array([0.0, 1.0, 0.5]), np.array([0.0, 1.0, 0.5])
+    ax2.scatter(xs, ys)
+    assert figures_groups.inset_corner(ax2, xs, ys) is None

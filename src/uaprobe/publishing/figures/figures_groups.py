@@ -159,10 +159,10 @@ def category_scatter_figure(validations: Mapping[str, Validation], *, variant: s
                 name = data_label(row.category)
                 handles[name] = ax.scatter([row.ua], [row.mean_preference], label=name, **styles[i])
             # the inset enlarges every category but the one farthest from the others (standardised distance),
-            # in a corner of the panel that holds no point (with room for its tick labels)
+            # in a corner of the panel that holds no point (with room for its tick labels), else the first corner
             far = int(np.nanargmax(np.hypot(*(np.abs(v - np.nanmedian(v)) / (np.nanstd(v) or 1.0)
                                               for v in (ua, pref))))) if len(table) > 3 else -1
-            rect = inset_corner(ax, ua, pref) if far >= 0 else None
+            rect = (inset_corner(ax, ua, pref) or INSET_CORNERS[0]) if far >= 0 else None
             inset = ax.inset_axes(rect, zorder=6) if rect is not None else None
             if inset is not None:
                 inset.set_facecolor("white")

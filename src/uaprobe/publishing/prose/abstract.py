@@ -71,7 +71,7 @@ SHORT_METRIC = {"centroid_asymmetry": "centroid", "cross_centroid": "cross-centr
 """The pair-level scores as the abstract names them."""
 
 
-WHERE_WORDS = {"all": "", "every": "only with every category", "base": "only without the token covariate",
+WHERE_WORDS = {"all": "", "every": "only with every category", "base": "only without the lexical covariate",
                "one_out": "only without one category"}
 """Where a surviving metric survives: in sets with every category and without one (no words); only in the sets with
 every category; only in the base set (category and length covariates, without the lexical baseline's); only in the
@@ -106,7 +106,7 @@ def pair_sentence(out: Outputs, *, poolings: bool) -> str:
         listed = "; ".join(" and ".join(f"{sign} {join_words(names)}" for sign, names in by_sign.items())
                            + (f" ({WHERE_WORDS[w]})" if WHERE_WORDS[w] else "") for w, by_sign in groups.items())
         parts.append(f"{out.display(m)}, {listed or 'none'}")
-    return (f"Pair-level tests within categories surviving panel-wide Holm correction (UA predicts positive {hyp}): "
+    return (f"Within categories, pair-level survivors of panel-wide Holm correction (UA predicts positive {hyp}): "
             f"{'; '.join(parts)}")
 
 
@@ -139,9 +139,8 @@ def caveat_clause(out: Outputs) -> str:
     lexical = len(lexical_matches_or_beats(out)) == n
     parts = []
     if one and per_character_flips(out):
-        parts.append("Our sign rests on one category and on dividing the NLL by tokens: per character, both models "
-                     "give the original's sign" if n == 2 else "Our sign rests on one category and on dividing the "
-                     "NLL by tokens: per character, every model gives the original's sign")
+        parts.append("Our sign rests on one category and on dividing the NLL by tokens: per character (exploratory), "
+                     + ("both models give" if n == 2 else "every model gives") + " the original's sign")
     elif one:
         located = divergence(out)
         parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else "")
@@ -158,13 +157,13 @@ def layer_zero_clause(out: Outputs) -> str:
     flips = [m for m in out.models if (z := _zero_abtt(out, m)) is not None
              and (r := layer_zero_r(out, m)[0].raw) is not None and z * r < 0]
     if carries and len(carries) == len(out.models):
-        text = "Token embeddings already show it"
+        text = "Layer-0 token embeddings already show it"
     elif carries:
-        text = f"Token embeddings already show it for {join_words([out.display(m) for m in carries])}"
+        text = f"Layer-0 token embeddings already show it for {join_words([out.display(m) for m in carries])}"
     else:
-        text = "Token embeddings show a smaller correlation"
+        text = "Layer-0 token embeddings show a smaller correlation"
     if flips and len(flips) == len(out.models):
-        text += ", reversed by removing the top principal directions"
+        text += " (reversed without the top principal directions)"
     elif flips:
         text += f", reversed for {join_words([out.display(m) for m in flips])} once the top principal directions are removed"
     return text
@@ -184,9 +183,9 @@ def abstract(out: Outputs) -> str:
         n_orig = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
         cats_orig = f"{NUMBER_WORDS.get(n_orig, str(n_orig))} categories"
         original = f" (our exact test: p = {out.at(PANEL_RESULTS, 'original/p', 'p')})"
-    first = ("Uniformity Asymmetry (UA), the difference in hidden-state similarity between two framings of "
-             "statements, probes which framing a model prefers; its original study reported r = "
-             f"{published} across {cats_orig} in a Pythia model{original}.")
+    first = ("Uniformity Asymmetry (UA), the hidden-state similarity difference between a statement's two "
+             "framings, probes which framing a model prefers; its original study reported r = "
+             f"{published} across {cats_orig} with Pythia{original}.")
     ours = join_words([str(out.v(m, "robustness", "policies/default/final_r", "s2")) for m in out.models])
     signs = {(out.raw(m, "robustness", "policies/default/final_r") or 0.0) > 0 for m in out.models}
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
@@ -204,7 +203,8 @@ def abstract(out: Outputs) -> str:
     # the most detail first: the models' r, the primary p, the poolings of the pair-level survivors
     for show_r, show_p, poolings in ((True, True, True), (True, True, False), (True, False, False),
                                      (False, True, False), (False, False, False)):
-        second = (f"On {models} we find {relation}"
+        lead = f"{models[0].upper()}{models[1:]} {'give' if n > 1 else 'gives'} {relation}"
+        second = (lead
                   + (f" (r = {ours})" if show_r else "")
                   + (f", but {cats} categories cannot settle it: " if not below else f"; over {cats} categories, ")
                   + f"the exact test's power at a planted correlation of {planted} is at most {power}, and the "

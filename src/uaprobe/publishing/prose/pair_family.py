@@ -121,8 +121,9 @@ def mde_words(out: Outputs) -> str:
                 "Holm's correction")
     same = len({(out.raw_at(PANEL_RESULTS, panel_key(m, "family", "power/mde")),
                  out.raw_at(PANEL_RESULTS, panel_key(m, "family", "power/mde_panel"))) for m in out.models}) == 1
-    text = (f"{pair(out.models[0])} for {'every model' if len(out.models) > 1 else out.display(out.models[0])}"
-            if same else join_words([f"{pair(m)} for {out.display(m)}" for m in out.models]))
+    text = (f"{pair(out.models[0])} for the base set of "
+            f"{'every model' if len(out.models) > 1 else out.display(out.models[0])}"
+            if same else join_words([f"{pair(m)} for the base set of {out.display(m)}" for m in out.models]))
     return (f"With {target} power, a two-sided test over these pairs and covariates detects a population partial r of "
             f"{text} (Fisher-z approximation): smaller within-category associations go undetected.")
 
