@@ -140,7 +140,8 @@ def caveat_clause(out: Outputs) -> str:
     parts = []
     if one and per_character_flips(out):
         parts.append("Our sign rests on one category and on dividing the NLL by tokens: per character (exploratory), "
-                     + ("both models give" if n == 2 else "every model gives") + " the original's sign")
+                     + ("both models give" if n == 2 else "every model gives" if n > 2 else "it gives")
+                     + " the original's sign")
     elif one:
         located = divergence(out)
         parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else "")

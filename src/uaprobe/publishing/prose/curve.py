@@ -171,10 +171,10 @@ def primary_phrase(out: Outputs) -> str:
     nominal_secondary = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
                          if not t.get("holm_reject") and t.get("p") is not None and t["p"] <= alpha(out, m)]
     if nominal_secondary:
-        text += (" Before it, p is at or below α for " + join_words([
-            f"{out.display(m)}'s {STATISTIC_WORDS.get(out.raw(m, CURVE, f'secondary/tests/{i}/statistic'), '')} "
+        text += (" Before it, p falls below α for " + join_words([
+            f"the {STATISTIC_WORDS.get(out.raw(m, CURVE, f'secondary/tests/{i}/statistic'), '')} "
             f"{test_words(out, m, out.raw(m, CURVE, f'secondary/tests/{i}/test'))} "
-            f"(p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
+            f"({out.display(m)}, p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
             f"{out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})" for m, i in nominal_secondary]) + ".")
     without = []
     for m in out.models:
@@ -184,8 +184,8 @@ def primary_phrase(out: Outputs) -> str:
                            f"(p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
                            f"{out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})")
     if without:
-        text += (f" Without {category_words(out, out.models[0])}, the {primary_statistic(out, out.models[0])} over the "
-                 f"same choices is {join_words(without)}.")
+        text += (f" Without {category_words(out, out.models[0])}, over the same choices, the "
+                 f"{primary_statistic(out, out.models[0])} is {join_words(without)}.")
     return text
 
 

@@ -59,7 +59,7 @@ def power_phrase(out: Outputs) -> str:
             "the last layer: the reference specification): preferences are drawn with a planted population "
             f"correlation ρ with the standardised UA plus independent normal noise, {draws} draws per ρ, and the "
             "power is the share whose exact p reaches α. The same simulated preferences give the power of the "
-            "primary statistic, the median r over the primary universe's specifications with its joint exact p. "
+            "primary statistic (the universe's median r, with its joint exact p). "
             "The *floor* is the smallest p the test can attain; the "
             f"*minimum detectable effect* (MDE) is the smallest ρ on a grid with {target} power (@tbl-power). "
             "A category-level p above α is therefore read as no evidence at this power, not as evidence of no "
@@ -181,7 +181,7 @@ def discussion_original(out: Outputs) -> str:
     found = divergence(out)
     text = ("The original study's last-layer r and this panel's are both category-level correlations over the same "
             f"{n} categories, whose exact test has the power of @tbl-power")
-    text += (": the original's passes it, uncorrected for the layers it was read at, and this panel's does not"
+    text += (": the original's passes it, with no correction for its choice of layer, and this panel's does not"
              if passes else ": neither is settled by it")
     if found is not None and found[3] and not found[4]:
         text += "; they part in one category's preference, not in its UA (@sec-spec)"
@@ -198,8 +198,8 @@ def original_conclusion(out: Outputs) -> str:
     if not (passes and kept and ours_neither):
         return ""
     n = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
-    return ("The original's published category points, under the same exact test, pass it (uncorrected for the "
-            "layers it was read at) and keep their sign with any category left out; this panel's do neither, though "
+    return ("The original's published category points, under the same exact test, pass it (its choice of layer "
+            "uncorrected) and keep their sign with any category left out; this panel's do neither, though "
             f"with {_count(n)} points on each side that contrast is not itself a test of a difference.")
 
 

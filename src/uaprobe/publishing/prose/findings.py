@@ -195,7 +195,8 @@ def per_character_words(out: Outputs, models: list[str]) -> str:
     if not parts:
         return ""
     if per_character_flips(out):
-        verdict = ("the original study's sign for every model: the sign of this panel's r is set by how the NLL is "
+        verdict = ("the original study's sign" + (" for every model" if len(out.models) > 1 else "") + ": the sign "
+                   "of this panel's r is set by how the NLL is "
                    "normalised, per token the opposite of the original's, per character the original's")
     elif all(kept):
         verdict = "the per-token r's sign, so that sign does not come from dividing by the number of tokens"

@@ -298,8 +298,8 @@ def lexical_versus_models(out: Outputs, metric: str = "centroid_asymmetry") -> s
         return ""
     counts = [int(out.raw_at(PANEL_RESULTS, panel_key(m, "incremental", "n_reject")) or 0) for m in out.models]
     survive = ("no test of any model survives Holm's correction" if not any(counts) else
-               join_words([f"{out.at(PANEL_RESULTS, panel_key(m, 'incremental', 'n_reject'), 'int')} of "
-                           f"{out.display(m)}'s tests" for m in out.models]) + " survive Holm's correction")
+               join_words([f"{out.at(PANEL_RESULTS, panel_key(m, 'incremental', 'n_reject'), 'int')} of the tests "
+                           f"of {out.display(m)}" for m in out.models]) + " survive Holm's correction")
     return (f"At the pair level, the lexical baseline's {METRIC_WORDS.get(metric, pretty(metric))} alone has a median "
             f"partial r of {join_words(parts)} (other metrics and sets of pairs): the tokens alone carry an "
             "association of that size, so only a test with the lexical covariate speaks for the states; over every "
@@ -333,10 +333,13 @@ def hypothesis_synthesis(out: Outputs) -> str:
         verdicts.add("for" if agree and not against and not mixed else "against" if against and not agree and not
                      mixed else "mixed")
     predicted = join_words([METRIC_WORDS.get(k, pretty(k)) for k in HYPOTHESIS_SIGN])
-    summary = ("so the pair level supports UA's hypothesis for every model" if verdicts == {"for"} else
-               "so the pair level speaks against UA's hypothesis for every model" if verdicts == {"against"} else
-               "so the pair level does not support UA's hypothesis consistently across the models")
-    text = (f"Of the {predicted}, whose sign UA predicts, the tests that survive Holm's correction over the panel "
+    every = "for every model" if len(out.models) > 1 else f"for {out.display(out.models[0])}"
+    summary = (f"so the pair level supports UA's hypothesis {every}" if verdicts == {"for"} else
+               f"so the pair level speaks against UA's hypothesis {every}" if verdicts == {"against"} else
+               "so the pair level does not support UA's hypothesis consistently"
+               + (" from one model to the other" if len(out.models) == 2 else
+                  " over the panel" if len(out.models) > 2 else ""))
+    text = (f"Of the {predicted}, whose sign UA predicts, the tests surviving Holm's correction over the panel "
             f"(any pooling and set of covariates) show, {'; '.join(parts)}: {summary}. The surviving metrics are computed from the same states and "
             "correlate with each other, so several survivors of one model are not independent findings.")
     swings = [out.display(m) for m in out.models
