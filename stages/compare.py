@@ -15,15 +15,14 @@ if __name__ == "__main__":
     numerics.pin(analysis=True)
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from uaprobe.analysis.compare import compare_panel
 from uaprobe.schema.text import csv_text
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
-from uaprobe.errors import ConfigError
 from uaprobe.schema import Record, read_results, results_text
+from uaprobe.schema.files import load_json
 from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.stages.compare")
@@ -47,18 +46,12 @@ def _load(path: Path) -> Record:
     return read_results(Path("."), str(path), kind=path.stem)
 
 
-def read_published_points(path: Path) -> dict:
-    """``category_level.final_table`` of the published numbers, or a ConfigError naming the file and the key."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        table = doc["category_level"]["final_table"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: category_level.final_table: cannot be read ({exc}); restore the file from git "
-                          f"(`git checkout -- {path}`)") from None
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: category_level.final_table: expected an object of category -> [UA, mean "
-                          f"preference], got {type(table).__name__}; restore the file from git")
-    return table
+def read_published_points(path: Path) -> object:
+    """``category_level.final_table`` of the published numbers (its shape checked by
+    :func:`uaprobe.analysis.compare.original_points`), or an error naming the file."""
+    doc = load_json(path, fix=f"restore it from git (`git checkout -- {path}`)")
+    level = doc.get("category_level") if isinstance(doc, dict) else None
+    return level.get("final_table") if isinstance(level, dict) else None
 
 
 def main(argv: list[str] | None = None) -> int:

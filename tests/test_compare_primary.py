@@ -183,6 +183,8 @@ def test_the_original_points_are_tested_as_the_panel_s() -> None:
     assert out["leave_one_out_r"][0] == pytest.approx(sps_r(x[1:], y[1:]), abs=1e-12)
     with pytest.raises(ConfigError, match=r"pub\.json: category_level\.final_table: .*'b'"):
         original_points({"a": [1, 2], "b": [1], "c": [0, 1]}, source="pub.json", params=params, rec=NanReasons())
+    with pytest.raises(ConfigError, match=r"pub\.json: category_level\.final_table: expected at least 3 categories"):
+        original_points(None, source="pub.json", params=params, rec=NanReasons())  # the key absent from the file
 
 
 def sps_r(x, y):

@@ -142,12 +142,12 @@ def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float, re
                 n=n, n_covariates=q, alpha=alpha / n_tests, power=target), why)}
 
 
-def original_points(table: Mapping[str, Any], *, source: str, params: AnalysisParams, rec: Any) -> dict[str, Any]:
+def original_points(table: object, *, source: str, params: AnalysisParams, rec: Any) -> dict[str, Any]:
     """The original study's published category points (``category_level.final_table`` of ``source``: category ->
     [UA, mean preference]) under this panel's category-level analysis: r, its exact p over every order, r with
     each category left out, and the exact test's power with the published UA held fixed
     (:func:`uaprobe.analysis.power.power_set`)."""
-    points = {k: v for k, v in table.items() if k != "note"}
+    points = {k: v for k, v in table.items() if k != "note"} if isinstance(table, Mapping) else {}
     bad = [k for k, v in points.items() if not (isinstance(v, (list, tuple)) and len(v) == 2
                                                 and all(isinstance(e, (int, float)) for e in v))]
     if len(points) < 3 or bad:
@@ -174,7 +174,7 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
                   sink_excluded_results: Mapping[str, Layerwise] | None = None,
                   primary_p: Mapping[str, float | None] | None = None,
                   pair_families: Mapping[str, Mapping[str, PairFamily]] | None = None,
-                  original: tuple[str, Mapping[str, Any]] | None = None) -> StageOutputs:
+                  original: tuple[str, object] | None = None) -> StageOutputs:
     """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json`` (read
     through :mod:`uaprobe.schema`); the same view of the sink-excluded policy from
     ``sink_excluded/layerwise.json`` where given; with ``primary_p`` (model -> the primary joint p of its

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis import controls, layerwise, centroid_score, power, stats
+from uaprobe.analysis import controls, layerwise, centroid_score, power, preference, stats
 from uaprobe.analysis.speccurve import relabellings
 from uaprobe.analysis.pair_table import PairTable
 from uaprobe.analysis.nan_reasons import Reasons
@@ -212,10 +212,9 @@ def per_character(table: PairTable, n_chars: np.ndarray) -> np.ndarray:
     divided by its characters (``n_chars`` (N,)), a normalisation that no tokenizer sets."""
     chars = np.asarray(n_chars, dtype=float)
     per_char = table.nll_sum / np.stack([chars[table.row_a], chars[table.row_b]], axis=1)
-    pref = per_char[:, 1] - per_char[:, 0]
-    counts = np.bincount(table.category_of_pair, minlength=len(table.categories)).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.bincount(table.category_of_pair, weights=pref, minlength=len(table.categories)) / counts
+        return preference.category_means(per_char[:, 1] - per_char[:, 0], category_of_pair=table.category_of_pair,
+                                         n_categories=len(table.categories))
 
 
 def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table: PairTable,

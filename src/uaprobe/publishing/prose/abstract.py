@@ -146,7 +146,7 @@ def caveat_clause(out: Outputs) -> str:
         located = divergence(out)
         parts.append("Our sign rests on one category" + (", the most length-imbalanced" if length else "")
                      + (", whose preference, not its UA, reverses the original's" if located is not None
-                        and located[3] and not located[4] else ""))
+                        and located.in_preference else ""))
     if lexical:
         parts.append(("t" if parts else "T") + "oken identities alone reproduce " + ("ours" if parts else "it"))
     return " " + "; ".join(parts) + "." if parts else ""

@@ -5,13 +5,15 @@ shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`; counts 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, category_words
 from uaprobe.publishing.prose.curve import alpha as curve_alpha
 from uaprobe.publishing.prose.formats import pretty
 from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
 from uaprobe.publishing.prose.markdown import category as category_name
-from uaprobe.publishing.prose.phrases import layer_span, position0_inversions
+from uaprobe.publishing.prose.phrases import layer_span, negative_layers, position0_inversions
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 
@@ -183,7 +185,7 @@ def discussion_original(out: Outputs) -> str:
             f"{n} categories, whose exact test has the power of @tbl-power")
     text += (": the original's passes it, with no correction for its choice of layer, and this panel's does not"
              if passes else ": neither is settled by it")
-    if found is not None and found[3] and not found[4]:
+    if found is not None and found.in_preference:
         text += "; they part in one category's preference, not in its UA (@sec-spec)"
     elif found is not None:
         text += "; they part in one category (@sec-spec)"
@@ -210,7 +212,7 @@ def negative_without_sink(out: Outputs, poolings: tuple[str, ...] = ("mean", "la
     for m in out.models:
         for pooling in poolings:
             rs = out.raw(m, "sink_excluded/layerwise", f"poolings/{pooling}/pearson_r") or []
-            neg = [i for i, r in enumerate(rs) if r is not None and r < 0]
+            neg = negative_layers(out, m, "sink_excluded/layerwise", pooling)
             if not neg:
                 continue
             low = min(neg, key=lambda i: rs[i])
@@ -225,7 +227,27 @@ def _category_row(out: Outputs, m: str, category: str) -> int | None:
     return next((i for i, row in enumerate(rows) if row.get("category") == category), None)
 
 
-def divergence(out: Outputs) -> tuple[str, int, list[int], bool, bool] | None:
+class Divergence(NamedTuple):
+    """Where this panel's r and the original's part (:func:`divergence`)."""
+
+    category: str
+    """the category that carries every model's sign"""
+    published: int
+    """its index among the published points"""
+    rows: list[int]
+    """its row in each model's validation table"""
+    same_ua: bool
+    """every model's UA there has the original's sign"""
+    same_preference: bool
+    """every model's mean preference there has the original's sign"""
+
+    @property
+    def in_preference(self) -> bool:
+        """The signs part in the preference alone."""
+        return self.same_ua and not self.same_preference
+
+
+def divergence(out: Outputs) -> Divergence | None:
     """(the category that carries every model's sign, its index among the published points, its row in each
     model's validation table, whether every model's UA there has the original's sign, whether every model's mean
     preference does); None where the models' most influential categories differ or no published point matches."""
@@ -248,7 +270,7 @@ def divergence(out: Outputs) -> tuple[str, int, list[int], bool, bool] | None:
         same_ua &= ua * ua_o > 0
         same_pref &= pref * pref_o > 0
         rows.append(i)
-    return cat, j, rows, same_ua, same_pref
+    return Divergence(cat, j, rows, same_ua, same_pref)
 
 
 @prose
