@@ -93,18 +93,31 @@ def test_within_category_permutations_keep_every_categorys_multiset_of_residuals
     assert np.array_equal(orders, again)
 
 
-def test_inversely_permuted_columns_are_the_gather_they_replace():
-    """The scattered build gives the very array of ``w.T[:, argsort(orders)]`` laid out (n, m B), C
-    order: the GEMM over it then adds in the same order, so the permuted r keep their bytes."""
+def test_permuted_r_of_few_rows_and_of_many_are_the_projections_of_the_permuted_residuals():
+    """Few rows are permuted themselves, many project on the permuted columns (``w_perm``, the gather
+    ``w.T[:, argsort(orders)]`` laid out (n, m B)): both give the partial r of every permuted residual,
+    computed here one permutation at a time."""
     rng = np.random.default_rng(5)
-    cat = rng.integers(0, 4, 37)
+    n = 37
+    cat = rng.integers(0, 4, n)
     orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=23)
-    w = rng.standard_normal((37, 3))
-    want = np.ascontiguousarray(w.T[:, np.argsort(orders, axis=1)].reshape(3 * 23, -1).T)
-    got = pairmodels.inversely_permuted(w, orders)
-    assert np.array_equal(got, want) and got.strides == want.strides
+    cov = rng.standard_normal((n, 2))
+    proj = pairmodels.PermutedProjections(rng.standard_normal(n), cov, orders)
+    want_w = np.ascontiguousarray(proj.w.T[:, np.argsort(orders, axis=1)].reshape(proj.m * 23, -1).T)
+    assert np.array_equal(proj.w_perm, want_w)
+    x = rng.standard_normal((proj.m + 3, n))
+    many = proj.permuted_r(x)
+    few = np.concatenate([proj.permuted_r(row[None, :]) for row in x])
+    direct = np.empty_like(many)
+    for i, row in enumerate(proj.residuals(x)):
+        for b, order in enumerate(orders):
+            e = row[order]
+            left = e - proj.q @ (proj.q.T @ e)
+            direct[i, b] = (left @ proj.ry) / np.sqrt((left @ left) * (proj.ry @ proj.ry))
+    np.testing.assert_allclose(many, direct, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(few, direct, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="index the 37 rows"):
-        pairmodels.inversely_permuted(w, orders + 1)
+        pairmodels.PermutedProjections(rng.standard_normal(n), cov, orders + 1)
 
 
 def test_permutation_p_equals_a_brute_force_freedman_lane_loop():

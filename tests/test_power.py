@@ -129,6 +129,9 @@ def test_the_median_statistic_matches_an_enumeration_and_reduces_to_r_for_one_ro
     y = rng.standard_normal((4, 5))
     np.testing.assert_allclose(power.exact_p(xs, y), [_direct_median_p(xs, row) for row in y], rtol=0, atol=1e-15)
     np.testing.assert_allclose(power.exact_p(xs[:1], y), power.exact_p(xs[0], y), rtol=0, atol=1e-15)
+    even = rng.standard_normal((4, 5))  # an even number of specifications: the mean of the middle two r
+    np.testing.assert_allclose(power.exact_p(even, y), [_direct_median_p(even, row) for row in y], rtol=0, atol=1e-15)
+    assert power.exact_p(xs, np.ones((1, 5)))[0] == 0.0  # a constant preference: r undefined, no order a hit
     assert power.statistic(xs, y[0]) == pytest.approx(np.median([sps.pearsonr(x, y[0])[0] for x in xs]), abs=1e-12)
 
 

@@ -118,18 +118,6 @@ def _inversely_permuted(w: np.ndarray, orders: np.ndarray) -> np.ndarray:  # pra
     return out
 
 
-def inversely_permuted(w: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    """(n, m B): column ``j B + b`` holds column j of ``w`` (n, m) inversely permuted by the order
-    ``orders[b]`` (B, n), i.e. ``w.T[:, argsort(orders, axis=1)]`` laid out as the GEMM reads it.
-    The same values as that expression (copies, no arithmetic), built by scattering each order once
-    instead of sorting it, and without the (m, B, n) intermediate and its transposed copy."""
-    w = np.ascontiguousarray(w, dtype=np.float64)
-    orders = np.ascontiguousarray(orders, dtype=np.int64)
-    if orders.size and (orders.min() < 0 or orders.max() >= w.shape[0]):
-        raise ValueError(f"orders must index the {w.shape[0]} rows of w")
-    return _inversely_permuted(w, orders)
-
-
 class PermutedProjections:
     """What the permuted partial r of any metric needs from the preference, the covariates and the
     permutations, computed once.
@@ -145,11 +133,21 @@ class PermutedProjections:
         self.covariates = np.asarray(covariates, dtype=float).reshape(self.y.size, -1)
         self.q = covariate_basis(self.covariates)
         self.ry = self.y - self.q @ (self.q.T @ self.y)
-        w = np.column_stack([self.ry, self.q[:, 1:]])  # (n, m): the constant column projects to 0
-        self.m = w.shape[1]
-        self.permutations = int(orders.shape[0])
-        # (n, m * B): column j * B + b holds column j of w inversely permuted by draw b
-        self.w_perm = inversely_permuted(w, np.asarray(orders))
+        self.w = np.column_stack([self.ry, self.q[:, 1:]])  # (n, m): the constant column projects to 0
+        self.m = self.w.shape[1]
+        self.orders = np.ascontiguousarray(orders, dtype=np.int64)
+        self.permutations = int(self.orders.shape[0])
+        if self.orders.size and (self.orders.min() < 0 or self.orders.max() >= self.y.size):
+            raise ValueError(f"orders must index the {self.y.size} rows of w")
+        self._w_perm: np.ndarray | None = None
+
+    @property
+    def w_perm(self) -> np.ndarray:
+        """(n, m B): column j B + b holds column j of ``w`` inversely permuted by draw b (built once, when first
+        asked for: only a test of more rows than ``m`` reads it)."""
+        if self._w_perm is None:
+            self._w_perm = _inversely_permuted(self.w, self.orders)
+        return self._w_perm
 
     def residuals(self, x: np.ndarray) -> np.ndarray:
         """(R, n) residuals of every row of ``x`` on the covariates."""
@@ -160,6 +158,8 @@ class PermutedProjections:
         """(R, B) partial r of every row of ``x`` (R, n) under every permutation of its residuals
         (NaN where a permuted residual vanishes)."""
         e = self.residuals(x)
+        if e.shape[0] <= self.m:  # few rows: permute them instead of the m columns
+            return self._permuted_rows_r(e)
         out = np.empty((e.shape[0], self.permutations))
         yy = float(self.ry @ self.ry)
         for lo in range(0, e.shape[0], ROW_BLOCK):
@@ -170,6 +170,20 @@ class PermutedProjections:
             with np.errstate(invalid="ignore", divide="ignore"):
                 ok = den2 > 1e-24 * np.maximum(ee, 1e-300)
                 out[lo:lo + ROW_BLOCK] = np.where(ok, proj[:, 0] / np.sqrt(np.where(ok, den2, 1.0) * yy), np.nan)
+        return np.clip(out, -1.0, 1.0)
+
+    def _permuted_rows_r(self, e: np.ndarray) -> np.ndarray:
+        """:meth:`permuted_r` of the residual rows ``e`` (R, n), each permuted by every draw and projected on
+        ``w`` by one product (R B, n) by (n, m): ``(P_b e) . w`` is ``e . w_b``."""
+        out = np.empty((e.shape[0], self.permutations))
+        yy = float(self.ry @ self.ry)
+        for i, row in enumerate(e):
+            proj = row[self.orders] @ self.w  # (B, m)
+            ee = float(row @ row)
+            den2 = ee - (proj[:, 1:] ** 2).sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ok = den2 > 1e-24 * max(ee, 1e-300)
+                out[i] = np.where(ok, proj[:, 0] / np.sqrt(np.where(ok, den2, 1.0) * yy), np.nan)
         return np.clip(out, -1.0, 1.0)
 
     def test(self, x: np.ndarray) -> PartialTest:

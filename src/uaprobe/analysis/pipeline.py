@@ -114,6 +114,10 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         sweep = beside.submit(dimensions.sweep, {policy: emb.policy(policy)[0] for policy in POLICIES},
                               row_a=table.row_a, row_b=table.row_b, category_of_pair=table.category_of_pair,
                               n_categories=n_cat, k=params.abtt_k)
+        # after the sweep (submitted before it, so running or done when this starts): the dimensions, the
+        # specification curve and its power, beside the pair level that does not need them
+        swept = beside.submit(_swept, sweep, n_layers=n_layers, table=table, header=header, params=params,
+                              default_name=default_name)
         out = StageOutputs()
         runs: dict[str, PolicyRun] = {}
         states: dict[str, dict[str, np.ndarray]] = {}  # policy -> pooling -> transformed pooled states
@@ -158,7 +162,10 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
 
         _add_pair_level(out, emb, states=states, option_b_of=option_b_of, table=table, pref=pref, header=header,
                         params=params, default_name=default_name)
-        _add_sweep(out, sweep.result(), emb, table=table, header=header, params=params, default_name=default_name)
+        for stem, body in swept.result().items():
+            out.results[stem] = body
+        out.metrics["specification_curve"] = speccurve.curve_metrics(out.results["specification_curve"])
+        out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)
         if on_step:
             on_step()
         return out
@@ -234,16 +241,17 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
                                                                       "depth_pct": header["depth_pct"]})
 
 
-def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, table: PairTable,
-               header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
-    """The sweep ``sw`` over every representation and policy (:func:`dimensions.sweep` of the raw
-    states): the per-dimension breakdown and the specification curve."""
-    n_layers, n_cat = emb.n_layers, len(table.categories)
+def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, header: dict[str, Any],
+           params: AnalysisParams, default_name: str) -> dict[str, dict[str, Any]]:
+    """``dimensions.json`` and ``specification_curve.json`` (its power included) from the sweep over every
+    representation and policy (:func:`dimensions.sweep` of the raw states, ``sweep``): the per-dimension
+    breakdown and the specification curve."""
+    sw = sweep.result()
+    n_cat = len(table.categories)
     categories = list(table.categories)
     policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}
     rec = NanReasons()
-    out.results["dimensions"] = finish(dimensions.dimensions_results(sw, policy_names=policy_names, rec=rec),
-                                        header, rec)
+    dims = finish(dimensions.dimensions_results(sw, policy_names=policy_names, rec=rec), header, rec)
     rec = NanReasons()
     ua = {policy: {p: {r: sw.u_a[policy][p][r] - sw.u_b[policy][p][r] for r in sw.u_a[policy][p]}
                    for p in sw.u_a[policy]} for policy in sw.u_a}
@@ -262,9 +270,7 @@ def _add_sweep(out: StageOutputs, sw: dimensions.Sweep, emb: Embeddings, *, tabl
         alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME), rec=rec.sub("power"),
         permutations=params.permutations,
         universe=speccurve.universe_rows(ua, policy_names, primary=params.primary))
-    out.results["specification_curve"] = finish(sc_body, header, rec)
-    out.metrics["specification_curve"] = speccurve.curve_metrics(sc_body)
-    out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)
+    return {"dimensions": dims, "specification_curve": finish(sc_body, header, rec)}
 
 
 def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,

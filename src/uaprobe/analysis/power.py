@@ -32,6 +32,7 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
+from numba import njit
 
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.speccurve import all_orders, relabellings
@@ -40,8 +41,6 @@ from uaprobe.config import PowerParams
 
 RNG_NAME = "power"
 """Names the generator of the simulated preferences (:func:`uaprobe.analysis.stats.rng_for`)."""
-DRAW_BLOCK = 256
-"""Simulated preferences whose C! relabelled r are held at once: ``DRAW_BLOCK x C! x C`` floats."""
 PRIMARY_MODEL = ("the median r over the primary universe's distinct specifications, tested jointly (one order of "
                  "the preferences applied to every specification at once); y planted as in `model` on the "
                  "reference specification's UA")
@@ -63,21 +62,62 @@ def _signed(uy: np.ndarray, ux: np.ndarray) -> np.ndarray:
     return uy @ ux if ux.ndim == 1 else np.median(uy @ ux.T, axis=-1)
 
 
+@njit(cache=True, boundscheck=False, nogil=True, error_model="numpy")
+def _exact_shares(uy: np.ndarray, relabelled: np.ndarray, tolerance: float) -> np.ndarray:  # pragma: no cover
+    """(D,) for every unit preference row ``uy[d]`` (C,): the share of the orders, identity first, whose |median
+    over the S specifications of the r of the relabelled preference| is at least the identity's less
+    ``tolerance`` (NaN r: no hit); ``relabelled[o, s]`` (O, S, C) is specification s's unit UA relabelled by the
+    inverse of order o (so that its product with ``uy[d]`` is the r of ``uy[d]`` relabelled by order o). Each
+    row's S r are kept in a sorted buffer."""
+    d_rows, c_n = uy.shape
+    o_n, s_n = relabelled.shape[0], relabelled.shape[1]
+    out = np.empty(d_rows)
+    buf = np.empty(s_n)
+    for d in range(d_rows):
+        first = 0.0
+        hits = 0
+        for o in range(o_n):
+            nan = False
+            for s_i in range(s_n):
+                acc = 0.0
+                for c in range(c_n):
+                    acc += uy[d, c] * relabelled[o, s_i, c]
+                if acc != acc:
+                    nan = True
+                # insertion into the sorted prefix buf[:s_i]
+                j = s_i
+                while j > 0 and buf[j - 1] > acc:
+                    buf[j] = buf[j - 1]
+                    j -= 1
+                buf[j] = acc
+            if nan:
+                stat = np.nan
+            elif s_n % 2 == 1:
+                stat = abs(buf[s_n // 2])
+            else:
+                stat = abs((buf[s_n // 2 - 1] + buf[s_n // 2]) / 2.0)
+            if o == 0:
+                first = stat
+            if stat >= first - tolerance:
+                hits += 1
+        out[d] = hits / o_n
+    return out
+
+
 def exact_p(x: np.ndarray, y: np.ndarray, orders: np.ndarray | None = None) -> np.ndarray:
     """(D,) the two-sided permutation p of r(x, y_d) for every row of ``y`` (D, C): the share of the ``orders``
     of ``y_d`` (default every one of the C!; the identity first and included) whose |r| is at least the observed
     |r| (less the tie tolerance). With the identity and m drawn orders this is the Monte Carlo p (b + 1) / (m + 1).
-    With ``x`` (S, C), the UA of S specifications, the statistic is the median of the S r (the joint test)."""
+    With ``x`` (S, C), the UA of S specifications, the statistic is the median of the S r (the joint test).
+
+    A relabelling moves no value, so the centred, unit preference is relabelled, not centred again per order."""
     x = np.asarray(x, dtype=float)
     y = np.atleast_2d(np.asarray(y, dtype=float))
     orders = all_orders(x.shape[-1]) if orders is None else orders
-    ux = _unit(x)
-    out = np.empty(y.shape[0])
-    for lo in range(0, y.shape[0], DRAW_BLOCK):
-        uy = _unit(y[lo:lo + DRAW_BLOCK][:, orders])  # (d, C!, C), order 0 the identity
-        r = np.abs(_signed(uy, ux))  # (d, C!)
-        out[lo:lo + DRAW_BLOCK] = (r >= r[:, :1] - TIE_TOLERANCE).mean(axis=1)
-    return out
+    ux = np.atleast_2d(_unit(x))  # (S, C)
+    # uy[orders[o]] . ux_s = uy . ux_s[inverse(orders[o])]
+    relabelled = np.ascontiguousarray(ux[:, np.argsort(orders, axis=1)].transpose(1, 0, 2))  # (O, S, C)
+    return _exact_shares(np.ascontiguousarray(_unit(y)), relabelled, TIE_TOLERANCE)
 
 
 def statistic(x: np.ndarray, y: np.ndarray) -> float:
@@ -134,9 +174,13 @@ def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alp
         power = median_r = np.full(len(planted), np.nan)
         grid_power = np.full(rhos.size, np.nan)
     else:
-        power, median_r = simulated_power(x, planted, noise=noise, alpha=alpha, orders=orders, reference=reference)
-        grid_power, _ = simulated_power(x, rhos.tolist(), noise=noise, alpha=alpha, orders=orders,
-                                        reference=reference)
+        # one simulation per distinct correlation: a planted one on the grid is that grid point
+        searched = rhos.tolist() + [r for r in planted if r not in rhos.tolist()]
+        every_power, every_median = simulated_power(x, searched, noise=noise, alpha=alpha, orders=orders,
+                                                    reference=reference)
+        at = [searched.index(r) for r in planted]
+        power, median_r = every_power[at], every_median[at]
+        grid_power = every_power[:rhos.size]
     reached = np.flatnonzero(grid_power >= params.target)
     mde = float(rhos[reached[0]]) if reached.size else np.nan
     why = "UA is constant over the categories: r is undefined"
