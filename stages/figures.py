@@ -1,12 +1,13 @@
 """DVC stage `figures`: the paper's figures, drawn from the results files only.
 
-    python stages/figures.py [--params params.yaml] [--root .] [--out figures]
+    python stages/figures.py [--params params.yaml] [--root .] [--out figures] [--workers N]
 
 For every model of the panel (``models`` in params.yaml) it reads ``results/models/<id>/*.json``
 and writes ``figures/models/<id>/<figure>.png`` and ``.svg``; from ``results/panel.json`` it writes
 ``figures/panel/<figure>.png|svg``. ``figures/manifest.json`` lists every figure with the results
-files it was drawn from (the manuscript's captions cite them). The output directory is built aside
-and swapped in whole, so no figure of a model that left the panel survives.
+files it was drawn from (the manuscript's captions cite them). The figures are drawn on ``--workers``
+processes (every core by default; :mod:`uaprobe.publishing.figures.drawing`), the same bytes on any number. The
+output directory is built aside and swapped in whole, so no figure of a model that left the panel survives.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
-from uaprobe.publishing.figures import plotting
+from uaprobe.publishing.figures import drawing, plotting
 from uaprobe.publishing.figures.figure_registry import FIGURES, PANEL, REFERENCE, manifest_entry, relative
 from uaprobe.schema import load_json, read_results, validate
 from uaprobe.stage import ParamsWatch, run_stage
@@ -37,7 +38,7 @@ log = logging.getLogger("uaprobe.stages.figures")
 FORMATS = ("png", "svg")
 
 
-def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
+def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None) -> list[dict[str, Any]]:
     watch = ParamsWatch("figures", params_path)
     params = load_params(params_path)
     out = out.resolve()
@@ -48,6 +49,9 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
                                    for name in names}, "reference": reference} for model_id in params.models}
     panel = {PANEL: read_results(root, PANEL)}
     check_writable(out.parent, output=out, fix="make it writable or point --out elsewhere")
+    plan = drawing.plan(FIGURES, docs_by_model, panel)
+    drawn = drawing.draw_all([item.job for item in plan], formats=FORMATS,
+                               workers=drawing.worker_count() if workers is None else workers)
     out.parent.mkdir(parents=True, exist_ok=True)
     entries: list[dict[str, Any]] = []
     try:
@@ -55,19 +59,9 @@ def run(*, params_path: Path, root: Path, out: Path) -> list[dict[str, Any]]:
     except OSError as exc:
         raise write_error(out, exc, "creating the build directory") from None
     try:
-        for model_id, docs in docs_by_model.items():
-            for spec in (f for f in FIGURES if f.scope == "model"):
-                written = plotting.save_figure(spec.draw(docs), build / "models" / model_id / spec.key,
-                                              formats=FORMATS)
-                entries.append(manifest_entry(spec.key, model_id, written, build, out, root,
-                                      [f"results/models/{model_id}/{n}.json" for n in spec.sources]))
-        for spec in (f for f in FIGURES if f.scope == "models"):
-            written = plotting.save_figure(spec.draw(docs_by_model), build / "panel" / spec.key, formats=FORMATS)
-            entries.append(manifest_entry(spec.key, None, written, build, out, root,
-                                          [f"results/models/{m}/{n}.json" for m in docs_by_model for n in spec.sources]))
-        for spec in (f for f in FIGURES if f.scope == "panel"):
-            written = plotting.save_figure(spec.draw(panel), build / "panel" / spec.key, formats=FORMATS)
-            entries.append(manifest_entry(spec.key, None, written, build, out, root, list(spec.sources)))
+        for item, files in zip(plan, drawn):
+            written = plotting.write_figure(files, build / item.target)
+            entries.append(manifest_entry(item.job.spec.key, item.model, written, build, out, root, item.sources))
         manifest = {"stage": "figures", "formats": list(FORMATS), "figures": entries}
         validate(manifest, "manifest", shown=relative(out / "manifest.json", root),
                  fix="the figures stage built a manifest its schema refuses (uaprobe.schema); report it")
@@ -92,9 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--root", type=Path, default=Path("."), help="repository root holding results/")
     parser.add_argument("--out", type=Path, default=Path("figures"))
+    parser.add_argument("--workers", type=int, default=drawing.worker_count(),
+                        help="processes to draw on (default: every core; the bytes do not depend on it)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1, got {args.workers}")
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    run(params_path=args.params, root=args.root, out=args.out)
+    run(params_path=args.params, root=args.root, out=args.out, workers=args.workers)
     return 0
 
 

@@ -468,7 +468,7 @@ def test_figures_refuses_a_results_file_without_what_it_draws(project: Path, rel
     doc = json.loads(path.read_text())
     del doc[key]
     path.write_text(json.dumps(doc))
-    monkeypatch.setattr(STAGES["figures"].plotting, "save_figure", never("drawing"))
+    monkeypatch.setattr(STAGES["figures"].plotting, "figure_bytes", never("drawing"))
     run_refused("figures", [], root=project, names=[relative, f"'{key}'"], caplog=caplog, capsys=capsys)
 
 
@@ -484,7 +484,7 @@ def test_figures_checks_a_read_only_directory_first(project: Path, monkeypatch: 
                                                     caplog: pytest.LogCaptureFixture,
                                                     capsys: pytest.CaptureFixture) -> None:
     read_only_probe(monkeypatch, project)
-    monkeypatch.setattr(STAGES["figures"].plotting, "save_figure", never("drawing"))
+    monkeypatch.setattr(STAGES["figures"].plotting, "figure_bytes", never("drawing"))
     run_refused("figures", [], root=project, names=["figures", "not writable", "--out"], caplog=caplog,
                 capsys=capsys)
 
@@ -675,7 +675,7 @@ runpy.run_path(stage, run_name="__main__")
 @pytest.mark.parametrize(("stage", "module", "attr", "n", "args"), [
     ("analyze", "uaprobe.atomic", "_write_temporary", 3, ["--model", "m1", "--control", "data/embeddings/m1.control.h5"]),
     ("compare", "uaprobe.atomic", "_write_temporary", 2, []),
-    ("figures", "uaprobe.publishing.figures.plotting", "save_figure", 2, []),
+    ("figures", "uaprobe.publishing.figures.plotting", "write_figure", 2, []),
     ("paper", "uaprobe.publishing.render.fallback", "execute_manuscript", 1, ["--engine", "fallback"]),
 ])
 def test_sigterm_in_every_stage_leaves_nothing_behind(project: Path, tmp_path: Path, stage: str, module: str,
@@ -688,6 +688,45 @@ def test_sigterm_in_every_stage_leaves_nothing_behind(project: Path, tmp_path: P
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, str(driver), module, attr, str(n), str(REPO / "stages" / f"{stage}.py"),
                            *args], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 128 + 15, proc.stderr[-3000:]
+    assert "stopped by SIGTERM" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert listing(project) == before, sorted(set(listing(project)) ^ set(before))
+    assert not [p for p in project.iterdir() if p.name.startswith(".")], list(project.iterdir())
+
+
+DRAWING_DRIVER = """import os, runpy, signal, sys, time
+stage, flag = sys.argv[1], sys.argv[2]
+from uaprobe.repro import numerics
+numerics.pin()
+numerics.pin = lambda **kwargs: {}
+from uaprobe.publishing.figures import plotting
+MAIN, original = os.getpid(), plotting.figure_bytes
+def patched(*args, **kwargs):
+    if os.getpid() != MAIN:  # a worker: the first one to draw stops the stage, once
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+            os.kill(MAIN, signal.SIGTERM)
+            time.sleep(0.5)
+        except FileExistsError:
+            pass
+    return original(*args, **kwargs)
+plotting.figure_bytes = patched
+sys.argv = [stage, "--workers", "2"]
+runpy.run_path(stage, run_name="__main__")
+"""
+
+
+def test_sigterm_while_the_workers_draw_leaves_nothing_behind(project: Path, tmp_path: Path) -> None:
+    """SIGTERM to the figures stage while its worker processes draw: exit 143, one message, no build directory,
+    the earlier figures as they were, and no worker left running."""
+    before = listing(project)
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRAWING_DRIVER)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(driver), str(REPO / "stages" / "figures.py"), str(tmp_path / "flag")],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    # run() returned: every process holding the pipes, each worker included, has exited
+    assert (tmp_path / "flag").exists()  # a worker did draw and send it
     assert proc.returncode == 128 + 15, proc.stderr[-3000:]
     assert "stopped by SIGTERM" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert listing(project) == before, sorted(set(listing(project)) ^ set(before))

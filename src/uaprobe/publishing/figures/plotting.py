@@ -9,6 +9,7 @@ figures read in grey scale too.
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from uaprobe import escape
-from uaprobe.atomic import atomic_path
+from uaprobe.atomic import write_files
 from uaprobe.errors import UAProbeError
 
 OKABE_ITO: tuple[str, ...] = (
@@ -202,20 +203,29 @@ def place_point_labels(ax: Axes, labels: Sequence[tuple[str, float, float]], *, 
                                     relpos=(rx, ry)) if ring > 0 else None)
 
 
-def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
-    """Write ``fig`` as ``path`` with each suffix in ``formats``; metadata (dates, software) stripped.
-
-    ``path`` may carry a suffix; it is replaced. Returns the written paths. Writes are atomic.
-    """
-    base = Path(path)
-    base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
-    written: list[Path] = []
+def figure_bytes(fig: Figure, *, formats: Sequence[str] = ("png", "svg")) -> dict[str, bytes]:
+    """The files of ``fig`` in each of ``formats``, rendered in memory; metadata (dates, software) stripped."""
+    files: dict[str, bytes] = {}
     with style():
         for fmt in formats:
             if fmt not in STRIPPED_METADATA:
                 raise UAProbeError(f"save_figure: format {fmt!r} not supported; use png, svg or pdf")
-            target = base.with_name(f"{base.name}.{fmt}")
-            with atomic_path(target) as tmp:
-                fig.savefig(tmp, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
-            written.append(target)
-    return written
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, metadata=dict(STRIPPED_METADATA[fmt]))
+            files[fmt] = buffer.getvalue()
+    return files
+
+
+def write_figure(files: Mapping[str, bytes], path: str | Path) -> list[Path]:
+    """Write a figure's ``files`` (format -> bytes, :func:`figure_bytes`) as ``path`` with each format's suffix.
+
+    ``path`` may carry a suffix; it is replaced. Returns the written paths, in the formats' order. Writes are
+    atomic, all of them or none."""
+    base = Path(path)
+    base = base.with_suffix("") if base.suffix.lower() in (".png", ".svg", ".pdf") else base
+    return write_files({base.with_name(f"{base.name}.{fmt}"): data for fmt, data in files.items()})
+
+
+def save_figure(fig: Figure, path: str | Path, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Write ``fig`` as ``path`` with each suffix in ``formats`` (:func:`figure_bytes`, :func:`write_figure`)."""
+    return write_figure(figure_bytes(fig, formats=formats), path)
