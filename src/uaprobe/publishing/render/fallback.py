@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import copy
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -256,17 +257,12 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
             shutil.copyfile(css, build / "style.css")
             # pandoc drops its own document styles when given a stylesheet; keep them underneath
             html_args += ["--css", "style.css", "-V", "document-css=true"]
-        html = run_pandoc(html_args, stdin=source, cwd=build, what=f"{where} (HTML)")
-        typst_args = [*common, "-t", "typst", "-V", "header-includes=" + TYPST_PREAMBLE + _typst_includes(
-            typst_options.get("include-in-header"), paper_dir=qmd.parent, where=where)]
-        if number_sections:
-            typst_args += ["-V", f"section-numbering={typst_options.get('section-numbering', '1.1.1')}"]
-        for key in ("papersize", "fontsize"):
-            if key in typst_options:
-                typst_args += ["-V", f"{key}={typst_options[key]}"]
-        typ = run_pandoc(typst_args, stdin=source, cwd=build, what=f"{where} (Typst)")
-        (build / "paper.typ").write_text(typ, encoding="utf-8")
-        pdf = compile_typst(build / "paper.typ", root=build, where=where)
+        # the HTML on a thread (pandoc in its own process) while the Typst source is made and compiled here
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="uaprobe-html") as beside:
+            html_job = beside.submit(run_pandoc, html_args, stdin=source, cwd=build, what=f"{where} (HTML)")
+            typ, pdf = _typst_pdf(source, common=common, typst_options=typst_options, number_sections=number_sections,
+                                  paper_dir=qmd.parent, build=build, where=where)
+            html = html_job.result()
         html_path = output_dir / f"{qmd.stem}.html"
         pdf_path = output_dir / f"{qmd.stem}.pdf"
         files: dict[Path, bytes | str] = {html_path: html, pdf_path: pdf}
@@ -274,6 +270,21 @@ def render_fallback(qmd: Path, *, output_dir: Path, timeout: int = 900) -> Rende
             files[output_dir / f"{qmd.stem}.typ"] = typ
         write_files(files)
     return RenderResult(html=html_path, pdf=pdf_path, engine="fallback")
+
+
+def _typst_pdf(source: str, *, common: Sequence[str], typst_options: Mapping[str, Any], number_sections: bool,
+               paper_dir: Path, build: Path, where: str) -> tuple[str, bytes]:
+    """The Typst source of the resolved AST ``source`` (pandoc) and its PDF (Typst), compiled in ``build``."""
+    typst_args = [*common, "-t", "typst", "-V", "header-includes=" + TYPST_PREAMBLE + _typst_includes(
+        typst_options.get("include-in-header"), paper_dir=paper_dir, where=where)]
+    if number_sections:
+        typst_args += ["-V", f"section-numbering={typst_options.get('section-numbering', '1.1.1')}"]
+    for key in ("papersize", "fontsize"):
+        if key in typst_options:
+            typst_args += ["-V", f"{key}={typst_options[key]}"]
+    typ = run_pandoc(typst_args, stdin=source, cwd=build, what=f"{where} (Typst)")
+    (build / "paper.typ").write_text(typ, encoding="utf-8")
+    return typ, compile_typst(build / "paper.typ", root=build, where=where)
 
 
 def compile_typst(source: Path, *, root: Path, where: str) -> bytes:
