@@ -118,6 +118,16 @@ def _inversely_permuted(w: np.ndarray, orders: np.ndarray) -> np.ndarray:  # pra
     return out
 
 
+def _r_of_projections(numerator: np.ndarray, squares: np.ndarray, ee: Any, yy: float) -> np.ndarray:
+    """The permuted partial r from a permuted residual's projections: ``numerator`` its product with ``R y``,
+    ``squares`` the sum of its squared products with the covariate basis, ``ee`` its squared norm, ``yy`` that of
+    ``R y`` (NaN where the residual left by the covariates vanishes)."""
+    den2 = ee - squares
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ok = den2 > 1e-24 * np.maximum(ee, 1e-300)
+        return np.where(ok, numerator / np.sqrt(np.where(ok, den2, 1.0) * yy), np.nan)
+
+
 class PermutedProjections:
     """What the permuted partial r of any metric needs from the preference, the covariates and the
     permutations, computed once.
@@ -165,25 +175,18 @@ class PermutedProjections:
         for lo in range(0, e.shape[0], ROW_BLOCK):
             block = e[lo:lo + ROW_BLOCK]
             proj = (block @ self.w_perm).reshape(block.shape[0], self.m, self.permutations)
-            ee = (block * block).sum(axis=1)[:, None]
-            den2 = ee - (proj[:, 1:] ** 2).sum(axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ok = den2 > 1e-24 * np.maximum(ee, 1e-300)
-                out[lo:lo + ROW_BLOCK] = np.where(ok, proj[:, 0] / np.sqrt(np.where(ok, den2, 1.0) * yy), np.nan)
+            out[lo:lo + ROW_BLOCK] = _r_of_projections(proj[:, 0], (proj[:, 1:] ** 2).sum(axis=1),
+                                                       (block * block).sum(axis=1)[:, None], yy)
         return np.clip(out, -1.0, 1.0)
 
     def _permuted_rows_r(self, e: np.ndarray) -> np.ndarray:
-        """:meth:`permuted_r` of the residual rows ``e`` (R, n), each permuted by every draw and projected on
-        ``w`` by one product (R B, n) by (n, m): ``(P_b e) . w`` is ``e . w_b``."""
+        """:meth:`permuted_r` of the residual rows ``e`` (R, n), each row permuted by every draw and projected on
+        ``w`` by one product (B, n) by (n, m): ``(P_b e) . w`` is ``e . w_b``."""
         out = np.empty((e.shape[0], self.permutations))
         yy = float(self.ry @ self.ry)
         for i, row in enumerate(e):
             proj = row[self.orders] @ self.w  # (B, m)
-            ee = float(row @ row)
-            den2 = ee - (proj[:, 1:] ** 2).sum(axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ok = den2 > 1e-24 * max(ee, 1e-300)
-                out[i] = np.where(ok, proj[:, 0] / np.sqrt(np.where(ok, den2, 1.0) * yy), np.nan)
+            out[i] = _r_of_projections(proj[:, 0], (proj[:, 1:] ** 2).sum(axis=1), float(row @ row), yy)
         return np.clip(out, -1.0, 1.0)
 
     def test(self, x: np.ndarray) -> PartialTest:
