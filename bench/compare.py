@@ -242,11 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     print("analyze plain: " + "; ".join(f"{s['pairs']} pairs {s['seconds']:.1f} s vs {s['previous_seconds']:.1f} s = "
                                         f"{s['ratio']:.2f} x" for s in sizes))
     if args.results is not None:
-        args.results.mkdir(parents=True, exist_ok=True)
-        path = args.results / f"{cpu_slug(record['cpu_model'])}.json"
-        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"written to {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+        write_record(args.results, cpu_slug(record["cpu_model"]), record)
     return 0
+
+
+def write_record(results: Path, stem: str, record: dict) -> Path:
+    """Write a benchmark's ``record`` as ``results/<stem>.json`` (the file bench/report.py renders) and say where."""
+    results.mkdir(parents=True, exist_ok=True)
+    path = results / f"{stem}.json"
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"written to {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+    return path
 
 
 if __name__ == "__main__":

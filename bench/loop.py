@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -44,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare import cpu_model, cpu_slug  # noqa: E402  (bench/compare.py)
+from compare import cpu_model, cpu_slug, write_record  # noqa: E402  (bench/compare.py)
 from report import loop_line  # noqa: E402  (bench/report.py)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -217,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio this / previous: edit loop {record['ratio']['edit']:.2f} x, manuscript edit "
           f"{record['ratio']['manuscript']:.2f} x (load average {load[0]:.1f} to {max(load):.1f})")
     if args.results is not None:
-        args.results.mkdir(parents=True, exist_ok=True)
-        path = args.results / f"loop-{cpu_slug(record['cpu_model'])}.json"
-        path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"written to {path.relative_to(REPO) if path.is_relative_to(REPO) else path}")
+        write_record(args.results, f"loop-{cpu_slug(record['cpu_model'])}", record)
     return 0
 
 
