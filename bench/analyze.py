@@ -38,10 +38,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import seed_reference as seed  # noqa: E402
 from synthetic_h5 import write_synthetic_h5  # noqa: E402
-from uaprobe.analysis import anisotropy, bins, layerwise  # noqa: E402
-from uaprobe.analysis.pair_table import pooling_cosines  # noqa: E402
-from uaprobe.analysis.pipeline import table_from_embeddings  # noqa: E402
-from uaprobe.analysis import stats  # noqa: E402
+from uaprobe.analysis.category import bins, layerwise  # noqa: E402
+from uaprobe.analysis.geometry import anisotropy  # noqa: E402
+from uaprobe.analysis.pairs.pair_table import pooling_cosines  # noqa: E402
+from uaprobe.analysis.run.pipeline import table_from_embeddings  # noqa: E402
+from uaprobe.analysis.inference import stats  # noqa: E402
 from uaprobe.config import load_params  # noqa: E402
 from uaprobe.extraction.store import POOLINGS, read_embeddings  # noqa: E402
 

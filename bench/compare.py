@@ -12,7 +12,7 @@ each timing runs in a fresh process whose ``PYTHONPATH`` is one code's ``src/`` 
   and so the cost, of a 20-fold dataset), the first ``--layers-4600`` layers (the analysis is
   linear in the layers; all 31 take about 7 minutes per run on 2 cores).
 
-A process times :func:`~uaprobe.analysis.pipeline.analyze_model` once. First each code runs every
+A process times :func:`~uaprobe.analysis.run.pipeline.analyze_model` once. First each code runs every
 path of the analysis on a small subset, untimed (:func:`warm`: it compiles and caches that code's
 kernels); then the two codes alternate, ``--rounds`` times (3) at 230 pairs and ``--rounds-4600``
 times (1) at 4600, and each time is the median of its rounds (the machine may be shared). Prints,
@@ -124,8 +124,8 @@ def warm(emb, params) -> None:
     subset: the analysis in the cosines' default form and in the unit-vector form (the form of many
     pairs), and the Gram form in pieces (no table held) on every side."""
     import numpy as np
-    from uaprobe.analysis.pipeline import analyze_model
-    from uaprobe.analysis.uniformity import Cosines
+    from uaprobe.analysis.run.pipeline import analyze_model
+    from uaprobe.analysis.geometry.uniformity import Cosines
 
     first = {}
     for row, (cat, pair) in enumerate(zip(emb.category, emb.pair)):
@@ -150,7 +150,7 @@ def child(args: argparse.Namespace) -> int:
         from uaprobe import numerics  # type: ignore[no-redef]
 
     numerics.pin(analysis=True)
-    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.analysis.run.pipeline import analyze_model
     from uaprobe.config import load_params
     from uaprobe.extraction.store import read_embeddings
 

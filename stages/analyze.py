@@ -19,10 +19,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from uaprobe.analysis import fit, limits
-from uaprobe.analysis.pipeline import analysis_steps, analyze_control, analyze_model
+from uaprobe.analysis.run import fit, limits
+from uaprobe.analysis.run.pipeline import analysis_steps, analyze_control, analyze_model
 from uaprobe.schema.text import csv_text
-from uaprobe.analysis.uniformity import cosine_form_for
+from uaprobe.analysis.geometry.uniformity import cosine_form_for
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
 from uaprobe.schema import results_text

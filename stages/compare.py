@@ -17,7 +17,7 @@ if __name__ == "__main__":
 import argparse
 import logging
 from pathlib import Path
-from uaprobe.analysis.compare import compare_panel
+from uaprobe.analysis.panel.compare import compare_panel
 from uaprobe.schema.text import csv_text
 from uaprobe.atomic import check_writable, write_files
 from uaprobe.config import load_params
@@ -48,7 +48,7 @@ def _load(path: Path) -> Record:
 
 def read_published_points(path: Path) -> object:
     """``category_level.final_table`` of the published numbers (its shape checked by
-    :func:`uaprobe.analysis.compare.original_points`), or an error naming the file."""
+    :func:`uaprobe.analysis.panel.compare.original_points`), or an error naming the file."""
     doc = load_json(path, fix=f"restore it from git (`git checkout -- {path}`)")
     level = doc.get("category_level") if isinstance(doc, dict) else None
     return level.get("final_table") if isinstance(level, dict) else None

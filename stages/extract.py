@@ -2,7 +2,7 @@
 
     python stages/extract.py --model smollm2-135m
 
-Validates params, dataset, prompts, the analysis parameters the dataset decides (:mod:`uaprobe.analysis.fit`)
+Validates params, dataset, prompts, the analysis parameters the dataset decides (:mod:`uaprobe.analysis.run.fit`)
 and the output path before the model loads, and the statement
 lengths before any forward pass; streams batches into ``data/embeddings/<model>.h5.partial`` and
 moves the complete file into place, so ``<model>.h5`` is always the previous complete file, the new
@@ -42,7 +42,7 @@ import transformers
 from tqdm import tqdm
 
 import uaprobe
-from uaprobe.analysis import fit
+from uaprobe.analysis.run import fit
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction import extract

@@ -7,11 +7,15 @@ import pytest
 from scipy import stats as sps
 
 import seed_reference as seed
-from uaprobe.analysis import anisotropy, bins, curves, layerwise, centroid_score, scaling, validation
-from uaprobe.analysis.pair_table import pair_table, pooling_cosines
+from uaprobe.analysis.category import bins, layerwise, validation
+from uaprobe.analysis.geometry import anisotropy
+from uaprobe.analysis.inference import curves
+from uaprobe.analysis.pairs import centroid_score
+from uaprobe.analysis.panel import scaling
+from uaprobe.analysis.pairs.pair_table import pair_table, pooling_cosines
 from uaprobe.analysis.nan_reasons import NanReasons
-from uaprobe.analysis.stats import bootstrap_indices, resample_counts
-from uaprobe.analysis.uniformity import Cosines
+from uaprobe.analysis.inference.stats import bootstrap_indices, resample_counts
+from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams
 from uaprobe.errors import ConfigError, UAProbeError
 
@@ -279,7 +283,7 @@ def test_centroid_cosines_match_direct_computation():
 def test_centroid_cosines_a_chunk_at_a_time_are_the_same_bytes():
     """The per-statement dot products and norms, taken a chunk of statements at a time, equal the
     whole-array einsum and norms bit for bit (a count of statements that is not a multiple of the chunk)."""
-    from uaprobe.analysis.uniformity import UNIT_CHUNK_ROWS
+    from uaprobe.analysis.geometry.uniformity import UNIT_CHUNK_ROWS
     rng = np.random.default_rng(3)
     n = 2 * UNIT_CHUNK_ROWS + 7
     units = rng.standard_normal((n, 4, 33))
@@ -446,7 +450,7 @@ def test_pair_table_orders_categories_by_first_appearance_and_computes_preferenc
 
 def test_the_preference_per_character_is_the_summed_nll_over_each_statement_s_characters() -> None:
     """Per pair NLL_sum(B) / chars(B) - NLL_sum(A) / chars(A), averaged per category, written out as a loop."""
-    from uaprobe.analysis.robustness import per_character
+    from uaprobe.analysis.category.robustness import per_character
     rng = np.random.default_rng(3)
     cat = np.array(["x", "x", "y", "y", "x", "x", "y", "y"])
     pair = np.array([0, 0, 1, 1, 2, 2, 3, 3])

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from uaprobe.analysis import dimensions, representation as reps
+from uaprobe.analysis.geometry import dimensions, representation as reps
 from uaprobe.config import analysis_from_mapping
 from uaprobe.errors import ConfigError
 from uaprobe.names import REPRESENTATIONS

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from uaprobe.analysis import speccurve
+from uaprobe.analysis.category import speccurve
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
@@ -249,7 +249,7 @@ def test_first_identical_is_bitwise():
 
 
 def test_permutation_floors_of_the_layerwise_test():
-    from uaprobe.analysis.policy_run import permutation_floors
+    from uaprobe.analysis.run.policy_run import permutation_floors
 
     assert permutation_floors(mode="exact", count=720, n_tests=31) == pytest.approx(
         {"permutation_p_floor": 1 / 720, "permutation_holm_floor": 31 / 720})

@@ -240,7 +240,7 @@ def _max_float_gap(a, b, path="") -> float:
 
 
 def test_gram_and_unit_vector_forms_give_the_same_results(panel):
-    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.analysis.run.pipeline import analyze_model
     from uaprobe.config import load_params
     from uaprobe.extraction.store import read_embeddings
 
@@ -254,7 +254,7 @@ def test_gram_and_unit_vector_forms_give_the_same_results(panel):
 
 
 def test_progress_steps_are_counted_in_advance(panel):
-    from uaprobe.analysis.pipeline import analysis_steps, analyze_model
+    from uaprobe.analysis.run.pipeline import analysis_steps, analyze_model
     from uaprobe.config import load_params
     from uaprobe.extraction.store import read_embeddings
 
@@ -272,8 +272,9 @@ def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind, 
     pooled and pre-norm states are transformed once, for every analysis that reads them."""
     import dataclasses
 
-    from uaprobe.analysis import pipeline, speccurve
-    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.analysis.category import speccurve
+    from uaprobe.analysis.run import pipeline
+    from uaprobe.analysis.run.pipeline import analyze_model
     from uaprobe.config import load_params
     from uaprobe.extraction.store import POLICIES, read_embeddings
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from uaprobe.analysis import stats
-from uaprobe.analysis.groupstats import Resampling, group_stats, leave_one_out
+from uaprobe.analysis.inference import stats
+from uaprobe.analysis.inference.groupstats import Resampling, group_stats, leave_one_out
 
 
 @pytest.fixture
@@ -403,7 +403,7 @@ def test_group_stats_and_leave_one_out(rng):
 
 def test_bootstrap_pearson_gives_the_same_bytes_on_any_number_of_workers(rng, monkeypatch):
     # its three products run as units on the worker threads, each placed by its index
-    from uaprobe.analysis import workers
+    from uaprobe.analysis.compute import workers
     x = rng.normal(size=(7, 40))
     y = rng.normal(size=40)
     counts = stats.resample_counts(stats.bootstrap_indices(rng, n=40, resamples=500), n=40)

@@ -9,9 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seed_reference import uniformity_score
-from uaprobe.analysis import bins, gram_pieces, kernels
-from uaprobe.analysis import uniformity as uniformity_module
-from uaprobe.analysis.uniformity import (COST, Cosines, Groups, group_means, cosine_form_for, unit_rows,
+from uaprobe.analysis.category import bins
+from uaprobe.analysis.compute import kernels
+from uaprobe.analysis.geometry import gram_pieces
+from uaprobe.analysis.geometry import uniformity as uniformity_module
+from uaprobe.analysis.geometry.uniformity import (COST, Cosines, Groups, group_means, cosine_form_for, unit_rows,
                                         uniformity)
 
 
@@ -302,8 +304,8 @@ def test_bins_of_several_k_in_one_call_equal_one_call_per_k(rng):
 _THREADS_SCRIPT = """
 import hashlib, sys
 import numba, numpy as np
-from uaprobe.analysis import kernels
-from uaprobe.analysis.uniformity import Cosines, Groups, unit_rows
+from uaprobe.analysis.compute import kernels
+from uaprobe.analysis.geometry.uniformity import Cosines, Groups, unit_rows
 rng = np.random.default_rng(3)
 a = rng.standard_normal((90, 5, 20)); b = rng.standard_normal((90, 5, 20))
 labels = rng.integers(-1, 7, size=(300, 90))
@@ -427,7 +429,7 @@ def test_the_pieces_are_offered_where_the_tables_do_not_fit_and_cost_their_produ
 def test_unit_rows_a_chunk_at_a_time_are_the_same_bytes(rng):
     """:func:`unit_rows_of` writes chunks of rows (the temporaries of one chunk) and equals the unit
     rows of the whole concatenation bit for bit, on a row count that is not a multiple of the chunk."""
-    from uaprobe.analysis.uniformity import UNIT_CHUNK_ROWS, unit_rows, unit_rows_of
+    from uaprobe.analysis.geometry.uniformity import UNIT_CHUNK_ROWS, unit_rows, unit_rows_of
     n = 3 * UNIT_CHUNK_ROWS + 5
     a = rng.standard_normal((n, 3, 20)).astype(np.float32)
     b = rng.standard_normal((n, 2, 20)).astype(np.float32)

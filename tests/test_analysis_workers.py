@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from uaprobe.analysis.workers import ordered_map, worker_count
+from uaprobe.analysis.compute.workers import ordered_map, worker_count
 
 
 def test_results_keep_the_order_of_the_items_whatever_finishes_first():
@@ -45,7 +45,7 @@ from pathlib import Path
 import numba
 sys.path.insert(0, sys.argv[1])
 from synthetic_h5 import write_synthetic_h5
-from uaprobe.analysis.pipeline import analyze_model
+from uaprobe.analysis.run.pipeline import analyze_model
 from uaprobe.config import AnalysisParams, BinsParams
 from uaprobe.extraction.store import read_embeddings
 params = AnalysisParams(bootstrap_resamples=200, permutations=200, bins=BinsParams(k=(3, 5), partitions=20, ci_k=4))

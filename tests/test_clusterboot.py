@@ -1,4 +1,4 @@
-"""Two-stage cluster bootstrap (uaprobe.analysis.clusterboot): the weighted r against a direct
+"""Two-stage cluster bootstrap (uaprobe.analysis.inference.clusterboot): the weighted r against a direct
 computation on the expanded resample, the structure of the draws, and intervals on data with a
 known clustering."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uaprobe.analysis import clusterboot, stats
+from uaprobe.analysis.inference import clusterboot, stats
 from uaprobe.analysis.nan_reasons import NanReasons
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from uaprobe.analysis.compare import primary_across_models
+from uaprobe.analysis.panel.compare import primary_across_models
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.schema.panel import PanelPairFamily, PanelPrimary
 
@@ -76,7 +76,7 @@ def _family(metric, pooling, p, r, same_as, floor=1 / 1000, degenerate=None, max
 
 
 def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> None:
-    from uaprobe.analysis.compare import pair_family_across_models
+    from uaprobe.analysis.panel.compare import pair_family_across_models
     a = _family(["m1", "m2", "m1"], ["mean", "mean", "mean"], [0.001, 0.03, 0.001], [0.3, 0.1, 0.3],
                 [0, 1, 0])  # the third row merged into the first
     b = _family(["m1", "m2"], ["last", "mean"], [0.004, None], [0.2, None], [0, 1])
@@ -102,7 +102,7 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
 
 
 def test_a_degenerate_test_stays_out_of_the_panel_family() -> None:
-    from uaprobe.analysis.compare import pair_family_across_models
+    from uaprobe.analysis.panel.compare import pair_family_across_models
     a = _family(["m1", "m2"], ["mean", "first"], [0.001, 0.0001], [0.3, 0.01], [0, 1], degenerate=[False, True])
     rec = NanReasons()
     out = pair_family_across_models({"x": {"length": a}}, alpha=0.05, rec=rec)
@@ -115,7 +115,7 @@ def test_a_degenerate_test_stays_out_of_the_panel_family() -> None:
 def test_the_panel_max_t_is_each_family_s_max_t_times_the_families_that_test_anything() -> None:
     """Bonferroni across the model x family pairs: three families test something (an empty one does not count),
     so each max-T p is tripled, capped at 1; a merged row carries its twin's p but is counted once."""
-    from uaprobe.analysis.compare import pair_family_across_models
+    from uaprobe.analysis.panel.compare import pair_family_across_models
     a = _family(["m1", "m2", "m1"], ["mean"] * 3, [0.001, 0.03, 0.001], [0.3, 0.1, 0.3], [0, 1, 0],
                 maxt=[0.002, 0.4, 0.002])
     b = _family(["m1"], ["last"], [0.004], [0.2], [0], maxt=[0.01])
@@ -139,7 +139,7 @@ def test_the_minimum_detectable_partial_r_has_the_power_it_names() -> None:
     that many pairs and covariates rejects at about that rate."""
     from scipy import stats as sps
 
-    from uaprobe.analysis.multiplicity import partial_r_mde, partial_r_power
+    from uaprobe.analysis.inference.multiplicity import partial_r_mde, partial_r_power
     n, q, alpha = 120, 4, 0.01
     rho = partial_r_mde(n=n, n_covariates=q, alpha=alpha, power=0.8)
     z, d = sps.norm.ppf(1 - alpha / 2), n - q - 3
@@ -168,7 +168,7 @@ def test_the_original_points_are_tested_as_the_panel_s() -> None:
     refused naming the file and the key."""
     import itertools
 
-    from uaprobe.analysis.compare import original_points
+    from uaprobe.analysis.panel.compare import original_points
     from uaprobe.config import AnalysisParams, PowerParams
     from uaprobe.errors import ConfigError
     x = [-0.21, 0.018, -0.02, 0.016, 0.03, -0.017]

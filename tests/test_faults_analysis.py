@@ -22,8 +22,10 @@ import pytest
 import yaml
 
 from synthetic_h5 import write_synthetic_h5
-from uaprobe.analysis import anisotropy, groupstats, stats, validation
-from uaprobe.analysis.groupstats import Resampling
+from uaprobe.analysis.category import validation
+from uaprobe.analysis.geometry import anisotropy
+from uaprobe.analysis.inference import groupstats, stats
+from uaprobe.analysis.inference.groupstats import Resampling
 from uaprobe.analysis.nan_reasons import NanReasons
 
 REPO = Path(__file__).resolve().parents[1]

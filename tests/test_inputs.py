@@ -414,7 +414,7 @@ def test_every_parameter_the_dataset_decides_is_refused_at_once_before_the_model
            "'my category 0', 'my category 1', 'my category 2', 'my category 3'" in text
     assert "Traceback" not in text and files_in(tmp_path / "emb") == []
     # the fixes it names are enough: the same check passes, and the analyze stage runs the same check
-    from uaprobe.analysis import fit
+    from uaprobe.analysis.run import fit
     from uaprobe.config import analysis_from_mapping
 
     fixed = dict(doc["analysis"], bins=dict(params["bins"], k=[10, 15], ci_k=15),
@@ -425,7 +425,7 @@ def test_every_parameter_the_dataset_decides_is_refused_at_once_before_the_model
 
 
 def test_bins_that_fit_nothing_get_a_list_that_fits() -> None:
-    from uaprobe.analysis import fit
+    from uaprobe.analysis.run import fit
     from uaprobe.config import analysis_from_mapping
 
     doc = yaml.safe_load((REPO / "params.yaml").read_text())["analysis"]
@@ -673,13 +673,13 @@ def test_fuzz_params_files(scratch: Path, text: str) -> None:
 
 
 def test_auto_bins_follow_the_dataset_and_say_what_they_chose(caplog: pytest.LogCaptureFixture) -> None:
-    from uaprobe.analysis import fit
+    from uaprobe.analysis.run import fit
     from uaprobe.config import analysis_from_mapping
 
     doc = yaml.safe_load((REPO / "params.yaml").read_text())["analysis"]
     auto = analysis_from_mapping(dict(doc, bins=dict(doc["bins"], k="auto", ci_k="auto")))
     cats = ["ground_truth_numeric", "b", "c", "d"]
-    with caplog.at_level(logging.INFO, logger="uaprobe.analysis.fit"):
+    with caplog.at_level(logging.INFO, logger="uaprobe.analysis.run.fit"):
         small = fit.check(auto, categories=cats, n_pairs=32, source="data/dataset.json")
     assert (small.bins.k, small.bins.ci_k) == ((10, 15), 15)  # the default's counts that 32 pairs allow
     assert "data/dataset.json: analysis.bins.k: auto chose [10, 15] for 32 pairs (at most 16 bins)" in caplog.text

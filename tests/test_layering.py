@@ -72,5 +72,38 @@ def test_imports_follow_the_flow(path: Path) -> None:
 
 def test_the_layers_are_packages_and_the_check_sees_their_imports() -> None:
     assert {layer(module_name(p)) for p in MODULES} == set(ALLOWED)
-    assert "uaprobe.extraction.store" in imports(SRC / "analysis" / "pipeline.py")
+    assert "uaprobe.extraction.store" in imports(SRC / "analysis" / "run" / "pipeline.py")
     assert layer("uaprobe.publishing.render") == "publishing" and layer("uaprobe.config") == "infrastructure"
+
+
+FAMILIES = ("compute", "inference", "geometry", "pairs", "category", "run", "panel")
+"""The analysis families in the order of their imports (:data:`uaprobe.analysis.FAMILIES`)."""
+
+
+def family(module: str) -> str | None:
+    """``uaprobe.analysis.pairs.option_b`` -> ``pairs``; None outside the families (``nan_reasons``, the package)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["uaprobe", "analysis"] and len(parts) > 2 and parts[2] in FAMILIES else None
+
+
+ANALYSES = [p for p in MODULES if p.is_relative_to(SRC / "analysis")]
+
+
+@pytest.mark.parametrize("path", ANALYSES, ids=lambda p: module_name(p))
+def test_an_analysis_family_imports_only_the_families_before_it(path: Path) -> None:
+    here = family(module_name(path))
+    if here is None:  # the package's face and the reasons' module import no family
+        assert not {family(m) for m in imports(path)} - {None}, f"{module_name(path)} imports a family"
+        return
+    allowed = set(FAMILIES[:FAMILIES.index(here) + 1])
+    wrong = sorted(m for m in imports(path) if family(m) is not None and family(m) not in allowed)
+    assert not wrong, f"{module_name(path)} ({here}) imports {wrong}: only {sorted(allowed)} come before it"
+
+
+def test_every_analysis_module_is_in_a_family_and_the_order_is_the_packages() -> None:
+    import uaprobe.analysis
+
+    assert uaprobe.analysis.FAMILIES == FAMILIES
+    assert {p.parent.name for p in ANALYSES if p.parent != SRC / "analysis"} == set(FAMILIES)
+    assert sorted(p.name for p in ANALYSES if p.parent == SRC / "analysis") == ["__init__.py", "nan_reasons.py"]
+    assert family("uaprobe.analysis.pairs.option_b") == "pairs" and family("uaprobe.analysis.nan_reasons") is None

@@ -1,4 +1,4 @@
-"""Values a file or a machine cannot take (:mod:`uaprobe.analysis.limits`): ``abtt_k`` at the states' rank,
+"""Values a file or a machine cannot take (:mod:`uaprobe.analysis.run.limits`): ``abtt_k`` at the states' rank,
 resampling counts beyond the memory. The stage refusing them is tested in test_stage_faults.py."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from synthetic_h5 import CATEGORIES, write_synthetic_h5
-from uaprobe.analysis import limits, pipeline, workers
-from uaprobe.analysis import representation as reps
-from uaprobe.analysis.pipeline import analyze_model
+from uaprobe.analysis.compute import workers
+from uaprobe.analysis.run import limits, pipeline
+from uaprobe.analysis.geometry import representation as reps
+from uaprobe.analysis.run.pipeline import analyze_model
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
 from uaprobe.errors import ConfigError
 from uaprobe.extraction.store import read_embeddings

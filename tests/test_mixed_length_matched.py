@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from uaprobe.analysis import controls, length_matched, mixed, power, uniformity
+from uaprobe.analysis.category import power
+from uaprobe.analysis.geometry import uniformity
+from uaprobe.analysis.inference import controls
+from uaprobe.analysis.pairs import mixed
+from uaprobe.analysis.run import length_matched
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, LengthMatchedParams, PrimaryParams
 

@@ -12,7 +12,9 @@ import pytest
 from scipy import stats as sps
 from scipy.spatial.distance import cdist
 
-from uaprobe.analysis import knn, option_b, phases, stats
+from uaprobe.analysis.geometry import knn
+from uaprobe.analysis.inference import phases, stats
+from uaprobe.analysis.pairs import option_b
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams
 from uaprobe.errors import UAProbeError
@@ -301,7 +303,7 @@ def test_published_category_level_r_from_the_published_table():
 
 def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     from synthetic_h5 import write_synthetic_h5
-    from uaprobe.analysis.pipeline import analyze_control, analyze_model
+    from uaprobe.analysis.run.pipeline import analyze_control, analyze_model
     from uaprobe.schema.text import json_text
     from uaprobe.extraction.store import read_embeddings
 

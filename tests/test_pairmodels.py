@@ -1,4 +1,4 @@
-"""Pair-level models (uaprobe.analysis.pairmodels): partial r with the lengths of both sides out,
+"""Pair-level models (uaprobe.analysis.pairs.pairmodels): partial r with the lengths of both sides out,
 Freedman-Lane permutation within categories, Holm across layers, the lexical baseline."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from uaprobe.analysis import controls, incremental, multiplicity, option_b, pairmodels, stats
+from uaprobe.analysis.inference import controls, multiplicity, stats
+from uaprobe.analysis.pairs import freedman_lane, incremental, option_b, pairmodels
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams, PrimaryParams, RobustnessParams
 from uaprobe.errors import ConfigError
@@ -50,8 +51,8 @@ def test_partial_r_is_the_correlation_of_residuals_on_both_lengths():
     cat, lengths, pref = design()
     rng = np.random.default_rng(1)
     x = np.stack([rng.normal(size=pref.size) + 0.2 * pref, lengths[:, 0] + rng.normal(size=pref.size)])
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=20)
-    proj = pairmodels.PermutedProjections(pref, lengths, orders)
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=20)
+    proj = freedman_lane.PermutedProjections(pref, lengths, orders)
     t = proj.test(x)
     for row, r in zip(x, t.r):
         assert r == pytest.approx(corr_loop(residuals_loop(row, lengths), residuals_loop(pref, lengths)), abs=1e-12)
@@ -59,19 +60,19 @@ def test_partial_r_is_the_correlation_of_residuals_on_both_lengths():
     diff_only = controls.partial_r(x[1], pref, (lengths[:, 1] - lengths[:, 0])[:, None]).r
     assert abs(diff_only - t.r[1]) > 1e-3
     # the identity permutation gives the observed r back
-    ident = pairmodels.PermutedProjections(pref, lengths, np.arange(pref.size)[None, :])
+    ident = freedman_lane.PermutedProjections(pref, lengths, np.arange(pref.size)[None, :])
     np.testing.assert_allclose(ident.permuted_r(x)[:, 0], t.r, atol=1e-12)
 
 
 def test_covariate_basis_is_orthonormal_and_spans_the_intercept_and_lengths():
     _, lengths, _ = design()
-    q = pairmodels.covariate_basis(lengths)
+    q = freedman_lane.covariate_basis(lengths)
     assert q.shape == (lengths.shape[0], 3)
     np.testing.assert_allclose(q.T @ q, np.eye(3), atol=1e-12)
     full = np.column_stack([np.ones(len(lengths)), lengths])
     np.testing.assert_allclose(q @ (q.T @ full), full, atol=1e-9)
     # a duplicated covariate adds no column
-    assert pairmodels.covariate_basis(np.column_stack([lengths, lengths[:, 0] * 2 + 1])).shape[1] == 3
+    assert freedman_lane.covariate_basis(np.column_stack([lengths, lengths[:, 0] * 2 + 1])).shape[1] == 3
 
 
 # ---------------------------------------------------------------------------- the permutations
@@ -79,7 +80,7 @@ def test_covariate_basis_is_orthonormal_and_spans_the_intercept_and_lengths():
 
 def test_within_category_permutations_keep_every_categorys_multiset_of_residuals():
     cat, lengths, pref = design(n_per_cat=15, n_cat=4)
-    orders = pairmodels.within_category_orders(np.random.default_rng(3), category_of_pair=cat, permutations=200)
+    orders = freedman_lane.within_category_orders(np.random.default_rng(3), category_of_pair=cat, permutations=200)
     e = residuals_loop(np.random.default_rng(4).normal(size=pref.size), lengths)
     for o in orders:
         assert sorted(o) == list(range(cat.size))  # a permutation
@@ -89,7 +90,7 @@ def test_within_category_permutations_keep_every_categorys_multiset_of_residuals
             assert sorted(permuted[cat == c]) == sorted(e[cat == c])
     assert (orders != np.arange(cat.size)).any(axis=1).mean() > 0.99  # it does permute
     # the same seed gives the same draws
-    again = pairmodels.within_category_orders(np.random.default_rng(3), category_of_pair=cat, permutations=200)
+    again = freedman_lane.within_category_orders(np.random.default_rng(3), category_of_pair=cat, permutations=200)
     assert np.array_equal(orders, again)
 
 
@@ -100,9 +101,9 @@ def test_permuted_r_of_few_rows_and_of_many_are_the_projections_of_the_permuted_
     rng = np.random.default_rng(5)
     n = 37
     cat = rng.integers(0, 4, n)
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=23)
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=23)
     cov = rng.standard_normal((n, 2))
-    proj = pairmodels.PermutedProjections(rng.standard_normal(n), cov, orders)
+    proj = freedman_lane.PermutedProjections(rng.standard_normal(n), cov, orders)
     want_w = np.ascontiguousarray(proj.w.T[:, np.argsort(orders, axis=1)].reshape(proj.m * 23, -1).T)
     assert np.array_equal(proj.w_perm, want_w)
     x = rng.standard_normal((proj.m + 3, n))
@@ -117,7 +118,7 @@ def test_permuted_r_of_few_rows_and_of_many_are_the_projections_of_the_permuted_
     np.testing.assert_allclose(many, direct, rtol=0, atol=1e-12)
     np.testing.assert_allclose(few, direct, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="index the 37 rows"):
-        pairmodels.PermutedProjections(rng.standard_normal(n), cov, orders + 1)
+        freedman_lane.PermutedProjections(rng.standard_normal(n), cov, orders + 1)
 
 
 def test_permutation_p_equals_a_brute_force_freedman_lane_loop():
@@ -125,8 +126,8 @@ def test_permutation_p_equals_a_brute_force_freedman_lane_loop():
     rng = np.random.default_rng(6)
     x = np.stack([0.3 * pref + rng.normal(size=pref.size), rng.normal(size=pref.size),
                   lengths[:, 1] + rng.normal(size=pref.size)])
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=300)
-    t = pairmodels.PermutedProjections(pref, lengths, orders).test(x)
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=300)
+    t = freedman_lane.PermutedProjections(pref, lengths, orders).test(x)
     for row, r, p in zip(x, t.r, t.p):
         e = residuals_loop(row, lengths)
         fitted = row - e
@@ -144,8 +145,8 @@ def test_a_metric_that_tracks_the_preference_beyond_length_has_a_tiny_p():
     cat, lengths, pref = design(n_per_cat=60, n_cat=4, seed=7)
     rng = np.random.default_rng(8)
     x = pref + rng.normal(scale=1.0, size=pref.size)  # noise independent of the lengths
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
-    t = pairmodels.PermutedProjections(pref, lengths, orders).test(x[None])
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    t = freedman_lane.PermutedProjections(pref, lengths, orders).test(x[None])
     assert t.r[0] > 0.4
     assert t.p[0] == pytest.approx(1 / 1000)
 
@@ -155,8 +156,8 @@ def test_a_metric_of_length_alone_has_partial_r_near_zero_and_a_large_p():
     rng = np.random.default_rng(10)
     x = 0.5 * lengths[:, 1] - 0.5 * lengths[:, 0] + rng.normal(scale=0.5, size=pref.size)
     assert controls.partial_r(x, pref, np.empty((pref.size, 0))).r > 0.4  # the confound is there
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
-    t = pairmodels.PermutedProjections(pref, lengths, orders).test(x[None])
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    t = freedman_lane.PermutedProjections(pref, lengths, orders).test(x[None])
     assert abs(t.r[0]) < 0.1
     assert t.p[0] > 0.2
 
@@ -168,10 +169,10 @@ def test_a_category_offset_shared_with_the_preference_is_not_a_pair_level_associ
     offset = np.linspace(-2, 2, 6)[cat]
     pref = offset + rng.normal(size=cat.size)
     x = offset + rng.normal(size=cat.size)  # shares only the categories' offsets with the preference
-    within = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
-    free = pairmodels.within_category_orders(rng, category_of_pair=np.zeros_like(cat), permutations=999)
-    t_within = pairmodels.PermutedProjections(pref, lengths, within).test(x[None])
-    t_free = pairmodels.PermutedProjections(pref, lengths, free).test(x[None])
+    within = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    free = freedman_lane.within_category_orders(rng, category_of_pair=np.zeros_like(cat), permutations=999)
+    t_within = freedman_lane.PermutedProjections(pref, lengths, within).test(x[None])
+    t_free = freedman_lane.PermutedProjections(pref, lengths, free).test(x[None])
     assert t_within.r[0] == t_free.r[0] and t_within.r[0] > 0.5
     assert t_free.p[0] < 0.01 and t_within.p[0] > 0.05
 
@@ -186,9 +187,9 @@ def test_with_category_fixed_effects_a_shared_category_offset_leaves_only_the_wi
     x = offset + rng.normal(size=cat.size)  # shares only the categories' offsets with the preference
     fixed = controls.category_indicators(cat, 6)  # the pair models' fixed effects
     assert fixed.sum(axis=1).tolist() == [1.0] * cat.size and fixed[cat == 4, 4].all()
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
-    without = pairmodels.PermutedProjections(pref, lengths, orders).test(x[None])
-    within = pairmodels.PermutedProjections(pref, np.column_stack([fixed, lengths]), orders).test(x[None])
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    without = freedman_lane.PermutedProjections(pref, lengths, orders).test(x[None])
+    within = freedman_lane.PermutedProjections(pref, np.column_stack([fixed, lengths]), orders).test(x[None])
     assert without.r[0] > 0.5  # between-category variation passes for a correlation
     # with the fixed effects: the correlation of residuals after each category's mean and the lengths (every
     # category's indicator: the same span)
@@ -198,7 +199,7 @@ def test_with_category_fixed_effects_a_shared_category_offset_leaves_only_the_wi
     # and a within-category association is kept
     y2 = offset + noise + 0.0
     x2 = rng.normal(size=cat.size) + 0.8 * noise
-    t2 = pairmodels.PermutedProjections(y2, np.column_stack([fixed, lengths]), orders).test(x2[None])
+    t2 = freedman_lane.PermutedProjections(y2, np.column_stack([fixed, lengths]), orders).test(x2[None])
     assert t2.r[0] > 0.4 and t2.p[0] == pytest.approx(1 / 1000)
 
 
@@ -214,8 +215,8 @@ def test_vif_is_one_over_the_unexplained_share_and_flags_a_spanned_metric():
 
 def test_a_metric_explained_by_the_lengths_is_missing_with_a_reason():
     cat, lengths, pref = design()
-    orders = pairmodels.within_category_orders(np.random.default_rng(0), category_of_pair=cat, permutations=50)
-    t = pairmodels.PermutedProjections(pref, lengths, orders).test(np.stack([2 * lengths[:, 0] - 1,
+    orders = freedman_lane.within_category_orders(np.random.default_rng(0), category_of_pair=cat, permutations=50)
+    t = freedman_lane.PermutedProjections(pref, lengths, orders).test(np.stack([2 * lengths[:, 0] - 1,
                                                                              np.full(pref.size, np.nan)]))
     assert np.isnan(t.r).all() and np.isnan(t.p).all()
     assert "covariates" in t.reason[0] and "non-finite" in t.reason[1]
@@ -255,12 +256,12 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     # one metric and layer, recomputed from option_b and the same draws
     x = inp["policies"]["default"].pooled["last"]
     values = option_b.pair_metrics(x[inp["row_a"]], x[inp["row_b"]])["within_pair_sim"]
-    orders = pairmodels.within_category_orders(pairmodels.rng_for_pair_models(params),
+    orders = freedman_lane.within_category_orders(pairmodels.rng_for_pair_models(params),
                                                category_of_pair=inp["category_of_pair"], permutations=499)
     n = inp["policies"]["default"].n_content
     fixed = (inp["category_of_pair"][:, None] == np.arange(3)[None, :]).astype(float)  # category fixed effects
     z = np.column_stack([fixed, n[inp["row_a"]], n[inp["row_b"]]]).astype(float)
-    t = pairmodels.PermutedProjections(inp["preference"], z, orders).test(values)
+    t = freedman_lane.PermutedProjections(inp["preference"], z, orders).test(values)
     e = pol["poolings"]["last"]["within_pair_sim"]
     assert e["partial_r"] == pytest.approx(t.r.tolist(), abs=1e-12)
     assert e["permutation_p"] == pytest.approx(t.p.tolist(), abs=1e-15)
@@ -276,7 +277,7 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     assert lex["seeds"] == [3, 4] and lex["dim"] == 8
     emb = controls.lexical_embeddings(inp["token_ids"], inp["token_offsets"], pol_keep(inp), dim=8, seed=4)
     kd = option_b.pair_metrics(emb[inp["row_a"]][:, None], emb[inp["row_b"]][:, None])["knn_density_asymmetry"]
-    t = pairmodels.PermutedProjections(inp["preference"], z, orders).test(kd)
+    t = freedman_lane.PermutedProjections(inp["preference"], z, orders).test(kd)
     m = lex["metrics"]["knn_density_asymmetry"]
     assert m["partial_r"][1] == pytest.approx(t.r[0], abs=1e-12) and m["permutation_p"][1] == pytest.approx(t.p[0])
     assert m["median_partial_r"] == pytest.approx(np.median(m["partial_r"]))
@@ -326,7 +327,7 @@ def test_pooled_token_mask_follows_each_policy():
 
 def test_analyze_model_writes_pair_models_for_both_policies(tmp_path):
     from synthetic_h5 import write_synthetic_h5
-    from uaprobe.analysis.pipeline import analyze_model
+    from uaprobe.analysis.run.pipeline import analyze_model
     from uaprobe.extraction.store import read_embeddings
     from uaprobe.schema import results_text
 
@@ -393,9 +394,9 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
     for layer in range(4):  # partial r written out: the correlation of the residuals on [1, Z]
         want = corr_loop(residuals_loop(model[layer], z), residuals_loop(pref, z))
         assert e["partial_r"][layer] == pytest.approx(want, abs=1e-10)
-    orders = pairmodels.within_category_orders(pairmodels.rng_for_pair_models(params),
+    orders = freedman_lane.within_category_orders(pairmodels.rng_for_pair_models(params),
                                                category_of_pair=inp["category_of_pair"], permutations=499)
-    t = pairmodels.PermutedProjections(pref, z, orders).test(model)
+    t = freedman_lane.PermutedProjections(pref, z, orders).test(model)
     assert e["permutation_p"] == pytest.approx(t.p.tolist(), abs=1e-15)
     # the family: every (policy, pooling, metric) at the last layer, Holm across all of them
     for fam, pol in ((body["family"], body["policies"]), (inc["family"], inc["policies"])):
@@ -413,9 +414,9 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
     wc = inc["without_category"]
     keep = inp["category_of_pair"] != 0
     assert wc["left_out"] == "ground_truth_numeric" and wc["n_pairs"] == int(keep.sum()) == 24
-    orders = pairmodels.within_category_orders(stats.rng_for(seed=params.seed, name=pairmodels.RNG_NAME_WITHOUT),
+    orders = freedman_lane.within_category_orders(stats.rng_for(seed=params.seed, name=pairmodels.RNG_NAME_WITHOUT),
                                                category_of_pair=inp["category_of_pair"][keep], permutations=499)
-    t = pairmodels.PermutedProjections(pref[keep], z[keep], orders).test(model[3:, keep])
+    t = freedman_lane.PermutedProjections(pref[keep], z[keep], orders).test(model[3:, keep])
     i = next(i for i in range(10) if wc["family"]["tests"]["pooling"][i] == "last"
              and wc["family"]["tests"]["metric"][i] == "cross_centroid")
     assert wc["family"]["tests"]["partial_r"][i] == pytest.approx(t.r[0], abs=1e-12)
@@ -449,19 +450,19 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
     pref = lexical.mean(axis=0) + 0.2 * (lengths[:, 1] - lengths[:, 0]) + 0.3 * rng.normal(size=cat.size)
     words_only = lexical.mean(axis=0) + 0.05 * rng.normal(size=cat.size)
     beyond = words_only + rng.normal(size=cat.size) + 3.0 * (pref - lexical.mean(axis=0))
-    orders = pairmodels.within_category_orders(rng, category_of_pair=cat, permutations=999)
+    orders = freedman_lane.within_category_orders(rng, category_of_pair=cat, permutations=999)
 
     def projections(extra):
-        return pairmodels.PermutedProjections(pref, np.column_stack([lengths, extra]), orders)
+        return freedman_lane.PermutedProjections(pref, np.column_stack([lengths, extra]), orders)
 
     values = {"mean": {"m": np.stack([words_only, beyond])}}
-    t, at_layer = incremental.incremental_tests(values, {"mean": {"m": lexical}}, metrics=["m"],
-                                                projections=projections, layer=1)
+    t, at_layer = incremental.incremental_tests(values, {"mean": {"m": lexical}}, metrics=["m"], preference=pref,
+                                                base=lengths, orders=orders, layer=1)
     t = t["mean"]["m"]
     rank, permuted = at_layer["mean", "m"]
     assert rank == 2 + 3 and permuted.shape == (999,)  # both lengths and three lexical seeds
     np.testing.assert_allclose(permuted, projections(lexical.T).permuted_r(beyond[None, :])[0], rtol=0, atol=1e-15)
-    length_only = pairmodels.PermutedProjections(pref, lengths, orders).test(values["mean"]["m"])
+    length_only = freedman_lane.PermutedProjections(pref, lengths, orders).test(values["mean"]["m"])
     assert length_only.r[0] > 0.5 and length_only.p[0] == pytest.approx(1 / 1000)  # the words pass for an effect
     # over the lexical metric only noise is left: r within four null standard errors, p far from its floor
     assert abs(t.r[0]) < 4 / np.sqrt(cat.size) and t.p[0] > 0.01

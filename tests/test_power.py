@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from uaprobe.analysis import power, speccurve
+from uaprobe.analysis.category import power, speccurve
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import PowerParams
 

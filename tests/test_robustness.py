@@ -12,9 +12,11 @@ from scipy import stats as sps
 from synthetic_h5 import hand_tokens, write_synthetic_h5
 from tiny_models import load_tiny
 from uaprobe.extraction import extract
-from uaprobe.analysis import anisotropy, bins, controls
-from uaprobe.analysis.pipeline import analyze_model
-from uaprobe.analysis.uniformity import Cosines
+from uaprobe.analysis.category import bins
+from uaprobe.analysis.geometry import anisotropy
+from uaprobe.analysis.inference import controls
+from uaprobe.analysis.run.pipeline import analyze_model
+from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
 from uaprobe.extraction.sink import sink_statistics
 from uaprobe.extraction.store import read_embeddings

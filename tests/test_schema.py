@@ -14,8 +14,8 @@ import pytest
 
 from synthetic_h5 import SYNTHETIC_MODELS, synthetic_params, write_synthetic_h5
 from uaprobe import cli
-from uaprobe.analysis.compare import compare_panel
-from uaprobe.analysis.pipeline import analyze_model
+from uaprobe.analysis.panel.compare import compare_panel
+from uaprobe.analysis.run.pipeline import analyze_model
 from uaprobe.schema.text import json_text
 from uaprobe.config import params_from_mapping
 from uaprobe.publishing.provenance.values import ValueSourceError, lookup

@@ -360,7 +360,7 @@ def test_an_unknown_remote_is_one_message(project: Path) -> None:
 
 def test_results_computed_with_other_settings_than_dvc_lock_records(synthetic_project: Path) -> None:
     """The race DVC cannot see: the results record the seed they were computed with, dvc.lock another one."""
-    from uaprobe.analysis.documents import settings
+    from uaprobe.analysis.run.documents import settings
     from uaprobe.config import analysis_from_mapping
     from uaprobe.repro.lockfile import read_lock
     from uaprobe.repro.verify import settings_mismatches

@@ -1,4 +1,4 @@
-"""The compiled pair-level geometry (:mod:`uaprobe.analysis.view_geometry`) against the numpy
+"""The compiled pair-level geometry (:mod:`uaprobe.analysis.geometry.view_geometry`) against the numpy
 expressions of its definitions."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uaprobe.analysis import option_b
-from uaprobe.analysis.view_geometry import GEOMETRY_METRICS, view_geometry
+from uaprobe.analysis.pairs import option_b
+from uaprobe.analysis.geometry.view_geometry import GEOMETRY_METRICS, view_geometry
 
 
 @pytest.fixture

@@ -203,7 +203,7 @@ def schema_doc(doc: Path, *, check: bool) -> int:
 
 def _verify_checks() -> dict[str, Any]:
     """What verify checks beyond the bytes: each extraction against its inputs, each results file's settings."""
-    from uaprobe.analysis.documents import settings
+    from uaprobe.analysis.run.documents import settings
     from uaprobe.config import analysis_from_mapping
 
     return {"extra": extraction_mismatches, "settings": lambda recorded: settings(analysis_from_mapping(recorded))}

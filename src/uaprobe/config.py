@@ -135,7 +135,7 @@ class BinsParams:
 
     k: tuple[int, ...] | Literal["auto"] = (10, 15, 20, 25, 30)
     """Bin counts to try; ``auto``: those of the default that the dataset's pairs allow, or up to five from 3 to
-    the largest it allows (:func:`uaprobe.analysis.fit.resolve`, which the analyses see the choice of)."""
+    the largest it allows (:func:`uaprobe.analysis.run.fit.resolve`, which the analyses see the choice of)."""
     partitions: int = 200
     """Random partitions per k."""
     ci_k: int | Literal["auto"] = 20
@@ -286,7 +286,7 @@ class AnalysisParams:
     """Controls and nulls: lexical baseline, size-matched null, L* ties and bootstrap."""
     representation: Representation = "raw"
     """The transform of the pooled states before every analysis that reads them
-    (:mod:`uaprobe.analysis.representation`): ``raw`` (none), ``zscore`` (each dimension
+    (:mod:`uaprobe.analysis.geometry.representation`): ``raw`` (none), ``zscore`` (each dimension
     standardized over all statements of the layer) or ``abtt`` (all-but-the-top: the mean and the
     top ``abtt_k`` principal directions removed)."""
     abtt_k: int = 5

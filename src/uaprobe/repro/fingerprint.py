@@ -124,8 +124,8 @@ def _model_op() -> Iterator[tuple[str, Callable[[], Any]]]:
 def _analysis_ops() -> Iterator[tuple[str, Callable[[], Any]]]:
     import numpy as np
 
-    from uaprobe.analysis import stats
-    from uaprobe.analysis.uniformity import Cosines
+    from uaprobe.analysis.inference import stats
+    from uaprobe.analysis.geometry.uniformity import Cosines
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((460, 576))

@@ -1,5 +1,5 @@
 """``pair_models.json``: the Option B metrics against the preference over the pairs, length
-partialled out, permutation within categories (``uaprobe.analysis.pairmodels``)."""
+partialled out, permutation within categories (``uaprobe.analysis.pairs.pairmodels``)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class LexicalPairModelMetric(Record):
 
 
 class LexicalPairModels(Record):
-    """The model-free lexical baseline (``uaprobe.analysis.controls.lexical_embeddings``) of one policy."""
+    """The model-free lexical baseline (``uaprobe.analysis.inference.controls.lexical_embeddings``) of one policy."""
 
     seeds: list[int] = Field(description="the seeds: analysis.seed + 0..lexical_seeds-1")
     dim: int = Field(description="dimension of the random token vectors (the model's hidden size)")
@@ -162,7 +162,7 @@ class MixedTests(Record):
 
 class Mixed(Record):
     """The family's tests as linear mixed models with the categories as groups (statsmodels' `MixedLM`,
-    :mod:`uaprobe.analysis.mixed`): a random intercept and a random slope of the metric per category."""
+    :mod:`uaprobe.analysis.pairs.mixed`): a random intercept and a random slope of the metric per category."""
 
     model: str = Field(description="a sentence: the model, its fit and its test")
     layer: int = Field(description="the pre-declared layer")
@@ -200,7 +200,7 @@ class LengthMatchedPairs(Record):
 
 class LengthMatched(Record):
     """The category- and pair-level analyses on the pairs whose statements differ by at most
-    `max_token_difference` content tokens (:mod:`uaprobe.analysis.length_matched`)."""
+    `max_token_difference` content tokens (:mod:`uaprobe.analysis.run.length_matched`)."""
 
     max_token_difference: int = Field(description="`analysis.length_matched.max_token_difference`")
     policy: str = Field(description="the policy whose content-token counts pick the pairs")

@@ -120,7 +120,7 @@ class Phase(Record):
 
 
 class Phases(Record):
-    """Phase means of a metric's r (``uaprobe.analysis.phases``).
+    """Phase means of a metric's r (``uaprobe.analysis.inference.phases``).
 
     The phases are the seeds' view of the layers (0, 4, 8, ..., plus L) cut into consecutive thirds,
     the extra points going to early: for 32 layers exactly the follow-up paper's early 0-8, mid
@@ -187,7 +187,7 @@ class OptionB(ResultsHeader):
     """``option_b.json``: the original study's pair-level analysis (Option B) and its phase means.
 
     The five per-pair metrics of the original study's ``Option_B_Pair_Level.ipynb`` (code:
-    ``uaprobe.analysis.option_b``), per layer, from the pooled states ``A_i``, ``B_i`` with the
+    ``uaprobe.analysis.pairs.option_b``), per layer, from the pooled states ``A_i``, ``B_i`` with the
     **global** centroids ``c_A``, ``c_B`` (the mean of all A, of all B states; the pair's own
     statements included) and the notebook's ``cos(x, y) = x.y / (|x||y| + 1e-10)``:
 

@@ -82,7 +82,7 @@ class PanelPrimary(Record):
 
 class PairPower(Record):
     """The smallest population partial r the family's tests detect with power `PanelPairFamily.power_target`
-    (Fisher-z approximation, two-sided: :func:`uaprobe.analysis.multiplicity.partial_r_mde`)."""
+    (Fisher-z approximation, two-sided: :func:`uaprobe.analysis.inference.multiplicity.partial_r_mde`)."""
 
     n: int | None = Field(description="the pairs (the fewest over the family's tests)")
     n_covariates: int | None = Field(description="the covariates beside the intercept (the most over its tests)")
@@ -125,7 +125,7 @@ class PanelPairFamily(Record):
 
 class PanelOriginal(Record):
     """The original study's published per-category (UA, mean preference) at its last layer, tested as the panel's
-    category-level r is (:func:`uaprobe.analysis.compare.original_points`)."""
+    category-level r is (:func:`uaprobe.analysis.panel.compare.original_points`)."""
 
     source: str = Field(description="the file of the published numbers")
     categories: list[str] = Field(description="its categories, in the file's order")

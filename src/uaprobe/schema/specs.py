@@ -1,5 +1,5 @@
 """``dimensions.json`` and ``specification_curve.json``: the representation axis across every choice
-(:mod:`uaprobe.analysis.dimensions`, :mod:`uaprobe.analysis.speccurve`)."""
+(:mod:`uaprobe.analysis.geometry.dimensions`, :mod:`uaprobe.analysis.category.speccurve`)."""
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ class PowerSet(Record):
 
 class PrimaryPower(Record):
     """The power of the primary test, the median r over the primary universe's distinct specifications, tested
-    jointly; the preferences planted on the UA of `Power.specification` (:func:`uaprobe.analysis.power.primary_power`)."""
+    jointly; the preferences planted on the UA of `Power.specification` (:func:`uaprobe.analysis.category.power.primary_power`)."""
 
     statistic: Literal["median_r"] = Field(description="the primary statistic")
     n_specs: int = Field(description="the distinct specifications of the primary universe, S")
@@ -219,7 +219,7 @@ class PrimaryPower(Record):
 
 class Power(Record):
     """The power of the exact category-level test, simulated with the specification's category UA held fixed
-    (:mod:`uaprobe.analysis.power`)."""
+    (:mod:`uaprobe.analysis.category.power`)."""
 
     specification: dict[str, str | int] = Field(
         description="the specification whose UA is held fixed: pooling, policy, representation, nll, layer")
@@ -292,7 +292,7 @@ class SpecificationCurve(ResultsHeader):
     universe of analytic choices of the one primary joint test (pre-declared layers, every category,
     identical specifications counted once), its exact joint test (every relabelling of the categories'
     preferences applied to every specification at once), the secondary joint tests with Holm across
-    them, and the comparisons with layer 0 and the summed NLL (see :mod:`uaprobe.analysis.speccurve`)."""
+    them, and the comparisons with layer 0 and the summed NLL (see :mod:`uaprobe.analysis.category.speccurve`)."""
 
     categories: list[str] = Field(description="the categories")
     n_specs: int = Field(description="number of specifications listed in `specs`")

@@ -1,0 +1,79 @@
+"""Which NLL makes the preference: the per-token mean (the seeds) or the sum over the statement.
+
+A sum rewards short statements; a mean does not. Both preferences per pair and per category,
+their agreement, and r(UA, preference) per view with each.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from uaprobe.analysis.inference import stats
+from uaprobe.analysis.pairs.pair_table import PairTable
+from uaprobe.analysis.nan_reasons import Reasons
+
+
+def category_means(values: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
+    """(n_categories,) mean of per-pair ``values`` (n_pairs,) in each category."""
+    cat = np.asarray(category_of_pair)
+    return (np.bincount(cat, weights=np.asarray(values, dtype=float), minlength=n_categories)
+            / np.bincount(cat, minlength=n_categories))
+
+
+def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], selected: str, n_layers: int,
+                       rec: Reasons) -> dict[str, Any]:
+    """The body of ``preference.json``; ``ua`` maps pooling -> (V, n_categories) per-view UA."""
+    n_cat = len(table.categories)
+    pref = {kind: table.preference(kind) for kind in ("mean", "sum")}
+    cat_pref = {kind: category_means(pref[kind], category_of_pair=table.category_of_pair, n_categories=n_cat)
+                for kind in ("mean", "sum")}
+    r_pairs = stats.pearson(pref["mean"], pref["sum"], x_name="mean-NLL preference", y_name="sum-NLL preference")
+    r_cats = stats.pearson(cat_pref["mean"], cat_pref["sum"], x_name="mean-NLL preference",
+                           y_name="sum-NLL preference")
+    poolings: dict[str, Any] = {}
+    sel = slice(0, n_layers + 1)
+    for pooling, x in ua.items():
+        prec = rec.sub(f"poolings/{pooling}")
+        cm = stats.pearson(x, cat_pref["mean"], x_name="UA", y_name="preference")
+        cs = stats.pearson(x, cat_pref["sum"], x_name="UA", y_name="preference")
+        defined = np.isfinite(cm.r) & np.isfinite(cs.r)
+        agree_reason = stats.inherit(cm.reason, cs.reason)
+        pre = n_layers + 1
+        poolings[pooling] = {
+            "r_mean": prec.series("r_mean", cm.r[sel], cm.reason[sel]),
+            "p_mean": prec.series("p_mean", cm.p[sel], cm.reason[sel]),
+            "r_sum": prec.series("r_sum", cs.r[sel], cs.reason[sel]),
+            "p_sum": prec.series("p_sum", cs.p[sel], cs.reason[sel]),
+            "sign_agree": prec.flags("sign_agree", np.sign(cm.r[sel]) == np.sign(cs.r[sel]), defined=defined[sel],
+                                     reasons=agree_reason[sel]),
+            "prenorm": {
+                "r_mean": prec.value("prenorm/r_mean", cm.r[pre], cm.reason[pre]),
+                "p_mean": prec.value("prenorm/p_mean", cm.p[pre], cm.reason[pre]),
+                "r_sum": prec.value("prenorm/r_sum", cs.r[pre], cs.reason[pre]),
+                "p_sum": prec.value("prenorm/p_sum", cs.p[pre], cs.reason[pre]),
+            },
+        }
+    names = np.array(table.categories, dtype=object)[table.category_of_pair]
+    return {
+        "selected": selected,
+        "pairs": {
+            "pair": table.pair_ids.tolist(),
+            "category": names.tolist(),
+            "nll_mean_a": rec.series("pairs/nll_mean_a", table.nll_mean[:, 0], "non-finite NLL in the extraction file"),
+            "nll_mean_b": rec.series("pairs/nll_mean_b", table.nll_mean[:, 1], "non-finite NLL in the extraction file"),
+            "nll_sum_a": rec.series("pairs/nll_sum_a", table.nll_sum[:, 0], "non-finite NLL in the extraction file"),
+            "nll_sum_b": rec.series("pairs/nll_sum_b", table.nll_sum[:, 1], "non-finite NLL in the extraction file"),
+            "n_tokens_a": table.n_tokens[:, 0].tolist(),
+            "n_tokens_b": table.n_tokens[:, 1].tolist(),
+            "preference_mean": rec.series("pairs/preference_mean", pref["mean"], "non-finite NLL"),
+            "preference_sum": rec.series("pairs/preference_sum", pref["sum"], "non-finite NLL"),
+        },
+        "categories": list(table.categories),
+        "category_preference_mean": rec.series("category_preference_mean", cat_pref["mean"], "non-finite NLL"),
+        "category_preference_sum": rec.series("category_preference_sum", cat_pref["sum"], "non-finite NLL"),
+        "r_pairs_mean_vs_sum": rec.value("r_pairs_mean_vs_sum", r_pairs.r, r_pairs.reason[()]),
+        "r_categories_mean_vs_sum": rec.value("r_categories_mean_vs_sum", r_cats.r, r_cats.reason[()]),
+        "poolings": poolings,
+    }

@@ -1,0 +1,547 @@
+"""The specification curve (Simonsohn, Simmons & Nelson 2020) of the category-level r(UA, preference).
+
+A *specification* is one choice of every analytic option the params allow: pooling (mean, last,
+first) x position-0 policy (the extraction's default, ``sink_excluded``) x representation (raw,
+zscore, abtt) x NLL (per-token mean or sum) x layer (0..L) x left-out category (none or one of the
+C categories). Its statistic is the Pearson r over the categories (C, or C - 1 with one left out)
+of the category's UA = U(A) - U(B) (:mod:`uaprobe.analysis.geometry.dimensions` computes U with the
+sum-of-unit-vectors identity) and its mean preference NLL(B) - NLL(A).
+
+Inference is by permutation of the categories' preferences: exact while the orders of the categories
+number at most :data:`MAX_EXACT_ORDERS` (8! = 40320: up to eight categories), else Monte Carlo
+(:func:`relabellings`):
+
+- per specification: every order of its categories' preferences (C! = 720 at six categories, or 120
+  with one left out), two-sided, ``|r_perm| >= |r|`` (the identity included);
+- jointly: each permutation ``pi`` of the C categories relabels the preference (category c gets
+  the preference of ``pi(c)``) in *every* specification of a set at once and the curve-level
+  statistics are recomputed: the median r (two-sided: ``|median_pi| >= |median|``) and the share of
+  specifications with r > 0 (two-sided: ``|share_pi - 1/2| >= |share - 1/2|``). Each p is the share
+  of the relabellings, the identity included, so the smallest is 1/C! (its ``p_floor``).
+- beyond the bound (nine categories or more; eight or more with one left out), the relabellings are the
+  identity and ``analysis.permutations`` = m orders drawn from the curve's own seeded generator
+  (``rng_for(seed, "specification-curve")``), and the same share is ``(b + 1) / (m + 1)`` with b the
+  random orders at least as extreme: the convention of ``scipy.stats.permutation_test``, a valid p
+  whose resolution (its floor) is 1/(m + 1). ``mode`` says which test each p comes from.
+
+The **null band** of a set of specifications: sort the curve under each relabelling (the identity
+included) and take, per rank, the (1 - level)/2 and (1 + level)/2 quantiles over the relabellings
+(level: ``analysis.ci_level``). It is recorded for every joint test and for the curve the figure
+draws (every distinct specification, every layer and left-out option).
+
+The **primary test** is declared in params.yaml (``analysis.primary``): its universe is the original study's
+estimand, the per-token mean NLL (``nll``) with mean and last-token pooling (``poolings``), x policy x
+representation at one pre-declared layer (``depth``; a depth curve is an estimand, not an analytic choice),
+every category; specifications whose category UA vectors are bit-identical (the same states: Gemma's two
+position-0 policies when its BOS is never pooled, SmolLM2's last-token pooling under both policies) are counted
+once. Its statistic is ``analysis.primary.statistic`` (the median r). The secondary tests, Holm-adjusted as one
+family: the other statistic of the universe; both statistics over every layer (``every_layer``); both with the
+category ``analysis.primary.left_out`` left out (``without_category``: exact over the (C-1)! orders of the kept
+categories' own preferences). Comparisons in no family: ``layer_zero`` (the universe's choices at layer 0, the
+token embeddings: the model's own lexical baseline); ``full_universe`` (every pooling and NLL, the universe as
+first declared); the named robustness checks ``other_nll`` (the summed NLL, which puts length into the
+preference: another estimand) and ``other_poolings`` (first-token pooling: a lexical measure in a causal LM).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.analysis.inference.stats import TIE_TOLERANCE, holm, rng_for
+from uaprobe.config import PrimaryParams
+from uaprobe.errors import UAProbeError
+from uaprobe.names import REPRESENTATIONS
+
+MAX_EXACT_ORDERS = math.factorial(8)
+"""The exact tests enumerate the C! orders of the categories while C! is at most this (8! = 40320, eight
+categories); beyond it they draw random orders (:func:`relabellings`)."""
+
+RNG_NAME = "specification-curve"
+"""Names the generator of the random orders beyond :data:`MAX_EXACT_ORDERS` (:func:`stats.rng_for`)."""
+
+
+def all_orders(n: int) -> np.ndarray:
+    """Every permutation of ``range(n)``, identity first: (n!, n) int."""
+    return np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(math.factorial(n), n)
+
+
+def relabellings(n: int, *, rng: np.random.Generator | None, permutations: int) -> tuple[np.ndarray, str]:
+    """The orders of ``n`` categories a test relabels with, identity first, and the test's mode: every order
+    (``"exact"``) while ``n!`` is at most :data:`MAX_EXACT_ORDERS`, else the identity and ``permutations``
+    orders drawn from ``rng`` (``"monte_carlo"``), so that a share of the rows is ``(b + 1) / (m + 1)``."""
+    if math.factorial(n) <= MAX_EXACT_ORDERS:
+        return all_orders(n), "exact"
+    if rng is None or permutations < 1:
+        raise ValueError(f"{n} categories have {math.factorial(n):,} orders, more than the exact bound "
+                         f"{MAX_EXACT_ORDERS:,}: give a generator and a number of random orders")
+    drawn = rng.permuted(np.broadcast_to(np.arange(n, dtype=np.int64), (permutations, n)), axis=1)
+    return np.concatenate([np.arange(n, dtype=np.int64)[None, :], drawn]), "monte_carlo"
+
+
+def _normalised(x: np.ndarray) -> np.ndarray:
+    """Centred and unit-norm along the last axis; NaN where constant."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    norm = np.linalg.norm(xc, axis=-1, keepdims=True)
+    scale = np.abs(x).max(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(norm > 1e-12 * np.maximum(scale, 1e-300), xc / norm, np.nan)
+
+
+@dataclass(frozen=True)
+class CurveStats:
+    """r of every specification under every relabelling, and the tests built on it."""
+
+    r: np.ndarray
+    """(S, K, C + 1) observed r: base rows x preferences x left-out option (0 = none, 1 + c = c out)."""
+    r_perm: np.ndarray
+    """(C!, S, K, C + 1) r under each relabelling (row 0: the identity = ``r``)."""
+    spec_p: np.ndarray
+    """(S, K, C + 1) per-specification exact two-sided permutation p."""
+    spec_orders: np.ndarray
+    """(C + 1,) how many orders each left-out option's p uses (the identity included)."""
+    mode: str
+    """``exact`` or ``monte_carlo``: the joint relabellings (:func:`relabellings`)."""
+    spec_modes: tuple[str, ...]
+    """(C + 1) the mode of each left-out option's per-specification p."""
+
+
+def curve_r(ua: np.ndarray, pref: np.ndarray, *, rng: np.random.Generator | None = None, permutations: int = 0,
+            left_out: bool = True) -> CurveStats:
+    """The r of every specification, under every relabelling, and each one's permutation p.
+
+    Args:
+        ua: (S, C) UA of each category for each base row (pooling x policy x representation x layer).
+        pref: (K, C) mean preference of each category for each NLL kind.
+        rng, permutations: the generator and count of the random orders beyond :data:`MAX_EXACT_ORDERS`
+            (needed only there).
+        left_out: also each category left out in turn (the last axis C + 1); else every category only (1).
+    """
+    ua = np.asarray(ua, dtype=np.float64)
+    pref = np.asarray(pref, dtype=np.float64)
+    n_cat = ua.shape[-1]
+    if n_cat < 3:
+        raise UAProbeError(f"specification curve: {n_cat} categories; a correlation across categories needs 3")
+    orders, mode = relabellings(n_cat, rng=rng, permutations=permutations)
+    permuted = pref[:, orders]  # (K, C!, C): category c gets the preference of orders[pi, c]
+    keeps = [np.ones(n_cat, dtype=bool)] + ([np.arange(n_cat) != c for c in range(n_cat)] if left_out else [])
+    r_perm = np.full((orders.shape[0], ua.shape[0], pref.shape[0], len(keeps)), np.nan)
+    spec_p = np.full((ua.shape[0], pref.shape[0], len(keeps)), np.nan)
+    spec_orders = np.zeros(len(keeps), dtype=np.int64)
+    spec_modes: list[str] = []
+    for j, keep in enumerate(keeps):
+        x = _normalised(ua[:, keep])  # (S, m)
+        y = _normalised(permuted[:, :, keep])  # (K, C!, m)
+        r_perm[:, :, :, j] = np.clip(np.einsum("sm,kpm->psk", x, y), -1.0, 1.0)
+        # the per-specification test: every order of the kept categories' own preferences
+        own, own_mode = (orders, mode) if j == 0 else relabellings(int(keep.sum()), rng=rng, permutations=permutations)
+        spec_orders[j] = own.shape[0]
+        spec_modes.append(own_mode)
+        y_own = _normalised(pref[:, keep][:, own])  # (K, m!, m)
+        r_own = np.clip(np.einsum("sm,kpm->skp", x, y_own), -1.0, 1.0)  # identity first
+        observed = r_own[..., 0]
+        hits = (np.abs(r_own) >= (np.abs(observed) - TIE_TOLERANCE)[..., None]).sum(axis=-1)
+        spec_p[:, :, j] = np.where(np.isfinite(observed), hits / own.shape[0], np.nan)
+    return CurveStats(r=r_perm[0], r_perm=r_perm, spec_p=spec_p, spec_orders=spec_orders, mode=mode,
+                      spec_modes=tuple(spec_modes))
+
+
+@dataclass(frozen=True)
+class JointTest:
+    """The curve-level statistics and their exact joint permutation p."""
+
+    n_specs: int
+    median_r: float
+    median_p: float
+    share_positive: float
+    share_p: float
+
+
+def joint_test(r_perm: np.ndarray) -> JointTest:
+    """Median r and share r > 0 of a curve under every relabelling: r_perm (P, S) with row 0 observed.
+
+    Undefined specifications (NaN) are left out of every statistic."""
+    finite = np.isfinite(r_perm[0])
+    r = r_perm[:, finite]
+    if r.shape[1] == 0:
+        return JointTest(0, np.nan, np.nan, np.nan, np.nan)
+    medians = np.median(r, axis=1)
+    shares = (r > 0).mean(axis=1)
+    med_p = float((np.abs(medians) >= np.abs(medians[0]) - TIE_TOLERANCE).mean())
+    dev = np.abs(shares - 0.5)
+    share_p = float((dev >= dev[0] - TIE_TOLERANCE).mean())
+    return JointTest(int(r.shape[1]), float(medians[0]), med_p, float(shares[0]), share_p)
+
+
+def null_band(r_perm: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per rank of the sorted curve, the central ``level`` quantiles of the sorted relabelled curves.
+
+    Args:
+        r_perm: (P, S) r of S specifications under P relabellings (row 0 observed); the specifications
+            whose observed r is undefined (NaN) are left out, as in :func:`joint_test`.
+        level: the central share of the relabelled curves the band holds.
+
+    Returns: (low, high), each (S',) over the S' defined specifications, rank 0 the smallest."""
+    r = np.sort(r_perm[:, np.isfinite(r_perm[0])], axis=1)
+    if r.shape[1] == 0:
+        return np.empty(0), np.empty(0)
+    low, high = np.quantile(r, [(1.0 - level) / 2, (1.0 + level) / 2], axis=0)
+    return low, high
+
+
+def _band_body(r_perm: np.ndarray, level: float, rec: Reasons, where: str) -> dict[str, Any]:
+    low, high = null_band(r_perm, level)
+    why = "r is undefined under some relabelling at this rank"
+    return {"level": level, "low": rec.series(f"{where}/low", low, why), "high": rec.series(f"{where}/high", high, why)}
+
+
+AXIS_REASONS = {
+    "pooling": "How a statement's token states become one vector: mean pooling summarises every content token and "
+               "the last token is the one a causal LM has read the whole statement at; the original study reports "
+               "both, and no theory prefers one.",
+    "policy": "Whether position 0, the attention sink of a model without a BOS token, enters the pooled state: "
+              "keeping and excluding it are both defensible.",
+    "representation": "Raw cosines are dominated by a few large dimensions; z-scoring and all-but-the-top are the "
+                      "standard corrections, and no theory prefers one of the three.",
+    "nll": "The per-token mean NLL, the original study's: the preference compares how likely each token of the two "
+           "framings is, not how long they are.",
+    "layer": "Pre-declared (analysis.primary.depth), not varied: a depth curve is an estimand, not an analytic "
+             "choice.",
+}
+"""One sentence per axis of the universe: why it is an analytic choice (or how it was fixed)."""
+CHECK_REASONS = {
+    "nll": "The summed NLL grows with the number of tokens, so it puts the statements' length into the preference "
+           "itself: another estimand, not an analytic choice of this one.",
+    "pooling": "First-token pooling in a causal LM is the state of the first content token, which has seen one or "
+               "two tokens of the statement: a lexical measure, not a summary of the statement.",
+}
+"""Why each option outside the primary universe is a named robustness check and not an axis of it."""
+DECLARED = ("The universe as first declared varied the NLL and all three poolings as well; it was restricted to the "
+            "original study's estimand (the mean NLL; mean and last-token pooling) after those results had been "
+            "read, and the first universe is reported beside it (`joint/full_universe`).")
+"""When the primary universe was declared, said plainly."""
+NOT_AXES = {
+    "layer": "Every other layer is reported as the per-layer curve and tested as one curve in `every_layer`, "
+             "not counted as alternative specifications of the primary test.",
+    "left_out": "Leaving a category out is an influence diagnostic, not an analytic choice: reported per "
+                "specification, and for the pre-declared category as the `without_category` test.",
+}
+DUPLICATE_RULE = ("Specifications whose category UA vectors are bit-identical (the same pooled states, e.g. two "
+                  "position-0 policies that pool the same tokens) are one specification: the first in the order "
+                  "pooling, policy, representation, layer is counted, the others are listed as merged.")
+
+
+def relabelled_p(r_perm: np.ndarray) -> np.ndarray:
+    """(P, S) each specification's exact p as if relabelling pi were the observed one: ``#{sigma: |r_sigma| >=
+    |r_pi| - tie} / P`` over its own column of ``r_perm`` (P, S), every category in it (P its every order). Row 0
+    (the identity) is each one's own exact p."""
+    a = np.abs(np.asarray(r_perm, dtype=float))
+    out = np.full(a.shape, np.nan)
+    for s in range(a.shape[1]):
+        col = a[:, s]
+        if not np.isfinite(col).all():
+            continue
+        ranked = np.sort(col)
+        out[:, s] = (col.size - np.searchsorted(ranked, col - TIE_TOLERANCE, side="left")) / col.size
+    return out
+
+
+def below_alpha(r_perm: np.ndarray, alpha: float) -> dict[str, Any]:
+    """The specifications (``r_perm``: (P, S) the distinct ones with every category under every relabelling, row
+    0 observed) whose exact p is at or below ``alpha``, uncorrected: their number and share, and the same share
+    under every relabelling (each applied to every specification at once, :func:`relabelled_p`), whose mean is
+    what chance gives and whose upper tail gives the exact p of the observed share. Specifications with an
+    undefined r are left out; so are those with a category left out, whose own test relabels only the rest (no
+    relabelling of all categories is one of theirs)."""
+    p = relabelled_p(np.asarray(r_perm, dtype=float)[:, np.isfinite(np.asarray(r_perm)[0])])
+    n = p.shape[1]
+    below = (p <= alpha).sum(axis=1)
+    share = below / n if n else np.zeros(p.shape[0])
+    return {"alpha": float(alpha), "n_specs": int(n), "n_below": int(below[0]) if n else 0,
+            "share": float(share[0]), "null_mean_share": float(share.mean()),
+            "null_p": float((share >= share[0] - 1e-12).mean()), "relabellings": int(p.shape[0])}
+
+
+def first_identical(ua: np.ndarray) -> np.ndarray:
+    """(S,) for each row of ``ua`` (S, C) the index of the first row bit-identical to it (itself if none before)."""
+    first: dict[bytes, int] = {}
+    rows = np.ascontiguousarray(np.asarray(ua, dtype=np.float64))
+    return np.array([first.setdefault(row.tobytes(), i) for i, row in enumerate(rows)], dtype=np.int64)
+
+
+def distinct_subset(rows: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The entries of ``idx`` whose row of ``rows`` is bit-identical to none of an earlier entry's."""
+    idx = np.asarray(idx, dtype=np.int64)
+    return idx[first_identical(rows[idx]) == np.arange(idx.size)]
+
+
+def _joint_body(t: JointTest, rec: Reasons, where: str, *, description: str, layers: list[int],
+                left_out: str | None, n_merged: int, relabellings: int, mode: str, band: dict[str, Any]
+                ) -> dict[str, Any]:
+    why = "no specification has a defined r"
+    return {"description": description, "layers": layers, "left_out": left_out, "n_specs": t.n_specs,
+            "n_merged": n_merged, "relabellings": relabellings, "mode": mode, "p_floor": 1.0 / relabellings,
+            "median_r": rec.value(f"{where}/median_r", t.median_r, why),
+            "median_p": rec.value(f"{where}/median_p", t.median_p, why),
+            "share_positive": rec.value(f"{where}/share_positive", t.share_positive, why),
+            "share_p": rec.value(f"{where}/share_p", t.share_p, why), "null_band": band}
+
+
+def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str, rec: Reasons, where: str
+             ) -> dict[str, Any]:
+    j = joint[test]
+    p = j["median_p" if statistic == "median_r" else "share_p"]
+    why = f"no specification of `joint/{test}` has a defined r"
+    nan = np.nan
+    return {"test": test, "statistic": statistic,
+            "estimate": rec.value(f"{where}/estimate", nan if j[statistic] is None else j[statistic], why),
+            "p": rec.value(f"{where}/p", nan if p is None else p, why), "p_floor": j["p_floor"], "mode": j["mode"],
+            "at_floor": rec.scalar_flag(f"{where}/at_floor", p is not None and abs(p - j["p_floor"]) <= TIE_TOLERANCE,
+                                        defined=p is not None, reason=why)}
+
+
+def _base_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_names: Mapping[str, str]
+               ) -> tuple[list[tuple[str, str, str, int]], np.ndarray]:
+    """The universe's order: pooling, policy, representation, layer -> (pooling, policy name,
+    representation, layer) and the (S, C) UA of each."""
+    base: list[tuple[str, str, str, int]] = []
+    rows: list[np.ndarray] = []
+    for pooling in next(iter(ua.values())):
+        for policy in ua:
+            for kind in ua[policy][pooling]:
+                values = ua[policy][pooling][kind]
+                for layer in range(values.shape[0]):
+                    base.append((pooling, policy_names[policy], kind, layer))
+                    rows.append(values[layer])
+    return base, np.array(rows)
+
+
+def universe_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_names: Mapping[str, str], *,
+                  primary: PrimaryParams) -> np.ndarray:
+    """(S, C) the category UA of the primary universe's distinct specifications (the pre-declared layer, the
+    primary poolings, every policy and representation; bit-identical rows once), in the joint test's order."""
+    base, rows = _base_rows(ua, policy_names)
+    declared = primary.layer(max(b[3] for b in base))
+    at = np.flatnonzero(np.array([b[3] == declared and b[0] in primary.poolings for b in base]))
+    return rows[distinct_subset(rows, at)]
+
+
+def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
+    return {"pooling": b[0], "policy": b[1], "representation": b[2], "nll": nll, "layer": b[3]}
+
+
+def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
+                  categories: Sequence[str], policy_names: Mapping[str, str], primary: PrimaryParams, alpha: float,
+                  level: float, seed: int, permutations: int, rec: Reasons) -> dict[str, Any]:
+    """The body of ``specification_curve.json``.
+
+    Args:
+        ua: ``[policy][pooling][representation]`` -> (L+1, C) category UA.
+        pref: NLL kind -> (C,) category mean preference (``mean`` and ``sum``).
+        categories: the C category names.
+        policy_names: policy key -> the name written (the default policy's ``pooling_drop``).
+        primary: the pre-declared layer, statistic and left-out category (``analysis.primary``).
+        alpha: level of the Holm correction of the secondary family.
+        level: the share of the relabelled curves each null band holds (``analysis.ci_level``).
+        seed, permutations: ``analysis.seed`` and ``analysis.permutations``, the random orders beyond
+            :data:`MAX_EXACT_ORDERS` (:func:`relabellings`).
+    """
+    out_idx = primary.left_out_index(categories)
+    base, rows = _base_rows(ua, policy_names)
+    nll = list(pref)
+    pref_arr = np.array([pref[k] for k in nll])
+    rng = rng_for(seed=seed, name=RNG_NAME)
+    stats = curve_r(rows, pref_arr, rng=rng, permutations=permutations)
+    n_cat = len(categories)
+    n_layers = max(b[3] for b in base)
+    declared, layer_of = primary.layer(n_layers), np.array([b[3] for b in base])
+    distinct = first_identical(rows) == np.arange(len(base))
+    left_out: list[str | None] = [None, *categories]
+    s_idx, k_idx, j_idx = (a.ravel() for a in np.meshgrid(np.arange(len(base)), np.arange(len(nll)),
+                                                           np.arange(n_cat + 1), indexing="ij"))
+    r = stats.r[s_idx, k_idx, j_idx]
+    p = stats.spec_p[s_idx, k_idx, j_idx]
+    order = np.argsort(np.where(np.isfinite(r), r, np.inf), kind="stable")
+    s_idx, k_idx, j_idx, r, p = s_idx[order], k_idx[order], j_idx[order], r[order], p[order]
+    why = "UA or the preference is constant over the specification's categories"
+    specs = {
+        "pooling": [base[s][0] for s in s_idx], "policy": [base[s][1] for s in s_idx],
+        "representation": [base[s][2] for s in s_idx], "nll": [nll[k] for k in k_idx],
+        "layer": [base[s][3] for s in s_idx], "left_out": [left_out[j] for j in j_idx],
+        "r": rec.series("specs/r", r, why), "permutation_p": rec.series("specs/permutation_p", p, why),
+        "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
+        "permutation_mode": [stats.spec_modes[j] for j in j_idx],
+        "distinct": [bool(distinct[s]) for s in s_idx],
+    }
+    specs_distinct = distinct[s_idx]
+    every = specs_distinct & (j_idx == 0)  # the distinct specifications with every category
+
+    # --- the joint tests: distinct specifications of a set of layers, every category or one out
+    n_perm = stats.r_perm.shape[0]
+    keep = np.arange(n_cat) != out_idx
+    without_stats = curve_r(rows[:, keep], pref_arr[:, keep], rng=rng, permutations=permutations, left_out=False)
+    without = without_stats.r_perm[..., 0]  # ((C-1)! or m + 1, S, K): its own orders
+    pooling_of = np.array([b[0] for b in base])
+    all_poolings = list(dict.fromkeys(pooling_of))
+    in_primary = np.isin(pooling_of, list(primary.poolings))
+    others = [q for q in all_poolings if q not in primary.poolings]
+    other_nll = [k for k in nll if k != primary.nll]
+    if primary.nll not in nll or not in_primary.any():
+        raise UAProbeError(f"specification curve: analysis.primary.nll ({primary.nll}) or poolings "
+                           f"({', '.join(primary.poolings)}) are not among the curve's ({', '.join(nll)}; "
+                           f"{', '.join(all_poolings)}); set them in params.yaml to options the extraction has")
+    estimand = ([primary.nll], in_primary)
+    joint: dict[str, Any] = {}
+    for key, layers, r_perm, mode, (nlls, rows_in), description in (
+            ("declared", [declared], stats.r_perm[..., 0], stats.mode, estimand,
+             "the primary universe: the pre-declared layer, NLL and poolings, every category"),
+            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0], stats.mode, estimand,
+             "the primary universe at every layer 0..L instead of the pre-declared one, every category"),
+            ("without_category", [declared], without, without_stats.mode, estimand,
+             f"the primary universe with {primary.left_out} left out"),
+            ("layer_zero", [0], stats.r_perm[..., 0], stats.mode, estimand,
+             "the primary universe's choices at layer 0 (the token embeddings)"),
+            ("full_universe", [declared], stats.r_perm[..., 0], stats.mode, (nll, np.ones(len(base), dtype=bool)),
+             "every pooling and NLL at the pre-declared layer, every category: the primary universe with the "
+             "robustness checks' options added"),
+            ("other_nll", [declared], stats.r_perm[..., 0], stats.mode, (other_nll, in_primary),
+             f"robustness check: the primary universe with the {' and '.join(other_nll) or 'no other'} NLL instead"),
+            ("other_poolings", [declared], stats.r_perm[..., 0], stats.mode, ([primary.nll], np.isin(pooling_of, others)),
+             f"robustness check: {' and '.join(others) or 'no other'} pooling instead of the primary poolings")):
+        in_layers = np.flatnonzero(np.isin(layer_of, layers) & rows_in)
+        sel = distinct_subset(rows, in_layers)
+        k_sel = [nll.index(k) for k in nlls]
+        curves = r_perm[:, sel, :][:, :, k_sel].reshape(r_perm.shape[0], -1)
+        joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
+                                 left_out=primary.left_out if key == "without_category" else None,
+                                 n_merged=(in_layers.size - sel.size) * len(k_sel), relabellings=int(r_perm.shape[0]),
+                                 mode=mode,
+                                 band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
+        joint[key]["poolings"] = list(dict.fromkeys(pooling_of[in_layers]))
+        joint[key]["nll"] = list(nlls)
+    other = "share_positive" if primary.statistic == "median_r" else "median_r"
+    family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
+        [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
+                                 for stat in ("median_r", "share_positive")])]
+    raw = np.array([np.nan if f["p"] is None else f["p"] for f in family])
+    holm_p = holm(raw)
+    for i, f in enumerate(family):
+        f["holm_p"] = rec.value(f"secondary/tests/{i}/holm_p", holm_p[i], "its joint p is undefined")
+        f["holm_reject"] = rec.scalar_flag(f"secondary/tests/{i}/holm_reject", holm_p[i] <= alpha,
+                                           defined=bool(np.isfinite(holm_p[i])), reason="its joint p is undefined")
+
+    # --- the universe, layer 0 beside the declared layer, the summed NLL's sign
+    at_declared = np.flatnonzero(layer_of == declared)
+    kept = distinct_subset(rows, at_declared)
+    primary_at = np.flatnonzero((layer_of == declared) & in_primary)
+    primary_kept = distinct_subset(rows, primary_at)
+    first_at = primary_at[first_identical(rows[primary_at])]
+    merged = []
+    for s in primary_kept:
+        dup = [t for t, f in zip(primary_at, first_at) if f == s and t != s]
+        if dup:
+            merged.append({"kept": _spec_id(base[s], primary.nll), "merged": [_spec_id(base[t], primary.nll)
+                                                                              for t in dup]})
+    n_listed = primary_at.size
+    n_merged = primary_at.size - primary_kept.size
+    universe = {
+        "axes": {"pooling": {"options": list(primary.poolings), "reason": AXIS_REASONS["pooling"]},
+                 "policy": {"options": list(dict.fromkeys(b[1] for b in base)), "reason": AXIS_REASONS["policy"]},
+                 "representation": {"options": list(dict.fromkeys(b[2] for b in base)),
+                                    "reason": AXIS_REASONS["representation"]},
+                 "nll": {"options": [primary.nll], "reason": AXIS_REASONS["nll"]},
+                 "layer": {"options": [declared], "reason": AXIS_REASONS["layer"]}},
+        "robustness_checks": {"nll": {"options": other_nll, "test": "other_nll", "reason": CHECK_REASONS["nll"]},
+                              "pooling": {"options": others, "test": "other_poolings",
+                                          "reason": CHECK_REASONS["pooling"]}},
+        "declared": DECLARED,
+        "depth": float(primary.depth), "not_axes": dict(NOT_AXES), "duplicate_rule": DUPLICATE_RULE,
+        "n_listed": n_listed, "n_distinct": n_listed - n_merged, "n_merged": n_merged, "merged": merged,
+    }
+    zero_of = {b[:3]: i for i, b in enumerate(base) if b[3] == 0}
+    lz_rows = [(s, k) for s in kept for k in range(len(nll))]
+    r_zero = np.array([stats.r[zero_of[base[s][:3]], k, 0] for s, k in lz_rows])
+    r_decl = np.array([stats.r[s, k, 0] for s, k in lz_rows])
+    layer_zero = {"pooling": [base[s][0] for s, _ in lz_rows], "policy": [base[s][1] for s, _ in lz_rows],
+                  "representation": [base[s][2] for s, _ in lz_rows], "nll": [nll[k] for _, k in lz_rows],
+                  "layer": [declared] * len(lz_rows), "r": rec.series("layer_zero/r", r_decl, why),
+                  "r_layer_zero": rec.series("layer_zero/r_layer_zero", r_zero, why)}
+    r_mean, r_sum = stats.r[kept, nll.index("mean"), 0], stats.r[kept, nll.index("sum"), 0]
+    defined = np.isfinite(r_mean) & np.isfinite(r_sum)
+    flips = defined & (np.sign(r_mean) * np.sign(r_sum) < 0)
+    nll_sign = {"pooling": [base[s][0] for s in kept], "policy": [base[s][1] for s in kept],
+                "representation": [base[s][2] for s in kept], "layer": [declared] * kept.size,
+                "r_mean": rec.series("nll_sign/r_mean", r_mean, why), "r_sum": rec.series("nll_sign/r_sum", r_sum, why),
+                "sign_changes": rec.flags("nll_sign/sign_changes", flips, defined=defined,
+                                          reasons="r is undefined under one of the NLLs"),
+                "n_sign_changes": int(flips.sum())}
+    return {
+        "categories": list(categories),
+        "n_specs": int(r.size),
+        "choices": {"pooling": list(dict.fromkeys(b[0] for b in base)),
+                    "policy": list(dict.fromkeys(b[1] for b in base)),
+                    "representation": list(dict.fromkeys(b[2] for b in base)), "nll": nll,
+                    "layer": sorted({b[3] for b in base}), "left_out": left_out},
+        "relabellings": int(n_perm),
+        "mode": stats.mode,
+        "max_exact_orders": MAX_EXACT_ORDERS,
+        "specs": specs,
+        "null_band": _band_body(stats.r_perm[:, s_idx[specs_distinct], k_idx[specs_distinct], j_idx[specs_distinct]],
+                                level, rec, "null_band"),
+        "below_alpha": below_alpha(stats.r_perm[:, s_idx[every], k_idx[every], j_idx[every]], alpha),
+        "universe": universe,
+        "joint": joint,
+        "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),
+        "secondary": {"alpha": alpha, "tests": family},
+        "layer_zero": layer_zero,
+        "nll_sign": nll_sign,
+    }
+
+
+def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``specification_curve`` block of ``metrics/models/<id>.json``."""
+    pr, joint = body["primary"], body["joint"]
+    stat = pr["statistic"]
+    wc = next(t for t in body["secondary"]["tests"] if t["test"] == "without_category" and t["statistic"] == stat)
+    return {"n_specs": joint["declared"]["n_specs"], "n_merged": joint["declared"]["n_merged"],
+            "primary_estimate": pr["estimate"], "primary_p": pr["p"], "primary_p_floor": pr["p_floor"],
+            "without_category_estimate": wc["estimate"], "without_category_p": wc["p"],
+            "without_category_holm_p": wc["holm_p"], "layer_zero_estimate": joint["layer_zero"][stat],
+            "full_universe_estimate": joint["full_universe"][stat],
+            "full_universe_p": joint["full_universe"]["median_p" if stat == "median_r" else "share_p"],
+            "nll_sign_changes": body["nll_sign"]["n_sign_changes"], "nll_rows": len(body["nll_sign"]["r_mean"])}
+
+
+def layer_r(body: Mapping[str, Any], *, pooling: str, policy: str, representation: str, nll: str,
+            n_layers: int) -> list[float | None]:
+    """The r per layer of one line of the curve without a left-out category (None where undefined)."""
+    out: list[float | None] = [None] * (n_layers + 1)
+    s = body["specs"]
+    for i in range(len(s["r"])):
+        if (s["pooling"][i] == pooling and s["policy"][i] == policy and s["representation"][i] == representation
+                and s["nll"][i] == nll and s["left_out"][i] is None):
+            out[s["layer"][i]] = s["r"][i]
+    return out
+
+
+def plot_columns(results: Mapping[str, dict[str, Any]], *, n_layers: int, nll: str) -> dict[str, list[Any]]:
+    """``plots/representation/<id>.csv``: per layer, r of the mean pooling under every representation
+    and both policies (no category left out, the selected NLL), and the raw mean pairwise cosine and
+    top-PC share of the mean pooling."""
+    sc, dims = results["specification_curve"], results["dimensions"]
+    cols: dict[str, list[Any]] = {"layer": list(range(n_layers + 1)), "depth_pct": results["layerwise"]["depth_pct"]}
+    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
+        name = dims["policy_names"][policy]
+        for kind in REPRESENTATIONS:
+            cols[f"r_mean_{kind}{suffix}"] = layer_r(sc, pooling="mean", policy=name, representation=kind, nll=nll,
+                                                     n_layers=n_layers)
+    for policy, suffix in (("default", ""), ("sink_excluded", "_sink_excluded")):
+        e = dims["policies"][policy]["poolings"]["mean"]
+        cols[f"mean_cosine_raw{suffix}"] = e["mean_cosine"]["raw"]
+        cols[f"variance_top1{suffix}"] = e["variance_share"]["top1"]
+    return cols

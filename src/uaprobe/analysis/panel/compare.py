@@ -1,0 +1,242 @@
+"""The ``compare`` stage's library entry point: seed 001 across the panel, from each model's
+``layerwise.json`` and ``anisotropy.json`` (read through :mod:`uaprobe.schema`), and the models' primary
+joint p (``specification_curve.json``) corrected across the panel as ``analysis.primary.across_models`` declares,
+and every pair-level test at the pre-declared layer (``pair_models.json``'s three families, every model) as one
+Holm family."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+from uaprobe.analysis.category import power
+from uaprobe.analysis.inference import multiplicity, stats
+from uaprobe.analysis.panel import scaling
+from uaprobe.analysis.run.documents import StageOutputs, settings
+from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.analysis.inference.stats import rng_for
+from uaprobe.config import AnalysisParams
+from uaprobe.errors import ConfigError
+from uaprobe.extraction.store import POOLINGS
+
+if TYPE_CHECKING:
+    from uaprobe.schema.categories import Layerwise
+    from uaprobe.schema.pairmodels import PairFamily
+    from uaprobe.schema.geometry import Anisotropy
+
+
+def _panel_anisotropy(model_id: str, aniso: Anisotropy, *, rec: Any) -> dict[str, Any]:
+    """L* of one model for ``results/panel.json``; a missing value keeps the reason its
+    ``anisotropy.json`` records."""
+    values = {"l_star": aniso.l_star, "l_star_depth_pct": aniso.l_star_depth_pct,
+              "is_bell_curve": aniso.bell_curve.is_bell_curve}
+    where = {"l_star": "l_star", "l_star_depth_pct": "l_star_depth_pct", "is_bell_curve": "bell_curve/is_bell_curve"}
+    for key, value in values.items():
+        if value is None:
+            why = aniso.nan_reasons.get(where[key], "see its nan_reasons")
+            rec.label(key, None, f"undefined in results/models/{model_id}/anisotropy.json: {why}")
+    return values
+
+
+def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: str, correction: str,
+                          alpha: float, rec: Any) -> dict[str, Any]:
+    """The ``primary`` object of ``results/panel.json``: each model's primary joint p (``primary_p``: model ->
+    p, None where undefined) with its correction across the panel's models (``holm`` or ``bonferroni``; an
+    undefined p is left out of the family) and the verdict at ``alpha``."""
+    ids = list(primary_p)
+    p = np.array([np.nan if primary_p[m] is None else float(primary_p[m]) for m in ids], dtype=float)
+    if correction == "holm":
+        adj = stats.holm(p)
+    elif correction == "bonferroni":
+        adj = np.where(np.isfinite(p), np.minimum(1.0, p * np.isfinite(p).sum()), np.nan)
+    else:
+        raise ValueError(f"unknown correction across models {correction!r} (holm or bonferroni)")
+    models = {}
+    for m, q in zip(ids, adj):
+        why = f"the primary p of {m} is undefined (see its specification_curve.json)"
+        sub = rec.sub(f"primary/models/{m}")
+        models[m] = {"p": sub.value("p", np.nan if primary_p[m] is None else float(primary_p[m]), why),
+                     "adjusted_p": sub.value("adjusted_p", q, why),
+                     "reject": sub.scalar_flag("reject", bool(np.isfinite(q) and q <= alpha),
+                                               defined=bool(np.isfinite(q)), reason=why)}
+    return {"statistic": statistic, "correction": correction, "alpha": float(alpha), "models": models}
+
+
+ORIGINAL_RNG = "original"
+"""Names the generator of the original points' simulated power (:func:`uaprobe.analysis.inference.stats.rng_for`)."""
+
+PAIR_FAMILIES = {"length": "family", "lexical": "incremental/family",
+                 "lexical_without_category": "incremental/without_category/family"}
+"""The pair-level families of ``pair_models.json`` (name -> key): the category and length covariates; the
+lexical metric added; the same without ``analysis.primary.left_out``'s pairs."""
+
+
+def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], *, alpha: float,
+                              rec: Any, target: float = 0.8) -> dict[str, Any]:
+    """The ``pair_family`` object of ``results/panel.json``: every test of every family of every model
+    (``families[model][name]``, :data:`PAIR_FAMILIES`) that is itself (``same_as``) Holm-corrected as one
+    family; a test merged into an identical one takes that one's Holm p; an undefined p stays out of the
+    family; a degenerate test (``degenerate``: VIF above ``analysis.degenerate_vif``) stays out as well. Every family
+    draws the same permutations, so its smallest Holm p is ``n_tests`` x ``p_floor``."""
+    rows = [(m, name, i) for m, fams in families.items() for name, fam in fams.items()
+            for i, twin in enumerate(fam.tests.same_as)
+            if twin == i and fam.tests.permutation_p[i] is not None and not fam.tests.degenerate[i]]
+    p_all = [float(families[m][name].tests.permutation_p[i]) for m, name, i in rows]  # type: ignore[arg-type]
+    adjusted = dict(zip(rows, stats.holm(np.array(p_all, dtype=float)).tolist()))
+    models: dict[str, Any] = {}
+    for m, fams in families.items():
+        models[m] = {}
+        for name, fam in fams.items():
+            same_as = fam.tests.same_as
+            q = np.array([adjusted.get((m, name, twin), np.nan) for twin in same_as], dtype=float)
+            ok = np.isfinite(q)
+            sub = rec.sub(f"pair_family/models/{m}/{name}")
+            why = np.where(np.array(fam.tests.degenerate, dtype=bool), "the test is degenerate (its VIF exceeds "
+                           "analysis.degenerate_vif) and kept out of the family", "the test's p is undefined (see "
+                           "pair_models.json)")
+            models[m][name] = {"holm_p": sub.series("holm_p", q, why),
+                               "holm_reject": sub.flags("holm_reject", ok & (q <= alpha), defined=ok, reasons=why),
+                               "n_reject": int(sum((m, name, i) in adjusted and q[i] <= alpha for i in range(q.size)))}
+    floor = next((fam.p_floor for fams in families.values() for fam in fams.values()), None)
+    n_tests = len(rows)
+    n_degenerate = sum(int(fam.n_degenerate) for fams in families.values() for fam in fams.values())
+    # max-T within each model's family, Bonferroni across the families that test anything: a family-wise error
+    # over the whole panel, like Holm's, that uses the dependence of the tests within each family
+    n_families = sum(int(fam.n_tests > 0) for fams in families.values() for fam in fams.values())
+    n_maxt = 0
+    for m, fams in families.items():
+        for name, fam in fams.items():
+            raw = np.array([np.nan if v is None else float(v) for v in fam.tests.maxt_p], dtype=float)
+            q = np.minimum(1.0, n_families * raw)
+            ok = np.isfinite(q)
+            counted = np.array(fam.tests.same_as) == np.arange(q.size)
+            sub = rec.sub(f"pair_family/models/{m}/{name}")
+            why = "the test's max-T p is undefined (degenerate or undefined: see pair_models.json)"
+            models[m][name]["maxt_p"] = sub.series("maxt_p", q, why)
+            models[m][name]["maxt_reject"] = sub.flags("maxt_reject", ok & (q <= alpha), defined=ok, reasons=why)
+            models[m][name]["n_maxt_reject"] = int((ok & (q <= alpha) & counted).sum())
+            models[m][name]["power"] = pair_power(fam, alpha=alpha, n_tests=n_tests, target=target, rec=sub)
+            n_maxt += models[m][name]["n_maxt_reject"]
+    return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests, "n_degenerate": n_degenerate,
+            "n_reject": int(sum(v <= alpha for v in adjusted.values())),
+            "holm_floor": None if floor is None else min(1.0, n_tests * floor), "n_families": n_families,
+            "n_maxt_reject": n_maxt, "power_target": float(target), "models": models}
+
+
+def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float, rec: Any) -> dict[str, Any]:
+    """The minimum detectable partial r of a family's tests (:func:`uaprobe.analysis.inference.multiplicity.partial_r_mde`)
+    at power ``target``: at ``alpha`` uncorrected and at ``alpha / n_tests``, the level of the first step of the
+    panel's Holm correction (the smallest effect its strongest test can find). The family's tests share their
+    pairs and covariates but for the lexical seeds' columns: the largest ``q`` and the smallest ``n`` are taken."""
+    counted = [i for i, twin in enumerate(fam.tests.same_as) if twin == i and not fam.tests.degenerate[i]]
+    if not counted or n_tests == 0:
+        why = "the family has no test"
+        return {"n": None, "n_covariates": None, "mde": rec.value("power/mde", np.nan, why),
+                "mde_panel": rec.value("power/mde_panel", np.nan, why)}
+    n = min(int(fam.tests.n[i]) for i in counted)
+    q = max(int(fam.tests.n_covariates[i]) for i in counted)
+    why = "too few pairs for the covariates"
+    return {"n": n, "n_covariates": q,
+            "mde": rec.value("power/mde", multiplicity.partial_r_mde(n=n, n_covariates=q, alpha=alpha,
+                                                                      power=target), why),
+            "mde_panel": rec.value("power/mde_panel", multiplicity.partial_r_mde(
+                n=n, n_covariates=q, alpha=alpha / n_tests, power=target), why)}
+
+
+def original_points(table: object, *, source: str, params: AnalysisParams, rec: Any) -> dict[str, Any]:
+    """The original study's published category points (``category_level.final_table`` of ``source``: category ->
+    [UA, mean preference]) under this panel's category-level analysis: r, its exact p over every order, r with
+    each category left out, and the exact test's power with the published UA held fixed
+    (:func:`uaprobe.analysis.category.power.power_set`)."""
+    points = {k: v for k, v in table.items() if k != "note"} if isinstance(table, Mapping) else {}
+    bad = [k for k, v in points.items() if not (isinstance(v, (list, tuple)) and len(v) == 2
+                                                and all(isinstance(e, (int, float)) for e in v))]
+    if len(points) < 3 or bad:
+        raise ConfigError(f"{source}: category_level.final_table: expected at least 3 categories, each "
+                          f"[UA, mean preference] (two numbers); got {bad or list(points)}. Restore the file from "
+                          f"git (`git checkout -- {source}`)")
+    names = list(points)
+    x = np.array([float(points[k][0]) for k in names])
+    y = np.array([float(points[k][1]) for k in names])
+    r_loo = [power.statistic(np.delete(x, i), np.delete(y, i)) for i in range(x.size)]
+    sub = rec.sub("original")
+    ps = power.power_set(x, observed_y=y, params=params.power, alpha=params.alpha,
+                         rng=rng_for(seed=params.seed, name=ORIGINAL_RNG), rec=sub.sub("power"), left_out=None,
+                         permutations=params.permutations)
+    return {"source": source, "categories": names, "ua": x.tolist(), "preference": y.tolist(),
+            "r": ps["observed_r"], "p": ps["observed_p"], "orders": ps["orders"], "p_floor": ps["p_floor"],
+            "leave_one_out_r": sub.series("leave_one_out_r", np.array(r_loo), "the rest is constant"),
+            "power": ps}
+
+
+def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, Layerwise],
+                  anisotropy_results: Mapping[str, Anisotropy],
+                  params_millions: Mapping[str, float | None], params: AnalysisParams,
+                  sink_excluded_results: Mapping[str, Layerwise] | None = None,
+                  primary_p: Mapping[str, float | None] | None = None,
+                  pair_families: Mapping[str, Mapping[str, PairFamily]] | None = None,
+                  original: tuple[str, object] | None = None) -> StageOutputs:
+    """Seed 001 across the panel, from each model's ``layerwise.json`` and ``anisotropy.json`` (read
+    through :mod:`uaprobe.schema`); the same view of the sink-excluded policy from
+    ``sink_excluded/layerwise.json`` where given; with ``primary_p`` (model -> the primary joint p of its
+    ``specification_curve.json``) that p corrected across the models (:func:`primary_across_models`); with
+    ``pair_families`` (model -> :data:`PAIR_FAMILIES` name -> its family) the pair-level tests as one family
+    (:func:`pair_family_across_models`); with ``original`` (its file, the published ``final_table``) the original
+    study's category points tested as this panel's are (:func:`original_points`)."""
+    rec = NanReasons()
+    present = set(next(iter(layerwise_results.values())).poolings) if layerwise_results else set(POOLINGS)
+    poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
+    curves_by_pooling = {
+        p: [scaling.curve_from_results(model_id=m, layerwise=layerwise_results[m], pooling=p,
+                                       params_millions=params_millions.get(m)) for m in model_ids]
+        for p in poolings
+    }
+    body: dict[str, Any] = {
+        "models": list(model_ids),
+        "stable_depth_std": params.stable_depth_std,
+        "settings": settings(params),
+        "poolings": scaling.scaling_view(curves_by_pooling, seed_view=False, stable_depth_std=params.stable_depth_std,
+                                         rec=rec.sub("poolings")),
+        "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
+                                                 stable_depth_std=params.stable_depth_std,
+                                                 rec=rec.sub("seed_layers_view")),
+        "anisotropy": {m: _panel_anisotropy(m, a, rec=rec.sub(f"anisotropy/{m}"))
+                       for m, a in anisotropy_results.items()},
+    }
+    if primary_p is not None:
+        body["primary"] = primary_across_models(primary_p, statistic=params.primary.statistic,
+                                                correction=params.primary.across_models, alpha=params.alpha, rec=rec)
+    if pair_families is not None:
+        body["pair_family"] = pair_family_across_models(pair_families, alpha=params.alpha, rec=rec,
+                                                        target=params.power.target)
+    if original is not None:
+        body["original"] = original_points(original[1], source=original[0], params=params, rec=rec)
+    if sink_excluded_results:
+        sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
+                                                         params_millions=params_millions.get(m)) for m in model_ids]}
+        body["sink_excluded"] = scaling.scaling_view(sx_curves, seed_view=False,
+                                                     stable_depth_std=params.stable_depth_std,
+                                                     rec=rec.sub("sink_excluded"))
+    results = {"panel": {**body, "nan_reasons": dict(sorted(rec.reasons.items()))}}
+    metrics: dict[str, Any] = {"poolings": {}}
+    for p, e in body["poolings"].items():
+        s = e["summary"]
+        metrics["poolings"][p] = {k: s[k] for k in ("peak_positive_depth_mean", "peak_positive_depth_std",
+                                                    "peak_negative_depth_mean", "peak_negative_depth_std", "stable")}
+    mean_models = body["poolings"]["mean"]["models"] if "mean" in body["poolings"] else {}
+    metrics["final_r"] = {m: v["final_r"] for m, v in mean_models.items()}
+    metrics["peak_positive_depth_pct"] = {m: v["peak_positive"]["depth_pct"] for m, v in mean_models.items()}
+    if "sink_excluded" in body:
+        metrics["sink_excluded_final_r"] = {m: v["final_r"]
+                                            for m, v in body["sink_excluded"]["mean"]["models"].items()}
+    plots = {}
+    for m in model_ids:
+        lw = layerwise_results[m]
+        cols: dict[str, list[Any]] = {"layer": list(lw.layers), "depth_pct": list(lw.depth_pct)}
+        for p in poolings:
+            cols[f"r_{p}"] = list(lw.poolings[p].pearson_r)
+        if sink_excluded_results:
+            cols["r_mean_sink_excluded"] = list(sink_excluded_results[m].poolings["mean"].pearson_r)
+        plots[m] = cols
+    return StageOutputs(results=results, metrics=metrics, plots=plots)

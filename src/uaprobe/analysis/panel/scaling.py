@@ -1,0 +1,99 @@
+"""Seed 001: layer curves of r across the model panel, in absolute and normalised depth.
+
+Per model: peak positive / negative r and their depth (% of the model's layers), final-layer r,
+sign changes. Across models: mean and std (ddof 0, as the seed) of the peak depths, and the seed's
+verdict "stable if the std of the positive-peak depth is below ``stable_depth_std``".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from uaprobe.analysis.inference import curves
+from uaprobe.analysis.nan_reasons import Reasons
+
+if TYPE_CHECKING:
+    from uaprobe.schema.categories import Layerwise
+
+
+@dataclass(frozen=True)
+class ModelCurve:
+    """One model's layer curve of r for one pooling."""
+
+    model_id: str
+    display: str
+    params_millions: float | None
+    n_layers: int
+    r: np.ndarray
+    """(L+1,) r per layer, NaN where undefined."""
+
+
+def curve_from_results(*, model_id: str, layerwise: Layerwise, pooling: str,
+                       params_millions: float | None) -> ModelCurve:
+    """Read a model's curve from its ``layerwise.json`` (nulls become NaN)."""
+    values = layerwise.poolings[pooling].pearson_r
+    r = np.array([np.nan if v is None else float(v) for v in values])
+    return ModelCurve(model_id=model_id, display=layerwise.display, params_millions=params_millions,
+                      n_layers=layerwise.n_layers, r=r)
+
+
+def model_summary(curve: ModelCurve, *, layers: Sequence[int], rec: Reasons) -> dict[str, Any]:
+    """Seed 001's per-model summary over ``layers`` (all layers, or the seeds' subset)."""
+    layers = list(layers)
+    r = curve.r[layers]
+    why = f"undefined in results/models/{curve.model_id}/layerwise.json (see its nan_reasons)"
+    return {
+        "display": curve.display,
+        "params_millions": curve.params_millions,
+        "n_layers": curve.n_layers,
+        "layers": layers,
+        "depth_pct": curves.depth_pct(layers, n_layers=curve.n_layers).tolist(),
+        "r": rec.series("r", r, why),
+        "peak_positive": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=False, rec=rec,
+                                            path="peak_positive"),
+        "peak_negative": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=True, rec=rec,
+                                            path="peak_negative"),
+        "final_r": rec.value("final_r", r[-1], why),
+        "sign_changes": [
+            {k: sc[k] for k in ("layer_before", "layer_after", "midpoint_depth_pct")}
+            for sc in curves.sign_change_records(r, layers=layers, n_layers=curve.n_layers)
+        ],
+    }
+
+
+def panel_summary(models: dict[str, dict[str, Any]], *, stable_depth_std: float, rec: Reasons) -> dict[str, Any]:
+    """Mean and std of the peak depths across models, and the seed's stability verdict."""
+    out: dict[str, Any] = {}
+    for which in ("positive", "negative"):
+        depths = np.array([m[f"peak_{which}"]["depth_pct"] for m in models.values()
+                           if m[f"peak_{which}"]["depth_pct"] is not None], dtype=float)
+        why = "no model has a defined peak"
+        out[f"peak_{which}_depth_mean"] = rec.value(f"peak_{which}_depth_mean",
+                                                    depths.mean() if depths.size else np.nan, why)
+        out[f"peak_{which}_depth_std"] = rec.value(f"peak_{which}_depth_std",
+                                                   depths.std() if depths.size else np.nan, why)
+        if which == "positive":
+            out["n_models_with_peak"] = int(depths.size)
+            std = depths.std() if depths.size else np.nan
+            out["stable"] = rec.scalar_flag("stable", bool(std < stable_depth_std), defined=depths.size >= 2,
+                                            reason="fewer than 2 models with a defined peak")
+    return out
+
+
+def scaling_view(curves_by_pooling: dict[str, list[ModelCurve]], *, seed_view: bool, stable_depth_std: float,
+                 rec: Reasons) -> dict[str, Any]:
+    """``poolings.<p>`` with ``models`` and ``summary``; ``seed_view`` restricts each model to the
+    seeds' layers (every 4th, plus the last)."""
+    out: dict[str, Any] = {}
+    for pooling, model_curves in curves_by_pooling.items():
+        prec = rec.sub(pooling)
+        models = {}
+        for c in model_curves:
+            layers = curves.seed_layers(c.n_layers) if seed_view else list(range(c.n_layers + 1))
+            models[c.model_id] = model_summary(c, layers=layers, rec=prec.sub(f"models/{c.model_id}"))
+        out[pooling] = {"models": models,
+                        "summary": panel_summary(models, stable_depth_std=stable_depth_std, rec=prec.sub("summary"))}
+    return out

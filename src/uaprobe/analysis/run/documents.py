@@ -1,0 +1,69 @@
+"""What every results document of the analyze stage shares: its header, its reasons for missing
+values, and the set of files, metrics and plot series a stage writes."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from uaprobe.analysis.inference import curves
+from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.config import AnalysisParams
+
+EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
+                    "dataset_sha256", "prompts_sha256", "uaprobe_version", "bos_added")
+"""HDF5 attributes copied into every results file (provenance)."""
+@dataclass
+class StageOutputs:
+    """What a stage writes: results files (stem -> JSON object), one metrics object, CSV series
+    (stem -> ordered columns)."""
+
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    plots: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+
+
+def settings(params: AnalysisParams) -> dict[str, Any]:
+    """The analysis parameters as a JSON object."""
+    def conv(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        return v
+    return conv(dataclasses.asdict(params))
+
+
+def plain(v: Any) -> Any:
+    """An HDF5 attribute as a JSON value (numpy scalars to Python, bytes to text)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, bytes):
+        return v.decode("utf-8")
+    return v
+
+
+def header(*, model_id: str, display: str, n_layers: int, params: AnalysisParams,
+            attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys every per-model results file starts with: the model, its layers, the settings, the
+    representation and the extraction's provenance."""
+    layers = list(range(n_layers + 1))
+    return {
+        "model": model_id,
+        "display": display,
+        "n_layers": n_layers,
+        "layers": layers,
+        "depth_pct": curves.depth_pct(layers, n_layers=n_layers).tolist(),
+        "seed_layers": curves.seed_layers(n_layers),
+        "settings": settings(params),
+        "representation": {"kind": params.representation, "abtt_k": params.abtt_k},
+        "extraction": {k: plain(attrs[k]) for k in EXTRACTION_ATTRS if k in attrs},
+    }
+
+
+def finish(body: dict[str, Any], header: dict[str, Any], rec: NanReasons) -> dict[str, Any]:
+    """One results document: the header, the body, and the reason of every null in the body."""
+    return {**header, **body, "nan_reasons": dict(sorted(rec.reasons.items()))}
