@@ -418,3 +418,36 @@ def test_bootstrap_pearson_gives_the_same_bytes_on_any_number_of_workers(rng, mo
     my = (w * y).sum() / 40
     direct = (w * (x[2] - mx) * (y - my)).sum() / np.sqrt((w * (x[2] - mx) ** 2).sum() * (w * (y - my) ** 2).sum())
     assert r[2, 3] == pytest.approx(direct, abs=1e-12)
+
+
+def test_tail_p_counts_by_hand_in_both_modes_and_leaves_undefined_draws_out() -> None:
+    null = np.array([[0.2, -0.9, 0.9, np.nan, 0.5], [0.1, 0.1, 0.1, 0.1, 0.1], [np.nan] * 5])
+    observed = np.array([-0.9, 0.0, 0.3])
+
+    def by_hand(obs: float, draws: np.ndarray, exact: bool) -> float:
+        valid = [d for d in draws if not math.isnan(d)]
+        if math.isnan(obs) or not valid:
+            return math.nan
+        hits = sum(abs(d) >= abs(obs) - stats.TIE_TOLERANCE for d in valid)
+        return hits / len(valid) if exact else (1 + hits) / (1 + len(valid))
+
+    for mode in ("exact", "random"):
+        got = stats.tail_p(observed, null, mode=mode)
+        want = [by_hand(o, d, mode == "exact") for o, d in zip(observed, null)]
+        np.testing.assert_array_equal(got, want)
+    assert stats.tail_p(np.array([0.9]), null[:1], mode="exact")[0] == 2 / 4  # -0.9 and 0.9: ties count
+    assert np.isnan(stats.tail_p(np.array([np.nan]), null[1:2], mode="random")[0])
+    assert stats.p_floor(720, mode="exact") == 1 / 720 and stats.p_floor(999, mode="random") == 1 / 1000
+    # the floor is the p of a statistic beyond every draw
+    beyond = stats.tail_p(np.array([2.0]), np.full((1, 999), 0.5), mode="random")[0]
+    assert beyond == stats.p_floor(999, mode="random")
+
+
+def test_permutation_p_is_tail_p_of_the_permuted_r() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(3, 7)), rng.normal(size=7)
+    orders = np.array(list(itertools.permutations(range(7)))[::37])
+    r = stats.pearson(x, y[None, :]).r
+    for mode in ("exact", "random"):
+        np.testing.assert_array_equal(stats.permutation_p(x, y, r=r, orders=orders, mode=mode),
+                                      stats.tail_p(r, stats.permuted_r(x, y, orders), mode=mode))

@@ -39,7 +39,7 @@ import pytest
 from extract_stage import (STAGE, digest, files_in, one_torch_thread, real_dataset, run_stage, stage, stage_args,
                            subprocess_env, write_project)
 from uaprobe import atomic
-from uaprobe.extraction import extract, store
+from uaprobe.extraction import extract, model_run, store
 from uaprobe.config import load_params
 from uaprobe.errors import NumericalError, UAProbeError
 from uaprobe.extraction.store import partial_path, read_embeddings
@@ -94,7 +94,7 @@ DRIVER = textwrap.dedent('''
     import importlib.util, json, os, signal, sys
     import h5py
     import transformers.models.gpt_neox.modeling_gpt_neox  # noqa: F401 - warm the import for the children
-    from uaprobe.extraction import store
+    from uaprobe.extraction import model_run, store
 
     n, stage_path, results = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     split = sys.argv.index("--")
@@ -119,7 +119,7 @@ DRIVER = textwrap.dedent('''
 
     def arm(point):
         if point == "loading-model":
-            stage.load_model = lambda *a, **k: die()
+            model_run.load_model = lambda *a, **k: die()
         elif point == "creating-partial":
             counting(store, "_allocated", lambda c: c == n and die())
         elif point == "between-batches":
@@ -512,7 +512,7 @@ def test_output_path_is_a_directory_or_under_a_file(runs: dict, tmp_path: Path, 
     def loaded(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the model was loaded before the output error was found")
 
-    monkeypatch.setattr(stage(), "load_model", loaded)
+    monkeypatch.setattr(model_run, "load_model", loaded)
     (tmp_path / "tiny.h5").mkdir()
     with pytest.raises(UAProbeError, match="tiny.h5: is a directory; remove it or point --out at a file path"):
         run_stage(runs["project"], tmp_path / "tiny.h5")
@@ -559,7 +559,7 @@ def test_real_read_only_directory_is_refused_before_the_model_loads(runs: dict, 
     def loaded(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the model was loaded before the output error was found")
 
-    monkeypatch.setattr(stage(), "load_model", loaded)
+    monkeypatch.setattr(model_run, "load_model", loaded)
     try:
         with pytest.raises(UAProbeError, match=rf"the output directory .* is not writable \({reason}"):
             run_stage(runs["project"], out)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from extract_stage import REPO, files_in, one_torch_thread, real_dataset, run_stage, stage, write_project
 from uaprobe.config import Params, load_params, params_from_mapping
+from uaprobe.extraction import model_run
 from uaprobe.extraction.dataset import MIN_CATEGORIES, MIN_PAIRS_PER_CATEGORY, Dataset, load_dataset, load_prompts
 from uaprobe.errors import ConfigError, DatasetError, UAProbeError
 
@@ -345,7 +346,7 @@ def no_model_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def loaded(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the model was loaded before the input error was found")
 
-    monkeypatch.setattr(stage(), "load_model", loaded)
+    monkeypatch.setattr(model_run, "load_model", loaded)
 
 
 @pytest.fixture()

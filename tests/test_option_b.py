@@ -253,6 +253,8 @@ def test_phase_means_and_intervals_by_hand():
     r = np.array([0.5, 0.1, 0.3, 0.2, -0.1, -0.4])
     part = {"early": (0, 2), "mid": (3,), "late": (4, 5)}
     assert phases.phase_means(r, part) == pytest.approx({"early": 0.4, "mid": 0.2, "late": -0.25})
+    assert phases.phase_mean(np.stack([r, 2 * r], axis=1), part["late"]).tolist() == pytest.approx([-0.25, -0.5])
+    assert np.isnan(phases.phase_mean(r, ())) and phases.phase_mean(np.ones((6, 3)), ()).shape == (3,)
     # three bootstrap draws per layer; the phase draw is the mean over the phase's layers
     boot = np.array([[0.4, 0.6, 0.5], [0, 0, 0], [0.2, 0.4, np.nan], [0.1, 0.2, 0.3],
                      [-0.2, -0.1, 0.0], [-0.5, -0.3, -0.4]])

@@ -14,7 +14,7 @@ from tiny_models import load_tiny
 from uaprobe.extraction import extract
 from uaprobe.analysis.category import bins
 from uaprobe.analysis.geometry import anisotropy
-from uaprobe.analysis.inference import controls
+from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.run.pipeline import analyze_model
 from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams, RobustnessParams
@@ -197,7 +197,7 @@ def test_size_matched_labels_keep_the_sizes() -> None:
 
 def test_null_p_counts_as_extreme_draws() -> None:
     null = np.array([[0.1, -0.5, 0.9, np.nan, -0.95], [0.0, 0.0, 0.0, 0.0, 0.0]])
-    got = controls.null_p(np.array([0.9, 0.5]), null)
+    got = stats.tail_p(np.array([0.9, 0.5]), null, mode="random")
     assert got[0] == pytest.approx((1 + 2) / (1 + 4))
     assert got[1] == pytest.approx(1 / 6)
 

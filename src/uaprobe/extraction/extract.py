@@ -32,7 +32,8 @@ import torch
 from uaprobe.extraction import layout
 from uaprobe.errors import DatasetError, NumericalError
 from uaprobe.extraction.batches import budget_batches
-from uaprobe.extraction.pooling import SINK_EXCLUDED, content_positions, pool, sequence_nll
+from uaprobe.extraction.policy import SINK_EXCLUDED
+from uaprobe.extraction.pooling import content_positions, pool, sequence_nll
 from uaprobe.extraction.sink import sink_statistics
 from uaprobe.extraction.tokens import Encoded, encode, token_lengths
 

@@ -7,11 +7,8 @@ right-padded sequences of length T:
 - the NLL of each sequence from the logits in float32: sum, mean and number of scored tokens
   (:func:`sequence_nll`).
 
-Which positions are content is the pooling policy (:func:`content_positions`):
-``special`` excludes the special tokens actually present (BOS, EOS); ``first`` reproduces the
-seeds' ``hidden[0, 1:]``: position 0 is dropped from the mean whatever it is, and taken as the first
-token; ``sink_excluded`` (:data:`SINK_EXCLUDED`) drops the special tokens and position 0 (the
-attention sink, whether it is a BOS or the first word).
+Which positions are content is the pooling policy (:func:`content_positions`, by the rule of
+:mod:`uaprobe.extraction.policy`).
 """
 
 from __future__ import annotations
@@ -22,8 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-SINK_EXCLUDED = "sink_excluded"
-"""The second pooling policy every extraction stores beside the configured one."""
+from uaprobe.extraction.policy import pooled_tokens, takes_position_zero
 
 
 @dataclass(frozen=True)
@@ -49,19 +45,14 @@ def content_positions(attention_mask: torch.Tensor, special_tokens_mask: torch.T
     """
     attended = attention_mask.bool()
     positions = torch.arange(attended.shape[1], device=attended.device).expand_as(attended)
-    if drop in ("special", "sink_excluded"):
-        content = attended & ~special_tokens_mask.bool()
-        if drop == "sink_excluded":
-            content = content & (positions > 0)
-        big = torch.full_like(positions, attended.shape[1])
-        first = torch.where(content, positions, big).min(dim=1).values
-        last = torch.where(content, positions, torch.full_like(positions, -1)).max(dim=1).values
-    elif drop == "first":
-        content = attended & (positions > 0)
+    content = attended & pooled_tokens(special_tokens_mask.bool(), positions, drop)
+    if takes_position_zero(drop):
         first = torch.zeros(attended.shape[0], dtype=torch.long, device=attended.device)
         last = attended.sum(dim=1) - 1
     else:
-        raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
+        big = torch.full_like(positions, attended.shape[1])
+        first = torch.where(content, positions, big).min(dim=1).values
+        last = torch.where(content, positions, torch.full_like(positions, -1)).max(dim=1).values
     return Positions(content, first.long(), last.long())
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from uaprobe.errors import DatasetError
-from uaprobe.extraction.pooling import SINK_EXCLUDED
+from uaprobe.extraction.policy import check_drop, pooled_tokens
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +83,10 @@ def check_lengths(lengths: Sequence[int], labels: Sequence[str], *, limit: int) 
 def content_counts(tokenizer: Any, texts: Sequence[str], drop: str) -> list[int]:
     """Content tokens per text under the pooling policy (what
     :func:`uaprobe.extraction.pooling.content_positions` pools over)."""
+    check_drop(drop)
     enc = tokenizer(list(texts), return_special_tokens_mask=True)
-    if drop == "special":
-        return [len(s) - sum(s) for s in enc["special_tokens_mask"]]
-    if drop == "first":
-        return [len(ids) - 1 for ids in enc["input_ids"]]
-    if drop == SINK_EXCLUDED:
-        return [sum(1 for i, m in enumerate(s) if i > 0 and not m) for s in enc["special_tokens_mask"]]
-    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
+    return [int(pooled_tokens(np.asarray(s, dtype=bool), np.arange(len(s)), drop).sum())
+            for s in enc["special_tokens_mask"]]
 
 
 def statement_tokens(tokenizer: Any, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -137,7 +137,7 @@ def _policy_headline(view: PolicyView, *, n_layers: int, rec: Reasons) -> dict[s
         "n_layers_permutation_holm": int(np.asarray(view.permutation_holm_reject, dtype=bool).sum()),
         "n_layers_permutation_bh": int(np.asarray(view.permutation_bh_reject, dtype=bool).sum()),
         "n_layers_parametric_holm": int(np.asarray(view.parametric_holm_reject, dtype=bool).sum()),
-        "size_matched_null_p": rec.series("size_matched_null_p", controls.null_p(r_layers, view.null_r[:L + 1]),
+        "size_matched_null_p": rec.series("size_matched_null_p", stats.tail_p(r_layers, view.null_r[:L + 1], mode="random"),
                                           "r or every null draw is undefined"),
         "null_r_q025": rec.series("null_r_q025", _quantile(view.null_r[:L + 1], 0.025), "every null draw is undefined"),
         "null_r_q975": rec.series("null_r_q975", _quantile(view.null_r[:L + 1], 0.975), "every null draw is undefined"),

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from uaprobe.analysis.inference import stats
-
 
 @dataclass(frozen=True)
 class PartialCorrelation:
@@ -129,20 +127,6 @@ def size_matched_labels(rng: np.random.Generator, *, sizes: np.ndarray, partitio
     sizes = np.asarray(sizes, dtype=np.int64)
     base = np.repeat(np.arange(sizes.size), sizes)
     return rng.permuted(np.broadcast_to(base, (partitions, base.size)), axis=1)
-
-
-def null_p(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
-    """Two-sided Monte-Carlo p ``(1 + #{|r_null| >= |r|}) / (1 + P)`` per row: observed (V,), null (V, P).
-
-    Undefined null draws (NaN) are left out; NaN where r or every draw is undefined.
-    """
-    observed = np.asarray(observed, dtype=float)
-    ok = np.isfinite(null)
-    hits = ((np.abs(null) >= np.abs(observed)[:, None] - stats.TIE_TOLERANCE) & ok).sum(axis=1)
-    valid = ok.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = (1.0 + hits) / (1.0 + valid)
-    return np.where(np.isfinite(observed) & (valid > 0), p, np.nan)
 
 
 def most_influential(r: float, loo_r: np.ndarray) -> int | None:

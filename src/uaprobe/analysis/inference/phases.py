@@ -48,11 +48,17 @@ def partition(n_layers: int) -> dict[str, tuple[int, ...]]:
     return {"early": tuple(view[:early]), "mid": tuple(view[early:early + third]), "late": tuple(view[early + third:])}
 
 
+def phase_mean(values: np.ndarray, layers: Sequence[int]) -> np.ndarray:
+    """The mean over a phase's ``layers`` of ``values`` (V, ...) indexed by layer on axis 0: shape ``values.shape[1:]``,
+    NaN for a phase without layers (and wherever a layer's value is undefined). The one phase mean."""
+    values = np.asarray(values, dtype=float)
+    idx = list(layers)
+    return values[idx].mean(axis=0) if idx else np.full(values.shape[1:], np.nan)
+
+
 def phase_means(r: np.ndarray, part: Mapping[str, Sequence[int]]) -> dict[str, float]:
-    """Mean of ``r`` (indexed by layer) over each phase's layers; NaN for an empty phase or a
-    phase with an undefined r."""
-    r = np.asarray(r, dtype=float)
-    return {name: float(r[list(layers)].mean()) if len(layers) else float("nan") for name, layers in part.items()}
+    """:func:`phase_mean` of ``r`` (indexed by layer) for each phase."""
+    return {name: float(phase_mean(r, layers)) for name, layers in part.items()}
 
 
 def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode: str,
@@ -83,17 +89,14 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
                          "bootstrap_valid": 0, "permutation_p": prec.value("permutation_p", np.nan, why)}
             means[name] = np.nan
             continue
-        mean = float(r[layers].mean())
+        mean = float(phase_mean(r, layers))
         undefined = "r is undefined at a layer of the phase" if not np.isfinite(mean) else ""
-        draws = boot_r[layers].mean(axis=0)  # NaN where a layer's resample had no variance
+        draws = phase_mean(boot_r, layers)  # NaN where a layer's resample had no variance
         lo, hi, valid = stats.percentile_interval(draws[None, :], level=level)
         lo, hi, valid = float(lo[0]), float(hi[0]), int(valid[0])
         if undefined:
             lo = hi = np.nan
-        perm_mean = perm_r[layers].mean(axis=0)
-        hits = int((np.abs(perm_mean) >= abs(mean) - stats.TIE_TOLERANCE).sum()) if not undefined else 0
-        total = perm_r.shape[1]
-        p = (hits / total if mode == "exact" else (1.0 + hits) / (1.0 + total)) if not undefined else np.nan
+        p = float(stats.tail_p(np.array([mean]), phase_mean(perm_r, layers)[None, :], mode=mode)[0])
         ci_why = undefined or ("no bootstrap resample had variance at every layer of the phase" if valid == 0 else "")
         out[name] = {
             "layers": layers,
@@ -110,4 +113,4 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
     return out
 
 
-__all__: Sequence[str] = ("PHASES", "partition", "phase_means", "phase_results")
+__all__: Sequence[str] = ("PHASES", "partition", "phase_mean", "phase_means", "phase_results")

@@ -316,10 +316,30 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
         return np.full(x.shape[0], np.nan)
     if r_perm is None:
         r_perm = permuted_r(x, y, orders)  # (M, P)
-    hits = (np.abs(r_perm) >= (np.abs(r) - TIE_TOLERANCE)[:, None]).sum(axis=-1)
-    total = orders.shape[0]
-    p = hits / total if mode == "exact" else (1.0 + hits) / (1.0 + total)
-    return np.where(np.isfinite(r), p, np.nan)
+    return tail_p(r, r_perm, mode=mode)
+
+
+def tail_p(observed: FloatArray, null: FloatArray, *, mode: str) -> FloatArray:
+    """Two-sided permutation p of each row's statistic: observed (M,), its null draws (M, P).
+
+    ``exact`` (the draws are every order): the share of the draws with ``|null| >= |observed|``; ``random``:
+    ``(1 + hits) / (1 + P)``. Ties count within :data:`TIE_TOLERANCE`; an undefined draw (NaN) is left out of
+    both counts; NaN where the statistic or every draw is undefined. The one p of every permutation test.
+    """
+    observed = np.asarray(observed, dtype=float)
+    null = np.asarray(null, dtype=float)
+    ok = np.isfinite(null)
+    hits = ((np.abs(null) >= (np.abs(observed) - TIE_TOLERANCE)[:, None]) & ok).sum(axis=-1)
+    valid = ok.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = hits / valid if mode == "exact" else (1.0 + hits) / (1.0 + valid)
+    return np.where(np.isfinite(observed) & (valid > 0), p, np.nan)
+
+
+def p_floor(count: int, *, mode: str) -> float:
+    """The smallest p :func:`tail_p` can give over ``count`` draws: ``1 / count`` exact, ``1 / (1 + count)``
+    random."""
+    return 1.0 / count if mode == "exact" else 1.0 / (1 + count)
 
 
 def fisher_interval(*, r: FloatArray, n: np.ndarray, level: float) -> tuple[FloatArray, FloatArray, ReasonArray]:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 from numba import njit
 
-from uaprobe.analysis.inference import controls
+from uaprobe.analysis.inference import controls, stats
 
 ROW_BLOCK = 64
 """Rows (metric x layer) whose permuted r are held at once: ``ROW_BLOCK x B x (k + 2)`` floats."""
@@ -157,7 +157,7 @@ class PermutedProjections:
         p = np.full(r.shape, np.nan)
         ok = np.isfinite(r)
         if ok.any():
-            p[ok] = controls.null_p(r[ok], self.permuted_r(x[ok]))
+            p[ok] = stats.tail_p(r[ok], self.permuted_r(x[ok]), mode="random")
         reason = np.where(ok & ~np.isfinite(p), "every permuted r is undefined", reason)
         return PartialTest(r=r, p=p, reason=reason)
 

@@ -30,6 +30,7 @@ from uaprobe.analysis.inference import controls, multiplicity, stats
 from uaprobe.analysis.pairs import option_b
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections
+from uaprobe.extraction.policy import takes_position_zero
 
 COVARIATES = ("intercept, one indicator per category, n_content(A), n_content(B), and the same metric of the pair computed from the lexical "
               "states of the same pooling, one column per lexical seed")
@@ -46,7 +47,7 @@ def pooled_positions(token_offsets: np.ndarray, keep: np.ndarray, *, drop: str) 
     extraction's pooling takes them."""
     offsets = np.asarray(token_offsets, dtype=np.int64)
     n = offsets.size - 1
-    if drop == "first":
+    if takes_position_zero(drop):
         ends = offsets[1:] - 1
         return {"first": np.where(ends >= offsets[:-1], offsets[:-1], -1), "last": np.where(ends >= offsets[:-1],
                                                                                             ends, -1)}
@@ -211,7 +212,7 @@ def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling:
     reject = ok & (holm_p <= alpha)
     maxt_ok = np.isfinite(maxt_p)
     maxt_reject = maxt_ok & (maxt_p <= alpha)
-    floor = 1.0 / (1 + permutations)
+    floor = stats.p_floor(permutations, mode="random")
     n_tests = int(in_family.sum())
     why = "the test is undefined (a constant metric or residual)"
     out_why = np.where(degenerate, f"degenerate: its VIF exceeds {degenerate_vif:g}, so it is kept out of the family",

@@ -44,6 +44,7 @@ from uaprobe.analysis.pairs import incremental, option_b
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections, within_category_orders
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.config import AnalysisParams
+from uaprobe.extraction.policy import pooled_tokens
 
 if TYPE_CHECKING:
     from uaprobe.analysis.pairs.pair_table import PairTable
@@ -251,13 +252,7 @@ def pooled_token_mask(token_offsets: np.ndarray, special: np.ndarray, *, drop: s
     offsets = np.asarray(token_offsets, dtype=np.int64)
     special = np.asarray(special, dtype=bool)
     position = np.arange(special.size) - np.repeat(offsets[:-1], np.diff(offsets))
-    if drop == "special":
-        return ~special
-    if drop == "first":
-        return position > 0
-    if drop == "sink_excluded":
-        return ~special & (position > 0)
-    raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
+    return pooled_tokens(special, position, drop)
 
 
 def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.ndarray]], table: PairTable,

@@ -125,7 +125,7 @@ def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layer
 def permutation_floors(*, mode: str, count: int, n_tests: int) -> dict[str, float]:
     """The smallest permutation p (``1 / P`` exact, ``1 / (1 + P)`` random) and the smallest Holm
     p of ``n_tests`` such p-values (``n_tests`` times it, at most 1)."""
-    floor = 1.0 / count if mode == "exact" else 1.0 / (1 + count)
+    floor = stats.p_floor(count, mode=mode)
     return {"permutation_p_floor": floor, "permutation_holm_floor": min(1.0, n_tests * floor)}
 
 

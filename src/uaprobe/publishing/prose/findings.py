@@ -16,7 +16,8 @@ from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.prose.markdown import category, join_words, prose
 from uaprobe.publishing.prose.study import across_models_clause, models_possessive, the_models
-from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models, sign_word
+from uaprobe.publishing.prose.markdown import sign_word
+from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.tables import length_category, other_range
 from uaprobe.publishing.prose.wording import MATCH_TOLERANCE, STANDS_OUT
 

@@ -39,6 +39,14 @@ def prose(fn: Callable[..., str]) -> Callable[..., Prose]:
     return wrapper
 
 
+@prose
+def sign_word(r: float | None) -> str:
+    """The sign of ``r`` in words: ``positive``, ``negative``, ``zero`` or ``undefined`` (None)."""
+    if r is None:
+        return "undefined"
+    return "positive" if r > 0 else "negative" if r < 0 else "zero"
+
+
 # ------------------------------------------------------------------------------------------------
 # Tables
 

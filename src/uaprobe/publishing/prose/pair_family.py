@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.curve import POOLING_WORDS
 from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
+from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose, sign_word
 from uaprobe.publishing.prose.markdown import category as category_name
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS, lexical
@@ -137,10 +137,6 @@ def degenerate_words(out: Outputs) -> str:
     return (f"{NUMBER_WORDS.get(n, str(n)).capitalize()} {'test has' if n == 1 else 'tests have'} a variance "
             f"inflation factor (VIF) of the metric on the covariates above {vif}: the covariates all but span the "
             f"metric, so {'it is' if n == 1 else 'they are'} reported as degenerate and kept out of the family.")
-
-
-def sign_word(r: float | None) -> str:
-    return "undefined" if r is None else "positive" if r > 0 else "negative" if r < 0 else "zero"
 
 
 SUPPRESSED = "suppressed"

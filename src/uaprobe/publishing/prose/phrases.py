@@ -44,13 +44,6 @@ def models(out: Outputs) -> str:
 
 
 @prose
-def sign_word(r: float | None) -> str:
-    if r is None:
-        return "undefined"
-    return "positive" if r > 0 else "negative" if r < 0 else "zero"
-
-
-@prose
 def comparison_word(baseline: float | None, model: float | None, *, tolerance: float = MATCH_TOLERANCE) -> str:
     """How a baseline's r compares with the model's: ``exceeds``, ``matches`` or ``falls short of``."""
     if baseline is None or model is None:
