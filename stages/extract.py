@@ -2,19 +2,17 @@
 
     python stages/extract.py --model smollm2-135m [--control data/neutral_control.json]
 
-Checks params, the dataset and the analysis parameters it decides (:mod:`uaprobe.analysis.run.fit`) before the
-model loads, then runs :func:`uaprobe.extraction.model_run.extract_model` into ``data/embeddings/<model>.h5``
-(the control pairs into ``<out stem>.control.h5``). Interrupted (Ctrl-C, SIGTERM, SIGKILL): the partial file
-stays, and the same command resumes it (``--no-resume`` starts over). Failed (bad input, disk full, read-only
-output, NaN in the model): the partial file is removed and the exit code is 2 with the error logged.
+Checks params, the dataset and the analysis parameters it decides (:mod:`uaprobe.analysis.run.fit`), then runs
+:func:`uaprobe.extraction.model_run.extract_model` into ``data/embeddings/<model>.h5`` (the control pairs beside
+it). Interrupted (Ctrl-C, SIGTERM, SIGKILL): the partial file stays, and the same command resumes it
+(``--no-resume`` starts over). Failed: the partial file is removed, exit code 2 with the error logged.
 """
 
 from __future__ import annotations
 
 from uaprobe.repro import numerics
 
-# Pinned CPU code paths (uaprobe.repro.numerics), before numpy and torch are imported; only when run as a
-# script (importing the module changes nothing).
+# Pinned CPU code paths, before numpy and torch are imported; only when run as a script.
 if __name__ == "__main__":
     numerics.pin()
 
@@ -29,6 +27,7 @@ from uaprobe.analysis.run import fit
 from uaprobe.config import load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.extraction.dataset import load_dataset
+from uaprobe.extraction.distributed import current_rank
 from uaprobe.extraction.model_run import extract_model, out_of_memory_message
 from uaprobe.repro.lockfile import check_recompute
 from uaprobe.stage import ParamsWatch, run_stage
@@ -38,19 +37,21 @@ log = logging.getLogger("uaprobe.extraction.extract")
 
 def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: Path, out: Path,
         resume: bool = True, progress: bool = True, control_path: Path | None = None) -> Path:
-    """Extract ``model_id`` of ``params_path`` over the dataset and prompts into ``out`` (and the control pairs
-    of ``control_path`` beside it); returns ``out``. ``resume`` continues a partial file of an interrupted run."""
+    """Extract ``model_id`` of ``params_path`` into ``out`` (the control pairs beside it); returns ``out``."""
     watch = ParamsWatch("extract", params_path, item=model_id)
     params = load_params(params_path)
     dataset = load_dataset(dataset_path)
-    # every analysis parameter the dataset decides (bins, the left-out category, ...), all at once, before
-    # the model loads: the analyze stage would refuse them after the extraction
+    # every analysis parameter the dataset decides, before the model loads (not after the extraction)
     fit.check(params.analysis, categories=dataset.categories, n_pairs=dataset.n_pairs, source=str(dataset_path))
     # a failed `dvc pull` is not a reason to recompute what dvc.lock records
     check_recompute(params_path.parent, f"extract@{model_id}")
-    return extract_model(model_id=model_id, params=params, dataset=dataset, dataset_path=dataset_path,
-                         prompts_path=prompts_path, out=out, root=params_path.parent, watch=watch, resume=resume,
-                         progress=progress, control_path=control_path)
+    path = extract_model(model_id=model_id, params=params, dataset=dataset, dataset_path=dataset_path,
+                         prompts_path=prompts_path, out=out, numerics_record=numerics.record_json(),
+                         cpu_threads=numerics.EXTRACTION_THREADS, watch=watch, resume=resume, progress=progress,
+                         control_path=control_path)
+    if current_rank().is_main:  # one record of the machine, by the rank that wrote the file
+        log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}"), params_path.parent))
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

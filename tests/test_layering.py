@@ -107,3 +107,27 @@ def test_every_analysis_module_is_in_a_family_and_the_order_is_the_packages() ->
     assert {p.parent.name for p in ANALYSES if p.parent != SRC / "analysis"} == set(FAMILIES)
     assert sorted(p.name for p in ANALYSES if p.parent == SRC / "analysis") == ["__init__.py", "nan_reasons.py"]
     assert family("uaprobe.analysis.pairs.option_b") == "pairs" and family("uaprobe.analysis.nan_reasons") is None
+
+
+WRITTEN_OUT_KERNELS = {("uaprobe.analysis.compute.kernels", "_add_runs")}
+"""The one function allowed past :data:`LONGEST` lines: a compiled loop written out, case by case."""
+LONGEST = 90
+STAGES = sorted((SRC.parents[1] / "stages").glob("*.py"))
+
+
+def test_every_stage_is_its_arguments_and_a_call_of_the_library() -> None:
+    assert len(STAGES) == 5
+    long = {p.name: n for p in STAGES if (n := len(p.read_text(encoding="utf-8").splitlines())) > 100}
+    assert not long, f"stages over 100 lines (their bodies belong in the library): {long}"
+
+
+def test_no_function_is_longer_than_the_limit_but_the_written_out_kernel() -> None:
+    long = []
+    for path in [*MODULES, *STAGES]:
+        name = module_name(path) if path.is_relative_to(SRC) else f"stages.{path.stem}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (name, node.name) not in WRITTEN_OUT_KERNELS:
+                if (length := node.end_lineno - node.lineno + 1) > LONGEST:
+                    long.append(f"{name}.{node.name}: {length} lines")
+    assert not long, long
+    assert all(any(module_name(p) == m for p in MODULES) for m, _ in WRITTEN_OUT_KERNELS)

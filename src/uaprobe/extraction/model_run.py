@@ -32,7 +32,6 @@ from uaprobe.extraction.policy import SINK_EXCLUDED
 from uaprobe.extraction.store import ExtractionWriter, check_output_path
 from uaprobe.extraction.tokens import (check_content, check_lengths, content_counts, encode, literal_special_tokens,
                                        prepare_tokenizer, statement_tokens, token_lengths)
-from uaprobe.repro import numerics
 from uaprobe.errors import UAProbeError
 from uaprobe.stage import ParamsWatch
 
@@ -47,12 +46,13 @@ def control_path_for(out: Path) -> Path:
 
 
 def extract_model(*, model_id: str, params: Params, dataset: Dataset, dataset_path: Path, prompts_path: Path,
-                  out: Path, root: Path, watch: ParamsWatch | None = None, resume: bool = True, progress: bool = True,
-                  control_path: Path | None = None) -> Path:
+                  out: Path, numerics_record: str, cpu_threads: int, watch: ParamsWatch | None = None,
+                  resume: bool = True, progress: bool = True, control_path: Path | None = None) -> Path:
     """Extract ``model_id`` of ``params`` over ``dataset`` (read from ``dataset_path``) and the prompts into ``out``
     (and the control pairs of ``control_path`` into :func:`control_path_for` ``(out)``); returns ``out``.
     ``resume`` continues a partial file of an interrupted run; ``watch`` (params.yaml as at the start) is checked
-    before each file is moved into place; the machine is recorded in ``root``'s logs."""
+    before each file is moved into place. ``numerics_record`` (the pinned numerics, as JSON) goes into the files'
+    attributes; a CPU run uses ``cpu_threads`` threads (the bytes depend on how ATen splits a tensor among them)."""
     spec = dataclasses.replace(params.model(model_id), dtype=params.dtype_of(model_id))
     control = load_control(control_path) if control_path is not None else None
     prompts = load_prompts(prompts_path)
@@ -61,7 +61,7 @@ def extract_model(*, model_id: str, params: Params, dataset: Dataset, dataset_pa
     if control is not None:
         check_output_path(control_path_for(out))
     rank = current_rank()
-    device = _setup_device(device, rank)
+    device = _setup_device(device, rank, cpu_threads=cpu_threads)
 
     log.info("loading %s from %s on %s", model_id, spec.source, device)
     started = time.perf_counter()
@@ -92,7 +92,7 @@ def extract_model(*, model_id: str, params: Params, dataset: Dataset, dataset_pa
     n_layers, hidden_size = aniso.shape[1] - 1, aniso.shape[2]
     attrs = _file_attrs(model_id=model_id, spec=spec, source=source, dtype=dtype, device=device, params=params,
                         dataset=dataset, prompts_path=prompts_path, n_layers=n_layers,
-                        hidden_size=hidden_size, bos_added=bos_added)
+                        hidden_size=hidden_size, bos_added=bos_added, numerics_record=numerics_record)
     writer = ExtractionWriter(
         out, texts=texts, categories=[s.category for s in dataset.statements],
         pairs=np.array([s.pair for s in dataset.statements]), sides=np.array([s.side for s in dataset.statements]),
@@ -132,11 +132,10 @@ def extract_model(*, model_id: str, params: Params, dataset: Dataset, dataset_pa
         _extract_control(model, tokenizer, control=control, control_path=control_path, out=control_path_for(out),
                          attrs=attrs, prompts=prompts, aniso=(aniso, aniso_index, aniso_special), params=params,
                          limit=limit, model_id=model_id, resume=resume, watch=watch)
-    log.info("machine: %s", numerics.log_machine(numerics.stage_name(f"extract@{model_id}"), root))
     return path
 
 
-def _setup_device(device: torch.device, rank) -> torch.device:
+def _setup_device(device: torch.device, rank, *, cpu_threads: int) -> torch.device:
     """The rank's device (its own GPU under torchrun), the process group, the seed and the CPU threads."""
     if rank.world > 1:
         import torch.distributed as dist
@@ -147,8 +146,8 @@ def _setup_device(device: torch.device, rank) -> torch.device:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         log.info("rank %d of %d on %s", rank.rank, rank.world, device)
     torch.manual_seed(0)
-    if device.type == "cpu":  # the bytes depend on how ATen splits a tensor among threads (uaprobe.repro.numerics)
-        torch.set_num_threads(numerics.EXTRACTION_THREADS)
+    if device.type == "cpu":  # the bytes depend on how ATen splits a tensor among threads
+        torch.set_num_threads(cpu_threads)
     return device
 
 
@@ -169,7 +168,7 @@ def _check_statements(tokenizer, dataset: Dataset, prompts: list[str], *, length
 
 
 def _file_attrs(*, model_id: str, spec, source, dtype: torch.dtype, device: torch.device, params, dataset: Dataset,
-                prompts_path: Path, n_layers: int, hidden_size: int, bos_added: bool) -> dict:
+                prompts_path: Path, n_layers: int, hidden_size: int, bos_added: bool, numerics_record: str) -> dict:
     """The extraction file's attributes: what was run, on what, with which versions (provenance)."""
     return {
         "model_id": model_id,
@@ -191,7 +190,7 @@ def _file_attrs(*, model_id: str, spec, source, dtype: torch.dtype, device: torc
         "hidden_size": hidden_size,
         "bos_added": bos_added,
         "params_millions": spec.params_millions or 0.0,
-        "numerics": numerics.record_json(),
+        "numerics": numerics_record,
     }
 
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from uaprobe.repro import recorded
-
-if TYPE_CHECKING:
-    from uaprobe.repro.review import Review
+from uaprobe.repro.review_record import Review
 
 CSS = ("body{font-family:sans-serif;max-width:80em;margin:2em auto}td,th{text-align:left;padding:.15em .6em;"
        "vertical-align:top}code,pre{font-size:.85em}pre{white-space:pre-wrap}.FAILED{color:#b00}.agrees{color:#070}"

@@ -335,6 +335,43 @@ def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
     return {"pooling": b[0], "policy": b[1], "representation": b[2], "nll": nll, "layer": b[3]}
 
 
+@dataclass(frozen=True)
+class _Curve:
+    """What every part of ``specification_curve.json`` reads: the specifications' rows and their r."""
+
+    base: list[tuple[str, str, str, int]]
+    """(pooling, policy, representation, layer) of each row of ``rows``"""
+    rows: np.ndarray
+    """(S, C) the category UA of each (pooling, policy, representation, layer)"""
+    nll: list[str]
+    stats: CurveStats
+    declared: int
+    primary: PrimaryParams
+
+    @property
+    def layer_of(self) -> np.ndarray:
+        return np.array([b[3] for b in self.base])
+
+    @property
+    def pooling_of(self) -> np.ndarray:
+        return np.array([b[0] for b in self.base])
+
+    @property
+    def in_primary(self) -> np.ndarray:
+        return np.isin(self.pooling_of, list(self.primary.poolings))
+
+    @property
+    def other_poolings(self) -> list[str]:
+        return [q for q in dict.fromkeys(self.pooling_of) if q not in self.primary.poolings]
+
+    @property
+    def other_nll(self) -> list[str]:
+        return [k for k in self.nll if k != self.primary.nll]
+
+
+WHY_UNDEFINED = "UA or the preference is constant over the specification's categories"
+
+
 def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
                   categories: Sequence[str], policy_names: Mapping[str, str], primary: PrimaryParams, alpha: float,
                   level: float, seed: int, permutations: int, rec: Reasons) -> dict[str, Any]:
@@ -351,143 +388,32 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         seed, permutations: ``analysis.seed`` and ``analysis.permutations``, the random orders beyond
             :data:`MAX_EXACT_ORDERS` (:func:`relabellings`).
     """
-    out_idx = primary.left_out_index(categories)
     base, rows = _base_rows(ua, policy_names)
     nll = list(pref)
     pref_arr = np.array([pref[k] for k in nll])
     rng = rng_for(seed=seed, name=RNG_NAME)
     stats = curve_r(rows, pref_arr, rng=rng, permutations=permutations)
-    n_cat = len(categories)
-    n_layers = max(b[3] for b in base)
-    declared, layer_of = primary.layer(n_layers), np.array([b[3] for b in base])
-    distinct = first_identical(rows) == np.arange(len(base))
+    curve = _Curve(base=base, rows=rows, nll=nll, stats=stats, declared=primary.layer(max(b[3] for b in base)),
+                   primary=primary)
     left_out: list[str | None] = [None, *categories]
-    s_idx, k_idx, j_idx = (a.ravel() for a in np.meshgrid(np.arange(len(base)), np.arange(len(nll)),
-                                                           np.arange(n_cat + 1), indexing="ij"))
-    r = stats.r[s_idx, k_idx, j_idx]
-    p = stats.spec_p[s_idx, k_idx, j_idx]
-    order = np.argsort(np.where(np.isfinite(r), r, np.inf), kind="stable")
-    s_idx, k_idx, j_idx, r, p = s_idx[order], k_idx[order], j_idx[order], r[order], p[order]
-    why = "UA or the preference is constant over the specification's categories"
-    specs = {
-        "pooling": [base[s][0] for s in s_idx], "policy": [base[s][1] for s in s_idx],
-        "representation": [base[s][2] for s in s_idx], "nll": [nll[k] for k in k_idx],
-        "layer": [base[s][3] for s in s_idx], "left_out": [left_out[j] for j in j_idx],
-        "r": rec.series("specs/r", r, why), "permutation_p": rec.series("specs/permutation_p", p, why),
-        "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
-        "permutation_mode": [stats.spec_modes[j] for j in j_idx],
-        "distinct": [bool(distinct[s]) for s in s_idx],
-    }
-    specs_distinct = distinct[s_idx]
+    specs, (s_idx, k_idx, j_idx) = _specs(curve, left_out, rec)
+    specs_distinct = np.asarray(specs["distinct"], dtype=bool)
     every = specs_distinct & (j_idx == 0)  # the distinct specifications with every category
-
-    # --- the joint tests: distinct specifications of a set of layers, every category or one out
-    n_perm = stats.r_perm.shape[0]
-    keep = np.arange(n_cat) != out_idx
-    without_stats = curve_r(rows[:, keep], pref_arr[:, keep], rng=rng, permutations=permutations, left_out=False)
-    without = without_stats.r_perm[..., 0]  # ((C-1)! or m + 1, S, K): its own orders
-    pooling_of = np.array([b[0] for b in base])
-    all_poolings = list(dict.fromkeys(pooling_of))
-    in_primary = np.isin(pooling_of, list(primary.poolings))
-    others = [q for q in all_poolings if q not in primary.poolings]
-    other_nll = [k for k in nll if k != primary.nll]
-    if primary.nll not in nll or not in_primary.any():
-        raise UAProbeError(f"specification curve: analysis.primary.nll ({primary.nll}) or poolings "
-                           f"({', '.join(primary.poolings)}) are not among the curve's ({', '.join(nll)}; "
-                           f"{', '.join(all_poolings)}); set them in params.yaml to options the extraction has")
-    estimand = ([primary.nll], in_primary)
-    joint: dict[str, Any] = {}
-    for key, layers, r_perm, mode, (nlls, rows_in), description in (
-            ("declared", [declared], stats.r_perm[..., 0], stats.mode, estimand,
-             "the primary universe: the pre-declared layer, NLL and poolings, every category"),
-            ("every_layer", list(range(n_layers + 1)), stats.r_perm[..., 0], stats.mode, estimand,
-             "the primary universe at every layer 0..L instead of the pre-declared one, every category"),
-            ("without_category", [declared], without, without_stats.mode, estimand,
-             f"the primary universe with {primary.left_out} left out"),
-            ("layer_zero", [0], stats.r_perm[..., 0], stats.mode, estimand,
-             "the primary universe's choices at layer 0 (the token embeddings)"),
-            ("full_universe", [declared], stats.r_perm[..., 0], stats.mode, (nll, np.ones(len(base), dtype=bool)),
-             "every pooling and NLL at the pre-declared layer, every category: the primary universe with the "
-             "robustness checks' options added"),
-            ("other_nll", [declared], stats.r_perm[..., 0], stats.mode, (other_nll, in_primary),
-             f"robustness check: the primary universe with the {' and '.join(other_nll) or 'no other'} NLL instead"),
-            ("other_poolings", [declared], stats.r_perm[..., 0], stats.mode, ([primary.nll], np.isin(pooling_of, others)),
-             f"robustness check: {' and '.join(others) or 'no other'} pooling instead of the primary poolings")):
-        in_layers = np.flatnonzero(np.isin(layer_of, layers) & rows_in)
-        sel = distinct_subset(rows, in_layers)
-        k_sel = [nll.index(k) for k in nlls]
-        curves = r_perm[:, sel, :][:, :, k_sel].reshape(r_perm.shape[0], -1)
-        joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
-                                 left_out=primary.left_out if key == "without_category" else None,
-                                 n_merged=(in_layers.size - sel.size) * len(k_sel), relabellings=int(r_perm.shape[0]),
-                                 mode=mode,
-                                 band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
-        joint[key]["poolings"] = list(dict.fromkeys(pooling_of[in_layers]))
-        joint[key]["nll"] = list(nlls)
-    other = "share_positive" if primary.statistic == "median_r" else "median_r"
-    family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
-        [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
-                                 for stat in ("median_r", "share_positive")])]
-    raw = np.array([np.nan if f["p"] is None else f["p"] for f in family])
-    holm_p = holm(raw)
-    for i, f in enumerate(family):
-        f["holm_p"] = rec.value(f"secondary/tests/{i}/holm_p", holm_p[i], "its joint p is undefined")
-        f["holm_reject"] = rec.scalar_flag(f"secondary/tests/{i}/holm_reject", holm_p[i] <= alpha,
-                                           defined=bool(np.isfinite(holm_p[i])), reason="its joint p is undefined")
-
-    # --- the universe, layer 0 beside the declared layer, the summed NLL's sign
-    at_declared = np.flatnonzero(layer_of == declared)
-    kept = distinct_subset(rows, at_declared)
-    primary_at = np.flatnonzero((layer_of == declared) & in_primary)
-    primary_kept = distinct_subset(rows, primary_at)
-    first_at = primary_at[first_identical(rows[primary_at])]
-    merged = []
-    for s in primary_kept:
-        dup = [t for t, f in zip(primary_at, first_at) if f == s and t != s]
-        if dup:
-            merged.append({"kept": _spec_id(base[s], primary.nll), "merged": [_spec_id(base[t], primary.nll)
-                                                                              for t in dup]})
-    n_listed = primary_at.size
-    n_merged = primary_at.size - primary_kept.size
-    universe = {
-        "axes": {"pooling": {"options": list(primary.poolings), "reason": AXIS_REASONS["pooling"]},
-                 "policy": {"options": list(dict.fromkeys(b[1] for b in base)), "reason": AXIS_REASONS["policy"]},
-                 "representation": {"options": list(dict.fromkeys(b[2] for b in base)),
-                                    "reason": AXIS_REASONS["representation"]},
-                 "nll": {"options": [primary.nll], "reason": AXIS_REASONS["nll"]},
-                 "layer": {"options": [declared], "reason": AXIS_REASONS["layer"]}},
-        "robustness_checks": {"nll": {"options": other_nll, "test": "other_nll", "reason": CHECK_REASONS["nll"]},
-                              "pooling": {"options": others, "test": "other_poolings",
-                                          "reason": CHECK_REASONS["pooling"]}},
-        "declared": DECLARED,
-        "depth": float(primary.depth), "not_axes": dict(NOT_AXES), "duplicate_rule": DUPLICATE_RULE,
-        "n_listed": n_listed, "n_distinct": n_listed - n_merged, "n_merged": n_merged, "merged": merged,
-    }
-    zero_of = {b[:3]: i for i, b in enumerate(base) if b[3] == 0}
-    lz_rows = [(s, k) for s in kept for k in range(len(nll))]
-    r_zero = np.array([stats.r[zero_of[base[s][:3]], k, 0] for s, k in lz_rows])
-    r_decl = np.array([stats.r[s, k, 0] for s, k in lz_rows])
-    layer_zero = {"pooling": [base[s][0] for s, _ in lz_rows], "policy": [base[s][1] for s, _ in lz_rows],
-                  "representation": [base[s][2] for s, _ in lz_rows], "nll": [nll[k] for _, k in lz_rows],
-                  "layer": [declared] * len(lz_rows), "r": rec.series("layer_zero/r", r_decl, why),
-                  "r_layer_zero": rec.series("layer_zero/r_layer_zero", r_zero, why)}
-    r_mean, r_sum = stats.r[kept, nll.index("mean"), 0], stats.r[kept, nll.index("sum"), 0]
-    defined = np.isfinite(r_mean) & np.isfinite(r_sum)
-    flips = defined & (np.sign(r_mean) * np.sign(r_sum) < 0)
-    nll_sign = {"pooling": [base[s][0] for s in kept], "policy": [base[s][1] for s in kept],
-                "representation": [base[s][2] for s in kept], "layer": [declared] * kept.size,
-                "r_mean": rec.series("nll_sign/r_mean", r_mean, why), "r_sum": rec.series("nll_sign/r_sum", r_sum, why),
-                "sign_changes": rec.flags("nll_sign/sign_changes", flips, defined=defined,
-                                          reasons="r is undefined under one of the NLLs"),
-                "n_sign_changes": int(flips.sum())}
+    keep = np.arange(len(categories)) != primary.left_out_index(categories)
+    without = curve_r(rows[:, keep], pref_arr[:, keep], rng=rng, permutations=permutations, left_out=False)
+    joint = _joint_tests(curve, without, level=level, rec=rec)
+    family = _secondary(joint, primary, alpha=alpha, rec=rec)
+    kept = distinct_subset(rows, np.flatnonzero(curve.layer_of == curve.declared))
+    universe = _universe(curve)
+    layer_zero, nll_sign = _layer_zero(curve, kept, rec), _nll_sign(curve, kept, rec)
     return {
         "categories": list(categories),
-        "n_specs": int(r.size),
+        "n_specs": int(s_idx.size),
         "choices": {"pooling": list(dict.fromkeys(b[0] for b in base)),
                     "policy": list(dict.fromkeys(b[1] for b in base)),
                     "representation": list(dict.fromkeys(b[2] for b in base)), "nll": nll,
                     "layer": sorted({b[3] for b in base}), "left_out": left_out},
-        "relabellings": int(n_perm),
+        "relabellings": int(stats.r_perm.shape[0]),
         "mode": stats.mode,
         "max_exact_orders": MAX_EXACT_ORDERS,
         "specs": specs,
@@ -501,6 +427,152 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "layer_zero": layer_zero,
         "nll_sign": nll_sign,
     }
+
+
+def _specs(curve: _Curve, left_out: list[str | None], rec: Reasons
+           ) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every specification (row, NLL, left-out category) in ascending r (undefined last), and its indices."""
+    base, stats = curve.base, curve.stats
+    distinct = first_identical(curve.rows) == np.arange(len(base))
+    s_idx, k_idx, j_idx = (a.ravel() for a in np.meshgrid(np.arange(len(base)), np.arange(len(curve.nll)),
+                                                           np.arange(len(left_out)), indexing="ij"))
+    r = stats.r[s_idx, k_idx, j_idx]
+    p = stats.spec_p[s_idx, k_idx, j_idx]
+    order = np.argsort(np.where(np.isfinite(r), r, np.inf), kind="stable")
+    s_idx, k_idx, j_idx, r, p = s_idx[order], k_idx[order], j_idx[order], r[order], p[order]
+    specs = {
+        "pooling": [base[s][0] for s in s_idx], "policy": [base[s][1] for s in s_idx],
+        "representation": [base[s][2] for s in s_idx], "nll": [curve.nll[k] for k in k_idx],
+        "layer": [base[s][3] for s in s_idx], "left_out": [left_out[j] for j in j_idx],
+        "r": rec.series("specs/r", r, WHY_UNDEFINED),
+        "permutation_p": rec.series("specs/permutation_p", p, WHY_UNDEFINED),
+        "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
+        "permutation_mode": [stats.spec_modes[j] for j in j_idx],
+        "distinct": [bool(distinct[s]) for s in s_idx],
+    }
+    return specs, (s_idx, k_idx, j_idx)
+
+
+def _joint_tests(curve: _Curve, without_stats: CurveStats, *, level: float, rec: Reasons) -> dict[str, Any]:
+    """The joint tests: the distinct specifications of a set of layers, NLLs and poolings, every category
+    (or the left-out one out, under its own orders ``without_stats``)."""
+    primary, nll, stats = curve.primary, curve.nll, curve.stats
+    in_primary, pooling_of, layer_of = curve.in_primary, curve.pooling_of, curve.layer_of
+    others, other_nll = curve.other_poolings, curve.other_nll
+    if primary.nll not in nll or not in_primary.any():
+        raise UAProbeError(f"specification curve: analysis.primary.nll ({primary.nll}) or poolings "
+                           f"({', '.join(primary.poolings)}) are not among the curve's ({', '.join(nll)}; "
+                           f"{', '.join(dict.fromkeys(pooling_of))}); set them in params.yaml to options the "
+                           "extraction has")
+    declared, n_layers = curve.declared, int(layer_of.max())
+    every, without = stats.r_perm[..., 0], without_stats.r_perm[..., 0]  # without: ((C-1)! or m + 1, S, K)
+    estimand = ([primary.nll], in_primary)
+    joint: dict[str, Any] = {}
+    for key, layers, r_perm, mode, (nlls, rows_in), description in (
+            ("declared", [declared], every, stats.mode, estimand,
+             "the primary universe: the pre-declared layer, NLL and poolings, every category"),
+            ("every_layer", list(range(n_layers + 1)), every, stats.mode, estimand,
+             "the primary universe at every layer 0..L instead of the pre-declared one, every category"),
+            ("without_category", [declared], without, without_stats.mode, estimand,
+             f"the primary universe with {primary.left_out} left out"),
+            ("layer_zero", [0], every, stats.mode, estimand,
+             "the primary universe's choices at layer 0 (the token embeddings)"),
+            ("full_universe", [declared], every, stats.mode, (nll, np.ones(len(curve.base), dtype=bool)),
+             "every pooling and NLL at the pre-declared layer, every category: the primary universe with the "
+             "robustness checks' options added"),
+            ("other_nll", [declared], every, stats.mode, (other_nll, in_primary),
+             f"robustness check: the primary universe with the {' and '.join(other_nll) or 'no other'} NLL instead"),
+            ("other_poolings", [declared], every, stats.mode, ([primary.nll], np.isin(pooling_of, others)),
+             f"robustness check: {' and '.join(others) or 'no other'} pooling instead of the primary poolings")):
+        in_layers = np.flatnonzero(np.isin(layer_of, layers) & rows_in)
+        sel = distinct_subset(curve.rows, in_layers)
+        k_sel = [nll.index(k) for k in nlls]
+        curves = r_perm[:, sel, :][:, :, k_sel].reshape(r_perm.shape[0], -1)
+        joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
+                                 left_out=primary.left_out if key == "without_category" else None,
+                                 n_merged=(in_layers.size - sel.size) * len(k_sel), relabellings=int(r_perm.shape[0]),
+                                 mode=mode, band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
+        joint[key]["poolings"] = list(dict.fromkeys(pooling_of[in_layers]))
+        joint[key]["nll"] = list(nlls)
+    return joint
+
+
+def _secondary(joint: Mapping[str, Mapping[str, Any]], primary: PrimaryParams, *, alpha: float, rec: Reasons
+               ) -> list[dict[str, Any]]:
+    """The secondary family: the declared test's other statistic, both statistics of every layer and of the
+    left-out category, Holm-adjusted at ``alpha``."""
+    other = "share_positive" if primary.statistic == "median_r" else "median_r"
+    family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
+        [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
+                                 for stat in ("median_r", "share_positive")])]
+    raw = np.array([np.nan if f["p"] is None else f["p"] for f in family])
+    holm_p = holm(raw)
+    for i, f in enumerate(family):
+        f["holm_p"] = rec.value(f"secondary/tests/{i}/holm_p", holm_p[i], "its joint p is undefined")
+        f["holm_reject"] = rec.scalar_flag(f"secondary/tests/{i}/holm_reject", holm_p[i] <= alpha,
+                                           defined=bool(np.isfinite(holm_p[i])), reason="its joint p is undefined")
+    return family
+
+
+def _universe(curve: _Curve) -> dict[str, Any]:
+    """The primary universe: its axes and robustness checks with their reasons, and the specifications of
+    the declared layer merged as duplicates."""
+    base, primary, declared = curve.base, curve.primary, curve.declared
+    primary_at = np.flatnonzero((curve.layer_of == declared) & curve.in_primary)
+    primary_kept = distinct_subset(curve.rows, primary_at)
+    first_at = primary_at[first_identical(curve.rows[primary_at])]
+    merged = []
+    for s in primary_kept:
+        dup = [t for t, f in zip(primary_at, first_at) if f == s and t != s]
+        if dup:
+            merged.append({"kept": _spec_id(base[s], primary.nll), "merged": [_spec_id(base[t], primary.nll)
+                                                                              for t in dup]})
+    n_listed = primary_at.size
+    n_merged = primary_at.size - primary_kept.size
+    return {
+        "axes": {"pooling": {"options": list(primary.poolings), "reason": AXIS_REASONS["pooling"]},
+                 "policy": {"options": list(dict.fromkeys(b[1] for b in base)), "reason": AXIS_REASONS["policy"]},
+                 "representation": {"options": list(dict.fromkeys(b[2] for b in base)),
+                                    "reason": AXIS_REASONS["representation"]},
+                 "nll": {"options": [primary.nll], "reason": AXIS_REASONS["nll"]},
+                 "layer": {"options": [declared], "reason": AXIS_REASONS["layer"]}},
+        "robustness_checks": {"nll": {"options": curve.other_nll, "test": "other_nll",
+                                      "reason": CHECK_REASONS["nll"]},
+                              "pooling": {"options": curve.other_poolings, "test": "other_poolings",
+                                          "reason": CHECK_REASONS["pooling"]}},
+        "declared": DECLARED,
+        "depth": float(primary.depth), "not_axes": dict(NOT_AXES), "duplicate_rule": DUPLICATE_RULE,
+        "n_listed": n_listed, "n_distinct": n_listed - n_merged, "n_merged": n_merged, "merged": merged,
+    }
+
+
+def _layer_zero(curve: _Curve, kept: np.ndarray, rec: Reasons) -> dict[str, Any]:
+    """Layer 0's r beside the declared layer's, for every distinct specification of the declared layer and NLL."""
+    base, nll, r = curve.base, curve.nll, curve.stats.r
+    zero_of = {b[:3]: i for i, b in enumerate(base) if b[3] == 0}
+    lz_rows = [(s, k) for s in kept for k in range(len(nll))]
+    r_zero = np.array([r[zero_of[base[s][:3]], k, 0] for s, k in lz_rows])
+    r_decl = np.array([r[s, k, 0] for s, k in lz_rows])
+    return {"pooling": [base[s][0] for s, _ in lz_rows], "policy": [base[s][1] for s, _ in lz_rows],
+            "representation": [base[s][2] for s, _ in lz_rows], "nll": [nll[k] for _, k in lz_rows],
+            "layer": [curve.declared] * len(lz_rows), "r": rec.series("layer_zero/r", r_decl, WHY_UNDEFINED),
+            "r_layer_zero": rec.series("layer_zero/r_layer_zero", r_zero, WHY_UNDEFINED)}
+
+
+def _nll_sign(curve: _Curve, kept: np.ndarray, rec: Reasons) -> dict[str, Any]:
+    """The mean and the summed NLL's r of every distinct specification of the declared layer, and where their
+    signs differ."""
+    base, nll, r = curve.base, curve.nll, curve.stats.r
+    r_mean, r_sum = r[kept, nll.index("mean"), 0], r[kept, nll.index("sum"), 0]
+    defined = np.isfinite(r_mean) & np.isfinite(r_sum)
+    flips = defined & (np.sign(r_mean) * np.sign(r_sum) < 0)
+    return {"pooling": [base[s][0] for s in kept], "policy": [base[s][1] for s in kept],
+            "representation": [base[s][2] for s in kept], "layer": [curve.declared] * kept.size,
+            "r_mean": rec.series("nll_sign/r_mean", r_mean, WHY_UNDEFINED),
+            "r_sum": rec.series("nll_sign/r_sum", r_sum, WHY_UNDEFINED),
+            "sign_changes": rec.flags("nll_sign/sign_changes", flips, defined=defined,
+                                      reasons="r is undefined under one of the NLLs"),
+            "n_sign_changes": int(flips.sum())}
 
 
 def curve_metrics(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -123,14 +123,10 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
 
     Args:
         policies: policy key (``default``, ``sink_excluded``) -> its states and lengths.
-        row_a, row_b: (n,) statement rows of the pairs' A and B.
-        category_of_pair: (n,) category index of each pair (the permutation strata).
-        categories: the category names.
-        preference: (n,) NLL(B) - NLL(A).
-        token_ids, token_offsets: every statement's tokens (the lexical baseline).
-        seeds: the lexical baseline's seeds.
-        params: the analysis parameters (seed, permutations, alpha).
-        rec: where missing values' reasons go.
+        row_a, row_b, category_of_pair, preference: (n,) statement rows of the pairs' A and B, category index
+            of each pair (the permutation strata), NLL(B) - NLL(A); categories: the category names.
+        token_ids, token_offsets, seeds: every statement's tokens and the seeds of the lexical baseline.
+        params, rec: the analysis parameters (seed, permutations, alpha); where missing values' reasons go.
         k: neighbours of the kNN density (capped at n - 1).
     """
     row_a, row_b = np.asarray(row_a), np.asarray(row_b)
@@ -204,6 +200,19 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                             for i, m in enumerate(names)},
             },
         }
+    _add_families(body, values_at=values_at, checks=checks, inc_inputs=inc_inputs, layer=layer,
+                  category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref, params=params,
+                  rec=rec)
+    return body
+
+
+def _add_families(body: dict[str, Any], *, values_at: Mapping[tuple[str, str, str], bytes],
+                  checks: Mapping[str, Mapping[tuple[str, str, str], tuple[Any, ...]]],
+                  inc_inputs: Mapping[str, incremental.PolicyMetrics], layer: int, category_of_pair: np.ndarray,
+                  categories: Sequence[str], preference: np.ndarray, params: AnalysisParams, rec: Reasons) -> None:
+    """The one family of the length-only tests, that of the incremental tests and the incremental family without
+    ``analysis.primary.left_out``, at the declared ``layer``, into ``body``; ``values_at`` holds each test's metric
+    values at that layer (the tests of identical values are twins), ``checks`` each test's collinearity checks."""
     same = [values_at[key, p, m] for key, poolings in body["policies"].items() for p, ms in poolings["poolings"].items()
             for m in ms]
     for where, pols in (("family", body["policies"]), ("incremental/family", body["incremental"]["policies"])):
@@ -214,9 +223,8 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             rec=rec.sub(where), degenerate_vif=params.degenerate_vif, level=params.ci_level)
         (body if where == "family" else body["incremental"])["family"] = fam
     body["incremental"]["without_category"] = _without_category(
-        inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref,
-        names=names, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
-    return body
+        inc_inputs, category_of_pair=category_of_pair, categories=categories, preference=preference,
+        names=option_b.METRICS, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
 
 
 def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,

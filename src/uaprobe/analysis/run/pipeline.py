@@ -8,7 +8,7 @@ Nothing here touches the file system: the stage writes what it returns.
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -122,43 +122,11 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         swept = beside.submit(_swept, sweep, n_layers=n_layers, table=table, header=header, params=params,
                               default_name=default_name)
         out = StageOutputs()
-        runs: dict[str, PolicyRun] = {}
-        states: dict[str, dict[str, np.ndarray]] = {}  # policy -> pooling -> transformed pooled states
-        option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]] = {}
-        kind, k = params.representation, params.abtt_k
-        for policy in POLICIES:
-            pooled, prenorm = emb.policy(policy)
-            pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
-            states[policy] = pooled
-            option_b_of[policy] = beside.submit(_option_b, pooled, draws=option_b_draws, table=table, pref=pref,
-                                                n_content=emb.n_content, params=params)
-            runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
-                                          policy_name=default_name if policy == "default" else policy, table=table,
-                                          pref=pref, mean_pref=mean_pref, header=header, params=params,
-                                          form=form, on_step=on_step)
-            prefix = "" if policy == "default" else f"{policy}/"
-            for stem, body in runs[policy].results.items():
-                out.results[prefix + stem] = body
-            if policy == "default":  # the anisotropy needs the default policy's sign changes, nothing else
-                aniso = beside.submit(_anisotropy, emb, sign_changes=out.results["layerwise"]["poolings"]["mean"]
-                                      ["sign_changes"], header=header, params=params, default_name=default_name,
-                                      source=source)
-        out.results["anisotropy"] = aniso.result()
-
-        # --- robustness: the sink, the controls, the nulls, the inference
-        rec = NanReasons()
-        r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
-        r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
-        rob_body = robustness.robustness_results(
-            default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
-            mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
-            tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
-            bootstrap_counts=runs["default"].layerwise_draws.counts,
-            permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
-            seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec,
-            n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
-            permutations=params.permutations)
-        out.results["robustness"] = finish(rob_body, header, rec)
+        runs, states, option_b_of = _policy_runs(
+            out, beside, emb, option_b_draws=option_b_draws, table=table, pref=pref, mean_pref=mean_pref,
+            header=header, params=params, default_name=default_name, source=source, form=form, on_step=on_step)
+        out.results["robustness"] = _robustness(out, runs, emb, table=table, pref=pref, mean_pref=mean_pref,
+                                                header=header, params=params)
 
         out.metrics = model_metrics(out.results, params=params)
         out.plots = model_plots(out.results, n_layers=n_layers)
@@ -176,6 +144,60 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         if on_step:
             on_step()
         return out
+
+
+def _policy_runs(out: StageOutputs, beside: ThreadPoolExecutor, emb: Embeddings, *,
+                 option_b_draws: Future[Any], table: PairTable, pref: np.ndarray, mean_pref: np.ndarray,
+                 header: dict[str, Any], params: AnalysisParams, default_name: str, source: str,
+                 form: CosineForm | None, on_step: Callable[[], None] | None
+                 ) -> tuple[dict[str, PolicyRun], dict[str, dict[str, np.ndarray]],
+                            dict[str, Future[tuple[option_b.OptionB, NanReasons]]]]:
+    """Each policy's analyses into ``out`` (the default policy's at the top level, the other's under its name),
+    its Option B and, after the default policy, the anisotropy on the threads ``beside``; returns the runs, the
+    transformed pooled states (policy -> pooling) and the Option B futures."""
+    runs: dict[str, PolicyRun] = {}
+    states: dict[str, dict[str, np.ndarray]] = {}
+    option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]] = {}
+    kind, k = params.representation, params.abtt_k
+    for policy in POLICIES:
+        pooled, prenorm = emb.policy(policy)
+        pooled, prenorm = transform_all(pooled, kind, k=k), transform_all(prenorm, kind, k=k)
+        states[policy] = pooled
+        option_b_of[policy] = beside.submit(_option_b, pooled, draws=option_b_draws, table=table, pref=pref,
+                                            n_content=emb.n_content, params=params)
+        runs[policy] = analyze_policy(pooled=pooled, prenorm=prenorm,
+                                      policy_name=default_name if policy == "default" else policy, table=table,
+                                      pref=pref, mean_pref=mean_pref, header=header, params=params,
+                                      form=form, on_step=on_step)
+        prefix = "" if policy == "default" else f"{policy}/"
+        for stem, body in runs[policy].results.items():
+            out.results[prefix + stem] = body
+        if policy == "default":  # the anisotropy needs the default policy's sign changes, nothing else
+            aniso = beside.submit(_anisotropy, emb, sign_changes=out.results["layerwise"]["poolings"]["mean"]
+                                  ["sign_changes"], header=header, params=params, default_name=default_name,
+                                  source=source)
+    out.results["anisotropy"] = aniso.result()
+    return runs, states, option_b_of
+
+
+def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embeddings, *, table: PairTable,
+                pref: np.ndarray, mean_pref: np.ndarray, header: dict[str, Any], params: AnalysisParams
+                ) -> dict[str, Any]:
+    """``robustness.json``: the sink, the controls, the nulls, the inference, from both policies' runs."""
+    n_layers = emb.n_layers
+    rec = NanReasons()
+    r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
+    r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
+    rob_body = robustness.robustness_results(
+        default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
+        mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
+        tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
+        bootstrap_counts=runs["default"].layerwise_draws.counts,
+        permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
+        seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec,
+        n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
+        permutations=params.permutations)
+    return finish(rob_body, header, rec)
 
 
 def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], params: AnalysisParams,

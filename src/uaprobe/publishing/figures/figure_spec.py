@@ -6,9 +6,12 @@ each model's ``specification_curve.json`` only, at the width the PDF prints it
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.collections import QuadMesh
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
@@ -64,6 +67,44 @@ def row_options(docs: Sequence[SpecificationCurve]) -> list[tuple[str, str, obje
 def _alpha(doc: SpecificationCurve) -> float:
     settings = getattr(doc, "settings", None)
     return float(getattr(settings, "alpha", 0.05) if settings is not None else 0.05)
+
+
+def _indicators(panel: Axes, doc: SpecificationCurve, keep: np.ndarray, edges: np.ndarray,
+                options: Sequence[tuple[str, str, Any]], labels: Sequence[str], *, alpha: float) -> None:
+    """The indicator panel: a first row for the specifications whose own exact p is at most ``alpha``, then one
+    row per option; each column (``edges``) a run of adjacent specifications, its bar as high as the share of them
+    in the row."""
+    widths = np.diff(edges)
+    p = arr(doc.specs.permutation_p)[keep]
+    columns = [np.array([v == p_ for v in getattr(doc.specs, col)], dtype=float)[keep] for col, _, p_ in options]
+    rows = [np.nan_to_num(p, nan=1.0) <= alpha] + columns
+    for i, taken in enumerate(rows):
+        share = np.array([np.mean(taken[a:b]) for a, b in zip(edges[:-1], edges[1:])])
+        group = 7 if i == 0 else [c for c, _ in ROWS].index(options[i - 1][0])
+        panel.bar(edges[:-1] - 0.5, np.ones_like(share) * 0.8, width=widths, bottom=i - 0.4, align="edge",
+                  color="0.92", linewidth=0)
+        panel.bar(edges[:-1] - 0.5, 0.8 * share, width=widths, bottom=i + 0.4 - 0.8 * share, align="edge",
+                  color=OKABE_ITO[group], linewidth=0)
+    panel.set_ylim(len(rows) - 0.5, -0.5)
+    panel.set_yticks(range(len(rows)))
+    panel.set_yticklabels(labels, fontsize=FONT)
+    panel.tick_params(length=0)
+    panel.grid(False)
+    panel.get_xaxis().set_visible(False)
+
+
+def _depth_strip(strip: Axes, doc: SpecificationCurve, keep: np.ndarray, edges: np.ndarray, *, first: bool,
+                 norm: Normalize) -> QuadMesh:
+    """The mean depth of each column's layers, as a colour strip under the indicator panel."""
+    depth = 100.0 * np.array(doc.specs.layer, dtype=float)[keep] / max(doc.n_layers, 1)
+    mean_depth = np.array([depth[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
+    mesh = strip.pcolormesh(edges - 0.5, [0, 1], mean_depth[None, :], cmap=colormaps[DEPTH_CMAP], norm=norm)
+    strip.set_yticks([0.5])
+    strip.set_yticklabels(["depth (mean)"] if first else [], fontsize=FONT)
+    strip.tick_params(length=0, labelsize=FONT)
+    strip.grid(False)
+    strip.set_xlabel("specifications, sorted by r", fontsize=FONT)
+    return mesh
 
 
 def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure:
@@ -123,35 +164,10 @@ def specification_curve_figure(docs: Mapping[str, SpecificationCurve]) -> Figure
                 ax.set_ylabel(R_LABEL.split(" (")[0], fontsize=8)
             else:
                 ax.tick_params(labelleft=False)
-            panel = fig.add_subplot(grid[1, j], sharex=ax)
             edges = np.linspace(0, n, min(n, MAX_COLUMNS) + 1).round().astype(int)
-            widths = np.diff(edges)
-            p = arr(doc.specs.permutation_p)[keep]
-            columns = [np.array([v == p_ for v in getattr(doc.specs, col)], dtype=float)[keep]
-                       for col, _, p_ in options]
-            rows = [np.nan_to_num(p, nan=1.0) <= alpha] + columns
-            for i, taken in enumerate(rows):
-                share = np.array([np.mean(taken[a:b]) for a, b in zip(edges[:-1], edges[1:])])
-                group = 7 if i == 0 else [c for c, _ in ROWS].index(options[i - 1][0])
-                panel.bar(edges[:-1] - 0.5, np.ones_like(share) * 0.8, width=widths, bottom=i - 0.4, align="edge",
-                          color="0.92", linewidth=0)
-                panel.bar(edges[:-1] - 0.5, 0.8 * share, width=widths, bottom=i + 0.4 - 0.8 * share, align="edge",
-                          color=OKABE_ITO[group], linewidth=0)
-            panel.set_ylim(len(rows) - 0.5, -0.5)
-            panel.set_yticks(range(len(rows)))
-            panel.set_yticklabels(labels if j == 0 else [], fontsize=FONT)
-            panel.tick_params(length=0)
-            panel.grid(False)
-            panel.get_xaxis().set_visible(False)
-            strip = fig.add_subplot(grid[2, j], sharex=ax)
-            depth = 100.0 * np.array(doc.specs.layer, dtype=float)[keep] / max(doc.n_layers, 1)
-            mean_depth = np.array([depth[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
-            mesh = strip.pcolormesh(edges - 0.5, [0, 1], mean_depth[None, :], cmap=colormaps[DEPTH_CMAP], norm=norm)
-            strip.set_yticks([0.5])
-            strip.set_yticklabels(["depth (mean)"] if j == 0 else [], fontsize=FONT)
-            strip.tick_params(length=0, labelsize=FONT)
-            strip.grid(False)
-            strip.set_xlabel("specifications, sorted by r", fontsize=FONT)
+            _indicators(fig.add_subplot(grid[1, j], sharex=ax), doc, keep, edges, options,
+                        labels if j == 0 else [], alpha=alpha)
+            mesh = _depth_strip(fig.add_subplot(grid[2, j], sharex=ax), doc, keep, edges, first=j == 0, norm=norm)
             if j == len(models) - 1:
                 bar = fig.add_axes((0.33, 0.075, 0.64, 0.02))
                 fig.colorbar(mesh, cax=bar, orientation="horizontal")

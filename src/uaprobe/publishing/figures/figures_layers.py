@@ -71,27 +71,8 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
         # below the axes: the curves fill every corner of the plot
         ax_curve.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=7, frameon=False)
 
-        names: list[str] = []
-        values: list[float] = []
-        ranges: list[tuple[float, float]] = []
-        colors: list[str] = []
-        hatches: list[str] = []
         final_index = int(np.nanargmax(layers)) if layers.size else -1
-        for name in POOLINGS:
-            if name not in layerwise.poolings:
-                continue
-            pb = layerwise.poolings[name]
-            final_low, final_high = loco_bounds(pb.loco_r)
-            pre_low, pre_high = loco_bounds([pb.prenorm.loco_r])
-            for label, value, lo, hi, hatch in (
-                (name, arr(pb.pearson_r)[final_index], final_low[final_index], final_high[final_index], ""),
-                ("pre-\nnorm", _nan(pb.prenorm.pearson_r), pre_low[0], pre_high[0], "//"),
-            ):
-                names.append(label)
-                values.append(value)
-                ranges.append((lo, hi))
-                colors.append(POOLING_STYLE[name]["color"])
-                hatches.append(hatch)
+        names, values, ranges, colors, hatches = _final_layer_bars(layerwise, final_index)
         x = np.arange(len(names))
         heights = np.nan_to_num(np.array(values, dtype=float))
         bars = ax_bars.bar(x, heights, color=colors, edgecolor="black", linewidth=0.6)
@@ -122,6 +103,33 @@ def layerwise_figure(layerwise: Layerwise, *, pooling: str = "mean",
         ax_bars.set_title(f"Last layer ({int(layers[final_index]) if layers.size else '?'}), by pooling", fontsize=9)
         fig.suptitle(model_title(layerwise), fontsize=10)
     return fig
+
+
+def _final_layer_bars(layerwise: Layerwise, final_index: int
+                      ) -> tuple[list[str], list[float], list[tuple[float, float]], list[str], list[str]]:
+    """The bars of the final layer by pooling, each beside its pre-final-norm state: labels, r, the range of r
+    with one category left out, colours and hatches."""
+    names: list[str] = []
+    values: list[float] = []
+    ranges: list[tuple[float, float]] = []
+    colors: list[str] = []
+    hatches: list[str] = []
+    for name in POOLINGS:
+        if name not in layerwise.poolings:
+            continue
+        pb = layerwise.poolings[name]
+        final_low, final_high = loco_bounds(pb.loco_r)
+        pre_low, pre_high = loco_bounds([pb.prenorm.loco_r])
+        for label, value, lo, hi, hatch in (
+            (name, arr(pb.pearson_r)[final_index], final_low[final_index], final_high[final_index], ""),
+            ("pre-\nnorm", _nan(pb.prenorm.pearson_r), pre_low[0], pre_high[0], "//"),
+        ):
+            names.append(label)
+            values.append(value)
+            ranges.append((lo, hi))
+            colors.append(POOLING_STYLE[name]["color"])
+            hatches.append(hatch)
+    return names, values, ranges, colors, hatches
 
 
 def loco_bounds(loco_r: Any) -> tuple[np.ndarray, np.ndarray]:
