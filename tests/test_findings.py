@@ -10,12 +10,12 @@ import pytest
 
 import numpy as np
 from test_phrases import Panel, layerwise, robustness
-from uaprobe.publishing.prose import curve as cv
-from uaprobe.publishing.prose import direction as dr
-from uaprobe.publishing.prose import findings as fd
-from uaprobe.publishing.prose import pair_findings as pl
-from uaprobe.publishing.prose import phrases as ph
-from uaprobe.publishing.prose.tables import confound_table, length_category, other_range
+from uaprobe.publishing.prose.category import curve as cv
+from uaprobe.publishing.prose.category import direction as dr
+from uaprobe.publishing.prose.category import findings as fd
+from uaprobe.publishing.prose.pairs import pair_findings as pl
+from uaprobe.publishing.prose.category import phrases as ph
+from uaprobe.publishing.prose.tables.manuscript import confound_table, length_category, other_range
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import plain_text
 
@@ -412,7 +412,7 @@ def raw_r(r: float) -> dict[str, Any]:
 
 
 def test_the_pair_family_names_each_surviving_test_once_with_its_pooling_and_policy() -> None:
-    from uaprobe.publishing.prose import pair_family as pf
+    from uaprobe.publishing.prose.pairs import pair_family as pf
 
     knn, margin = "knn_density_asymmetry", "margin_asymmetry"
     a = family([("default", "mean", knn, 0.2, 0.5, False), ("default", "first", knn, 0.3, 0.01, True),
@@ -490,7 +490,7 @@ def test_the_abstract_reports_the_original_the_power_layer_zero_and_every_surviv
     import re
 
     from test_phrases import with_published
-    from uaprobe.publishing.prose import abstract as ab
+    from uaprobe.publishing.prose.panel import abstract as ab
 
     knn, margin, centroid = "knn_density_asymmetry", "margin_asymmetry", "centroid_asymmetry"
     survivors = {"a": [("default", "mean", centroid, -0.3, 0.01, True), ("default", "mean", margin, 0.2, 0.01, True)],
@@ -526,7 +526,7 @@ def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
     import re
 
     from test_phrases import with_published
-    from uaprobe.publishing.prose import abstract as ab
+    from uaprobe.publishing.prose.panel import abstract as ab
 
     models = {}
     for name in ("a", "b", "c", "d"):
@@ -544,7 +544,7 @@ def test_the_abstract_drops_detail_before_it_breaks_its_budget() -> None:
 
 
 def test_the_checks_phrase_sets_the_first_universe_and_the_checks_beside_the_primary_one() -> None:
-    from uaprobe.publishing.prose import design as ds
+    from uaprobe.publishing.prose.panel import design as ds
 
     doc = curve(grid({"raw": [0.1, 0.9]}))
     doc["joint"].update({"declared": {"relabellings": 720, "median_r": 0.9, "median_p": 0.07},
@@ -565,7 +565,7 @@ def test_the_original_points_are_faced_with_their_exact_test_and_the_scattered_n
     that its sign passes and keeps with any category out is said only where the numbers show it; the most negative
     r with position 0 excluded is named per model and pooling, a positive minimum left out."""
     from test_phrases import with_published
-    from uaprobe.publishing.prose import design as ds
+    from uaprobe.publishing.prose.panel import design as ds
 
     def panel(p_orig: float, loo: list[float]) -> Panel:
         docs = model(diffs=[4.8, 1.4, 0.0])
@@ -601,7 +601,7 @@ def test_a_survivor_with_the_predicted_sign_is_marked_where_only_every_category_
     """The kNN density survivor of the base covariates that no test without the pre-declared category keeps is
     marked as surviving only without the lexical covariate; kept without the category too, it is not marked."""
     from test_phrases import with_published
-    from uaprobe.publishing.prose import abstract as ab
+    from uaprobe.publishing.prose.panel import abstract as ab
 
     knn = "knn_density_asymmetry"
     docs = model(diffs=[4.8, 1.4, 0.0])
@@ -618,7 +618,7 @@ def test_a_survivor_with_the_predicted_sign_is_marked_where_only_every_category_
 def test_the_lexical_baseline_is_set_beside_the_surviving_tests() -> None:
     """Per model, the baseline's median partial r beside the range of |partial r| of the model's survivors, and how
     many tests survive with the lexical covariate over every pair."""
-    from uaprobe.publishing.prose import pair_family as pf
+    from uaprobe.publishing.prose.pairs import pair_family as pf
 
     def panel(lex: float) -> Panel:
         docs = {"pair_models": pair_doc(family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True),
@@ -637,7 +637,7 @@ def test_the_pair_level_verdict_on_the_predicted_signs() -> None:
     """A model whose surviving centroid test is negative speaks against UA's hypothesis, one whose kNN test is
     positive for it: together, no consistent support; a model whose survivors all need the declared category left
     out is named as such."""
-    from uaprobe.publishing.prose import pair_family as pf
+    from uaprobe.publishing.prose.pairs import pair_family as pf
 
     against = family([("default", "mean", "centroid_asymmetry", -0.3, 0.01, True)])
     supports = family([("default", "last", "knn_density_asymmetry", 0.29, 0.01, True)])
@@ -658,7 +658,7 @@ def test_the_preference_per_character_is_set_beside_the_per_token_one() -> None:
     set by the normalisation, the conclusion and the abstract say it too; one model keeping the per-token sign:
     named, and no such claim."""
     from test_phrases import with_published
-    from uaprobe.publishing.prose import abstract as ab
+    from uaprobe.publishing.prose.panel import abstract as ab
 
     def panel(chars: list[float]) -> Panel:
         models = {}

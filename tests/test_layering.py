@@ -76,37 +76,47 @@ def test_the_layers_are_packages_and_the_check_sees_their_imports() -> None:
     assert layer("uaprobe.publishing.render") == "publishing" and layer("uaprobe.config") == "infrastructure"
 
 
-FAMILIES = ("compute", "inference", "geometry", "pairs", "category", "run", "panel")
-"""The analysis families in the order of their imports (:data:`uaprobe.analysis.FAMILIES`)."""
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "uaprobe.analysis": ("compute", "inference", "geometry", "pairs", "category", "run", "panel"),
+    "uaprobe.publishing.prose": ("primitives", "tables", "category", "pairs", "panel"),
+}
+"""Each package of families, and its families in the order of their imports (the package's ``FAMILIES``)."""
 
 
-def family(module: str) -> str | None:
-    """``uaprobe.analysis.pairs.option_b`` -> ``pairs``; None outside the families (``nan_reasons``, the package)."""
-    parts = module.split(".")
-    return parts[2] if parts[:2] == ["uaprobe", "analysis"] and len(parts) > 2 and parts[2] in FAMILIES else None
+def family(module: str, package: str) -> str | None:
+    """``uaprobe.analysis.pairs.option_b`` -> ``pairs``; None outside the package's families (its face, a module
+    beside them)."""
+    rest = module.removeprefix(package + ".").split(".") if module.startswith(package + ".") else []
+    return rest[0] if len(rest) > 1 and rest[0] in FAMILIES[package] else None
 
 
-ANALYSES = [p for p in MODULES if p.is_relative_to(SRC / "analysis")]
+IN_FAMILIES = [(package, p) for package in FAMILIES for p in MODULES
+               if module_name(p).startswith(package + ".") or module_name(p) == package]
 
 
-@pytest.mark.parametrize("path", ANALYSES, ids=lambda p: module_name(p))
-def test_an_analysis_family_imports_only_the_families_before_it(path: Path) -> None:
-    here = family(module_name(path))
-    if here is None:  # the package's face and the reasons' module import no family
-        assert not {family(m) for m in imports(path)} - {None}, f"{module_name(path)} imports a family"
+@pytest.mark.parametrize(("package", "path"), IN_FAMILIES, ids=lambda v: v if isinstance(v, str) else module_name(v))
+def test_a_family_imports_only_the_families_before_it(package: str, path: Path) -> None:
+    here, order = family(module_name(path), package), FAMILIES[package]
+    if here is None:  # the package's face and a module beside the families import no family
+        assert not {family(m, package) for m in imports(path)} - {None}, f"{module_name(path)} imports a family"
         return
-    allowed = set(FAMILIES[:FAMILIES.index(here) + 1])
-    wrong = sorted(m for m in imports(path) if family(m) is not None and family(m) not in allowed)
+    allowed = set(order[:order.index(here) + 1])
+    wrong = sorted(m for m in imports(path) if family(m, package) not in (None, *allowed))
     assert not wrong, f"{module_name(path)} ({here}) imports {wrong}: only {sorted(allowed)} come before it"
 
 
-def test_every_analysis_module_is_in_a_family_and_the_order_is_the_packages() -> None:
-    import uaprobe.analysis
+@pytest.mark.parametrize("package", FAMILIES)
+def test_every_module_is_in_a_family_and_the_order_is_the_packages(package: str) -> None:
+    import importlib
 
-    assert uaprobe.analysis.FAMILIES == FAMILIES
-    assert {p.parent.name for p in ANALYSES if p.parent != SRC / "analysis"} == set(FAMILIES)
-    assert sorted(p.name for p in ANALYSES if p.parent == SRC / "analysis") == ["__init__.py", "nan_reasons.py"]
-    assert family("uaprobe.analysis.pairs.option_b") == "pairs" and family("uaprobe.analysis.nan_reasons") is None
+    assert importlib.import_module(package).FAMILIES == FAMILIES[package]
+    folder = SRC.parent / package.replace(".", "/")
+    inside = [p for p in MODULES if p.is_relative_to(folder)]
+    assert {p.parent.name for p in inside if p.parent != folder} == set(FAMILIES[package])
+    beside = {"uaprobe.analysis": ["__init__.py", "nan_reasons.py"], "uaprobe.publishing.prose": ["__init__.py"]}
+    assert sorted(p.name for p in inside if p.parent == folder) == beside[package]
+    assert family("uaprobe.analysis.pairs.option_b", "uaprobe.analysis") == "pairs"
+    assert family("uaprobe.analysis.nan_reasons", "uaprobe.analysis") is None
 
 
 WRITTEN_OUT_KERNELS = {("uaprobe.analysis.compute.kernels", "_add_runs")}

@@ -342,7 +342,7 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
 
 
 def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synthetic_tree):
-    from uaprobe.publishing.prose import tables_original as mo
+    from uaprobe.publishing.prose.tables import original as mo
     from uaprobe.publishing.provenance.outputs import load_outputs
 
     out = load_outputs(synthetic_tree)

@@ -19,14 +19,14 @@ import pytest
 import yaml
 
 from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_pages
-from uaprobe.publishing.prose import abstract
+from uaprobe.publishing.prose.panel import abstract
 from uaprobe.publishing.figures import embed, figure_registry
 from uaprobe.publishing.provenance import reproducibility as ap
 from uaprobe.repro import paperdiff
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.provenance.readback import parse_values, shown_text
 from uaprobe.publishing.provenance.outputs import load_outputs
-from uaprobe.publishing.prose.formats import FORMATS, fmt, fmt_r
+from uaprobe.publishing.prose.primitives.formats import FORMATS, fmt, fmt_r
 from uaprobe.publishing.provenance.values import lookup
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from uaprobe.publishing.prose import phrases as fd
-from uaprobe.publishing.prose.markdown import count_phrase
+from uaprobe.publishing.prose.category import phrases as fd
+from uaprobe.publishing.prose.primitives.markdown import count_phrase, sign_word
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, plain_text
@@ -116,7 +116,7 @@ def test_small_phrases() -> None:
     assert fd.comparison_word(0.99, 0.97) == "matches"
     assert fd.comparison_word(0.99, 0.5) == "exceeds"
     assert fd.comparison_word(0.2, 0.9) == "falls short of"
-    assert fd.sign_word(-0.1) == "negative" and fd.sign_word(None) == "undefined"
+    assert sign_word(-0.1) == "negative" and sign_word(None) == "undefined" and sign_word(0.0) == "zero"
 
 
 def test_values_read_a_key_path_and_carry_it() -> None:
@@ -230,7 +230,7 @@ def test_specifications_scope_counts_the_distinct_ones() -> None:
 
 
 def test_loco_cell_gives_the_range_or_n_a() -> None:
-    from uaprobe.publishing.prose.tables import loco_cell
+    from uaprobe.publishing.prose.tables.manuscript import loco_cell
 
     lw = layerwise([0.5, 0.9])
     lw["poolings"]["mean"]["loco_r"] = [[0.1, -0.2], [None, None]]
@@ -251,14 +251,14 @@ def test_a_published_number_is_shown_with_the_decimals_it_was_published_with() -
 
 def test_a_possessive_after_a_digit_keeps_its_apostrophe() -> None:
     """Typst sets ' after a digit as a prime: a phrase writes the typographic apostrophe there, and only there."""
-    from uaprobe.publishing.prose.markdown import prose
+    from uaprobe.publishing.prose.primitives.markdown import prose
 
     phrase = prose(lambda: "SmolLM2's curve, Gemma's curve, 5'10\"")
     assert phrase() == "SmolLM2\u02bcs curve, Gemma's curve, 5'10\""
 
 
 def test_position_0_inversion_is_named_where_excluding_it_removes_the_negative_stretch() -> None:
-    from uaprobe.publishing.prose import phrases as ph
+    from uaprobe.publishing.prose.category import phrases as ph
 
     made = robustness(final_r=0.9, sx_r=[0.5, 0.4, 0.3, 0.6, 0.9], r=[0.5, -0.2, -0.8, -0.1, 0.9], lexical=0.5,
                       without=-0.2)

@@ -62,7 +62,7 @@ DOC = textwrap.dedent('''\
     value = 0.125
     from pathlib import Path
     from uaprobe.publishing.provenance.values import Ledger, Source, Value
-    from uaprobe.publishing.prose.markdown import Prose
+    from uaprobe.publishing.prose.primitives.markdown import Prose
     sourced = Value(-0.25, "r", Source("r.json", "a/0"), Ledger(Path(".")))
     ```
 

@@ -14,8 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from uaprobe.publishing.prose import (abstract, curve, design, direction, findings, pair_family, pair_findings,
-                                      phrases, study, tables, tables_original)
+from uaprobe.publishing.prose.panel import abstract
+from uaprobe.publishing.prose.category import curve
+from uaprobe.publishing.prose.panel import design
+from uaprobe.publishing.prose.category import direction
+from uaprobe.publishing.prose.category import findings
+from uaprobe.publishing.prose.pairs import pair_family
+from uaprobe.publishing.prose.pairs import pair_findings
+from uaprobe.publishing.prose.category import phrases
+from uaprobe.publishing.prose.primitives import study
+from uaprobe.publishing.prose.tables import manuscript as tables
+from uaprobe.publishing.prose.tables import original as tables_original
 from uaprobe.publishing.provenance.outputs import Outputs, load_outputs
 from uaprobe.publishing.provenance.values import plain_text
 

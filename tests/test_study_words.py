@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from uaprobe.extraction.dataset import sha256_of
-from uaprobe.publishing.prose import study
+from uaprobe.publishing.prose.primitives import study
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.values import Ledger, plain_text
 

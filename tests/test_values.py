@@ -14,8 +14,8 @@ import numpy as np
 import pypandoc
 import pytest
 
-from uaprobe.publishing.prose.formats import FORMATS
-from uaprobe.publishing.prose.markdown import markdown_table
+from uaprobe.publishing.prose.primitives.formats import FORMATS
+from uaprobe.publishing.prose.primitives.markdown import markdown_table
 from uaprobe.publishing.provenance.readback import parse_values, shown_text
 from uaprobe.publishing.provenance.values import SUPPLEMENT_HTML, Ledger, Source, Value, lookup, median_key, plain_text
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from uaprobe.publishing.provenance.outputs import ManuscriptDataError, Outputs
-from uaprobe.publishing.prose.markdown import join_words
+from uaprobe.publishing.prose.primitives.markdown import join_words
 
 
 def slug(text: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
-from uaprobe.publishing.prose.formats import FORMATS
+from uaprobe.publishing.prose.primitives.formats import FORMATS
 
 
 

@@ -1,7 +1,7 @@
 """Numbers that know where they come from: every value the paper shows, with its file and key.
 
 A :class:`Value` is one number (or label) read from a tracked file by a key path, with the name
-of the format that turns it into text (:data:`~uaprobe.publishing.prose.formats.FORMATS`). Shown in the
+of the format that turns it into text (:data:`~uaprobe.publishing.prose.primitives.formats.FORMATS`). Shown in the
 manuscript (an inline `` `{python} …` `` expression, a table cell, a phrase), it becomes a link to its
 row of the supplementary file ``provenance.html`` that the paper stage writes next to the paper,
 carrying the file, the key and the format as attributes (``data-file``, ``data-key``, ``data-fmt``),
@@ -23,7 +23,7 @@ from typing import Any
 
 from uaprobe import escape
 from uaprobe.errors import UAProbeError
-from uaprobe.publishing.prose.formats import FORMATS, is_missing
+from uaprobe.publishing.prose.primitives.formats import FORMATS, is_missing
 from uaprobe.schema import KeyPathError, resolve
 
 

@@ -30,11 +30,11 @@ def __uaprobe_inline__(value):
         "an inline " + type(value).__name__ + " (" + repr(value)[:60] + "): Quarto prints a value without a "
         "Markdown representation as its plain-text repr, escaped as text (a str without its quotes, with "
         "Python's escapes; Markdown in it is shown or misread, @sec-x as a citation), where this renderer "
-        "would read it as Markdown; give a number, or make it Markdown: uaprobe.publishing.prose.markdown.Prose(text) "
+        "would read it as Markdown; give a number, or make it Markdown: uaprobe.publishing.prose.primitives.markdown.Prose(text) "
         "(IPython.display.Markdown(text) reads a text that names a file or starts with http as one)")
 '''
 """Defined in the kernel before the first cell: what an inline expression's value prints as. A value with a
-Markdown representation (the paper's sourced values and :class:`~uaprobe.publishing.prose.markdown.Prose`
+Markdown representation (the paper's sourced values and :class:`~uaprobe.publishing.prose.primitives.markdown.Prose`
 phrases, ``IPython.display.Markdown``) prints that Markdown, as under Quarto; a number its repr, which
 Quarto prints the same; anything else (a plain ``str`` above all) is refused, since Quarto would print it
 as escaped text and this renderer as Markdown."""

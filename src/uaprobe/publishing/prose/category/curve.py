@@ -5,7 +5,7 @@ primary joint test (declared in ``params.yaml``), its exact joint permutation p,
 Holm's correction, the test without the pre-declared category and layer 0 beside the declared layer. Every number shown is a sourced
 :class:`~uaprobe.publishing.provenance.values.Value`; a median over a subset of the specifications is a derived
 key (:func:`~uaprobe.publishing.provenance.values.median_key`) that the provenance checks recompute. The shared
-direction and what each representation does to r are in :mod:`uaprobe.publishing.prose.direction`.
+direction and what each representation does to r are in :mod:`uaprobe.publishing.prose.category.direction`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
-from uaprobe.publishing.prose.study import curve_test_word, curve_test_words, left_out_reason
+from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, category, join_words, prose
+from uaprobe.publishing.prose.primitives.study import curve_test_word, curve_test_words, left_out_reason
 from uaprobe.publishing.provenance.values import Value, median_key
 
 CURVE = "specification_curve"

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, category_words
-from uaprobe.publishing.prose.curve import alpha as curve_alpha
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose
-from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS
-from uaprobe.publishing.prose.markdown import category as category_name
-from uaprobe.publishing.prose.phrases import layer_span, negative_layers, position0_inversions
+from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, category_words
+from uaprobe.publishing.prose.category.curve import alpha as curve_alpha
+from uaprobe.publishing.prose.primitives.formats import pretty
+from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, markdown_table, prose
+from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.primitives.markdown import category as category_name
+from uaprobe.publishing.prose.category.phrases import layer_span, negative_layers, position0_inversions
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 

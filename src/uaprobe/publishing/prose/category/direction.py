@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS, representation_median, representations
+from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS, representation_median, representations
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
+from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.provenance.values import Value, median_key
-from uaprobe.publishing.prose.wording import DOMINATES, NEAR_ZERO
+from uaprobe.publishing.prose.primitives.wording import DOMINATES, NEAR_ZERO
 
 DIMENSIONS = "dimensions"
 

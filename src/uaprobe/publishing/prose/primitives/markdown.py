@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from uaprobe import escape
-from uaprobe.publishing.prose.formats import pretty
+from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.provenance.values import Value, plain_text
 
 

@@ -1,10 +1,10 @@
 """The paper's main findings as phrases: the length confound and the verdict (the specification curve is
-in :mod:`uaprobe.publishing.prose.curve`, the shared direction in :mod:`uaprobe.publishing.prose.direction`, the
-pair-level models in :mod:`uaprobe.publishing.prose.pair_findings`).
+in :mod:`uaprobe.publishing.prose.category.curve`, the shared direction in :mod:`uaprobe.publishing.prose.category.direction`, the
+pair-level models in :mod:`uaprobe.publishing.prose.pairs.pair_findings`).
 
 Each function reads the values it reports and chooses its words from them, so a different result
 gives a different sentence; every number it shows is a sourced
-:class:`~uaprobe.publishing.provenance.values.Value` (see :mod:`uaprobe.publishing.prose.phrases`).
+:class:`~uaprobe.publishing.provenance.values.Value` (see :mod:`uaprobe.publishing.prose.category.phrases`).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from __future__ import annotations
 from uaprobe.names import PANEL_RESULTS
 
 
-from uaprobe.publishing.prose.curve import CURVE, alpha, category_words, differs, without_index
+from uaprobe.publishing.prose.category.curve import CURVE, alpha, category_words, differs, without_index
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
-from uaprobe.publishing.prose.markdown import category, join_words, prose
-from uaprobe.publishing.prose.study import across_models_clause, models_possessive, the_models
-from uaprobe.publishing.prose.markdown import sign_word
-from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
-from uaprobe.publishing.prose.tables import length_category, other_range
-from uaprobe.publishing.prose.wording import MATCH_TOLERANCE, STANDS_OUT
+from uaprobe.publishing.prose.primitives.markdown import category, join_words, prose
+from uaprobe.publishing.prose.primitives.study import across_models_clause, models_possessive, the_models
+from uaprobe.publishing.prose.primitives.markdown import sign_word
+from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
+from uaprobe.publishing.prose.tables.manuscript import length_category, other_range
+from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE, STANDS_OUT
 
 # ------------------------------------------------------------------------------------------------
 # The length confound: one category whose B statements are longer
@@ -223,7 +223,7 @@ def summed_nll_words(out: Outputs, models: list[str]) -> str:
 
 def normalisation_moves(out: Outputs, m: str) -> bool:
     """Whether the last-layer r with the summed NLL differs in sign, or by more than
-    :data:`~uaprobe.publishing.prose.wording.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
+    :data:`~uaprobe.publishing.prose.primitives.wording.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
     a = out.raw(m, "robustness", "preference/final_r_mean_nll")
     b = out.raw(m, "robustness", "preference/final_r_sum_nll")
     return a is not None and b is not None and (a * b < 0 or abs(a - b) > MATCH_TOLERANCE)

@@ -12,7 +12,7 @@ from typing import Any
 
 from uaprobe.escape import markdown_code
 from uaprobe.names import PANEL_RESULTS
-from uaprobe.publishing.prose.markdown import category, interval, markdown_table
+from uaprobe.publishing.prose.primitives.markdown import category, interval, markdown_table
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.values import Value
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, category, join_words, prose
+from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, category, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 
 DATA_README = "data/README.md"

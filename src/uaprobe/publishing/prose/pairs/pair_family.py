@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from uaprobe.names import PANEL_RESULTS
-from uaprobe.publishing.prose.curve import POOLING_WORDS
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, markdown_table, prose, sign_word
-from uaprobe.publishing.prose.markdown import category as category_name
+from uaprobe.publishing.prose.category.curve import POOLING_WORDS
+from uaprobe.publishing.prose.primitives.formats import pretty
+from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, markdown_table, prose, sign_word
+from uaprobe.publishing.prose.primitives.markdown import category as category_name
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.pair_findings import METRIC_WORDS, PAIRS, lexical
-from uaprobe.publishing.prose.study import the_models
+from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, PAIRS, lexical
+from uaprobe.publishing.prose.primitives.study import the_models
 
 FAMILIES = {"family": "family", "incremental": "incremental/family",
             "without_category": "incremental/without_category/family"}

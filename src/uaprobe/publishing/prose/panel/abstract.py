@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import re
 
-from uaprobe.publishing.prose.curve import CURVE, POOLING_WORDS, differs
-from uaprobe.publishing.prose.markdown import NUMBER_WORDS, join_words, prose
+from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, differs
+from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.design import divergence
-from uaprobe.publishing.prose.findings import confound_models, per_character_flips
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.phrases import lexical_matches_or_beats, reversing_models
-from uaprobe.publishing.prose.pair_family import FAMILIES, HYPOTHESIS_SIGN, survivors, test_sign
-from uaprobe.publishing.prose.pair_findings import PAIRS
+from uaprobe.publishing.prose.panel.design import divergence
+from uaprobe.publishing.prose.category.findings import confound_models, per_character_flips
+from uaprobe.publishing.prose.primitives.formats import pretty
+from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
+from uaprobe.publishing.prose.pairs.pair_family import FAMILIES, HYPOTHESIS_SIGN, survivors, test_sign
+from uaprobe.publishing.prose.pairs.pair_findings import PAIRS
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
-from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
+from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE
 from uaprobe.publishing.provenance.values import Value, plain_text
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from uaprobe.names import OPTION_B_METRIC_WORDS
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.formats import pretty
-from uaprobe.publishing.prose.markdown import join_words, markdown_table, prose
+from uaprobe.publishing.prose.primitives.formats import pretty
+from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.provenance.values import Value
 
 PAIRS = "pair_models"

@@ -12,16 +12,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from uaprobe.publishing.prose.markdown import count_phrase, join_words, plural, prose
+from uaprobe.publishing.prose.primitives.markdown import count_phrase, join_words, plural, prose
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
-from uaprobe.publishing.prose.tables import (
+from uaprobe.publishing.prose.tables.manuscript import (
     POLICY_FILES,
     POOLING_WORDS,
     poolings,
     same_numbers,
     same_pooling_models,
 )
-from uaprobe.publishing.prose.wording import MATCH_TOLERANCE
+from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE
 
 
 @prose

@@ -1,12 +1,12 @@
 """The manuscript's tables of the original study's later analyses: Option B (pair level, global
 centroids), the phase means of its follow-up paper, the neutral control, and the comparison with
 the published Pythia-6.9B numbers (``data/published/pythia-6-9b.json``, quoted, not computed).
-Every number is a sourced value, as in :mod:`uaprobe.publishing.prose.tables`."""
+Every number is a sourced value, as in :mod:`uaprobe.publishing.prose.tables.manuscript`."""
 
 from __future__ import annotations
 
 from uaprobe.names import OPTION_B_METRIC_WORDS, OPTION_B_METRICS
-from uaprobe.publishing.prose.markdown import interval, markdown_table
+from uaprobe.publishing.prose.primitives.markdown import interval, markdown_table
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 
 
