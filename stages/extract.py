@@ -40,8 +40,8 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     """Extract ``model_id`` of ``params_path`` into ``out`` (the control pairs beside it); returns ``out``."""
     watch = ParamsWatch("extract", params_path, item=model_id)
     params = load_params(params_path)
+    params.model(model_id)  # an unknown model id, then the analysis parameters the dataset decides: before the model
     dataset = load_dataset(dataset_path)
-    # every analysis parameter the dataset decides, before the model loads (not after the extraction)
     fit.check(params.analysis, categories=dataset.categories, n_pairs=dataset.n_pairs, source=str(dataset_path))
     # a failed `dvc pull` is not a reason to recompute what dvc.lock records
     check_recompute(params_path.parent, f"extract@{model_id}")

@@ -24,7 +24,8 @@ Mask = TypeVar("Mask")
 def check_drop(drop: str) -> str:
     """``drop`` if it names a policy of :data:`DROPS`, else a ValueError naming them."""
     if drop not in DROPS:
-        raise ValueError(f"unknown pooling policy {drop!r}; expected 'special', 'first' or 'sink_excluded'")
+        expected = ", ".join(map(repr, DROPS[:-1])) + f" or {DROPS[-1]!r}"
+        raise ValueError(f"unknown pooling policy {drop!r}; expected {expected}")
     return drop
 
 

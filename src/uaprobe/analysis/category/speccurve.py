@@ -53,7 +53,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from uaprobe.analysis.nan_reasons import Reasons
-from uaprobe.analysis.inference.stats import TIE_TOLERANCE, holm, rng_for
+from uaprobe.analysis.inference.stats import TIE_TOLERANCE, holm, rng_for, tail_p
 from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
 from uaprobe.names import REPRESENTATIONS
@@ -144,9 +144,8 @@ def curve_r(ua: np.ndarray, pref: np.ndarray, *, rng: np.random.Generator | None
         spec_modes.append(own_mode)
         y_own = _normalised(pref[:, keep][:, own])  # (K, m!, m)
         r_own = np.clip(np.einsum("sm,kpm->skp", x, y_own), -1.0, 1.0)  # identity first
-        observed = r_own[..., 0]
-        hits = (np.abs(r_own) >= (np.abs(observed) - TIE_TOLERANCE)[..., None]).sum(axis=-1)
-        spec_p[:, :, j] = np.where(np.isfinite(observed), hits / own.shape[0], np.nan)
+        spec_p[:, :, j] = tail_p(r_own[..., 0].ravel(), r_own.reshape(-1, r_own.shape[-1]),
+                                 mode="exact").reshape(r_own.shape[:-1])
     return CurveStats(r=r_perm[0], r_perm=r_perm, spec_p=spec_p, spec_orders=spec_orders, mode=mode,
                       spec_modes=tuple(spec_modes))
 
@@ -172,9 +171,9 @@ def joint_test(r_perm: np.ndarray) -> JointTest:
         return JointTest(0, np.nan, np.nan, np.nan, np.nan)
     medians = np.median(r, axis=1)
     shares = (r > 0).mean(axis=1)
-    med_p = float((np.abs(medians) >= np.abs(medians[0]) - TIE_TOLERANCE).mean())
-    dev = np.abs(shares - 0.5)
-    share_p = float((dev >= dev[0] - TIE_TOLERANCE).mean())
+    med_p = float(tail_p(medians[:1], medians[None, :], mode="exact")[0])
+    dev = shares - 0.5  # two-sided about one half
+    share_p = float(tail_p(dev[:1], dev[None, :], mode="exact")[0])
     return JointTest(int(r.shape[1]), float(medians[0]), med_p, float(shares[0]), share_p)
 
 
@@ -264,7 +263,7 @@ def below_alpha(r_perm: np.ndarray, alpha: float) -> dict[str, Any]:
     share = below / n if n else np.zeros(p.shape[0])
     return {"alpha": float(alpha), "n_specs": int(n), "n_below": int(below[0]) if n else 0,
             "share": float(share[0]), "null_mean_share": float(share.mean()),
-            "null_p": float((share >= share[0] - 1e-12).mean()), "relabellings": int(p.shape[0])}
+            "null_p": float(tail_p(share[:1], share[None, :], mode="exact")[0]), "relabellings": int(p.shape[0])}
 
 
 def first_identical(ua: np.ndarray) -> np.ndarray:
@@ -335,6 +334,9 @@ def _spec_id(b: tuple[str, str, str, int], nll: str) -> dict[str, Any]:
     return {"pooling": b[0], "policy": b[1], "representation": b[2], "nll": nll, "layer": b[3]}
 
 
+WHY_UNDEFINED = "UA or the preference is constant over the specification's categories"
+
+
 @dataclass(frozen=True)
 class _Curve:
     """What every part of ``specification_curve.json`` reads: the specifications' rows and their r."""
@@ -367,9 +369,6 @@ class _Curve:
     @property
     def other_nll(self) -> list[str]:
         return [k for k in self.nll if k != self.primary.nll]
-
-
-WHY_UNDEFINED = "UA or the preference is constant over the specification's categories"
 
 
 def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
@@ -465,24 +464,24 @@ def _joint_tests(curve: _Curve, without_stats: CurveStats, *, level: float, rec:
                            f"{', '.join(dict.fromkeys(pooling_of))}); set them in params.yaml to options the "
                            "extraction has")
     declared, n_layers = curve.declared, int(layer_of.max())
-    every, without = stats.r_perm[..., 0], without_stats.r_perm[..., 0]  # without: ((C-1)! or m + 1, S, K)
+    all_in, without = stats.r_perm[..., 0], without_stats.r_perm[..., 0]  # without: ((C-1)! or m + 1, S, K)
     estimand = ([primary.nll], in_primary)
     joint: dict[str, Any] = {}
     for key, layers, r_perm, mode, (nlls, rows_in), description in (
-            ("declared", [declared], every, stats.mode, estimand,
+            ("declared", [declared], all_in, stats.mode, estimand,
              "the primary universe: the pre-declared layer, NLL and poolings, every category"),
-            ("every_layer", list(range(n_layers + 1)), every, stats.mode, estimand,
+            ("every_layer", list(range(n_layers + 1)), all_in, stats.mode, estimand,
              "the primary universe at every layer 0..L instead of the pre-declared one, every category"),
             ("without_category", [declared], without, without_stats.mode, estimand,
              f"the primary universe with {primary.left_out} left out"),
-            ("layer_zero", [0], every, stats.mode, estimand,
+            ("layer_zero", [0], all_in, stats.mode, estimand,
              "the primary universe's choices at layer 0 (the token embeddings)"),
-            ("full_universe", [declared], every, stats.mode, (nll, np.ones(len(curve.base), dtype=bool)),
+            ("full_universe", [declared], all_in, stats.mode, (nll, np.ones(len(curve.base), dtype=bool)),
              "every pooling and NLL at the pre-declared layer, every category: the primary universe with the "
              "robustness checks' options added"),
-            ("other_nll", [declared], every, stats.mode, (other_nll, in_primary),
+            ("other_nll", [declared], all_in, stats.mode, (other_nll, in_primary),
              f"robustness check: the primary universe with the {' and '.join(other_nll) or 'no other'} NLL instead"),
-            ("other_poolings", [declared], every, stats.mode, ([primary.nll], np.isin(pooling_of, others)),
+            ("other_poolings", [declared], all_in, stats.mode, ([primary.nll], np.isin(pooling_of, others)),
              f"robustness check: {' and '.join(others) or 'no other'} pooling instead of the primary poolings")):
         in_layers = np.flatnonzero(np.isin(layer_of, layers) & rows_in)
         sel = distinct_subset(curve.rows, in_layers)

@@ -97,6 +97,7 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
         if undefined:
             lo = hi = np.nan
         p = float(stats.tail_p(np.array([mean]), phase_mean(perm_r, layers)[None, :], mode=mode)[0])
+        p_why = undefined or ("every permuted phase mean is undefined" if not np.isfinite(p) else "")
         ci_why = undefined or ("no bootstrap resample had variance at every layer of the phase" if valid == 0 else "")
         out[name] = {
             "layers": layers,
@@ -104,7 +105,7 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
             "bootstrap_ci_low": prec.value("bootstrap_ci_low", lo, ci_why),
             "bootstrap_ci_high": prec.value("bootstrap_ci_high", hi, ci_why),
             "bootstrap_valid": valid if not undefined else 0,
-            "permutation_p": prec.value("permutation_p", p, undefined),
+            "permutation_p": prec.value("permutation_p", p, p_why),
         }
         means[name] = mean
     sc_defined = bool(np.isfinite(means["early"]) and np.isfinite(means["late"]))

@@ -303,7 +303,8 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
                   r_perm: FloatArray | None = None) -> FloatArray:
     """Two-sided permutation p-value of Pearson r: x (M, n), y (n,), observed r (M,).
 
-    ``exact``: share of the orders with ``|r_perm| >= |r|``; ``random``: ``(1 + hits) / (1 + P)``.
+    ``exact``: share of the orders with ``|r_perm| >= |r|``; ``random``: ``(1 + hits) / (1 + P)``
+    (:func:`tail_p`).
     NaN where r is NaN. Ties count within :data:`TIE_TOLERANCE`, so r = 0 gives p = 1. The exact p
     equals an enumeration of all orders in rational arithmetic, and ``scipy.stats.permutation_test`` of
     ``|r|`` with ``permutation_type="pairings"`` and ``alternative="greater"`` wherever r is not 0
@@ -322,9 +323,10 @@ def permutation_p(x: np.ndarray, y: np.ndarray, *, r: FloatArray, orders: np.nda
 def tail_p(observed: FloatArray, null: FloatArray, *, mode: str) -> FloatArray:
     """Two-sided permutation p of each row's statistic: observed (M,), its null draws (M, P).
 
-    ``exact`` (the draws are every order): the share of the draws with ``|null| >= |observed|``; ``random``:
-    ``(1 + hits) / (1 + P)``. Ties count within :data:`TIE_TOLERANCE`; an undefined draw (NaN) is left out of
-    both counts; NaN where the statistic or every draw is undefined. The one p of every permutation test.
+    ``exact`` (the draws are every order): the share ``hits / P`` of the draws with ``|null| >= |observed|``;
+    ``random``: ``(1 + hits) / (1 + P)``. P counts the defined draws: an undefined draw (NaN) is left out of both
+    counts. Ties count within :data:`TIE_TOLERANCE`; NaN where the statistic or every draw is undefined. The one
+    p of every permutation test.
     """
     observed = np.asarray(observed, dtype=float)
     null = np.asarray(null, dtype=float)

@@ -200,7 +200,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                             for i, m in enumerate(names)},
             },
         }
-    _add_families(body, values_at=values_at, checks=checks, inc_inputs=inc_inputs, layer=layer,
+    _add_families(body, values_at=values_at, checks=checks, inc_inputs=inc_inputs, names=names, layer=layer,
                   category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref, params=params,
                   rec=rec)
     return body
@@ -208,7 +208,8 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
 
 def _add_families(body: dict[str, Any], *, values_at: Mapping[tuple[str, str, str], bytes],
                   checks: Mapping[str, Mapping[tuple[str, str, str], tuple[Any, ...]]],
-                  inc_inputs: Mapping[str, incremental.PolicyMetrics], layer: int, category_of_pair: np.ndarray,
+                  inc_inputs: Mapping[str, incremental.PolicyMetrics], names: Sequence[str], layer: int,
+                  category_of_pair: np.ndarray,
                   categories: Sequence[str], preference: np.ndarray, params: AnalysisParams, rec: Reasons) -> None:
     """The one family of the length-only tests, that of the incremental tests and the incremental family without
     ``analysis.primary.left_out``, at the declared ``layer``, into ``body``; ``values_at`` holds each test's metric
@@ -224,7 +225,7 @@ def _add_families(body: dict[str, Any], *, values_at: Mapping[tuple[str, str, st
         (body if where == "family" else body["incremental"])["family"] = fam
     body["incremental"]["without_category"] = _without_category(
         inc_inputs, category_of_pair=category_of_pair, categories=categories, preference=preference,
-        names=option_b.METRICS, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
+        names=names, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
 
 
 def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,
