@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from uaprobe.analysis.category import speccurve
+from uaprobe.analysis.category import curve_stats, speccurve
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
@@ -20,8 +20,8 @@ CATS = ["c0", "c1", "c2", "c3", "c4", "c5"]
 def test_every_r_under_every_relabelling_matches_scipy():
     rng = np.random.default_rng(3)
     ua, pref = rng.standard_normal((4, 6)), rng.standard_normal((2, 6))
-    st = speccurve.curve_r(ua, pref)
-    orders = speccurve.all_orders(6)
+    st = curve_stats.curve_r(ua, pref)
+    orders = curve_stats.all_orders(6)
     assert orders.shape == (720, 6) and (orders[0] == np.arange(6)).all()
     np.testing.assert_array_equal(st.r, st.r_perm[0])
     for pi in (0, 17, 719):
@@ -37,7 +37,7 @@ def test_every_r_under_every_relabelling_matches_scipy():
 def test_per_spec_p_matches_scipy_and_an_enumeration():
     rng = np.random.default_rng(5)
     ua, pref = rng.standard_normal((3, 6)), rng.standard_normal((1, 6))
-    st = speccurve.curve_r(ua, pref)
+    st = curve_stats.curve_r(ua, pref)
     assert list(st.spec_orders) == [720] + [120] * 6
     for s in range(3):
         res = sps.permutation_test((ua[s],), lambda x: abs(sps.pearsonr(x, pref[0])[0]),
@@ -55,14 +55,14 @@ def test_joint_p_is_the_smallest_possible_when_the_preference_follows_ua():
     u = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])  # no 5 or 6 of them symmetric: no relabelling reaches |r| = 1
     rng = np.random.default_rng(0)
     ua = rng.uniform(0.5, 2.0, (20, 1)) * u + rng.standard_normal((20, 1))  # every specification: r = 1
-    st = speccurve.curve_r(ua, np.array([3.0 * u - 1.0, 0.5 * u + 2.0]))
+    st = curve_stats.curve_r(ua, np.array([3.0 * u - 1.0, 0.5 * u + 2.0]))
     for r_perm in (st.r_perm.reshape(720, -1), st.r_perm[..., 0].reshape(720, -1)):
-        t = speccurve.joint_test(r_perm)
+        t = curve_stats.joint_test(r_perm)
         assert t.median_r == pytest.approx(1.0) and t.share_positive == 1.0
         assert t.median_p == pytest.approx(1 / 720)
         assert 1 / 720 <= t.share_p <= 1.0
     # a decreasing function: r = -1 everywhere, the same p (two-sided)
-    t = speccurve.joint_test(speccurve.curve_r(ua, np.array([-np.exp(u / 4)])).r_perm.reshape(720, -1))
+    t = curve_stats.joint_test(curve_stats.curve_r(ua, np.array([-np.exp(u / 4)])).r_perm.reshape(720, -1))
     assert t.median_r < -0.9 and t.median_p == pytest.approx(1 / 720)
 
 
@@ -71,7 +71,7 @@ def test_joint_p_is_not_small_when_the_preference_is_independent():
     for seed in range(40):
         rng = np.random.default_rng(100 + seed)
         ua = rng.standard_normal((1, 6)) + 0.3 * rng.standard_normal((30, 6))  # correlated specifications, like layers
-        t = speccurve.joint_test(speccurve.curve_r(ua, rng.standard_normal((2, 6))).r_perm.reshape(720, -1))
+        t = curve_stats.joint_test(curve_stats.curve_r(ua, rng.standard_normal((2, 6))).r_perm.reshape(720, -1))
         ps.append(t.median_p)
         shares.append(t.share_p)
     for p in (np.array(ps), np.array(shares)):
@@ -244,8 +244,8 @@ def test_unknown_left_out_category_names_the_key():
 
 def test_first_identical_is_bitwise():
     rows = np.array([[1.0, 2.0], [1.0, np.nextafter(2.0, 3.0)], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0], [0.0, 1.0]])
-    assert speccurve.first_identical(rows).tolist() == [0, 1, 0, 3, 4, 3]  # one ulp apart: not the same
-    assert speccurve.distinct_subset(rows, np.array([2, 3, 5, 4])).tolist() == [2, 3, 4]
+    assert curve_stats.first_identical(rows).tolist() == [0, 1, 0, 3, 4, 3]  # one ulp apart: not the same
+    assert curve_stats.distinct_subset(rows, np.array([2, 3, 5, 4])).tolist() == [2, 3, 4]
 
 
 def test_permutation_floors_of_the_layerwise_test():
@@ -268,8 +268,8 @@ def _direct_band(ua_rows, pref_rows, level):
 def test_null_band_matches_a_sort_and_quantile_of_every_relabelled_curve():
     rng = np.random.default_rng(5)
     ua, pref = rng.standard_normal((3, 5)), rng.standard_normal((2, 5))
-    r_perm = speccurve.curve_r(ua, pref).r_perm[..., 0]
-    low, high = speccurve.null_band(r_perm.reshape(r_perm.shape[0], -1), 0.9)
+    r_perm = curve_stats.curve_r(ua, pref).r_perm[..., 0]
+    low, high = curve_stats.null_band(r_perm.reshape(r_perm.shape[0], -1), 0.9)
     d_low, d_high = _direct_band(ua, pref, 0.9)
     np.testing.assert_allclose(low, d_low, rtol=0, atol=1e-12)
     np.testing.assert_allclose(high, d_high, rtol=0, atol=1e-12)
@@ -279,8 +279,8 @@ def test_null_band_matches_a_sort_and_quantile_of_every_relabelled_curve():
 def test_null_band_of_one_specification_is_symmetric_and_undefined_r_is_left_out():
     # y = 0..5 is its own mirror image up to an order: the r of every order is as often -r
     y = np.arange(6.0)
-    r_perm = speccurve.curve_r(np.array([[0.0, 1.0, 3.0, 2.0, 7.0, 5.0], [1.0] * 6]), y[None, :]).r_perm[:, :, 0, 0]
-    low, high = speccurve.null_band(r_perm, 0.95)
+    r_perm = curve_stats.curve_r(np.array([[0.0, 1.0, 3.0, 2.0, 7.0, 5.0], [1.0] * 6]), y[None, :]).r_perm[:, :, 0, 0]
+    low, high = curve_stats.null_band(r_perm, 0.95)
     assert low.shape == (1,)  # the constant UA row has no r and no band
     np.testing.assert_allclose(low, -high, rtol=0, atol=1e-12)
     assert high[0] > 0.5
@@ -313,10 +313,10 @@ def test_relabelled_p_is_each_specifications_exact_p_under_every_relabelling():
     rng = np.random.default_rng(8)
     ua = rng.standard_normal((4, 6))
     pref = rng.standard_normal((1, 6))
-    st = speccurve.curve_r(ua, pref)
+    st = curve_stats.curve_r(ua, pref)
     for j in (0,):  # every category: the 720 relabellings are its own orders
         r_perm = st.r_perm[:, :, 0, j]
-        p = speccurve.relabelled_p(r_perm)
+        p = curve_stats.relabelled_p(r_perm)
         np.testing.assert_allclose(p[0], st.spec_p[:, 0, j], rtol=0, atol=1e-15)
         for pi in (5, 300):  # written out: the share of relabellings at least as extreme as relabelling pi
             want = [(np.abs(r_perm[:, s]) >= np.abs(r_perm[pi, s]) - 1e-12).mean() for s in range(4)]
@@ -326,12 +326,12 @@ def test_relabelled_p_is_each_specifications_exact_p_under_every_relabelling():
 def test_below_alpha_against_its_null_over_the_relabellings():
     rng = np.random.default_rng(9)
     u = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])
-    noise = np.stack([speccurve.curve_r(rng.standard_normal((1, 6)), rng.standard_normal((1, 6))).r_perm[:, 0, 0, 0]
+    noise = np.stack([curve_stats.curve_r(rng.standard_normal((1, 6)), rng.standard_normal((1, 6))).r_perm[:, 0, 0, 0]
                       for _ in range(3)], axis=1)
-    planted = speccurve.curve_r(np.stack([u + 0.1 * rng.standard_normal(6) for _ in range(3)]),
+    planted = curve_stats.curve_r(np.stack([u + 0.1 * rng.standard_normal(6) for _ in range(3)]),
                                 (2 * u)[None]).r_perm[:, :, 0, 0]
-    out = speccurve.below_alpha(np.column_stack([planted, noise, np.full(720, np.nan)]), 0.05)
-    p = speccurve.relabelled_p(np.column_stack([planted, noise]))
+    out = curve_stats.below_alpha(np.column_stack([planted, noise, np.full(720, np.nan)]), 0.05)
+    p = curve_stats.relabelled_p(np.column_stack([planted, noise]))
     share = (p <= 0.05).mean(axis=1)
     assert out["n_specs"] == 6 and out["relabellings"] == 720
     assert out["n_below"] == int((p[0] <= 0.05).sum()) >= 3  # the planted ones
@@ -359,17 +359,17 @@ def test_a_planted_effect_lies_above_its_null_band():
 
 def test_the_orders_are_exact_up_to_eight_categories_and_random_beyond():
     rng = np.random.default_rng(0)
-    orders, mode = speccurve.relabellings(8, rng=rng, permutations=50)
+    orders, mode = curve_stats.relabellings(8, rng=rng, permutations=50)
     assert mode == "exact" and orders.shape == (40320, 8) and len({tuple(o) for o in orders}) == 40320
-    orders, mode = speccurve.relabellings(9, rng=rng, permutations=50)
+    orders, mode = curve_stats.relabellings(9, rng=rng, permutations=50)
     assert mode == "monte_carlo" and orders.shape == (51, 9)
     assert (orders[0] == np.arange(9)).all()  # the identity first: p = (b + 1) / (m + 1)
     assert all(sorted(o) == list(range(9)) for o in orders)
-    again, _ = speccurve.relabellings(9, rng=np.random.default_rng(0), permutations=50)
-    first, _ = speccurve.relabellings(9, rng=np.random.default_rng(0), permutations=50)
+    again, _ = curve_stats.relabellings(9, rng=np.random.default_rng(0), permutations=50)
+    first, _ = curve_stats.relabellings(9, rng=np.random.default_rng(0), permutations=50)
     assert (again == first).all()  # seeded: the same orders on every run
     with pytest.raises(ValueError, match="exact bound"):
-        speccurve.relabellings(9, rng=None, permutations=0)
+        curve_stats.relabellings(9, rng=None, permutations=0)
 
 
 def test_monte_carlo_p_is_b_plus_one_over_m_plus_one_and_near_the_exact_p():
@@ -377,11 +377,11 @@ def test_monte_carlo_p_is_b_plus_one_over_m_plus_one_and_near_the_exact_p():
     n, m = 9, 4000
     ua = rng.standard_normal((1, n))
     pref = (0.6 * ua[0] + rng.standard_normal(n))[None, :]
-    st = speccurve.curve_r(ua, pref, rng=np.random.default_rng(11), permutations=m)
+    st = curve_stats.curve_r(ua, pref, rng=np.random.default_rng(11), permutations=m)
     assert st.mode == "monte_carlo" and st.spec_modes[0] == "monte_carlo" and st.spec_orders[0] == m + 1
     assert st.spec_modes[1:] == ("exact",) * n and (st.spec_orders[1:] == 40320).all()  # 8 kept: exact
     # the same draws, directly: r of every drawn order, b of them at least as extreme as the observed r
-    orders, _ = speccurve.relabellings(n, rng=np.random.default_rng(11), permutations=m)
+    orders, _ = curve_stats.relabellings(n, rng=np.random.default_rng(11), permutations=m)
     r_obs = sps.pearsonr(ua[0], pref[0]).statistic
     r_draws = np.array([sps.pearsonr(ua[0], pref[0][o]).statistic for o in orders[1:]])
     b = int((np.abs(r_draws) >= abs(r_obs) - 1e-12).sum())
@@ -389,7 +389,7 @@ def test_monte_carlo_p_is_b_plus_one_over_m_plus_one_and_near_the_exact_p():
     np.testing.assert_allclose(st.r_perm[1:, 0, 0, 0], r_draws, atol=1e-12)
     # within Monte Carlo error of the exact p over all 9! orders
     every = np.array(list(itertools.permutations(range(n))))
-    exact = float((np.abs(speccurve._normalised(pref[0][every]) @ speccurve._normalised(ua[0]))
+    exact = float((np.abs(curve_stats._normalised(pref[0][every]) @ curve_stats._normalised(ua[0]))
                    >= abs(r_obs) - 1e-12).mean())
     assert abs(st.spec_p[0, 0, 0] - exact) < 4 * np.sqrt(exact * (1 - exact) / m) + 1 / m
 

@@ -270,7 +270,6 @@ def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind, 
     """The layer-wise r under a representation is the specification curve's line of that representation
     (computed apart, from the raw states), and every file names the representation. Each policy's
     pooled and pre-norm states are transformed once, for every analysis that reads them."""
-    import dataclasses
 
     from uaprobe.analysis.category import speccurve
     from uaprobe.analysis.run import pipeline
@@ -281,7 +280,7 @@ def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind, 
     calls = []
     transform_all = pipeline.transform_all
     monkeypatch.setattr(pipeline, "transform_all", lambda *a, **kw: calls.append(1) or transform_all(*a, **kw))
-    params = dataclasses.replace(load_params(panel["params"]).analysis, representation=kind, abtt_k=2)
+    params = load_params(panel["params"]).analysis.model_copy(update={"representation": kind, "abtt_k": 2})
     emb = read_embeddings(panel["h5"]["rand"])
     out = analyze_model(emb, params=params, model_id="rand")
     assert len(calls) == 2 * len(POLICIES)

@@ -3,7 +3,6 @@ resampling counts beyond the memory. The stage refusing them is tested in test_s
 
 from __future__ import annotations
 
-import dataclasses
 import tracemalloc
 from pathlib import Path
 
@@ -55,9 +54,9 @@ def test_the_memory_check_names_the_largest_count_and_a_value_that_fits() -> Non
     assert message.startswith(f"analysis.bootstrap_resamples: got 1,000,000,000, which needs about {gib:,.1f} GiB")
     assert "230 pairs, 31 layers" in message and "16.0 GiB available" in message
     fit = int(message.rsplit("analysis.bootstrap_resamples=", 1)[1].rstrip("`)"))
-    limits.check_memory(dataclasses.replace(params, bootstrap_resamples=fit), sizes, available=available, source="x")
+    limits.check_memory(params.model_copy(update={"bootstrap_resamples": fit}), sizes, available=available, source="x")
     with pytest.raises(ConfigError):
-        limits.check_memory(dataclasses.replace(params, bootstrap_resamples=int(fit * 1.01) + 1), sizes,
+        limits.check_memory(params.model_copy(update={"bootstrap_resamples": int(fit * 1.01) + 1}), sizes,
                             available=available, source="x")
     limits.check_memory(params, sizes, available=None, source="x.h5")  # unknown memory: nothing refused
     limits.check_memory(AnalysisParams(), sizes, available=available, source="x.h5")  # the defaults fit
@@ -106,8 +105,8 @@ def test_the_estimate_bounds_the_memory_the_analysis_takes(tmp_path: Path, key: 
     emb = read_embeddings(h5)
     small = AnalysisParams(bootstrap_resamples=100, permutations=100, bins=BinsParams(k=(3,), partitions=5, ci_k=3),
                            robustness=RobustnessParams(lexical_seeds=1, null_partitions=10, anisotropy_bootstrap=5))
-    large_params = (dataclasses.replace(small, bins=dataclasses.replace(small.bins, partitions=large))
-                    if key == "bins.partitions" else dataclasses.replace(small, **{key: large}))
+    large_params = (small.model_copy(update={"bins": small.bins.model_copy(update={"partitions": large})})
+                    if key == "bins.partitions" else small.model_copy(update={key: large}))
     sizes = limits.sizes_of(emb)
     needs = [limits.memory_needs(p, sizes)[f"analysis.{key}"] for p in (small, large_params)]
     grown = _traced_peak(emb, large_params, str(h5)) - _traced_peak(emb, small, str(h5))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from uaprobe.analysis.category import power, speccurve
+from uaprobe.analysis.category import curve_stats, power
 from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import PowerParams
 
@@ -106,7 +106,7 @@ def test_beyond_the_exact_bound_the_power_is_simulated_with_the_monte_carlo_test
     assert out["mode"] == "monte_carlo" and out["orders"] == m + 1
     assert out["p_floor"] == pytest.approx(1 / (m + 1))
     # the observed p, directly: the same drawn orders (the generator's first draw), b of them at least as extreme
-    orders, _ = speccurve.relabellings(9, rng=np.random.default_rng(1), permutations=m)
+    orders, _ = curve_stats.relabellings(9, rng=np.random.default_rng(1), permutations=m)
     r_obs = abs(sps.pearsonr(x, y)[0])
     b = sum(abs(sps.pearsonr(x, y[o])[0]) >= r_obs - 1e-12 for o in orders[1:])
     assert out["observed_p"] == pytest.approx((b + 1) / (m + 1), abs=1e-12)
@@ -150,7 +150,7 @@ def test_the_primary_power_is_the_joint_test_of_the_curve_with_planted_preferenc
     prim = out["primary"]
     assert prim["n_specs"] == 3 and prim["statistic"] == "median_r"
     every, without = prim["sets"]
-    curve = speccurve.joint_test(speccurve.curve_r(universe, y[None, :], left_out=False).r_perm[:, :, 0, 0])
+    curve = curve_stats.joint_test(curve_stats.curve_r(universe, y[None, :], left_out=False).r_perm[:, :, 0, 0])
     assert every["observed_r"] == pytest.approx(curve.median_r, abs=1e-12)
     assert every["observed_p"] == pytest.approx(curve.median_p, abs=1e-15)
     assert without["n_categories"] == 5 and without["orders"] == 120

@@ -11,7 +11,6 @@ cleanly, and a rerun with ``resume`` continues from its last complete batch. Fai
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -53,7 +52,7 @@ def extract_model(*, model_id: str, params: Params, dataset: Dataset, dataset_pa
     ``resume`` continues a partial file of an interrupted run; ``watch`` (params.yaml as at the start) is checked
     before each file is moved into place. ``numerics_record`` (the pinned numerics, as JSON) goes into the files'
     attributes; a CPU run uses ``cpu_threads`` threads (the bytes depend on how ATen splits a tensor among them)."""
-    spec = dataclasses.replace(params.model(model_id), dtype=params.dtype_of(model_id))
+    spec = params.model(model_id).model_copy(update={"dtype": params.dtype_of(model_id)})
     control = load_control(control_path) if control_path is not None else None
     prompts = load_prompts(prompts_path)
     device = pick_device(params.extract.device)

@@ -14,7 +14,7 @@ vectorised moments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
@@ -65,7 +65,7 @@ def auto_bins(params: AnalysisParams, *, n_pairs: int) -> tuple[AnalysisParams, 
     if ci_k == "auto":
         ci_k = max([x for x in k if x <= DEFAULT_CI_K], default=min(k))
         notes.append(f"analysis.bins.ci_k: auto chose {ci_k}")
-    return replace(params, bins=replace(b, k=k, ci_k=ci_k)), notes
+    return params.model_copy(update={"bins": b.model_copy(update={"k": k, "ci_k": ci_k})}), notes
 
 
 def bin_problems(params: AnalysisParams, *, n_pairs: int) -> list[str]:

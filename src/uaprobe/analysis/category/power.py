@@ -21,9 +21,9 @@ share of orders whose |median r| is at least the observed one. Its power is simu
 preferences planted on the reference specification's standardised UA (the one :func:`power_results` holds
 fixed) and the median taken over the universe's UA rows ``X`` (S, C); with S = 1 it is the single test above.
 
-Beyond the exact bound (:data:`uaprobe.analysis.category.speccurve.MAX_EXACT_ORDERS` orders) the simulated test is the
+Beyond the exact bound (:data:`uaprobe.analysis.category.curve_stats.MAX_EXACT_ORDERS` orders) the simulated test is the
 Monte Carlo test the curve runs there: the identity and ``analysis.permutations`` orders drawn once from the
-power's generator, the same orders for every simulated preference (:func:`uaprobe.analysis.category.speccurve.relabellings`).
+power's generator, the same orders for every simulated preference (:func:`uaprobe.analysis.category.curve_stats.relabellings`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from uaprobe.analysis.nan_reasons import Reasons
-from uaprobe.analysis.category.speccurve import all_orders, relabellings
+from uaprobe.analysis.category.curve_stats import all_orders, relabellings
 from uaprobe.analysis.inference.stats import TIE_TOLERANCE
 from uaprobe.config import PowerParams
 

@@ -19,7 +19,7 @@ import numpy as np
 from uaprobe.analysis.category import layerwise, power, preference
 from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.pairs import centroid_score
-from uaprobe.analysis.category.speccurve import relabellings
+from uaprobe.analysis.category.curve_stats import relabellings
 from uaprobe.analysis.pairs.pair_table import PairTable
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.analysis.geometry.uniformity import Cosines

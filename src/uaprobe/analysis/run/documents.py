@@ -3,7 +3,6 @@ values, and the set of files, metrics and plot series a stage writes."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -27,14 +26,8 @@ class StageOutputs:
 
 
 def settings(params: AnalysisParams) -> dict[str, Any]:
-    """The analysis parameters as a JSON object."""
-    def conv(v: Any) -> Any:
-        if isinstance(v, tuple):
-            return [conv(x) for x in v]
-        if isinstance(v, dict):
-            return {k: conv(x) for k, x in v.items()}
-        return v
-    return conv(dataclasses.asdict(params))
+    """The analysis parameters as a JSON object (lists for tuples, in the fields' order)."""
+    return params.model_dump(mode="json")
 
 
 def plain(v: Any) -> Any:

@@ -12,7 +12,7 @@ The parameters that depend on the dataset (and on nothing the model decides):
   the dataset's.
 
 Any number of categories from three (the dataset's own rule) is analysed: the category-level permutation
-tests are exact up to :data:`~uaprobe.analysis.category.speccurve.MAX_EXACT_ORDERS` orders and Monte Carlo beyond.
+tests are exact up to :data:`~uaprobe.analysis.category.curve_stats.MAX_EXACT_ORDERS` orders and Monte Carlo beyond.
 """
 
 from __future__ import annotations
