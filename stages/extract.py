@@ -32,7 +32,7 @@ from uaprobe.extraction.model_run import extract_model, out_of_memory_message
 from uaprobe.repro.lockfile import check_recompute
 from uaprobe.stage import ParamsWatch, run_stage
 
-log = logging.getLogger("uaprobe.extraction.extract")
+log = logging.getLogger("uaprobe.stages.extract")
 
 
 def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: Path, out: Path,
@@ -40,7 +40,7 @@ def run(*, model_id: str, params_path: Path, dataset_path: Path, prompts_path: P
     """Extract ``model_id`` of ``params_path`` into ``out`` (the control pairs beside it); returns ``out``."""
     watch = ParamsWatch("extract", params_path, item=model_id)
     params = load_params(params_path)
-    params.model(model_id)  # an unknown model id, then the analysis parameters the dataset decides: before the model
+    params.model(model_id)  # refused before anything is read: an unknown model id, then what the dataset decides
     dataset = load_dataset(dataset_path)
     fit.check(params.analysis, categories=dataset.categories, n_pairs=dataset.n_pairs, source=str(dataset_path))
     # a failed `dvc pull` is not a reason to recompute what dvc.lock records

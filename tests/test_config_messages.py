@@ -82,10 +82,14 @@ def test_a_sections_own_check_names_the_field_under_the_section() -> None:
         AnalysisParams.build({"seed": -1}, key="elsewhere")
 
 
-def test_unknown_keys_come_first_and_together() -> None:
-    message = _message(AnalysisParams, {"seed": "x", "bins": {"kk": 1, "kj": 2, "partitions": 0}})
-    assert message == ("analysis.bins: unknown key(s) ['kj', 'kk']; allowed: ['ci_k', 'k', 'partitions']")
-    assert _message(AnalysisParams, {"sed": 1, "bins": {"kk": 1}}).startswith("analysis: unknown key(s) ['sed']")
+def test_the_first_problem_in_the_files_order_and_unknown_keys_together() -> None:
+    """As a reader meets them: fields in their declared order, a section's unknown keys before its own fields."""
+    assert _message(AnalysisParams, {"bins": {"kk": 1, "kj": 2, "partitions": 0}}) == (
+        "analysis.bins: unknown key(s) ['kj', 'kk']; allowed: ['ci_k', 'k', 'partitions']")
+    assert _message(AnalysisParams, {"seed": "x", "bins": {"kk": 1}}).startswith("analysis.seed: got 'x'")
+    assert _message(AnalysisParams, {"seed": "x", "sed": 1}).startswith("analysis: unknown key(s) ['sed']")
+    assert _message(AnalysisParams, {"bins": {"k": [3, "a", "b"]}, "seed": -1}) == ("analysis.bins.k[1]: got 'a', "
+                                                                                 "expected an integer")
 
 
 def test_strict_types_and_a_float_from_an_integer() -> None:

@@ -29,16 +29,47 @@ class Invalid(ValueError):
 def message(exc: ValidationError, root: type[BaseModel], key: str) -> str:
     """The first problem of ``exc``, raised validating ``root`` whose keys sit under ``key``.
 
-    Unknown keys come first (all those of the shallowest section that has any), as a typo is the
-    likeliest cause of whatever else failed; then the first failure in the order of the fields."""
-    errors = exc.errors(include_url=False)
-    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
-    if unknown:
-        parent = min((e["loc"][:-1] for e in unknown), key=len)
-        names = sorted(str(e["loc"][-1]) for e in unknown if e["loc"][:-1] == parent)
+    The first in the order of the file's sections and fields, each section's unknown keys before its fields
+    (a typo is the likeliest cause of whatever else failed there); unknown keys are named together."""
+    errors = _in_file_order(exc.errors(include_url=False), root)
+    first = errors[0]
+    if first["type"] == "extra_forbidden":
+        parent = first["loc"][:-1]
+        names = sorted(str(e["loc"][-1]) for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] == parent)
         where, section, _ = _locate(root, parent, key)
         return f"{where or 'top level'}: unknown key(s) {names}; allowed: {sorted(_bare(section).model_fields)}"
     return _explain(errors, root, key, 0)
+
+
+def _in_file_order(errors: list[ErrorDetails], root: type[BaseModel]) -> list[ErrorDetails]:
+    """``errors`` sorted as a reader of the sections meets them: fields in their declared order, a section's
+    unknown keys before its fields, catalog entries and list items in their order in the file."""
+    entries: dict[tuple[int | str, ...], int] = {}  # pydantic reports a mapping's entries in the file's order
+
+    def rank(error: ErrorDetails) -> tuple[int, ...]:
+        loc, tp, ranks = error["loc"], root, []
+        for i, part in enumerate(loc):
+            tp = _optional_inner(_bare(tp))
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                fields = list(tp.model_fields)
+                if part not in fields:  # an unknown key
+                    ranks.append(-1)
+                    break
+                ranks.append(fields.index(str(part)))
+                tp = tp.model_fields[str(part)].annotation
+            elif typing.get_origin(tp) is dict:
+                ranks.append(entries.setdefault(loc[: i + 1], len(entries)))
+                tp = typing.get_args(tp)[1]
+            elif typing.get_origin(tp) is tuple:
+                ranks.append(int(part))
+                tp = typing.get_args(tp)[0]
+            else:  # a union's tag: the alternatives keep pydantic's order
+                ranks.append(0)
+                if i + 1 < len(loc):
+                    tp = _member(tp)
+        return tuple(ranks)
+
+    return sorted(errors, key=rank)
 
 
 def _explain(errors: list[ErrorDetails], tp: Any, key: str, start: int) -> str:

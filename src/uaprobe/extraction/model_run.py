@@ -36,7 +36,7 @@ from uaprobe.stage import ParamsWatch
 
 __all__ = ["control_path_for", "extract_model", "out_of_memory_message"]
 
-log = logging.getLogger("uaprobe.extraction.extract")
+log = logging.getLogger(__name__)
 
 
 def control_path_for(out: Path) -> Path:

@@ -27,6 +27,7 @@ preference: another estimand) and ``other_poolings`` (first-token pooling: a lex
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -156,15 +157,15 @@ class _Curve:
     declared: int
     primary: PrimaryParams
 
-    @property
+    @cached_property
     def layer_of(self) -> np.ndarray:
         return np.array([b[3] for b in self.base])
 
-    @property
+    @cached_property
     def pooling_of(self) -> np.ndarray:
         return np.array([b[0] for b in self.base])
 
-    @property
+    @cached_property
     def in_primary(self) -> np.ndarray:
         return np.isin(self.pooling_of, list(self.primary.poolings))
 

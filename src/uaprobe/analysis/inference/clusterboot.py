@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis.inference import phases as phases_mod
+from uaprobe.analysis.inference.phases import phase_mean
 from uaprobe.analysis.inference import stats
 from uaprobe.analysis.nan_reasons import Reasons
 from uaprobe.config import AnalysisParams
@@ -119,7 +119,7 @@ def phase_intervals(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, phases
     out: dict[str, dict[str, Any]] = {}
     for name, layers in phases.items():
         idx = list(layers)
-        means = phases_mod.phase_mean(rb, idx)
+        means = phase_mean(rb, idx)
         low, high, valid = stats.percentile_interval(means[None], level=level)
         reason = (next((w for w in why[idx] if w), "") if idx else "the phase has no layer") or (
             "no resample had variance at every layer of the phase" if valid[0] == 0 else "")

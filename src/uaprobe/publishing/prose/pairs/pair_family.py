@@ -23,8 +23,8 @@ from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, PAIRS, lexical
 from uaprobe.publishing.prose.primitives.study import the_models
 
-FAMILIES = {"family": "family", "incremental": "incremental/family",
-            "without_category": "incremental/without_category/family"}
+FAMILY_KEYS = {"family": "family", "incremental": "incremental/family",
+               "without_category": "incremental/without_category/family"}
 """The three families: length covariates only; the lexical metric added (incremental); the incremental tests
 without the pre-declared category's pairs."""
 PANEL_NAMES = {"family": "length", "incremental": "lexical", "without_category": "lexical_without_category"}
@@ -46,7 +46,7 @@ def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None =
     per test: rows on the same states (the same metric with bit-identical partial r and p, as under two policies
     that pool the same tokens) are one test, named with every pooling and policy it stands for.
     ``reported_only``: only tests with the reported pooling (True), only the others (False), or all (None)."""
-    tests = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests")
+    tests = out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests")
     groups: dict[tuple[object, ...], list[int]] = {}
     holm = out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))
     maxt = [None] * len(holm) if holm_only else out.raw_at(PANEL_RESULTS, panel_key(m, family, "maxt_reject"))
@@ -105,7 +105,7 @@ def family_phrase(out: Outputs) -> str:
         for m in out.models:
             parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_maxt_reject'), 'int')} and "
                          f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
-                         f"{out.v(m, PAIRS, f'{FAMILIES[family]}/n_tests', 'int')} tests of {out.display(m)}")
+                         f"{out.v(m, PAIRS, f'{FAMILY_KEYS[family]}/n_tests', 'int')} tests of {out.display(m)}")
         text += f" {lead}, {join_words(parts)} survive max-T and Holm respectively."
     return text + " @tbl-family lists them with their signs."
 
@@ -146,7 +146,7 @@ SUPPRESSED = "suppressed"
 def test_sign(out: Outputs, m: str, family: str, row: int) -> str:
     """``positive``, ``negative`` or :data:`SUPPRESSED`: the sign of a test's partial r, where the base covariates
     alone (category and length) give the same sign over the same pairs."""
-    key = FAMILIES[family]
+    key = FAMILY_KEYS[family]
     r = out.raw(m, PAIRS, f"{key}/tests/partial_r/{row}")
     base = out.raw(m, PAIRS, f"{key}/tests/base_partial_r/{row}")
     if r is not None and base is not None and r * base < 0:
@@ -160,7 +160,7 @@ def signed_names(out: Outputs, m: str, family: str, found: list[Survivor]) -> st
     the lexical covariate gives is named as such; a metric whose tests disagree in sign is named with both."""
     signs: dict[str, set[str]] = {}
     for t in found:
-        metric = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}")
+        metric = out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/metric/{t.row}")
         signs.setdefault(METRIC_WORDS.get(metric, pretty(metric)), set()).add(test_sign(out, m, family, t.row))
     groups: dict[str, list[str]] = {}
     for name in sorted(signs):
@@ -186,11 +186,11 @@ def suppression_phrase(out: Outputs) -> str:
             for t in survivors(out, m, family):
                 total += 1
                 flipped += test_sign(out, m, family, t.row) == SUPPRESSED
-                vifs.append((out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/vif/{t.row}") or 0.0, m, family, t.row))
+                vifs.append((out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/vif/{t.row}") or 0.0, m, family, t.row))
     if not total:
         return "No test with the lexical covariates survives, so none can owe its sign to them"
     _, m, family, row = max(vifs)
-    vif = out.v(m, PAIRS, f"{FAMILIES[family]}/tests/vif/{row}", "f2")
+    vif = out.v(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/vif/{row}", "f2")
     kept = total - flipped
     share = ("every one keeps" if not flipped else "none keeps" if not kept else
              f"{kept} {'keeps' if kept == 1 else 'keep'}")
@@ -215,8 +215,8 @@ def family_table(out: Outputs) -> str:
     rows = []
     for m in out.models:
         first = True
-        for family in FAMILIES:
-            base = f"{FAMILIES[family]}/tests"
+        for family in FAMILY_KEYS:
+            base = f"{FAMILY_KEYS[family]}/tests"
             found = survivors(out, m, family)
             label = FAMILY_WORDS[family]
             if not found:
@@ -260,7 +260,7 @@ def family_conclusion(out: Outputs) -> str:
         names = signed_names(out, m, "without_category", mine)
         parts.append(f"for {out.display(m)}, {names or 'nothing'}")
         for t in mine:
-            metric = out.raw(m, PAIRS, f"{FAMILIES['without_category']}/tests/metric/{t.row}")
+            metric = out.raw(m, PAIRS, f"{FAMILY_KEYS['without_category']}/tests/metric/{t.row}")
             sign = test_sign(out, m, "without_category", t.row)
             if metric in HYPOTHESIS_SIGN and sign in ("positive", "negative"):
                 signs.add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
@@ -284,8 +284,8 @@ def lexical_versus_models(out: Outputs, metric: str = "centroid_asymmetry") -> s
     parts = []
     for m in out.models:
         lex = lexical(out, m, metric)[0]
-        sizes = [abs(r) for family in FAMILIES for t in survivors(out, m, family)
-                 if (r := out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/partial_r/{t.row}")) is not None]
+        sizes = [abs(r) for family in FAMILY_KEYS for t in survivors(out, m, family)
+                 if (r := out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/partial_r/{t.row}")) is not None]
         if not sizes or lex.raw is None:
             continue
         parts.append(f"{lex} with the tokenizer of {out.display(m)}, against |partial r| from {min(sizes):.2f} to "
@@ -309,9 +309,9 @@ def hypothesis_synthesis(out: Outputs) -> str:
     parts, verdicts = [], set()
     for m in out.models:
         signs: dict[str, set[bool]] = {}
-        for family in FAMILIES:
+        for family in FAMILY_KEYS:
             for t in survivors(out, m, family, holm_only=True):
-                metric = out.raw(m, PAIRS, f"{FAMILIES[family]}/tests/metric/{t.row}")
+                metric = out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/metric/{t.row}")
                 sign = test_sign(out, m, family, t.row)
                 if metric in HYPOTHESIS_SIGN and sign in ("positive", "negative"):
                     signs.setdefault(metric, set()).add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
