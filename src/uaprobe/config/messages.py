@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -47,26 +47,16 @@ def _in_file_order(errors: list[ErrorDetails], root: type[BaseModel]) -> list[Er
     entries: dict[tuple[int | str, ...], int] = {}  # pydantic reports a mapping's entries in the file's order
 
     def rank(error: ErrorDetails) -> tuple[int, ...]:
-        loc, tp, ranks = error["loc"], root, []
-        for i, part in enumerate(loc):
-            tp = _optional_inner(_bare(tp))
-            if isinstance(tp, type) and issubclass(tp, BaseModel):
-                fields = list(tp.model_fields)
-                if part not in fields:  # an unknown key
-                    ranks.append(-1)
-                    break
-                ranks.append(fields.index(str(part)))
-                tp = tp.model_fields[str(part)].annotation
-            elif typing.get_origin(tp) is dict:
-                ranks.append(entries.setdefault(loc[: i + 1], len(entries)))
-                tp = typing.get_args(tp)[1]
-            elif typing.get_origin(tp) is tuple:
+        ranks = []
+        for i, part, kind, parent, _ in _steps(root, error["loc"]):
+            if kind == "field":
+                ranks.append(list(parent.model_fields).index(str(part)))
+            elif kind == "entry":
+                ranks.append(entries.setdefault(error["loc"][: i + 1], len(entries)))
+            elif kind == "item":
                 ranks.append(int(part))
-                tp = typing.get_args(tp)[0]
-            else:  # a union's tag: the alternatives keep pydantic's order
-                ranks.append(0)
-                if i + 1 < len(loc):
-                    tp = _member(tp)
+            else:  # an unknown key comes first; a union's alternatives keep pydantic's order
+                ranks.append(-1 if kind == "unknown" else 0)
         return tuple(ranks)
 
     return sorted(errors, key=rank)
@@ -78,8 +68,7 @@ def _explain(errors: list[ErrorDetails], tp: Any, key: str, start: int) -> str:
     if union_at is None:
         return _leaf(first, where, annotation)
     at = start + union_at  # the position of the union member's tag in the location
-    group = [e for e in errors if e["loc"][:at] == first["loc"][:at]]
-    inside = [e for e in group if len(e["loc"]) > at + 1]
+    inside = [e for e in errors if e["loc"][:at] == first["loc"][:at] and len(e["loc"]) > at + 1]
     if not inside:  # no alternative had the value's shape: say every alternative
         return f"{where}: got {first['input']!r}, expected {describe(annotation)}"
     return _explain(inside, _member(annotation), where, at + 1)  # the value has one alternative's shape
@@ -97,20 +86,35 @@ def _leaf(error: ErrorDetails, where: str, annotation: Any) -> str:
 def _locate(tp: Any, loc: tuple[int | str, ...], key: str) -> tuple[str, Any, int | None]:
     """The key and annotation at ``loc`` under ``tp``; stopped at a union whose member tag is next in
     ``loc`` (its position is the third item), else the third item is None."""
-    for i, part in enumerate(loc):
-        tp = _optional_inner(_bare(tp))
-        origin = typing.get_origin(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            tp, key = tp.model_fields[str(part)].annotation, _join(key, str(part))
-        elif origin is dict:
-            tp, key = typing.get_args(tp)[1], _join(key, str(part))
-        elif origin is tuple:
-            tp, key = typing.get_args(tp)[0], f"{key}[{part}]"
-        elif _is_union(tp):
-            return key, tp, i
-        else:  # pragma: no cover - a location pydantic does not make for these annotations
-            raise TypeError(f"cannot follow {part!r} into {tp!r}")
+    for i, part, kind, parent, child in _steps(tp, loc):
+        if kind == "tag":
+            return key, parent, i
+        key, tp = (f"{key}[{part}]" if kind == "item" else _join(key, str(part))), child
     return key, tp, None
+
+
+def _steps(tp: Any, loc: tuple[int | str, ...]) -> Iterator[tuple[int, int | str, str, Any, Any]]:
+    """Each part of a location under the annotation ``tp``: (position, part, what it names, the annotation it
+    is in, the annotation it names). A part names a ``field`` of a section (or an ``unknown`` key, the walk's
+    end), an ``entry`` of a mapping, an ``item`` of a list, or the ``tag`` of a union's alternative (the
+    annotation it names: the alternative with parts, where the location goes on into it)."""
+    for i, part in enumerate(loc):
+        parent = _optional_inner(_bare(tp))
+        origin = typing.get_origin(parent)
+        if isinstance(parent, type) and issubclass(parent, BaseModel):
+            if str(part) not in parent.model_fields:
+                yield i, part, "unknown", parent, None
+                return
+            kind, tp = "field", parent.model_fields[str(part)].annotation
+        elif origin is dict:
+            kind, tp = "entry", typing.get_args(parent)[1]
+        elif origin is tuple:
+            kind, tp = "item", typing.get_args(parent)[0]
+        elif _is_union(parent):
+            kind, tp = "tag", (_member(parent) if i + 1 < len(loc) else parent)
+        else:  # pragma: no cover - a location pydantic does not make for these annotations
+            raise TypeError(f"cannot follow {part!r} into {parent!r}")
+        yield i, part, kind, parent, tp
 
 
 def describe(tp: Any) -> str:
@@ -119,7 +123,7 @@ def describe(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if _is_union(tp) or origin in (typing.Union, types.UnionType):
+    if origin in (typing.Union, types.UnionType):
         return " or ".join(describe(a) for a in typing.get_args(tp))
     if origin is tuple:
         return f"a list of {describe(typing.get_args(tp)[0])}"

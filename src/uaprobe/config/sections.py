@@ -53,12 +53,12 @@ class Section(BaseModel):
     """Where the section sits in ``params.yaml`` (the prefix of its keys in messages)."""
 
     @classmethod
-    def build(cls, mapping: Any, key: str | None = None) -> Self:
-        """The section from a parsed YAML mapping; ``key`` (default :attr:`KEY`) prefixes the keys of errors."""
+    def build(cls, mapping: Any) -> Self:
+        """The section from a parsed YAML mapping, each failure a ConfigError whose keys sit under :attr:`KEY`."""
         try:
             return cls.model_validate(mapping)
         except ValidationError as exc:
-            raise ConfigError(message(exc, cls, cls.KEY if key is None else key)) from None
+            raise ConfigError(message(exc, cls, cls.KEY)) from None
 
 
 def _require(ok: bool, field: str, value: Any, expected: str) -> None:
