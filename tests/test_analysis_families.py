@@ -13,7 +13,7 @@ from uaprobe.analysis.inference import curves
 from uaprobe.analysis.pairs import centroid_score
 from uaprobe.analysis.panel import scaling
 from uaprobe.analysis.pairs.pair_table import pair_table, pooling_cosines
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema.missing import take_reasons
 from uaprobe.analysis.inference.stats import bootstrap_indices, resample_counts
 from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams
@@ -69,12 +69,12 @@ def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason():
     g = validation.global_stats(ua=np.full(6, 0.01), mean_preference=np.arange(6.0), counts=counts, level=0.95,
                                 aligned_r=0.5, inverted_r=-0.3)
     assert np.isnan(g.cohens_d) and np.isnan(g.r)
-    rec = NanReasons()
     tab = validation.category_table(u_a=np.full(6, 0.5), u_b=np.full(6, 0.49), preference=np.arange(6.0),
                                     category_of_pair=np.arange(6), n_categories=6, neutral_ua=0.02,
                                     neutral_preference=0.1)
-    out = validation.validation_variant(table=tab, glob=g, categories=list("abcdef"), level=0.95, rec=rec)
-    assert out["global"]["cohens_d"] is None and "std 0" in rec.reasons["global/cohens_d"]
+    out = validation.validation_variant(table=tab, glob=g, categories=list("abcdef"), level=0.95)
+    reasons = take_reasons(out)
+    assert out["global"]["cohens_d"] is None and "std 0" in reasons["global/cohens_d"]
 
 
 def test_validation_labels_follow_the_thresholds():
@@ -164,17 +164,16 @@ def test_layerwise_results_report_sign_changes_peaks_and_nan_reasons():
     res, _ = layerwise.analyze_layerwise(uniformity={"mean": cu, "last": const}, mean_preference=np.arange(4.0),
                                          categories=list(table.categories), params=small_params(),
                                          rng=np.random.default_rng(0))
-    rec = NanReasons()
-    out = layerwise.layerwise_results(res, categories=list(table.categories), n_layers=8, params=small_params(),
-                                      rec=rec)
+    out = layerwise.layerwise_results(res, categories=list(table.categories), n_layers=8, params=small_params())
+    reasons = take_reasons(out)
     r = np.array(out["mean"]["pearson_r"])
     assert out["mean"]["sign_changes"] == curves.sign_change_records(r, layers=list(range(9)), n_layers=8)
     assert out["mean"]["peak_positive"]["layer"] == int(np.argmax(r))
     assert out["mean"]["peak_negative"]["r"] == pytest.approx(r.min())
     assert all(v is None for v in out["last"]["pearson_r"])
-    assert rec.reasons["poolings/last/pearson_r/0"] == "UA is constant"
+    assert reasons["last/pearson_r/0"] == "UA is constant"
     assert out["last"]["peak_positive"]["layer"] is None
-    assert "poolings/last/peak_positive/layer" in rec.reasons
+    assert "last/peak_positive/layer" in reasons
     seed_view = seed.scaling_summary({layer: r[layer] for layer in curves.seed_layers(8)}, 8)
     assert [(s["layer_before"], s["layer_after"]) for s in out["mean"]["seed_layers_sign_changes"]] == \
         [(s["layer_before"], s["layer_after"]) for s in seed_view["sign_changes"]]
@@ -357,10 +356,10 @@ def test_anisotropy_of_identical_token_states_is_nan_with_a_reason():
     prof = anisotropy.anisotropy_profile(x, spectrum_top=4)
     assert np.isnan(prof.lambda1_ratio[1]) and np.isnan(prof.effective_rank[1]) and np.isnan(prof.spectrum[1]).all()
     assert np.isfinite(prof.lambda1_ratio[[0, 2, 3]]).all() and np.isfinite(prof.mean_cos_to_mean[1])
-    rec = NanReasons()
     out = anisotropy.anisotropy_results(profile=prof, n_layers=3, token_selection="all", n_tokens=10, n_prompts=2,
-                                        sign_changes=[], rec=rec)
-    assert out["lambda1_ratio"][1] is None and "zero covariance" in rec.reasons["lambda1_ratio/1"]
+                                        sign_changes=[])
+    reasons = take_reasons(out)
+    assert out["lambda1_ratio"][1] is None and "zero covariance" in reasons["lambda1_ratio/1"]
     assert out["l_star"] != 1
 
 
@@ -381,10 +380,9 @@ def test_bell_curve_and_l_star_match_the_seed():
     x = rng.standard_normal((layers + 1, 40, 16)) * 0.5
     x[:, :, 0] += amp[:, None] * z[None, :]
     prof = anisotropy.anisotropy_profile(x, spectrum_top=10)
-    rec = NanReasons()
     changes = [{"layer_before": 6, "layer_after": 7, "r_before": 0.4, "r_after": -0.2, "midpoint_depth_pct": 54.0}]
     out = anisotropy.anisotropy_results(profile=prof, n_layers=layers, token_selection="all", n_tokens=40, n_prompts=4,
-                                        sign_changes=changes, rec=rec)
+                                        sign_changes=changes)
     assert out["l_star"] == 4 == int(np.argmax(prof.lambda1_ratio))
     ref = seed.analyze_bell_curve(list(prof.lambda1_ratio), 4)
     assert out["bell_curve"]["before"]["slope"] == pytest.approx(ref["phase1_slope"])
@@ -404,8 +402,8 @@ def test_scaling_summary_matches_the_seed():
         r = np.sin(np.linspace(0, 3, n_layers + 1) + rng.uniform(0, 1)) * 0.8
         model_curves.append(scaling.ModelCurve(model_id=mid, display=mid, params_millions=None, n_layers=n_layers, r=r))
         refs[mid] = seed.scaling_summary({layer: r[layer] for layer in curves.seed_layers(n_layers)}, n_layers)
-    rec = NanReasons()
-    out = scaling.scaling_view({"mean": model_curves}, seed_view=True, stable_depth_std=10.0, rec=rec)["mean"]
+    out = scaling.scaling_view({"mean": model_curves}, seed_view=True, stable_depth_std=10.0)["mean"]
+    take_reasons(out)
     for mid, ref in refs.items():
         m = out["models"][mid]
         assert m["peak_positive"]["layer"] == ref["max_pos_layer"]
@@ -422,10 +420,9 @@ def test_scaling_summary_matches_the_seed():
 
 def test_scaling_with_one_model_has_no_verdict():
     c = scaling.ModelCurve(model_id="m", display="m", params_millions=1.0, n_layers=4, r=np.array([.1, .2, -.1, .3, .0]))
-    rec = NanReasons()
-    out = scaling.scaling_view({"mean": [c]}, seed_view=False, stable_depth_std=10.0, rec=rec)
+    out = scaling.scaling_view({"mean": [c]}, seed_view=False, stable_depth_std=10.0)
+    assert "mean/summary/stable" in take_reasons(out)
     assert out["mean"]["summary"]["stable"] is None
-    assert "mean/summary/stable" in rec.reasons
 
 
 # ------------------------------------------------------------------------------------ inputs

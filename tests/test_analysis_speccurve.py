@@ -10,7 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from uaprobe.analysis.category import curve_stats, speccurve
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema.missing import take_reasons
 from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
 
@@ -83,11 +83,13 @@ def test_joint_p_is_not_small_when_the_preference_is_independent():
 POLICIES = {"default": "special", "sink_excluded": "sink_excluded"}
 
 
-def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, level=0.95, rec=None):
-    return speccurve.curve_results(ua, pref, categories=CATS, policy_names=POLICIES,
+def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, level=0.95):
+    """The curve's body as its file holds it (every missing value None), its reasons under ``nan_reasons``."""
+    body = speccurve.curve_results(ua, pref, categories=CATS, policy_names=POLICIES,
                                    primary=PrimaryParams(depth=depth, statistic=statistic, left_out=left_out),
-                                   alpha=alpha, level=level, seed=0, permutations=200,
-                                   rec=NanReasons() if rec is None else rec)
+                                   alpha=alpha, level=level, seed=0, permutations=200)
+    body["nan_reasons"] = take_reasons(body)
+    return body
 
 
 def test_curve_results_sorted_parallel_columns():
@@ -97,13 +99,12 @@ def test_curve_results_sorted_parallel_columns():
           for pol in ("default", "sink_excluded")}
     ua["default"]["mean"]["raw"][1] = 0.25  # a constant UA: r undefined, with a reason
     pref = {"mean": rng.standard_normal(6), "sum": rng.standard_normal(6)}
-    rec = NanReasons()
-    body = _curve(ua, pref, rec=rec)
+    body = _curve(ua, pref)
     n = 2 * 2 * 2 * 3 * 2 * 7
     assert body["n_specs"] == n and all(len(v) == n for v in body["specs"].values())
     r = [x for x in body["specs"]["r"] if x is not None]
     assert r == sorted(r) and len(r) == n - 2 * 7
-    assert body["specs"]["r"][-1] is None and rec.reasons[f"specs/r/{n - 1}"]
+    assert body["specs"]["r"][-1] is None and body["nan_reasons"][f"specs/r/{n - 1}"]
     assert body["choices"]["policy"] == ["special", "sink_excluded"]
     assert all(body["specs"]["distinct"])  # no two random rows are identical
     # one specification against a direct computation
@@ -406,7 +407,7 @@ def test_the_curve_runs_at_any_number_of_categories_and_records_its_resolution(n
     def run() -> dict:
         return speccurve.curve_results(ua, pref, categories=cats, policy_names=POLICIES,
                                        primary=PrimaryParams(left_out="c1"), alpha=0.05, level=0.95, seed=7,
-                                       permutations=m, rec=NanReasons())
+                                       permutations=m)
 
     body = run()
     assert body["mode"] == "monte_carlo" and body["relabellings"] == m + 1
@@ -442,4 +443,4 @@ def test_a_primary_option_the_curve_lacks_names_the_key():
     with pytest.raises(UAProbeError, match=r"analysis\.primary\.nll"):
         speccurve.curve_results(_universe_ua(rng), {"mean": rng.standard_normal(6)}, categories=CATS,
                                 policy_names=POLICIES, primary=PrimaryParams(left_out="c0", nll="sum"), alpha=0.05,
-                                level=0.95, seed=0, permutations=100, rec=NanReasons())
+                                level=0.95, seed=0, permutations=100)

@@ -7,13 +7,14 @@ import pytest
 from numpy.testing import assert_allclose
 
 from uaprobe.analysis.panel.compare import primary_across_models
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema.missing import take_reasons
 from uaprobe.schema.panel import PanelPairFamily, PanelPrimary
 
 
-def _run(ps: dict[str, float | None], correction: str = "holm", alpha: float = 0.05) -> tuple[dict, NanReasons]:
-    rec = NanReasons()
-    return primary_across_models(ps, statistic="median_r", correction=correction, alpha=alpha, rec=rec), rec
+def _run(ps: dict[str, float | None], correction: str = "holm", alpha: float = 0.05) -> tuple[dict, dict[str, str]]:
+    """The ``primary`` object as the panel file holds it, and its missing values' reasons."""
+    body = primary_across_models(ps, statistic="median_r", correction=correction, alpha=alpha)
+    return body, take_reasons(body)
 
 
 def test_holm_across_two_models_matches_the_step_down_by_hand() -> None:
@@ -33,10 +34,10 @@ def test_bonferroni_and_a_rejection() -> None:
 
 
 def test_an_undefined_p_is_left_out_of_the_family_with_its_reason() -> None:
-    body, rec = _run({"a": 0.02, "b": None})
+    body, reasons = _run({"a": 0.02, "b": None})
     assert_allclose(body["models"]["a"]["adjusted_p"], 0.02)  # a family of one
     assert body["models"]["b"]["adjusted_p"] is None and body["models"]["b"]["reject"] is None
-    assert "primary/models/b/adjusted_p" in rec.reasons
+    assert "models/b/adjusted_p" in reasons
 
 
 def test_holm_matches_a_direct_computation_on_many_models() -> None:
@@ -81,8 +82,8 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
                 [0, 1, 0])  # the third row merged into the first
     b = _family(["m1", "m2"], ["last", "mean"], [0.004, None], [0.2, None], [0, 1])
     c = _family(["m1"], ["mean"], [0.04], [-0.2], [0])
-    out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c}}, alpha=0.05,
-                                    rec=NanReasons())
+    out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c}}, alpha=0.05)
+    take_reasons(out)
     p = np.array([0.001, 0.03, 0.004, 0.04])  # the counted, defined tests in order
     order = np.argsort(p)
     holm = np.empty(4)
@@ -104,11 +105,11 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
 def test_a_degenerate_test_stays_out_of_the_panel_family() -> None:
     from uaprobe.analysis.panel.compare import pair_family_across_models
     a = _family(["m1", "m2"], ["mean", "first"], [0.001, 0.0001], [0.3, 0.01], [0, 1], degenerate=[False, True])
-    rec = NanReasons()
-    out = pair_family_across_models({"x": {"length": a}}, alpha=0.05, rec=rec)
+    out = pair_family_across_models({"x": {"length": a}}, alpha=0.05)
+    reasons = take_reasons(out)
     assert out["n_tests"] == 1 and out["n_degenerate"] == 1
     assert out["models"]["x"]["length"]["holm_p"] == [pytest.approx(0.001), None]
-    assert "degenerate" in rec.reasons["pair_family/models/x/length/holm_p/1"]
+    assert "degenerate" in reasons["models/x/length/holm_p/1"]
     PanelPairFamily.model_validate(out)
 
 
@@ -122,7 +123,8 @@ def test_the_panel_max_t_is_each_family_s_max_t_times_the_families_that_test_any
     c = _family(["m1"], ["mean"], [0.02], [-0.2], [0], maxt=[0.02], n_pairs=180, q=12)
     empty = _family(["m1"], ["mean"], [None], [None], [0])
     out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c, "lexical": empty}},
-                                    alpha=0.05, rec=NanReasons())
+                                    alpha=0.05)
+    take_reasons(out)
     assert out["n_families"] == 3
     assert out["models"]["x"]["length"]["maxt_p"] == pytest.approx([0.006, 1.0, 0.006])
     assert out["models"]["x"]["lexical"]["maxt_p"] == pytest.approx([0.03])
@@ -175,16 +177,16 @@ def test_the_original_points_are_tested_as_the_panel_s() -> None:
     y = [1.66, 0.47, 0.24, -0.07, -0.03, 0.99]
     table = {c: [a, b] for c, a, b in zip("abcdef", x, y)} | {"note": "text"}
     params = AnalysisParams(power=PowerParams(draws=50, grid_step=0.5))
-    out = original_points(table, source="pub.json", params=params, rec=NanReasons())
+    out = original_points(table, source="pub.json", params=params)
     r0 = sps_r(x, y)
     assert out["r"] == pytest.approx(r0, abs=1e-12) and out["categories"] == list("abcdef")
     hits = sum(abs(sps_r(x, [y[i] for i in o])) >= abs(r0) - 1e-12 for o in itertools.permutations(range(6)))
     assert out["p"] == pytest.approx(hits / 720, abs=1e-15) and out["orders"] == 720
     assert out["leave_one_out_r"][0] == pytest.approx(sps_r(x[1:], y[1:]), abs=1e-12)
     with pytest.raises(ConfigError, match=r"pub\.json: category_level\.final_table: .*'b'"):
-        original_points({"a": [1, 2], "b": [1], "c": [0, 1]}, source="pub.json", params=params, rec=NanReasons())
+        original_points({"a": [1, 2], "b": [1], "c": [0, 1]}, source="pub.json", params=params)
     with pytest.raises(ConfigError, match=r"pub\.json: category_level\.final_table: expected at least 3 categories"):
-        original_points(None, source="pub.json", params=params, rec=NanReasons())  # the key absent from the file
+        original_points(None, source="pub.json", params=params)  # the key absent from the file
 
 
 def sps_r(x, y):

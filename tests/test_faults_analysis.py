@@ -26,7 +26,8 @@ from uaprobe.analysis.category import validation
 from uaprobe.analysis.geometry import anisotropy
 from uaprobe.analysis.inference import groupstats, stats
 from uaprobe.analysis.inference.groupstats import Resampling
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema import missing
+from uaprobe.schema.missing import take_reasons
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORIES = ["numeric", "nonnumeric", "tech", "lifestyle", "business", "science"]
@@ -114,13 +115,13 @@ def test_global_statistics_of_a_constant_ua_have_reasons() -> None:
     glob = validation.global_stats(ua=np.full(6, 0.01), mean_preference=np.linspace(-1, 1, 6), counts=draws.counts,
                                    level=0.95, aligned_r=0.5, inverted_r=-0.3)
     assert math.isnan(glob.r) and glob.r_reason == "UA is constant" and glob.label is None
-    rec = NanReasons()
     table = validation.CategoryTable(n_pairs=np.full(6, 3), u_a=np.full(6, 0.51), u_b=np.full(6, 0.5),
                                      ua=np.full(6, 0.01), mean_preference=np.linspace(-1, 1, 6),
                                      pct_prefer_a=np.full(6, 50.0), aligned=np.zeros(6, dtype=bool))
-    variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95, rec=rec)
+    variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95)
+    reasons = take_reasons(variant)
     assert variant["global"]["r"] is None and variant["global"]["label"] is None
-    assert rec.reasons["global/r"] == "UA is constant"
+    assert reasons["global/r"] == "UA is constant"
 
 
 def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason_not_a_silent_number() -> None:
@@ -129,12 +130,11 @@ def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason_not_a_silent_number() ->
         glob = validation.global_stats(ua=ua, mean_preference=np.linspace(-1, 1, 6), counts=_draws(6).counts,
                                        level=0.95, aligned_r=0.5, inverted_r=-0.3)
         assert math.isnan(glob.cohens_d)
-        rec = NanReasons()
         table = validation.CategoryTable(n_pairs=np.full(6, 3), u_a=ua + 0.5, u_b=np.full(6, 0.5), ua=ua,
                                          mean_preference=np.linspace(-1, 1, 6), pct_prefer_a=np.full(6, 50.0),
                                          aligned=np.zeros(6, dtype=bool))
-        variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95, rec=rec)
-        assert variant["global"]["cohens_d"] is None and rec.reasons["global/cohens_d"]
+        variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95)
+        assert take_reasons(variant)["global/cohens_d"] and variant["global"]["cohens_d"] is None
 
 
 def test_anisotropy_of_identical_token_states_is_nan_with_a_reason_not_a_floor_artifact() -> None:
@@ -151,13 +151,12 @@ def test_anisotropy_of_identical_token_states_is_nan_with_a_reason_not_a_floor_a
 
 
 def test_a_nan_without_a_reason_cannot_reach_a_results_file() -> None:
-    rec = NanReasons()
     with pytest.raises(ValueError, match="x/1: missing value without a reason"):
-        rec.series("x", [1.0, float("nan")])
-    with pytest.raises(ValueError, match="y: missing value without a reason"):
-        rec.value("y", float("inf"))
-    assert rec.series("z", [1.0, float("nan")], ["", "fewer than 3 points"]) == [1.0, None]
-    assert rec.reasons == {"z/1": "fewer than 3 points"}
+        take_reasons({"x": missing.series([1.0, float("nan")])})
+    with pytest.raises(ValueError, match="a/y: missing value without a reason"):
+        take_reasons({"a": {"y": missing.value(float("inf"))}})
+    doc = {"z": missing.series([1.0, float("nan")], ["", "fewer than 3 points"])}
+    assert take_reasons(doc) == {"z/1": "fewer than 3 points"} and doc == {"z": [1.0, None]}
 
 
 def _analyze_stage():

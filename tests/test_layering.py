@@ -113,10 +113,10 @@ def test_every_module_is_in_a_family_and_the_order_is_the_packages(package: str)
     folder = SRC.parent / package.replace(".", "/")
     inside = [p for p in MODULES if p.is_relative_to(folder)]
     assert {p.parent.name for p in inside if p.parent != folder} == set(FAMILIES[package])
-    beside = {"uaprobe.analysis": ["__init__.py", "nan_reasons.py"], "uaprobe.publishing.prose": ["__init__.py"]}
+    beside = {"uaprobe.analysis": ["__init__.py"], "uaprobe.publishing.prose": ["__init__.py"]}
     assert sorted(p.name for p in inside if p.parent == folder) == beside[package]
     assert family("uaprobe.analysis.pairs.option_b", "uaprobe.analysis") == "pairs"
-    assert family("uaprobe.analysis.nan_reasons", "uaprobe.analysis") is None
+    assert family("uaprobe.schema.missing", "uaprobe.analysis") is None
 
 
 WRITTEN_OUT_KERNELS = {("uaprobe.analysis.compute.kernels", "_add_runs")}

@@ -15,8 +15,8 @@ from scipy.spatial.distance import cdist
 from uaprobe.analysis.geometry import knn
 from uaprobe.analysis.inference import phases, stats
 from uaprobe.analysis.pairs import option_b
-from uaprobe.analysis.nan_reasons import NanReasons
 from uaprobe.config import AnalysisParams, BinsParams
+from uaprobe.schema.missing import take_reasons
 from uaprobe.errors import UAProbeError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published" / "pythia-6-9b.json"
@@ -226,13 +226,10 @@ def test_results_recover_a_planted_metric_and_match_scipy():
 def test_results_record_reasons_for_a_constant_metric():
     a, b = states(n=8, views=4)
     b = a.copy()  # A == B: centroid asymmetry and margin are 0 for every pair
-    rec = NanReasons()
     pref = np.arange(8.0)
-    body = option_b.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0),
-                                    rec=rec)
-    assert "nan_reasons" not in body
+    body = option_b.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0))
     assert body["metrics"]["centroid_asymmetry"]["pearson_r"] == [None] * 4
-    assert "constant" in rec.reasons["metrics/centroid_asymmetry/pearson_r/0"]
+    assert "constant" in body["nan_reasons"]["metrics/centroid_asymmetry/pearson_r/0"]
     assert body["metrics"]["centroid_asymmetry"]["phases"]["sign_change"] is None
     assert "late_inversion" not in body["metrics"]["centroid_asymmetry"]["phases"]  # no verdict on such intervals
 
@@ -259,8 +256,7 @@ def test_phase_means_and_intervals_by_hand():
     boot = np.array([[0.4, 0.6, 0.5], [0, 0, 0], [0.2, 0.4, np.nan], [0.1, 0.2, 0.3],
                      [-0.2, -0.1, 0.0], [-0.5, -0.3, -0.4]])
     perm = np.array([[0.1, -0.6], [0, 0], [0.1, -0.3], [0.3, 0.1], [0.1, 0.0], [-0.05, 0.0]])
-    rec = NanReasons()
-    out = phases.phase_results(r=r, boot_r=boot, perm_r=perm, mode="exact", partition=part, level=0.5, rec=rec)
+    out = phases.phase_results(r=r, boot_r=boot, perm_r=perm, mode="exact", partition=part, level=0.5)
     # early draws: (0.4+0.2)/2 = 0.3, (0.6+0.4)/2 = 0.5, NaN -> dropped; 25th/75th percentile of [0.3, 0.5]
     assert out["early"]["mean_r"] == pytest.approx(0.4)
     assert out["early"]["bootstrap_valid"] == 2
@@ -410,11 +406,11 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
     pref, n_content = rng.normal(size=16), rng.integers(1, 9, size=32)
     params = small_params()
     shared = option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
-                                       n_content=n_content, params=params, rec=NanReasons())
+                                       n_content=n_content, params=params)
     for p, x in pooled.items():
         fresh = option_b.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
-                                         params=params, rng=stats.rng_for(seed=params.seed, name="option_b"),
-                                         rec=NanReasons().sub(f"poolings/{p}"))
+                                         params=params, rng=stats.rng_for(seed=params.seed, name="option_b"))
+        assert fresh.pop("nan_reasons") == take_reasons(shared.body["poolings"][p])
         assert json.dumps(shared.body["poolings"][p], sort_keys=True) == json.dumps(fresh, sort_keys=True)
         # the metric values it computed, returned for the pair-level models
         metrics = option_b.pair_metrics(x[rows_a], x[rows_b])
@@ -425,12 +421,12 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
         option_b.option_b_results(a, b, pref, np.zeros(16), params=params)
     # the caller's draws (drawn once for both policies) give the same results; draws of other pairs do not fit
     given = option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
-                                       n_content=n_content, params=params, rec=NanReasons(),
+                                       n_content=n_content, params=params,
                                        draws=option_b.option_b_draws(n_pairs=16, params=params))
     assert json.dumps(given.body, sort_keys=True) == json.dumps(shared.body, sort_keys=True)
     with pytest.raises(ValueError, match="draws for 15 pairs given for 16 pairs"):
         option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref, n_content=n_content,
-                                   params=params, rec=NanReasons(),
+                                   params=params,
                                    draws=option_b.option_b_draws(n_pairs=15, params=params))
 
 

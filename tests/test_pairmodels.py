@@ -11,7 +11,7 @@ import pytest
 
 from uaprobe.analysis.inference import controls, multiplicity, stats
 from uaprobe.analysis.pairs import freedman_lane, incremental, option_b, pairmodels
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema.missing import take_reasons
 from uaprobe.config import AnalysisParams, BinsParams, PrimaryParams, RobustnessParams
 from uaprobe.errors import ConfigError
 
@@ -248,8 +248,8 @@ def synthetic_input(n_pairs: int = 36, n_layers: int = 3, dim: int = 8, seed: in
 def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     inp = synthetic_input()
     params = small_params(alpha=0.5)
-    rec = NanReasons()
-    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params, rec=rec)
+    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params)
+    take_reasons(body)
     assert body["n_pairs"] == 36 and body["pairs_per_category"] == [12, 12, 12]
     pol = body["policies"]["default"]
     assert set(pol["poolings"]) == {"mean", "last"} and set(pol["poolings"]["mean"]) == set(option_b.METRICS)
@@ -295,11 +295,12 @@ def test_option_b_values_give_the_bytes_of_values_computed_here():
     params = small_params()
     pol = inp["policies"]["default"]
     ob = option_b.option_b_poolings(pooled=pol.pooled, row_a=inp["row_a"], row_b=inp["row_b"],
-                                    preference=inp["preference"], n_content=pol.n_content, params=params,
-                                    rec=NanReasons())
+                                    preference=inp["preference"], n_content=pol.n_content, params=params)
     given = dict(inp, policies={"default": dataclasses.replace(pol, values=ob.values)})
-    here = pairmodels.pair_models_results(**inp, seeds=[3], params=params, rec=NanReasons())
-    reused = pairmodels.pair_models_results(**given, seeds=[3], params=params, rec=NanReasons())
+    here = pairmodels.pair_models_results(**inp, seeds=[3], params=params)
+    take_reasons(here)
+    reused = pairmodels.pair_models_results(**given, seeds=[3], params=params)
+    take_reasons(reused)
     assert json.dumps(reused) == json.dumps(here)
 
 
@@ -310,8 +311,7 @@ def pol_keep(inp) -> np.ndarray:
 def test_an_unknown_left_out_category_names_the_key():
     inp = synthetic_input()
     with pytest.raises(ConfigError, match=r"analysis\.primary\.left_out is 'lifestyle'.*ground_truth_numeric"):
-        pairmodels.pair_models_results(**inp, seeds=[3], params=small_params(primary=PrimaryParams(left_out="lifestyle")),
-                                       rec=NanReasons())
+        pairmodels.pair_models_results(**inp, seeds=[3], params=small_params(primary=PrimaryParams(left_out="lifestyle")))
 
 
 def test_pooled_token_mask_follows_each_policy():
@@ -375,7 +375,8 @@ def test_lexical_states_pool_the_baselines_token_vectors():
 def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric():
     inp = synthetic_input()
     params = small_params(alpha=0.5)
-    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params, rec=NanReasons())
+    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params)
+    take_reasons(body)
     inc = body["incremental"]
     assert inc["seeds"] == [3, 4] and set(inc["policies"]["default"]["poolings"]) == {"mean", "last"}
     ra, rb, pref = inp["row_a"], inp["row_b"], inp["preference"]
@@ -469,8 +470,7 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
     assert t.r[1] > 0.5 and t.p[1] == pytest.approx(1 / 1000)
     fam = incremental.family_results([incremental.FamilyTest("default", "mean", "m", t.r[0], t.p[0], 1.0, np.nan, 0.1),
                                       incremental.FamilyTest("default", "last", "m", t.r[1], t.p[1], 1.0, np.nan, 0.2)],
-                                     layer=2, reported_pooling="mean", permutations=999, alpha=0.01,
-                                     rec=NanReasons())
+                                     layer=2, reported_pooling="mean", permutations=999, alpha=0.01)
     assert fam["tests"]["at_floor"] == [False, True] and fam["tests"]["holm_reject"] == [False, True]
     assert fam["tests"]["holm_p"][1] == pytest.approx(2 / 1000) and fam["holm_floor"] == pytest.approx(2 / 1000)
 
@@ -482,8 +482,10 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
     other = dataclasses.replace(pol, name="sink_excluded", pooled={p: x[::-1].copy() for p, x in pol.pooled.items()})
     params = small_params()
     body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": twin}), seeds=[3],
-                                          params=params, rec=NanReasons())
-    alone = pairmodels.pair_models_results(**inp, seeds=[3], params=params, rec=NanReasons())
+                                          params=params)
+    take_reasons(body)
+    alone = pairmodels.pair_models_results(**inp, seeds=[3], params=params)
+    take_reasons(alone)
     for fam, single in ((body["family"], alone["family"]), (body["incremental"]["family"],
                                                              alone["incremental"]["family"])):
         t = fam["tests"]
@@ -492,11 +494,13 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
     # position 0 out of every count but the same pooled tokens: the same tests up to rounding
     shifted = dataclasses.replace(twin, n_content=pol.n_content - 1)
     body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": shifted}),
-                                          seeds=[3], params=params, rec=NanReasons())
+                                          seeds=[3], params=params)
+    take_reasons(body)
     assert body["family"]["n_merged"] == 10 and body["family"]["tests"]["holm_p"][10:] == alone["family"]["tests"][
         "holm_p"]
     distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
-                                              seeds=[3], params=params, rec=NanReasons())
+                                              seeds=[3], params=params)
+    take_reasons(distinct)
     assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20
 
 
@@ -564,12 +568,11 @@ def test_a_degenerate_test_is_reported_and_kept_out_of_the_family():
     tests = [incremental.FamilyTest("default", "mean", m, r, p, v, np.nan, 0.1, 230, 7, perm[:, i])
              for i, (m, r, p, v) in enumerate((("a", 0.3, 0.001, 1.5), ("b", 0.2, 0.002, 9.3e11),
                                                ("c", 0.01, 0.8, 2.0)))]
-    rec = NanReasons()
-    fam = incremental.family_results(tests, layer=3, reported_pooling="mean", permutations=999, alpha=0.05,
-                                     rec=rec, degenerate_vif=10.0, level=0.95)
+    fam = incremental.family_results(tests, layer=3, reported_pooling="mean", permutations=999, alpha=0.05, degenerate_vif=10.0, level=0.95)
+    reasons = take_reasons(fam)
     t = fam["tests"]
     assert t["degenerate"] == [False, True, False] and fam["n_degenerate"] == 1 and fam["n_tests"] == 2
-    assert t["holm_p"][1] is None and t["maxt_p"][1] is None and "degenerate" in rec.reasons["tests/holm_p/1"]
+    assert t["holm_p"][1] is None and t["maxt_p"][1] is None and "degenerate" in reasons["tests/holm_p/1"]
     assert t["holm_p"][0] == pytest.approx(0.002) and t["holm_p"][2] == pytest.approx(0.8)
     np.testing.assert_allclose([t["maxt_p"][0], t["maxt_p"][2]],
                                _direct_maxt(np.array([0.3, 0.01]), perm[:, [0, 2]]), rtol=0, atol=1e-15)

@@ -2,7 +2,9 @@
 which values may be missing and which lists run over the layers.
 
 A missing statistic is written as ``null`` and its reason is recorded in the file's top-level
-``nan_reasons`` under the value's ``/``-separated path. The schema says where a ``null`` may stand:
+``nan_reasons`` under the value's ``/``-separated path (an analysis builds a
+:class:`~uaprobe.schema.missing.Missing` there; the writer reads the paths off the document). The
+schema says where a ``null`` may stand:
 
 - :data:`Stat`, :data:`Flag`, :data:`Label`, :data:`Index` are a number, a bool, a string, an
   integer *or a missing value*: a ``null`` there needs a recorded reason;

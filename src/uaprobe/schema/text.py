@@ -22,7 +22,8 @@ def _default(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, np.floating):
         return float(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__} (convert arrays with NanReasons.series)")
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__} "
+                    "(a missing value is written as null by uaprobe.schema.missing.take_reasons)")
 
 
 def json_text(obj: Any) -> str:

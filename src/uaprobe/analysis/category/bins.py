@@ -21,7 +21,7 @@ import numpy as np
 
 from uaprobe.analysis.inference import stats
 from uaprobe.analysis.inference.groupstats import GroupStats, Resampling, group_stats
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.geometry.uniformity import Cosines, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
@@ -294,29 +294,25 @@ def change_labels(*, before_excludes: np.ndarray, after_excludes: np.ndarray) ->
     return out
 
 
-def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupStats, n_layers: int,
-                 rec: Reasons) -> dict[str, Any]:
+def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupStats, n_layers: int) -> dict[str, Any]:
     """The ``schemes`` object of one pooling in ``bins.json`` (see docs/results.md)."""
     sel = slice(0, n_layers + 1)
     out: dict[str, Any] = {}
     for scheme, res in result.items():
-        srec = rec.sub(f"schemes/{scheme}")
         by_k = {}
         for k, s in res.by_k.items():
             why = "no partition had a defined r (fewer than 3 usable bins or constant values)"
-            krec = srec.sub(f"by_k/{k}")
             by_k[str(k)] = {
-                "r_mean": krec.series("r_mean", s.r_mean[sel], why),
-                "r_std": krec.series("r_std", s.r_std[sel], why),
-                "p_mean": krec.series("p_mean", s.p_mean[sel], why),
-                "share_positive": krec.series("share_positive", s.share_positive[sel], why),
-                "share_excludes_zero": krec.series("share_excludes_zero", s.share_excludes_zero[sel], why),
+                "r_mean": missing.series(s.r_mean[sel], why),
+                "r_std": missing.series(s.r_std[sel], why),
+                "p_mean": missing.series(s.p_mean[sel], why),
+                "share_positive": missing.series(s.share_positive[sel], why),
+                "share_excludes_zero": missing.series(s.share_excludes_zero[sel], why),
                 "n_valid": s.n_valid[sel].tolist(),
                 "bins_used_mean": s.bins_used_mean, "bin_size_min": s.bin_size_min, "bin_size_max": s.bin_size_max,
             }
         ci = res.ci
         g = ci.stats
-        crec = srec.sub("ci_partition")
         lo, hi = g.bootstrap.low[sel], g.bootstrap.high[sel]
         excl, defined = _excludes_zero(lo, hi)
         ci_obj = {
@@ -324,29 +320,28 @@ def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupS
             "assignment": ci.assignment.tolist(),
             "bin_ids": ci.bin_ids.tolist(),
             "bin_sizes": ci.bin_sizes.tolist(),
-            "mean_preference": crec.series("mean_preference", ci.mean_preference),
-            "u_a": crec.series("u_a", ci.u_a[sel]),
-            "u_b": crec.series("u_b", ci.u_b[sel]),
-            "ua": crec.series("ua", (ci.u_a - ci.u_b)[sel]),
-            "r": crec.series("r", g.pearson.r[sel], g.pearson.reason[sel]),
-            "p": crec.series("p", g.pearson.p[sel], g.pearson.reason[sel]),
-            "spearman_rho": crec.series("spearman_rho", g.spearman.r[sel], g.spearman.reason[sel]),
-            "bootstrap_ci_low": crec.series("bootstrap_ci_low", lo, g.bootstrap.reason[sel]),
-            "bootstrap_ci_high": crec.series("bootstrap_ci_high", hi, g.bootstrap.reason[sel]),
+            "mean_preference": missing.series(ci.mean_preference),
+            "u_a": missing.series(ci.u_a[sel]),
+            "u_b": missing.series(ci.u_b[sel]),
+            "ua": missing.series((ci.u_a - ci.u_b)[sel]),
+            "r": missing.series(g.pearson.r[sel], g.pearson.reason[sel]),
+            "p": missing.series(g.pearson.p[sel], g.pearson.reason[sel]),
+            "spearman_rho": missing.series(g.spearman.r[sel], g.spearman.reason[sel]),
+            "bootstrap_ci_low": missing.series(lo, g.bootstrap.reason[sel]),
+            "bootstrap_ci_high": missing.series(hi, g.bootstrap.reason[sel]),
             "bootstrap_valid": g.bootstrap.valid[sel].tolist(),
-            "fisher_ci_low": crec.series("fisher_ci_low", g.fisher_low[sel], g.fisher_reason[sel]),
-            "fisher_ci_high": crec.series("fisher_ci_high", g.fisher_high[sel], g.fisher_reason[sel]),
-            "permutation_p": crec.series("permutation_p", g.permutation_p[sel], g.pearson.reason[sel]),
-            "ci_excludes_zero": crec.flags("ci_excludes_zero", excl, defined=defined, reasons=g.bootstrap.reason[sel]),
+            "fisher_ci_low": missing.series(g.fisher_low[sel], g.fisher_reason[sel]),
+            "fisher_ci_high": missing.series(g.fisher_high[sel], g.fisher_reason[sel]),
+            "permutation_p": missing.series(g.permutation_p[sel], g.pearson.reason[sel]),
+            "ci_excludes_zero": missing.flags(excl, defined=defined, reasons=g.bootstrap.reason[sel]),
         }
         # comparison with the categories (n = number of categories)
         c = categories_stats
         c_lo, c_hi = c.bootstrap.low[sel], c.bootstrap.high[sel]
         c_excl, c_def = _excludes_zero(c_lo, c_hi)
-        cmp_rec = srec.sub("comparison")
         both = c_def & defined
         labels = change_labels(before_excludes=c_excl, after_excludes=excl)
-        change = [cmp_rec.label(f"change/{i}", lab if both[i] else None,
+        change = [missing.label(lab if both[i] else None,
                                 "an interval is undefined") for i, lab in enumerate(labels)]
         w_cat = c_hi - c_lo
         w_bin = hi - lo
@@ -355,19 +350,19 @@ def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupS
         reduction = (mean_cat - mean_bin) / mean_cat * 100.0 if both.any() and mean_cat != 0 else np.nan
         no_layer = "no layer where both intervals are defined"
         comparison = {
-            "categories_r": cmp_rec.series("categories_r", c.pearson.r[sel], c.pearson.reason[sel]),
-            "categories_ci_low": cmp_rec.series("categories_ci_low", c_lo, c.bootstrap.reason[sel]),
-            "categories_ci_high": cmp_rec.series("categories_ci_high", c_hi, c.bootstrap.reason[sel]),
-            "categories_ci_width": cmp_rec.series("categories_ci_width", w_cat, c.bootstrap.reason[sel]),
-            "categories_ci_excludes_zero": cmp_rec.flags("categories_ci_excludes_zero", c_excl, defined=c_def,
+            "categories_r": missing.series(c.pearson.r[sel], c.pearson.reason[sel]),
+            "categories_ci_low": missing.series(c_lo, c.bootstrap.reason[sel]),
+            "categories_ci_high": missing.series(c_hi, c.bootstrap.reason[sel]),
+            "categories_ci_width": missing.series(w_cat, c.bootstrap.reason[sel]),
+            "categories_ci_excludes_zero": missing.flags(c_excl, defined=c_def,
                                                          reasons=c.bootstrap.reason[sel]),
-            "bins_ci_width": cmp_rec.series("bins_ci_width", w_bin, g.bootstrap.reason[sel]),
+            "bins_ci_width": missing.series(w_bin, g.bootstrap.reason[sel]),
             "change": change,
             "n_significant_categories": int(c_excl.sum()),
             "n_significant_bins": int(excl.sum()),
-            "mean_ci_width_categories": cmp_rec.value("mean_ci_width_categories", mean_cat, no_layer),
-            "mean_ci_width_bins": cmp_rec.value("mean_ci_width_bins", mean_bin, no_layer),
-            "ci_width_reduction_pct": cmp_rec.value("ci_width_reduction_pct", reduction,
+            "mean_ci_width_categories": missing.value(mean_cat, no_layer),
+            "mean_ci_width_bins": missing.value(mean_bin, no_layer),
+            "ci_width_reduction_pct": missing.value(reduction,
                                                     no_layer + " (or a zero category width)"),
         }
         out[scheme] = {"by_k": by_k, "ci_partition": ci_obj, "comparison": comparison}

@@ -14,7 +14,7 @@ import numpy as np
 
 from uaprobe.analysis.inference import curves, stats
 from uaprobe.analysis.inference.groupstats import GroupStats, LeaveOneOut, Resampling, group_stats, leave_one_out
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams
 
@@ -87,90 +87,64 @@ def analyze_layerwise(*, uniformity: Mapping[str, CategoryUniformity], mean_pref
     return out, draws
 
 
-def _stat_fields(gs: GroupStats, sel: Any, rec: Reasons) -> dict[str, Any]:
-    """The correlation statistics of the rows ``sel`` (a slice of views or one view index)."""
-    def s(name: str, values: np.ndarray, reasons: np.ndarray) -> Any:
-        v = values[sel]
-        return rec.series(name, v, reasons[sel]) if np.ndim(v) else rec.value(name, v, reasons[sel])
-
-    p, rho, b = gs.pearson, gs.spearman, gs.bootstrap
-    return {
-        "pearson_r": s("pearson_r", p.r, p.reason),
-        "pearson_p": s("pearson_p", p.p, p.reason),
-        "spearman_rho": s("spearman_rho", rho.r, rho.reason),
-        "spearman_p": s("spearman_p", rho.p, rho.reason),
-        "bootstrap_ci_low": s("bootstrap_ci_low", b.low, b.reason),
-        "bootstrap_ci_high": s("bootstrap_ci_high", b.high, b.reason),
-        "bootstrap_valid": np.asarray(b.valid[sel]).tolist(),
-        "fisher_ci_low": s("fisher_ci_low", gs.fisher_low, gs.fisher_reason),
-        "fisher_ci_high": s("fisher_ci_high", gs.fisher_high, gs.fisher_reason),
-        "permutation_p": s("permutation_p", gs.permutation_p, gs.permutation_reason),
-    }
-
-
-def _loco_fields(loco: LeaveOneOut, sel: Any, categories: Sequence[str], rec: Reasons) -> dict[str, Any]:
+def _loco_fields(loco: LeaveOneOut, sel: Any, categories: Sequence[str]) -> dict[str, Any]:
     """Leave-one-category-out fields of the rows ``sel`` (a slice of views or one view index)."""
     why = "r or every leave-one-out r is undefined"
     drivers = loco.driver[sel]
     if np.ndim(drivers) == 0:
-        name = categories[int(drivers)] if drivers >= 0 else rec.label("loco_driver", None, why)
-        return {"loco_r": rec.series("loco_r", loco.r[sel], loco.reason[sel]), "loco_driver": name,
-                "loco_max_shift": rec.value("loco_max_shift", loco.max_shift[sel], why)}
-    names = [categories[int(d)] if d >= 0 else rec.label(f"loco_driver/{i}", None, why) for i, d in enumerate(drivers)]
-    return {"loco_r": rec.series("loco_r", loco.r[sel], loco.reason[sel]), "loco_driver": names,
-            "loco_max_shift": rec.series("loco_max_shift", loco.max_shift[sel], why)}
+        name = categories[int(drivers)] if drivers >= 0 else missing.label(None, why)
+        return {"loco_r": missing.series(loco.r[sel], loco.reason[sel]), "loco_driver": name,
+                "loco_max_shift": missing.value(loco.max_shift[sel], why)}
+    names = [categories[int(d)] if d >= 0 else missing.label(None, why) for d in drivers]
+    return {"loco_r": missing.series(loco.r[sel], loco.reason[sel]), "loco_driver": names,
+            "loco_max_shift": missing.series(loco.max_shift[sel], why)}
 
 
-def _corrected(name: str, adjusted: np.ndarray, raw_reason: np.ndarray, alpha: float, rec: Reasons) -> dict[str, Any]:
+def _corrected(name: str, adjusted: np.ndarray, raw_reason: np.ndarray, alpha: float) -> dict[str, Any]:
     reason = stats.inherit(raw_reason, stats.first_reason((~np.isfinite(adjusted), "p-value is undefined")))
-    return {f"{name}_p": rec.series(f"{name}_p", adjusted, reason),
-            f"{name}_reject": rec.flags(f"{name}_reject", adjusted <= alpha, defined=np.isfinite(adjusted),
-                                        reasons=reason)}
+    return {f"{name}_p": missing.series(adjusted, reason),
+            f"{name}_reject": missing.flags(adjusted <= alpha, defined=np.isfinite(adjusted), reasons=reason)}
 
 
 def layerwise_results(result: Mapping[str, PoolingLayerwise], *, categories: Sequence[str], n_layers: int,
-                      params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+                      params: AnalysisParams) -> dict[str, Any]:
     """The ``poolings`` object of ``layerwise.json`` (see docs/results.md)."""
     layers = list(range(n_layers + 1))
     seed_idx = curves.seed_layers(n_layers)
     poolings: dict[str, Any] = {}
     for pooling, res in result.items():
-        prec = rec.sub(f"poolings/{pooling}")
         layer_sel = slice(0, n_layers + 1)
         cu = res.uniformity
         r = res.stats.pearson.r[:n_layers + 1]
         p_reason = res.stats.pearson.reason[:n_layers + 1]
         entry: dict[str, Any] = {
-            "u_a": prec.series("u_a", cu.u_a[layer_sel]),
-            "u_b": prec.series("u_b", cu.u_b[layer_sel]),
-            "ua": prec.series("ua", cu.ua[layer_sel]),
+            "u_a": missing.series(cu.u_a[layer_sel]),
+            "u_b": missing.series(cu.u_b[layer_sel]),
+            "ua": missing.series(cu.ua[layer_sel]),
         }
-        entry.update(_stat_fields(res.stats, layer_sel, prec))
-        entry.update(_loco_fields(res.loco, layer_sel, categories, prec))
-        entry.update(_corrected("holm", res.holm_p, p_reason, params.alpha, prec))
-        entry.update(_corrected("bh", res.bh_p, p_reason, params.alpha, prec))
-        entry.update(_corrected("permutation_holm", res.permutation_holm_p, p_reason, params.alpha, prec))
-        entry.update(_corrected("permutation_bh", res.permutation_bh_p, p_reason, params.alpha, prec))
+        entry.update(res.stats.fields(layer_sel))
+        entry.update(_loco_fields(res.loco, layer_sel, categories))
+        entry.update(_corrected("holm", res.holm_p, p_reason, params.alpha))
+        entry.update(_corrected("bh", res.bh_p, p_reason, params.alpha))
+        entry.update(_corrected("permutation_holm", res.permutation_holm_p, p_reason, params.alpha))
+        entry.update(_corrected("permutation_bh", res.permutation_bh_p, p_reason, params.alpha))
         entry["sign_changes"] = curves.sign_change_records(r, layers=layers, n_layers=n_layers)
         entry["seed_layers_sign_changes"] = curves.sign_change_records(r[seed_idx], layers=seed_idx, n_layers=n_layers)
-        entry["peak_positive"] = curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=False, rec=prec,
-                                                    path="peak_positive")
-        entry["peak_negative"] = curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=True, rec=prec,
-                                                    path="peak_negative")
+        entry["peak_positive"] = curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=False)
+        entry["peak_negative"] = curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=True)
         entry["final"] = {
             "layer": n_layers,
-            "r": prec.value("final/r", r[-1], p_reason[-1]),
-            "p": prec.value("final/p", res.stats.pearson.p[n_layers], p_reason[-1]),
+            "r": missing.value(r[-1], p_reason[-1]),
+            "p": missing.value(res.stats.pearson.p[n_layers], p_reason[-1]),
         }
         pre = n_layers + 1
-        pre_rec = prec.sub("prenorm")
         prenorm = {
-            "u_a": pre_rec.series("u_a", cu.u_a[pre]),
-            "u_b": pre_rec.series("u_b", cu.u_b[pre]),
-            "ua": pre_rec.series("ua", cu.ua[pre]),
+            "u_a": missing.series(cu.u_a[pre]),
+            "u_b": missing.series(cu.u_b[pre]),
+            "ua": missing.series(cu.ua[pre]),
         }
-        prenorm.update(_stat_fields(res.stats, pre, pre_rec))
-        prenorm.update(_loco_fields(res.loco, pre, categories, pre_rec))
+        prenorm.update(res.stats.fields(pre))
+        prenorm.update(_loco_fields(res.loco, pre, categories))
         entry["prenorm"] = prenorm
         poolings[pooling] = entry
     return poolings

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 from numba import njit
 
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.category.curve_stats import all_orders, relabellings
 from uaprobe.analysis.inference.stats import TIE_TOLERANCE
 from uaprobe.config import PowerParams
@@ -156,7 +156,7 @@ def grid(step: float) -> np.ndarray:
 
 
 def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alpha: float,
-              rng: np.random.Generator, rec: Reasons, left_out: str | None, permutations: int,
+              rng: np.random.Generator, left_out: str | None, permutations: int,
               reference: np.ndarray | None = None) -> dict[str, Any]:
     """One set of categories (every one, or all but ``left_out``): the attainable floor, the observed test, the
     power at the planted correlations and the minimum detectable effect; the test exact up to the bound, else
@@ -192,47 +192,47 @@ def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alp
                  else float(exact_p(x, x[None, :], orders)[0]))
         p_obs = np.nan if constant else float(exact_p(x, observed_y[None, :], orders)[0])
     return {"left_out": left_out, "n_categories": int(n), "orders": int(orders.shape[0]), "mode": mode,
-            "p_floor": rec.value("p_floor", floor, why),
-            "observed_r": rec.value("observed_r", r_obs, "UA or the preference is constant"),
-            "observed_p": rec.value("observed_p", p_obs, "UA or the preference is constant"),
-            "planted": planted, "power": rec.series("power", power, why),
-            "median_r": rec.series("median_r", median_r, why),
-            "grid": rhos.tolist(), "grid_power": rec.series("grid_power", grid_power, why),
-            "mde": rec.value("mde", mde, why if constant else
+            "p_floor": missing.value(floor, why),
+            "observed_r": missing.value(r_obs, "UA or the preference is constant"),
+            "observed_p": missing.value(p_obs, "UA or the preference is constant"),
+            "planted": planted, "power": missing.series(power, why),
+            "median_r": missing.series(median_r, why),
+            "grid": rhos.tolist(), "grid_power": missing.series(grid_power, why),
+            "mde": missing.value(mde, why if constant else
                              f"no planted correlation on the grid reaches power {params.target}")}
 
 
 def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,
                   specification: dict[str, Any], params: PowerParams, alpha: float, rng: np.random.Generator,
-                  rec: Reasons, permutations: int, universe: np.ndarray | None = None) -> dict[str, Any]:
+                  permutations: int, universe: np.ndarray | None = None) -> dict[str, Any]:
     """The ``power`` object of ``specification_curve.json``: :func:`power_set` with every category and without
     ``left_out``, for the categories' UA ``x`` (C,) of ``specification`` and their preferences ``y`` (C,); and,
     given the UA rows ``universe`` (S, C) of the primary universe's distinct specifications, the same for the
     primary statistic, their median r (:func:`primary_power`)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.array([c != left_out for c in categories])
-    sets = [power_set(x, observed_y=y, params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/0"), left_out=None,
+    sets = [power_set(x, observed_y=y, params=params, alpha=alpha, rng=rng, left_out=None,
                       permutations=permutations),
-            power_set(x[keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/1"),
+            power_set(x[keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng,
                       left_out=left_out, permutations=permutations)]
     body = {"specification": dict(specification), "model": MODEL, "alpha": float(alpha), "draws": params.draws,
             "target": params.target, "grid_step": params.grid_step, "sets": sets}
     if universe is not None:
         body["primary"] = primary_power(universe, x, y, keep=keep, left_out=left_out, params=params, alpha=alpha,
-                                        rng=rng, rec=rec.sub("primary"), permutations=permutations)
+                                        rng=rng, permutations=permutations)
     return body
 
 
 def primary_power(universe: np.ndarray, reference: np.ndarray, y: np.ndarray, *, keep: np.ndarray, left_out: str,
-                  params: PowerParams, alpha: float, rng: np.random.Generator, rec: Reasons,
+                  params: PowerParams, alpha: float, rng: np.random.Generator,
                   permutations: int) -> dict[str, Any]:
     """The ``primary`` object of ``power``: the median r over the rows of ``universe`` (S, C) and its joint test,
     its power with the preferences planted on ``reference`` (C,), with every category and without the ``keep``
     mask's left-out one."""
     u = np.asarray(universe, dtype=float)
-    sets = [power_set(u, observed_y=y, params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/0"), left_out=None,
+    sets = [power_set(u, observed_y=y, params=params, alpha=alpha, rng=rng, left_out=None,
                       permutations=permutations, reference=reference),
-            power_set(u[:, keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng, rec=rec.sub("sets/1"),
+            power_set(u[:, keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng,
                       left_out=left_out, permutations=permutations, reference=reference[keep])]
     return {"statistic": "median_r", "n_specs": int(u.shape[0]), "model": PRIMARY_MODEL, "sets": sets}
 

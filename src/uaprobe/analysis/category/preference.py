@@ -12,7 +12,7 @@ import numpy as np
 
 from uaprobe.analysis.inference import stats
 from uaprobe.analysis.pairs.pair_table import PairTable
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 
 
 def category_means(values: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
@@ -22,8 +22,8 @@ def category_means(values: np.ndarray, *, category_of_pair: np.ndarray, n_catego
             / np.bincount(cat, minlength=n_categories))
 
 
-def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], selected: str, n_layers: int,
-                       rec: Reasons) -> dict[str, Any]:
+def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], selected: str,
+                       n_layers: int) -> dict[str, Any]:
     """The body of ``preference.json``; ``ua`` maps pooling -> (V, n_categories) per-view UA."""
     n_cat = len(table.categories)
     pref = {kind: table.preference(kind) for kind in ("mean", "sum")}
@@ -35,24 +35,23 @@ def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], select
     poolings: dict[str, Any] = {}
     sel = slice(0, n_layers + 1)
     for pooling, x in ua.items():
-        prec = rec.sub(f"poolings/{pooling}")
         cm = stats.pearson(x, cat_pref["mean"], x_name="UA", y_name="preference")
         cs = stats.pearson(x, cat_pref["sum"], x_name="UA", y_name="preference")
         defined = np.isfinite(cm.r) & np.isfinite(cs.r)
         agree_reason = stats.inherit(cm.reason, cs.reason)
         pre = n_layers + 1
         poolings[pooling] = {
-            "r_mean": prec.series("r_mean", cm.r[sel], cm.reason[sel]),
-            "p_mean": prec.series("p_mean", cm.p[sel], cm.reason[sel]),
-            "r_sum": prec.series("r_sum", cs.r[sel], cs.reason[sel]),
-            "p_sum": prec.series("p_sum", cs.p[sel], cs.reason[sel]),
-            "sign_agree": prec.flags("sign_agree", np.sign(cm.r[sel]) == np.sign(cs.r[sel]), defined=defined[sel],
+            "r_mean": missing.series(cm.r[sel], cm.reason[sel]),
+            "p_mean": missing.series(cm.p[sel], cm.reason[sel]),
+            "r_sum": missing.series(cs.r[sel], cs.reason[sel]),
+            "p_sum": missing.series(cs.p[sel], cs.reason[sel]),
+            "sign_agree": missing.flags(np.sign(cm.r[sel]) == np.sign(cs.r[sel]), defined=defined[sel],
                                      reasons=agree_reason[sel]),
             "prenorm": {
-                "r_mean": prec.value("prenorm/r_mean", cm.r[pre], cm.reason[pre]),
-                "p_mean": prec.value("prenorm/p_mean", cm.p[pre], cm.reason[pre]),
-                "r_sum": prec.value("prenorm/r_sum", cs.r[pre], cs.reason[pre]),
-                "p_sum": prec.value("prenorm/p_sum", cs.p[pre], cs.reason[pre]),
+                "r_mean": missing.value(cm.r[pre], cm.reason[pre]),
+                "p_mean": missing.value(cm.p[pre], cm.reason[pre]),
+                "r_sum": missing.value(cs.r[pre], cs.reason[pre]),
+                "p_sum": missing.value(cs.p[pre], cs.reason[pre]),
             },
         }
     names = np.array(table.categories, dtype=object)[table.category_of_pair]
@@ -61,19 +60,19 @@ def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], select
         "pairs": {
             "pair": table.pair_ids.tolist(),
             "category": names.tolist(),
-            "nll_mean_a": rec.series("pairs/nll_mean_a", table.nll_mean[:, 0], "non-finite NLL in the extraction file"),
-            "nll_mean_b": rec.series("pairs/nll_mean_b", table.nll_mean[:, 1], "non-finite NLL in the extraction file"),
-            "nll_sum_a": rec.series("pairs/nll_sum_a", table.nll_sum[:, 0], "non-finite NLL in the extraction file"),
-            "nll_sum_b": rec.series("pairs/nll_sum_b", table.nll_sum[:, 1], "non-finite NLL in the extraction file"),
+            "nll_mean_a": missing.series(table.nll_mean[:, 0], "non-finite NLL in the extraction file"),
+            "nll_mean_b": missing.series(table.nll_mean[:, 1], "non-finite NLL in the extraction file"),
+            "nll_sum_a": missing.series(table.nll_sum[:, 0], "non-finite NLL in the extraction file"),
+            "nll_sum_b": missing.series(table.nll_sum[:, 1], "non-finite NLL in the extraction file"),
             "n_tokens_a": table.n_tokens[:, 0].tolist(),
             "n_tokens_b": table.n_tokens[:, 1].tolist(),
-            "preference_mean": rec.series("pairs/preference_mean", pref["mean"], "non-finite NLL"),
-            "preference_sum": rec.series("pairs/preference_sum", pref["sum"], "non-finite NLL"),
+            "preference_mean": missing.series(pref["mean"], "non-finite NLL"),
+            "preference_sum": missing.series(pref["sum"], "non-finite NLL"),
         },
         "categories": list(table.categories),
-        "category_preference_mean": rec.series("category_preference_mean", cat_pref["mean"], "non-finite NLL"),
-        "category_preference_sum": rec.series("category_preference_sum", cat_pref["sum"], "non-finite NLL"),
-        "r_pairs_mean_vs_sum": rec.value("r_pairs_mean_vs_sum", r_pairs.r, r_pairs.reason[()]),
-        "r_categories_mean_vs_sum": rec.value("r_categories_mean_vs_sum", r_cats.r, r_cats.reason[()]),
+        "category_preference_mean": missing.series(cat_pref["mean"], "non-finite NLL"),
+        "category_preference_sum": missing.series(cat_pref["sum"], "non-finite NLL"),
+        "r_pairs_mean_vs_sum": missing.value(r_pairs.r, r_pairs.reason[()]),
+        "r_categories_mean_vs_sum": missing.value(r_cats.r, r_cats.reason[()]),
         "poolings": poolings,
     }

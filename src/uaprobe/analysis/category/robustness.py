@@ -21,7 +21,7 @@ from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.pairs import centroid_score
 from uaprobe.analysis.category.curve_stats import relabellings
 from uaprobe.analysis.pairs.pair_table import PairTable
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.geometry.uniformity import Cosines
 
 DEGENERATE_DISTINCT = 3
@@ -52,7 +52,7 @@ class PolicyView:
     """(V, P) r across the groups of each size-matched random partition."""
 
 
-def sink_summary(sink: Mapping[str, np.ndarray], *, n_layers: int, rec: Reasons) -> dict[str, Any]:
+def sink_summary(sink: Mapping[str, np.ndarray], *, n_layers: int) -> dict[str, Any]:
     """Per-layer summaries over the statements of the position-0 statistics (``sink/*``, (N, L+1))."""
     ratio = np.asarray(sink["norm_ratio"], dtype=float)
     med = np.median(ratio, axis=0)
@@ -62,15 +62,15 @@ def sink_summary(sink: Mapping[str, np.ndarray], *, n_layers: int, rec: Reasons)
     peak = int(np.argmax(med))
     return {
         "layers": list(range(n_layers + 1)),
-        "norm_ratio_median": rec.series("norm_ratio_median", med, "non-finite norm ratio"),
-        "norm_ratio_q10": rec.series("norm_ratio_q10", np.quantile(ratio, 0.1, axis=0), "non-finite norm ratio"),
-        "norm_ratio_q90": rec.series("norm_ratio_q90", np.quantile(ratio, 0.9, axis=0), "non-finite norm ratio"),
-        "norm_median": rec.series("norm_median", np.median(sink["norm"], axis=0), "non-finite norm"),
-        "mean_share_median": rec.series("mean_share_median", np.median(sink["mean_share"], axis=0),
+        "norm_ratio_median": missing.series(med, "non-finite norm ratio"),
+        "norm_ratio_q10": missing.series(np.quantile(ratio, 0.1, axis=0), "non-finite norm ratio"),
+        "norm_ratio_q90": missing.series(np.quantile(ratio, 0.9, axis=0), "non-finite norm ratio"),
+        "norm_median": missing.series(np.median(sink["norm"], axis=0), "non-finite norm"),
+        "mean_share_median": missing.series(np.median(sink["mean_share"], axis=0),
                                         "the mean over positions is the zero vector"),
         "top_dim_mode": mode.tolist(),
         "top_dim_mode_share": mode_share.tolist(),
-        "top_dim_share_median": rec.series("top_dim_share_median", np.median(sink["top_dim_share"], axis=0),
+        "top_dim_share_median": missing.series(np.median(sink["top_dim_share"], axis=0),
                                            "position 0's state is the zero vector"),
         "max_norm_ratio": float(med[peak]),
         "max_norm_ratio_layer": peak,
@@ -105,14 +105,14 @@ def lexical_baseline(emb_tokens: tuple[np.ndarray, np.ndarray, np.ndarray], *, t
     return {k: np.array(v) for k, v in out.items()}
 
 
-def _spread(values: np.ndarray, path: str, rec: Reasons, why: str) -> dict[str, Any]:
+def _spread(values: np.ndarray, why: str) -> dict[str, Any]:
     v = np.asarray(values, dtype=float)
     ok = np.isfinite(v)
     return {
-        "values": rec.series(f"{path}/values", v, why),
-        "mean": rec.value(f"{path}/mean", v[ok].mean() if ok.any() else np.nan, why),
-        "min": rec.value(f"{path}/min", v[ok].min() if ok.any() else np.nan, why),
-        "max": rec.value(f"{path}/max", v[ok].max() if ok.any() else np.nan, why),
+        "values": missing.series(v, why),
+        "mean": missing.value(v[ok].mean() if ok.any() else np.nan, why),
+        "min": missing.value(v[ok].min() if ok.any() else np.nan, why),
+        "max": missing.value(v[ok].max() if ok.any() else np.nan, why),
     }
 
 
@@ -122,31 +122,31 @@ def _quantile(v: np.ndarray, q: float) -> np.ndarray:
         return np.nanquantile(v, q, axis=1)
 
 
-def _policy_headline(view: PolicyView, *, n_layers: int, rec: Reasons) -> dict[str, Any]:
+def _policy_headline(view: PolicyView, *, n_layers: int) -> dict[str, Any]:
     """One policy's r per layer and at the last layer, its significant layers and its size-matched null."""
     L = n_layers
     r_layers = view.r[:L + 1]
     return {
         "policy": view.name,
-        "r": rec.series("r", r_layers, "r is undefined"),
-        "final_r": rec.value("final_r", view.r[L], "r is undefined"),
-        "final_spearman": rec.value("final_spearman", view.rho[L], "rho is undefined"),
-        "final_permutation_p": rec.value("final_permutation_p", view.permutation_p[L], "r is undefined"),
+        "r": missing.series(r_layers, "r is undefined"),
+        "final_r": missing.value(view.r[L], "r is undefined"),
+        "final_spearman": missing.value(view.rho[L], "rho is undefined"),
+        "final_permutation_p": missing.value(view.permutation_p[L], "r is undefined"),
         "n_sign_changes": len(stats.sign_changes(r_layers)),
         "n_positive_layers": int((r_layers > 0).sum()),
         "n_layers_permutation_holm": int(np.asarray(view.permutation_holm_reject, dtype=bool).sum()),
         "n_layers_permutation_bh": int(np.asarray(view.permutation_bh_reject, dtype=bool).sum()),
         "n_layers_parametric_holm": int(np.asarray(view.parametric_holm_reject, dtype=bool).sum()),
-        "size_matched_null_p": rec.series("size_matched_null_p", stats.tail_p(r_layers, view.null_r[:L + 1], mode="random"),
+        "size_matched_null_p": missing.series(stats.tail_p(r_layers, view.null_r[:L + 1], mode="random"),
                                           "r or every null draw is undefined"),
-        "null_r_q025": rec.series("null_r_q025", _quantile(view.null_r[:L + 1], 0.025), "every null draw is undefined"),
-        "null_r_q975": rec.series("null_r_q975", _quantile(view.null_r[:L + 1], 0.975), "every null draw is undefined"),
+        "null_r_q025": missing.series(_quantile(view.null_r[:L + 1], 0.025), "every null draw is undefined"),
+        "null_r_q975": missing.series(_quantile(view.null_r[:L + 1], 0.975), "every null draw is undefined"),
         "null_partitions": int(view.null_r.shape[1]),
     }
 
 
 def _length(default: PolicyView, *, table: PairTable, preference: np.ndarray, mean_preference: np.ndarray,
-            n_content: np.ndarray, n_layers: int, rec: Reasons) -> dict[str, Any]:
+            n_content: np.ndarray, n_layers: int) -> dict[str, Any]:
     """The token-count difference against the preference and UA; the centroid score with it partialled out."""
     L, n_cat = n_layers, len(table.categories)
     d_tokens = (n_content[table.row_b] - n_content[table.row_a]).astype(float)
@@ -161,23 +161,22 @@ def _length(default: PolicyView, *, table: PairTable, preference: np.ndarray, me
     tok_cpref = stats.pearson(cat_tokens, mean_preference, x_name="token difference", y_name="preference")
     return {
         "covariate": "content tokens of B minus content tokens of A, under the default policy",
-        "mean_token_difference": rec.series("mean_token_difference", cat_tokens, "empty category"),
-        "pair_r": rec.value("pair_r", pr.r, pr.reason[()]),
-        "pair_r_partial": rec.value("pair_r_partial", part.r, part.reason),
-        "pair_r_partial_p": rec.value("pair_r_partial_p", part.p, part.reason),
-        "pair_r_partial_category_fe": rec.value("pair_r_partial_category_fe", part_fe.r, part_fe.reason),
-        "pair_r_partial_category_fe_p": rec.value("pair_r_partial_category_fe_p", part_fe.p, part_fe.reason),
-        "pair_r_tokens_preference": rec.value("pair_r_tokens_preference", tok_pref.r, tok_pref.reason[()]),
-        "category_r_tokens_ua": rec.value("category_r_tokens_ua", tok_ua.r, tok_ua.reason[()]),
-        "category_r_tokens_preference": rec.value("category_r_tokens_preference", tok_cpref.r,
+        "mean_token_difference": missing.series(cat_tokens, "empty category"),
+        "pair_r": missing.value(pr.r, pr.reason[()]),
+        "pair_r_partial": missing.value(part.r, part.reason),
+        "pair_r_partial_p": missing.value(part.p, part.reason),
+        "pair_r_partial_category_fe": missing.value(part_fe.r, part_fe.reason),
+        "pair_r_partial_category_fe_p": missing.value(part_fe.p, part_fe.reason),
+        "pair_r_tokens_preference": missing.value(tok_pref.r, tok_pref.reason[()]),
+        "category_r_tokens_ua": missing.value(tok_ua.r, tok_ua.reason[()]),
+        "category_r_tokens_preference": missing.value(tok_cpref.r,
                                                   tok_cpref.reason[()]),
     }
 
 
 def _loco_and_lexical(default: PolicyView, sink_excluded: PolicyView, *, table: PairTable, preference: np.ndarray,
                       mean_preference: np.ndarray, tokens: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int,
-                      seeds: Sequence[int], n_layers: int,
-                      rec: Reasons) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                      seeds: Sequence[int], n_layers: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The most influential category, found from the data, and r without it (the model's, the
     sink-excluded policy's, the pair level's and the lexical baseline's); the lexical baseline's values."""
     L, cats = n_layers, list(table.categories)
@@ -187,7 +186,7 @@ def _loco_and_lexical(default: PolicyView, sink_excluded: PolicyView, *, table: 
     if driver is None:
         lex = lexical_baseline(tokens, table=table, dim=dim, preference=preference, mean_preference=mean_preference,
                                seeds=seeds, drop_category=None)
-        return {"most_influential": rec.label("most_influential", None,
+        return {"most_influential": missing.label(None,
                                               "r or every leave-one-out r is undefined")}, lex
     keep = keep_masks[driver]
     pair_keep = table.category_of_pair != driver
@@ -197,14 +196,14 @@ def _loco_and_lexical(default: PolicyView, sink_excluded: PolicyView, *, table: 
                            seeds=seeds, drop_category=driver)
     return {
         "most_influential": cats[driver],
-        "final_r_with": rec.value("final_r_with", default.r[L], "r is undefined"),
-        "final_r_without": rec.value("final_r_without", loo[driver], "r is undefined without it"),
+        "final_r_with": missing.value(default.r[L], "r is undefined"),
+        "final_r_without": missing.value(loo[driver], "r is undefined without it"),
         "sign_reversed": bool(np.sign(loo[driver]) * np.sign(default.r[L]) < 0),
-        "loo_r": rec.series("loo_r", loo, "r is undefined without this category"),
-        "sink_excluded_final_r_without": rec.value("sink_excluded_final_r_without", sx_without,
+        "loo_r": missing.series(loo, "r is undefined without this category"),
+        "sink_excluded_final_r_without": missing.value(sx_without,
                                                    "r is undefined without it"),
-        "pair_r_without": rec.value("pair_r_without", pair_without, "r is undefined without it"),
-        "lexical_final_r_without": _spread(lex["final_r_without"], "lexical_final_r_without", rec,
+        "pair_r_without": missing.value(pair_without, "r is undefined without it"),
+        "lexical_final_r_without": _spread(lex["final_r_without"],
                                            "r is undefined without it"),
     }, lex
 
@@ -223,30 +222,30 @@ def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table:
                        preference: np.ndarray, mean_preference: np.ndarray, sink: Mapping[str, np.ndarray],
                        n_content: np.ndarray, tokens: tuple[np.ndarray, np.ndarray, np.ndarray], dim: int,
                        bootstrap_counts: np.ndarray, permutation_mode: str, r_by_nll: Mapping[str, float],
-                       preference_kind: str, seeds: Sequence[int], n_layers: int, rec: Reasons,
+                       preference_kind: str, seeds: Sequence[int], n_layers: int,
                        n_chars: np.ndarray | None = None, rng: np.random.Generator | None = None,
                        permutations: int = 0) -> dict[str, Any]:
     """The body of ``robustness.json`` (mean pooling, last layer unless a field says otherwise). ``n_chars`` (N,):
     each statement's characters, for the preference per character (:func:`per_character`)."""
     body: dict[str, Any] = {"pooling": "mean", "layer": n_layers}
-    body["sink"] = sink_summary(sink, n_layers=n_layers, rec=rec.sub("sink"))
-    policies = {key: _policy_headline(view, n_layers=n_layers, rec=rec.sub(f"policies/{key}"))
+    body["sink"] = sink_summary(sink, n_layers=n_layers)
+    policies = {key: _policy_headline(view, n_layers=n_layers)
                 for key, view in (("default", default), ("sink_excluded", sink_excluded))}
     body["policies"] = policies
     body["length"] = _length(default, table=table, preference=preference, mean_preference=mean_preference,
-                             n_content=n_content, n_layers=n_layers, rec=rec.sub("length"))
+                             n_content=n_content, n_layers=n_layers)
     body["loco"], lex = _loco_and_lexical(default, sink_excluded, table=table, preference=preference,
                                           mean_preference=mean_preference, tokens=tokens, dim=dim, seeds=seeds,
-                                          n_layers=n_layers, rec=rec.sub("loco"))
+                                          n_layers=n_layers)
     body["preference"] = {
         "selected": preference_kind,
-        "final_r_mean_nll": rec.value("preference/final_r_mean_nll", r_by_nll["mean"], "r is undefined"),
-        "final_r_sum_nll": rec.value("preference/final_r_sum_nll", r_by_nll["sum"], "r is undefined"),
+        "final_r_mean_nll": missing.value(r_by_nll["mean"], "r is undefined"),
+        "final_r_sum_nll": missing.value(r_by_nll["sum"], "r is undefined"),
     }
     if n_chars is not None:
         means = per_character(table, n_chars)
         r_char = stats.pearson(default.ua[n_layers], means)
-        body["preference"]["final_r_char_nll"] = rec.value("preference/final_r_char_nll", r_char.r,
+        body["preference"]["final_r_char_nll"] = missing.value(r_char.r,
                                                            r_char.reason[()])
         # its exact p over every order of the categories' preferences (Monte Carlo past the exact bound)
         orders, _ = relabellings(means.size, rng=rng, permutations=permutations)
@@ -254,16 +253,15 @@ def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table:
         defined = bool(np.isfinite(means).all() and np.isfinite(ua_last).all() and np.ptp(means) > 0
                        and np.ptp(ua_last) > 0)
         p_char = float(power.exact_p(ua_last, means[None, :], orders)[0]) if defined else np.nan
-        body["preference"]["final_p_char_nll"] = rec.value("preference/final_p_char_nll", p_char,
+        body["preference"]["final_p_char_nll"] = missing.value(p_char,
                                                            "UA or the preference is constant over the categories")
-        body["preference"]["char_category_means"] = rec.series("preference/char_category_means", means,
+        body["preference"]["char_category_means"] = missing.series(means,
                                                                "empty category")
-    brec = rec.sub("lexical_baseline")
     body["lexical_baseline"] = {
         "seeds": list(seeds),
         "dim": dim,
-        "final_r": _spread(lex["final_r"], "final_r", brec, "r is undefined"),
-        "pair_r": _spread(lex["pair_r"], "pair_r", brec, "r is undefined"),
+        "final_r": _spread(lex["final_r"], "r is undefined"),
+        "pair_r": _spread(lex["pair_r"], "r is undefined"),
     }
     distinct = (np.asarray(bootstrap_counts) > 0).sum(axis=1)
     body["inference"] = {

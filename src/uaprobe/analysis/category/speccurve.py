@@ -35,7 +35,7 @@ import numpy as np
 from uaprobe.analysis.category.curve_stats import (MAX_EXACT_ORDERS, CurveStats, JointTest, below_alpha, curve_r,
                                                    distinct_subset, first_identical, joint_test, null_band)
 from uaprobe.analysis.inference.stats import TIE_TOLERANCE, holm, rng_for
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.config import PrimaryParams
 from uaprobe.errors import UAProbeError
 from uaprobe.names import REPRESENTATIONS
@@ -44,10 +44,10 @@ RNG_NAME = "specification-curve"
 """Names the generator of the random orders beyond :data:`~.curve_stats.MAX_EXACT_ORDERS` (:func:`stats.rng_for`)."""
 
 
-def _band_body(r_perm: np.ndarray, level: float, rec: Reasons, where: str) -> dict[str, Any]:
+def _band_body(r_perm: np.ndarray, level: float) -> dict[str, Any]:
     low, high = null_band(r_perm, level)
     why = "r is undefined under some relabelling at this rank"
-    return {"level": level, "low": rec.series(f"{where}/low", low, why), "high": rec.series(f"{where}/high", high, why)}
+    return {"level": level, "low": missing.series(low, why), "high": missing.series(high, why)}
 
 
 AXIS_REASONS = {
@@ -86,29 +86,27 @@ DUPLICATE_RULE = ("Specifications whose category UA vectors are bit-identical (t
                   "pooling, policy, representation, layer is counted, the others are listed as merged.")
 
 
-def _joint_body(t: JointTest, rec: Reasons, where: str, *, description: str, layers: list[int],
+def _joint_body(t: JointTest, *, description: str, layers: list[int],
                 left_out: str | None, n_merged: int, relabellings: int, mode: str, band: dict[str, Any]
                 ) -> dict[str, Any]:
     why = "no specification has a defined r"
     return {"description": description, "layers": layers, "left_out": left_out, "n_specs": t.n_specs,
             "n_merged": n_merged, "relabellings": relabellings, "mode": mode, "p_floor": 1.0 / relabellings,
-            "median_r": rec.value(f"{where}/median_r", t.median_r, why),
-            "median_p": rec.value(f"{where}/median_p", t.median_p, why),
-            "share_positive": rec.value(f"{where}/share_positive", t.share_positive, why),
-            "share_p": rec.value(f"{where}/share_p", t.share_p, why), "null_band": band}
+            "median_r": missing.value(t.median_r, why),
+            "median_p": missing.value(t.median_p, why),
+            "share_positive": missing.value(t.share_positive, why),
+            "share_p": missing.value(t.share_p, why), "null_band": band}
 
 
-def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str, rec: Reasons, where: str
-             ) -> dict[str, Any]:
+def _joint_p(joint: Mapping[str, Mapping[str, Any]], test: str, statistic: str) -> dict[str, Any]:
     j = joint[test]
     p = j["median_p" if statistic == "median_r" else "share_p"]
     why = f"no specification of `joint/{test}` has a defined r"
-    nan = np.nan
     return {"test": test, "statistic": statistic,
-            "estimate": rec.value(f"{where}/estimate", nan if j[statistic] is None else j[statistic], why),
-            "p": rec.value(f"{where}/p", nan if p is None else p, why), "p_floor": j["p_floor"], "mode": j["mode"],
-            "at_floor": rec.scalar_flag(f"{where}/at_floor", p is not None and abs(p - j["p_floor"]) <= TIE_TOLERANCE,
-                                        defined=p is not None, reason=why)}
+            "estimate": missing.value(missing.number(j[statistic]), why),
+            "p": missing.value(missing.number(p), why), "p_floor": j["p_floor"], "mode": j["mode"],
+            "at_floor": missing.flag(missing.present(p) and abs(p - j["p_floor"]) <= TIE_TOLERANCE,
+                                     defined=missing.present(p), reason=why)}
 
 
 def _base_rows(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], policy_names: Mapping[str, str]
@@ -180,7 +178,7 @@ class _Curve:
 
 def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref: Mapping[str, np.ndarray], *,
                   categories: Sequence[str], policy_names: Mapping[str, str], primary: PrimaryParams, alpha: float,
-                  level: float, seed: int, permutations: int, rec: Reasons) -> dict[str, Any]:
+                  level: float, seed: int, permutations: int) -> dict[str, Any]:
     """The body of ``specification_curve.json``.
 
     Args:
@@ -202,16 +200,16 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
     curve = _Curve(base=base, rows=rows, nll=nll, stats=stats, declared=primary.layer(max(b[3] for b in base)),
                    primary=primary)
     left_out: list[str | None] = [None, *categories]
-    specs, (s_idx, k_idx, j_idx) = _specs(curve, left_out, rec)
+    specs, (s_idx, k_idx, j_idx) = _specs(curve, left_out)
     specs_distinct = np.asarray(specs["distinct"], dtype=bool)
     every = specs_distinct & (j_idx == 0)  # the distinct specifications with every category
     keep = np.arange(len(categories)) != primary.left_out_index(categories)
     without = curve_r(rows[:, keep], pref_arr[:, keep], rng=rng, permutations=permutations, left_out=False)
-    joint = _joint_tests(curve, without, level=level, rec=rec)
-    family = _secondary(joint, primary, alpha=alpha, rec=rec)
+    joint = _joint_tests(curve, without, level=level)
+    family = _secondary(joint, primary, alpha=alpha)
     kept = distinct_subset(rows, np.flatnonzero(curve.layer_of == curve.declared))
     universe = _universe(curve)
-    layer_zero, nll_sign = _layer_zero(curve, kept, rec), _nll_sign(curve, kept, rec)
+    layer_zero, nll_sign = _layer_zero(curve, kept), _nll_sign(curve, kept)
     return {
         "categories": list(categories),
         "n_specs": int(s_idx.size),
@@ -224,18 +222,18 @@ def curve_results(ua: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], pref
         "max_exact_orders": MAX_EXACT_ORDERS,
         "specs": specs,
         "null_band": _band_body(stats.r_perm[:, s_idx[specs_distinct], k_idx[specs_distinct], j_idx[specs_distinct]],
-                                level, rec, "null_band"),
+                                level),
         "below_alpha": below_alpha(stats.r_perm[:, s_idx[every], k_idx[every], j_idx[every]], alpha),
         "universe": universe,
         "joint": joint,
-        "primary": _joint_p(joint, "declared", primary.statistic, rec, "primary"),
+        "primary": _joint_p(joint, "declared", primary.statistic),
         "secondary": {"alpha": alpha, "tests": family},
         "layer_zero": layer_zero,
         "nll_sign": nll_sign,
     }
 
 
-def _specs(curve: _Curve, left_out: list[str | None], rec: Reasons
+def _specs(curve: _Curve, left_out: list[str | None]
            ) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every specification (row, NLL, left-out category) in ascending r (undefined last), and its indices."""
     base, stats = curve.base, curve.stats
@@ -250,8 +248,8 @@ def _specs(curve: _Curve, left_out: list[str | None], rec: Reasons
         "pooling": [base[s][0] for s in s_idx], "policy": [base[s][1] for s in s_idx],
         "representation": [base[s][2] for s in s_idx], "nll": [curve.nll[k] for k in k_idx],
         "layer": [base[s][3] for s in s_idx], "left_out": [left_out[j] for j in j_idx],
-        "r": rec.series("specs/r", r, WHY_UNDEFINED),
-        "permutation_p": rec.series("specs/permutation_p", p, WHY_UNDEFINED),
+        "r": missing.series(r, WHY_UNDEFINED),
+        "permutation_p": missing.series(p, WHY_UNDEFINED),
         "permutation_count": [int(stats.spec_orders[j]) for j in j_idx],
         "permutation_mode": [stats.spec_modes[j] for j in j_idx],
         "distinct": [bool(distinct[s]) for s in s_idx],
@@ -259,7 +257,7 @@ def _specs(curve: _Curve, left_out: list[str | None], rec: Reasons
     return specs, (s_idx, k_idx, j_idx)
 
 
-def _joint_tests(curve: _Curve, without_stats: CurveStats, *, level: float, rec: Reasons) -> dict[str, Any]:
+def _joint_tests(curve: _Curve, without_stats: CurveStats, *, level: float) -> dict[str, Any]:
     """The joint tests: the distinct specifications of a set of layers, NLLs and poolings, every category
     (or the left-out one out, under its own orders ``without_stats``)."""
     primary, nll, stats = curve.primary, curve.nll, curve.stats
@@ -294,29 +292,29 @@ def _joint_tests(curve: _Curve, without_stats: CurveStats, *, level: float, rec:
         sel = distinct_subset(curve.rows, in_layers)
         k_sel = [nll.index(k) for k in nlls]
         curves = r_perm[:, sel, :][:, :, k_sel].reshape(r_perm.shape[0], -1)
-        joint[key] = _joint_body(joint_test(curves), rec, f"joint/{key}", description=description, layers=layers,
+        joint[key] = _joint_body(joint_test(curves), description=description, layers=layers,
                                  left_out=primary.left_out if key == "without_category" else None,
                                  n_merged=(in_layers.size - sel.size) * len(k_sel), relabellings=int(r_perm.shape[0]),
-                                 mode=mode, band=_band_body(curves, level, rec, f"joint/{key}/null_band"))
+                                 mode=mode, band=_band_body(curves, level))
         joint[key]["poolings"] = list(dict.fromkeys(pooling_of[in_layers]))
         joint[key]["nll"] = list(nlls)
     return joint
 
 
-def _secondary(joint: Mapping[str, Mapping[str, Any]], primary: PrimaryParams, *, alpha: float, rec: Reasons
+def _secondary(joint: Mapping[str, Mapping[str, Any]], primary: PrimaryParams, *, alpha: float
                ) -> list[dict[str, Any]]:
     """The secondary family: the declared test's other statistic, both statistics of every layer and of the
     left-out category, Holm-adjusted at ``alpha``."""
     other = "share_positive" if primary.statistic == "median_r" else "median_r"
-    family = [_joint_p(joint, test, stat, rec, f"secondary/tests/{i}") for i, (test, stat) in enumerate(
+    family = [_joint_p(joint, test, stat) for i, (test, stat) in enumerate(
         [("declared", other)] + [(test, stat) for test in ("every_layer", "without_category")
                                  for stat in ("median_r", "share_positive")])]
-    raw = np.array([np.nan if f["p"] is None else f["p"] for f in family])
+    raw = np.array([missing.number(f["p"]) for f in family])
     holm_p = holm(raw)
     for i, f in enumerate(family):
-        f["holm_p"] = rec.value(f"secondary/tests/{i}/holm_p", holm_p[i], "its joint p is undefined")
-        f["holm_reject"] = rec.scalar_flag(f"secondary/tests/{i}/holm_reject", holm_p[i] <= alpha,
-                                           defined=bool(np.isfinite(holm_p[i])), reason="its joint p is undefined")
+        f["holm_p"] = missing.value(holm_p[i], "its joint p is undefined")
+        f["holm_reject"] = missing.flag(holm_p[i] <= alpha, defined=bool(np.isfinite(holm_p[i])),
+                                        reason="its joint p is undefined")
     return family
 
 
@@ -352,7 +350,7 @@ def _universe(curve: _Curve) -> dict[str, Any]:
     }
 
 
-def _layer_zero(curve: _Curve, kept: np.ndarray, rec: Reasons) -> dict[str, Any]:
+def _layer_zero(curve: _Curve, kept: np.ndarray) -> dict[str, Any]:
     """Layer 0's r beside the declared layer's, for every distinct specification of the declared layer and NLL."""
     base, nll, r = curve.base, curve.nll, curve.stats.r
     zero_of = {b[:3]: i for i, b in enumerate(base) if b[3] == 0}
@@ -361,11 +359,11 @@ def _layer_zero(curve: _Curve, kept: np.ndarray, rec: Reasons) -> dict[str, Any]
     r_decl = np.array([r[s, k, 0] for s, k in lz_rows])
     return {"pooling": [base[s][0] for s, _ in lz_rows], "policy": [base[s][1] for s, _ in lz_rows],
             "representation": [base[s][2] for s, _ in lz_rows], "nll": [nll[k] for _, k in lz_rows],
-            "layer": [curve.declared] * len(lz_rows), "r": rec.series("layer_zero/r", r_decl, WHY_UNDEFINED),
-            "r_layer_zero": rec.series("layer_zero/r_layer_zero", r_zero, WHY_UNDEFINED)}
+            "layer": [curve.declared] * len(lz_rows), "r": missing.series(r_decl, WHY_UNDEFINED),
+            "r_layer_zero": missing.series(r_zero, WHY_UNDEFINED)}
 
 
-def _nll_sign(curve: _Curve, kept: np.ndarray, rec: Reasons) -> dict[str, Any]:
+def _nll_sign(curve: _Curve, kept: np.ndarray) -> dict[str, Any]:
     """The mean and the summed NLL's r of every distinct specification of the declared layer, and where their
     signs differ."""
     base, nll, r = curve.base, curve.nll, curve.stats.r
@@ -374,9 +372,9 @@ def _nll_sign(curve: _Curve, kept: np.ndarray, rec: Reasons) -> dict[str, Any]:
     flips = defined & (np.sign(r_mean) * np.sign(r_sum) < 0)
     return {"pooling": [base[s][0] for s in kept], "policy": [base[s][1] for s in kept],
             "representation": [base[s][2] for s in kept], "layer": [curve.declared] * kept.size,
-            "r_mean": rec.series("nll_sign/r_mean", r_mean, WHY_UNDEFINED),
-            "r_sum": rec.series("nll_sign/r_sum", r_sum, WHY_UNDEFINED),
-            "sign_changes": rec.flags("nll_sign/sign_changes", flips, defined=defined,
+            "r_mean": missing.series(r_mean, WHY_UNDEFINED),
+            "r_sum": missing.series(r_sum, WHY_UNDEFINED),
+            "sign_changes": missing.flags(flips, defined=defined,
                                       reasons="r is undefined under one of the NLLs"),
             "n_sign_changes": int(flips.sum())}
 

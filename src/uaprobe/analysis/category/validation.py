@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from uaprobe.analysis.inference import stats
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,8 @@ def global_stats(*, ua: np.ndarray, mean_preference: np.ndarray, counts: np.ndar
                        label=interpretation(r, aligned_r=aligned_r, inverted_r=inverted_r))
 
 
-def validation_variant(*, table: CategoryTable, glob: GlobalStats, categories: Sequence[str], level: float,
-                       rec: Reasons) -> dict[str, Any]:
+def validation_variant(*, table: CategoryTable, glob: GlobalStats, categories: Sequence[str],
+                       level: float) -> dict[str, Any]:
     """One ``variants.<v>`` object of ``validation.json``."""
     rows = []
     for i, name in enumerate(categories):
@@ -116,12 +116,12 @@ def validation_variant(*, table: CategoryTable, glob: GlobalStats, categories: S
         "global": {
             "total_pairs": int(table.n_pairs.sum()),
             "mean_ua": glob.mean_ua, "std_ua": glob.std_ua,
-            "ci_low": rec.value("global/ci_low", glob.ci_low, "no bootstrap resample"),
-            "ci_high": rec.value("global/ci_high", glob.ci_high, "no bootstrap resample"),
+            "ci_low": missing.value(glob.ci_low, "no bootstrap resample"),
+            "ci_high": missing.value(glob.ci_high, "no bootstrap resample"),
             "ci_level": level, "ci_valid": glob.ci_valid,
-            "cohens_d": rec.value("global/cohens_d", glob.cohens_d, "UA is constant across categories (std 0)"),
-            "r": rec.value("global/r", glob.r, glob.r_reason),
+            "cohens_d": missing.value(glob.cohens_d, "UA is constant across categories (std 0)"),
+            "r": missing.value(glob.r, glob.r_reason),
             "mean_preference": glob.mean_preference,
-            "label": rec.label("global/label", glob.label, glob.r_reason or "r is undefined"),
+            "label": missing.label(glob.label, glob.r_reason or "r is undefined"),
         },
     }

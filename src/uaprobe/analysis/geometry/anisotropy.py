@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from uaprobe.analysis.inference import curves, stats
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.compute.workers import ordered_map
 
 EIGEN_FLOOR = 1e-10
@@ -103,33 +103,33 @@ def anisotropy_profile(x: np.ndarray, *, spectrum_top: int) -> Profile:
 
 
 def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str, n_tokens: int, n_prompts: int,
-                       sign_changes: Sequence[dict[str, Any]], rec: Reasons) -> dict[str, Any]:
+                       sign_changes: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The body of ``anisotropy.json``; ``sign_changes`` are the mean-pooling records of layerwise r."""
     ratio = profile.lambda1_ratio
     why = profile.spectrum_reason
     out: dict[str, Any] = {
         "token_selection": token_selection, "n_tokens": n_tokens, "n_prompts": n_prompts,
-        "eigenvalue_variance": rec.series("eigenvalue_variance", profile.eigenvalue_variance, why),
-        "lambda1_ratio": rec.series("lambda1_ratio", ratio, why),
-        "effective_rank": rec.series("effective_rank", profile.effective_rank, why),
-        "mean_cos_to_mean": rec.series("mean_cos_to_mean", profile.mean_cos_to_mean, profile.mean_cos_reason),
-        "spectrum": rec.series("spectrum", profile.spectrum, why[:, None]),
+        "eigenvalue_variance": missing.series(profile.eigenvalue_variance, why),
+        "lambda1_ratio": missing.series(ratio, why),
+        "effective_rank": missing.series(profile.effective_rank, why),
+        "mean_cos_to_mean": missing.series(profile.mean_cos_to_mean, profile.mean_cos_reason),
+        "spectrum": missing.series(profile.spectrum, why[:, None]),
         "spectrum_top": int(profile.spectrum.shape[-1]),
     }
     for k, v in profile.var_top.items():
-        out[f"var_top{k}"] = rec.series(f"var_top{k}", v, why)
+        out[f"var_top{k}"] = missing.series(v, why)
     l_star = stats.peak(ratio)
     if l_star is None:
         none = "lambda1/sum is undefined at every layer"
-        out["l_star"] = rec.label("l_star", None, none)
-        out["l_star_depth_pct"] = rec.value("l_star_depth_pct", np.nan, none)
-        out["l_star_value"] = rec.value("l_star_value", np.nan, none)
-        out["bell_curve"] = {"is_bell_curve": rec.scalar_flag("bell_curve/is_bell_curve", False, defined=False,
+        out["l_star"] = missing.label(None, none)
+        out["l_star_depth_pct"] = missing.value(np.nan, none)
+        out["l_star_value"] = missing.value(np.nan, none)
+        out["bell_curve"] = {"is_bell_curve": missing.flag(False, defined=False,
                                                               reason=none)}
         out["correlation_sign_changes"] = {"pooling": "mean", "sign_changes": list(sign_changes)}
         for key in ("last_inversion_layer", "distance_to_last_inversion", "nearest_sign_change_layer",
                     "distance_to_nearest"):
-            out["correlation_sign_changes"][key] = rec.label(f"correlation_sign_changes/{key}", None, none)
+            out["correlation_sign_changes"][key] = missing.label(None, none)
         return out
     out["l_star"] = l_star
     out["l_star_depth_pct"] = float(curves.depth_pct([l_star], n_layers=n_layers)[0])
@@ -139,12 +139,11 @@ def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str,
     for name, fit in fits.items():
         bell[name] = {
             "n_layers": fit.n,
-            **{f: rec.value(f"bell_curve/{name}/{f}", getattr(fit, f), fit.reason.get(f))
+            **{f: missing.value(getattr(fit, f), fit.reason.get(f))
                for f in ("slope", "intercept", "r", "p")},
         }
     slopes_defined = np.isfinite(fits["before"].slope) and np.isfinite(fits["after"].slope)
-    bell["is_bell_curve"] = rec.scalar_flag(
-        "bell_curve/is_bell_curve", fits["before"].slope > 0 and fits["after"].slope < 0, defined=slopes_defined,
+    bell["is_bell_curve"] = missing.flag(fits["before"].slope > 0 and fits["after"].slope < 0, defined=slopes_defined,
         reason="; ".join(f"{name}: {fit.reason['slope']}" for name, fit in fits.items() if "slope" in fit.reason)
         or "a slope is undefined")
     out["bell_curve"] = bell
@@ -156,16 +155,16 @@ def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str,
         corr["distance_to_last_inversion"] = inversions[-1]["distance"]
     else:
         why = "r(UA, preference) never changes from positive to negative"
-        corr["last_inversion_layer"] = rec.label("correlation_sign_changes/last_inversion_layer", None, why)
-        corr["distance_to_last_inversion"] = rec.label("correlation_sign_changes/distance_to_last_inversion", None, why)
+        corr["last_inversion_layer"] = missing.label(None, why)
+        corr["distance_to_last_inversion"] = missing.label(None, why)
     if changes:
         nearest = min(changes, key=lambda sc: (abs(sc["distance"]), sc["layer_after"]))
         corr["nearest_sign_change_layer"] = nearest["layer_after"]
         corr["distance_to_nearest"] = nearest["distance"]
     else:
         why = "r(UA, preference) never changes sign"
-        corr["nearest_sign_change_layer"] = rec.label("correlation_sign_changes/nearest_sign_change_layer", None, why)
-        corr["distance_to_nearest"] = rec.label("correlation_sign_changes/distance_to_nearest", None, why)
+        corr["nearest_sign_change_layer"] = missing.label(None, why)
+        corr["distance_to_nearest"] = missing.label(None, why)
     out["correlation_sign_changes"] = corr
     return out
 
@@ -261,7 +260,7 @@ def _bell(ratio: np.ndarray, l_star: int, alpha: float) -> dict[str, Any]:
 
 def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index: np.ndarray, pooling_drop: str,
                        n_layers: int, n_prompts: int, params: Any, sign_changes: Sequence[dict[str, Any]],
-                       rng: np.random.Generator, source: str, rec: Reasons) -> dict[str, Any]:
+                       rng: np.random.Generator, source: str) -> dict[str, Any]:
     """The body of ``anisotropy.json``: seed 004's profile on the policy's tokens, L* with its ties and a
     bootstrap over the prompts, the bell curve with its slopes' p-values, and the lambda1/sum profile
     with every token (position 0 in) and with position 0 of every prompt and the special tokens out."""
@@ -279,13 +278,13 @@ def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index:
     prof, *variant_profiles = ordered_map(lambda job: anisotropy_profile(job[0], spectrum_top=job[1]),
                                           [(x, params.spectrum_top)] + [(xv, 1) for xv in variant_states])
     body = anisotropy_results(profile=prof, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
-                              n_prompts=n_prompts, sign_changes=sign_changes, rec=rec)
+                              n_prompts=n_prompts, sign_changes=sign_changes)
     body["hidden_size"] = int(x.shape[2])
     tol = params.robustness.l_star_tolerance
     body["l_star_tolerance"] = tol
     body["l_star_ties"] = l_star_ties(prof.lambda1_ratio, tolerance=tol)
     keep = ~np.asarray(special, dtype=bool) if pooling_drop == "special" else np.ones(len(special), dtype=bool)
-    if body["l_star"] is not None:
+    if missing.present(body["l_star"]):
         body["bell_curve"]["is_bell_curve_significant"] = _bell(prof.lambda1_ratio, body["l_star"],
                                                                 params.alpha)["is_bell_curve_significant"]
         boot = bootstrap_l_star(x, np.asarray(prompt_index)[keep], rng=rng,
@@ -300,19 +299,18 @@ def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index:
         }
     variants: dict[str, Any] = {}
     for (name, _), xv, pv in zip(selections, variant_states, variant_profiles):
-        vrec = rec.sub(f"variants/{name}")
         ratio = pv.lambda1_ratio
         ls = stats.peak(ratio)
         entry: dict[str, Any] = {
             "n_tokens": int(xv.shape[1]),
-            "lambda1_ratio": vrec.series("lambda1_ratio", ratio, pv.spectrum_reason),
-            "l_star": ls if ls is not None else vrec.label("l_star", None, "lambda1/sum is undefined everywhere"),
+            "lambda1_ratio": missing.series(ratio, pv.spectrum_reason),
+            "l_star": ls if ls is not None else missing.label(None, "lambda1/sum is undefined everywhere"),
             "l_star_ties": l_star_ties(ratio, tolerance=tol),
         }
         if ls is not None:
             entry["bell_curve"] = _bell(ratio, ls, params.alpha)
             for k in ("slope_before", "p_before", "slope_after", "p_after"):
-                entry["bell_curve"][k] = vrec.value(f"bell_curve/{k}", entry["bell_curve"][k], "too few layers")
+                entry["bell_curve"][k] = missing.value(entry["bell_curve"][k], "too few layers")
         variants[name] = entry
     body["variants"] = variants
     return body

@@ -26,7 +26,7 @@ from numba import njit
 
 from uaprobe.analysis.geometry import representation as reps
 from uaprobe.names import REPRESENTATIONS
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema import missing
 from uaprobe.analysis.geometry.uniformity import unit_rows
 from uaprobe.analysis.compute.workers import ordered_map
 
@@ -216,25 +216,22 @@ def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray
     return out
 
 
-def dimensions_results(sw: Sweep, *, policy_names: Mapping[str, str], rec: NanReasons) -> dict[str, Any]:
+def dimensions_results(sw: Sweep, *, policy_names: Mapping[str, str]) -> dict[str, Any]:
     """The body of ``dimensions.json``."""
     body: dict[str, Any] = {"tops": list(TOPS), "definition": DEFINITION,
                             "policy_names": dict(policy_names), "policies": {}}
     for policy in sw.mean_cosine:
         entry: dict[str, Any] = {}
         for pooling in sw.mean_cosine[policy]:
-            where = f"policies/{policy}/poolings/{pooling}"
-            cos = {kind: rec.series(f"{where}/mean_cosine/{kind}", v, "fewer than two statements")
+            cos = {kind: missing.series(v, "fewer than two statements")
                    for kind, v in sw.mean_cosine[policy][pooling].items()}
             us = sw.uniformity_share[policy][pooling]
             vs = sw.variance_share[policy][pooling]
             entry[pooling] = {
                 "mean_cosine": cos,
-                "uniformity_share": {f"top{t}": rec.series(f"{where}/uniformity_share/top{t}", us[:, i],
-                                                                 "the mean pairwise cosine is 0")
+                "uniformity_share": {f"top{t}": missing.series(us[:, i], "the mean pairwise cosine is 0")
                                      for i, t in enumerate(TOPS)},
-                "variance_share": {f"top{t}": rec.series(f"{where}/variance_share/top{t}", vs[:, i],
-                                                               "the states have no variance")
+                "variance_share": {f"top{t}": missing.series(vs[:, i], "the states have no variance")
                                    for i, t in enumerate(TOPS)},
             }
         body["policies"][policy] = {"poolings": entry}

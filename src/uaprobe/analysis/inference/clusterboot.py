@@ -25,7 +25,7 @@ import numpy as np
 
 from uaprobe.analysis.inference.phases import phase_mean
 from uaprobe.analysis.inference import stats
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.config import AnalysisParams
 
 RNG_NAME = "cluster-bootstrap"
@@ -102,17 +102,16 @@ def resampled_r(x: np.ndarray, y: np.ndarray, draws: ClusterDraws) -> tuple[np.n
     return rb, why
 
 
-def cluster_interval(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, level: float,
-                     rec: Reasons) -> dict[str, list[Any]]:
+def cluster_interval(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, level: float) -> dict[str, list[Any]]:
     """``{"low", "high"}`` per row of ``x`` (M, n): the percentile interval at ``level`` of the
     resampled r (None, with its reason, where r itself or every resampled r is undefined)."""
     rb, why = resampled_r(x, y, draws)
     low, high, _ = stats.percentile_interval(rb, level=level)
-    return {"low": rec.series("low", low, why), "high": rec.series("high", high, why)}
+    return {"low": missing.series(low, why), "high": missing.series(high, why)}
 
 
 def phase_intervals(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, phases: Mapping[str, Sequence[int]],
-                    level: float, rec: Reasons) -> dict[str, dict[str, Any]]:
+                    level: float) -> dict[str, dict[str, Any]]:
     """Per phase, the percentile interval of the phase mean of the resampled r of the layers ``x``
     (V, n) (:mod:`uaprobe.analysis.inference.phases`: a resample undefined at a layer of the phase is left out)."""
     rb, why = resampled_r(x, y, draws)
@@ -123,26 +122,22 @@ def phase_intervals(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, phases
         low, high, valid = stats.percentile_interval(means[None], level=level)
         reason = (next((w for w in why[idx] if w), "") if idx else "the phase has no layer") or (
             "no resample had variance at every layer of the phase" if valid[0] == 0 else "")
-        out[name] = {"low": rec.value(f"{name}/low", low[0], reason), "high": rec.value(f"{name}/high", high[0], reason)}
+        out[name] = {"low": missing.value(low[0], reason), "high": missing.value(high[0], reason)}
     return out
 
 
 def cluster_block(series: Mapping[str, Mapping[str, np.ndarray]], y: np.ndarray, draws: ClusterDraws, *,
-                  params: AnalysisParams, rec: Reasons,
-                  phases: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
+                  params: AnalysisParams, phases: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
     """The ``cluster_bootstrap`` object of ``pairs.json`` / ``option_b.json``: ``series[pooling][name]``
     (V, n) per-layer values of each pair, ``y`` (n,) the preference; with ``phases`` (phase ->
     layers) the intervals of the phase means as well."""
-    where = "cluster_bootstrap"
     return {"scheme": SCHEME, "resamples": int(draws.counts.shape[0]), "level": float(params.ci_level),
             "distinct_categories_min": int(draws.distinct.min()),
             "degenerate": int((draws.distinct <= DEGENERATE_DISTINCT).sum()),
-            "poolings": {p: {name: cluster_interval(v, y, draws, level=params.ci_level,
-                                                    rec=rec.sub(f"{where}/poolings/{p}/{name}"))
+            "poolings": {p: {name: cluster_interval(v, y, draws, level=params.ci_level)
                              for name, v in named.items()} for p, named in series.items()},
             "phases": None if phases is None else {
-                p: {name: phase_intervals(v, y, draws, phases=phases, level=params.ci_level,
-                                          rec=rec.sub(f"{where}/phases/{p}/{name}"))
+                p: {name: phase_intervals(v, y, draws, phases=phases, level=params.ci_level)
                     for name, v in named.items()} for p, named in series.items()}}
 
 

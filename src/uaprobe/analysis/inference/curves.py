@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from uaprobe.analysis.inference import stats
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 
 SEED_LAYER_STEP = 4
 """The seeds sampled every 4th layer (plus the last)."""
@@ -39,12 +39,11 @@ def sign_change_records(r: np.ndarray, *, layers: Sequence[int], n_layers: int) 
     return out
 
 
-def peak_record(r: np.ndarray, *, layers: Sequence[int], n_layers: int, lowest: bool, rec: Reasons,
-                path: str) -> dict[str, Any]:
+def peak_record(r: np.ndarray, *, layers: Sequence[int], n_layers: int, lowest: bool) -> dict[str, Any]:
     """``layer``, ``r``, ``depth_pct`` of the max (or min) finite r; nulls with a reason if none."""
     i = stats.peak(r, lowest=lowest)
     if i is None:
         why = "r is undefined at every layer"
-        return {"layer": rec.label(f"{path}/layer", None, why), "r": rec.value(f"{path}/r", np.nan, why),
-                "depth_pct": rec.value(f"{path}/depth_pct", np.nan, why)}
+        return {"layer": missing.label(None, why), "r": missing.value(np.nan, why),
+                "depth_pct": missing.value(np.nan, why)}
     return {"layer": int(layers[i]), "r": float(r[i]), "depth_pct": float(100.0 * layers[i] / n_layers)}

@@ -8,9 +8,11 @@ resamples and permutations are drawn once by the caller and shared by all rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+
+from uaprobe.schema import missing
 
 from uaprobe.analysis.inference import stats
 from uaprobe.analysis.inference.stats import Correlation, Interval, ReasonArray
@@ -51,19 +53,23 @@ class GroupStats:
     def permutation_reason(self) -> ReasonArray:
         return self.pearson.reason
 
-    def fields(self, s: Callable[[str, np.ndarray, Any], Any], rows: Any) -> dict[str, Any]:
-        """The statistics of ``rows`` as results fields: each array through ``s(name, values, reasons)``,
-        which picks ``rows`` and records the reasons of its missing values."""
+    def fields(self, rows: Any) -> dict[str, Any]:
+        """The statistics of ``rows`` (a slice of the rows or one row) as results fields, a missing value with
+        its reason (:mod:`uaprobe.schema.missing`)."""
+        def s(values: np.ndarray, reasons: Any) -> Any:
+            v, why = values[rows], reasons[rows] if np.ndim(reasons) else reasons
+            return missing.series(v, why) if np.ndim(v) else missing.value(v, why)
+
         p, rho, b = self.pearson, self.spearman, self.bootstrap
         return {
-            "pearson_r": s("pearson_r", p.r, p.reason), "pearson_p": s("pearson_p", p.p, p.reason),
-            "spearman_rho": s("spearman_rho", rho.r, rho.reason), "spearman_p": s("spearman_p", rho.p, rho.reason),
-            "bootstrap_ci_low": s("bootstrap_ci_low", b.low, b.reason),
-            "bootstrap_ci_high": s("bootstrap_ci_high", b.high, b.reason),
+            "pearson_r": s(p.r, p.reason), "pearson_p": s(p.p, p.reason),
+            "spearman_rho": s(rho.r, rho.reason), "spearman_p": s(rho.p, rho.reason),
+            "bootstrap_ci_low": s(b.low, b.reason),
+            "bootstrap_ci_high": s(b.high, b.reason),
             "bootstrap_valid": np.asarray(b.valid[rows]).tolist(),
-            "fisher_ci_low": s("fisher_ci_low", self.fisher_low, self.fisher_reason),
-            "fisher_ci_high": s("fisher_ci_high", self.fisher_high, self.fisher_reason),
-            "permutation_p": s("permutation_p", self.permutation_p, p.reason),
+            "fisher_ci_low": s(self.fisher_low, self.fisher_reason),
+            "fisher_ci_high": s(self.fisher_high, self.fisher_reason),
+            "permutation_p": s(self.permutation_p, p.reason),
         }
 
 

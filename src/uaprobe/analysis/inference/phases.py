@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from uaprobe.analysis.inference import curves, stats
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 
 PHASES: tuple[str, ...] = ("early", "mid", "late")
 
@@ -62,7 +62,7 @@ def phase_means(r: np.ndarray, part: Mapping[str, Sequence[int]]) -> dict[str, f
 
 
 def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode: str,
-                  partition: Mapping[str, Sequence[int]], level: float, rec: Reasons) -> dict[str, Any]:
+                  partition: Mapping[str, Sequence[int]], level: float) -> dict[str, Any]:
     """Phase means of one curve with intervals (pairs resampled independently), permutation p-values and the
     sign-change verdict.
 
@@ -73,20 +73,18 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
         mode: ``exact`` or ``random`` (how ``perm_r``'s permutations were drawn).
         partition: phase -> layers.
         level: interval level.
-        rec: reasons of missing values.
     """
     r = np.asarray(r, dtype=float)
     out: dict[str, Any] = {}
     means: dict[str, float] = {}
     for name in PHASES:
         layers = list(partition.get(name, ()))
-        prec = rec.sub(name)
         if not layers:
             why = "the model has too few layers for three phases"
-            out[name] = {"layers": [], "mean_r": prec.value("mean_r", np.nan, why),
-                         "bootstrap_ci_low": prec.value("bootstrap_ci_low", np.nan, why),
-                         "bootstrap_ci_high": prec.value("bootstrap_ci_high", np.nan, why),
-                         "bootstrap_valid": 0, "permutation_p": prec.value("permutation_p", np.nan, why)}
+            out[name] = {"layers": [], "mean_r": missing.value(np.nan, why),
+                         "bootstrap_ci_low": missing.value(np.nan, why),
+                         "bootstrap_ci_high": missing.value(np.nan, why),
+                         "bootstrap_valid": 0, "permutation_p": missing.value(np.nan, why)}
             means[name] = np.nan
             continue
         mean = float(phase_mean(r, layers))
@@ -101,16 +99,16 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
         ci_why = undefined or ("no bootstrap resample had variance at every layer of the phase" if valid == 0 else "")
         out[name] = {
             "layers": layers,
-            "mean_r": prec.value("mean_r", mean, undefined),
-            "bootstrap_ci_low": prec.value("bootstrap_ci_low", lo, ci_why),
-            "bootstrap_ci_high": prec.value("bootstrap_ci_high", hi, ci_why),
+            "mean_r": missing.value(mean, undefined),
+            "bootstrap_ci_low": missing.value(lo, ci_why),
+            "bootstrap_ci_high": missing.value(hi, ci_why),
             "bootstrap_valid": valid if not undefined else 0,
-            "permutation_p": prec.value("permutation_p", p, p_why),
+            "permutation_p": missing.value(p, p_why),
         }
         means[name] = mean
     sc_defined = bool(np.isfinite(means["early"]) and np.isfinite(means["late"]))
-    out["sign_change"] = rec.scalar_flag("sign_change", sc_defined and means["early"] > 0 > means["late"],
-                                         defined=sc_defined, reason="an early or late phase mean is undefined")
+    out["sign_change"] = missing.flag(sc_defined and means["early"] > 0 > means["late"],
+                                      defined=sc_defined, reason="an early or late phase mean is undefined")
     return out
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from uaprobe.analysis.inference import curves, stats
 from uaprobe.analysis.inference.groupstats import GroupStats, Resampling, group_stats
 from uaprobe.analysis.geometry.uniformity import UNIT_CHUNK_ROWS, Cosines
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.config import AnalysisParams
 
 
@@ -74,7 +74,7 @@ def analyze_centroid_scores(*, scores: dict[str, np.ndarray], preference: np.nda
     return out, draws
 
 
-def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float, rec: Reasons) -> dict[str, Any]:
+def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float) -> dict[str, Any]:
     """The ``poolings`` object of ``pairs.json``."""
     layers = list(range(n_layers + 1))
     sel = slice(0, n_layers + 1)
@@ -82,37 +82,28 @@ def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha
     zero = "a statement or its category centroid is the zero vector"
     out: dict[str, Any] = {}
     for pooling, res in result.items():
-        prec = rec.sub(f"poolings/{pooling}")
         g = res.stats
         p, b = g.pearson, g.bootstrap
 
-        def block(r: Reasons, idx: Any) -> dict[str, Any]:
-            def s(name: str, values: np.ndarray, reasons: np.ndarray) -> Any:
-                v = values[idx]
-                return r.series(name, v, reasons[idx]) if np.ndim(v) else r.value(name, v, reasons[idx])
-            return g.fields(s, idx)
-
-        entry = {"score": prec.series("score", res.score[sel], zero)}
-        entry.update(block(prec, sel))
+        entry = {"score": missing.series(res.score[sel], zero)}
+        entry.update(g.fields(sel))
         for name, adj in (("holm", res.holm_p), ("bh", res.bh_p)):
             why = stats.inherit(p.reason[sel], stats.first_reason((~np.isfinite(adj), "p-value is undefined")))
-            entry[f"{name}_p"] = prec.series(f"{name}_p", adj, why)
-            entry[f"{name}_reject"] = prec.flags(f"{name}_reject", adj <= alpha, defined=np.isfinite(adj), reasons=why)
+            entry[f"{name}_p"] = missing.series(adj, why)
+            entry[f"{name}_reject"] = missing.flags(adj <= alpha, defined=np.isfinite(adj), reasons=why)
         r = p.r[sel]
-        entry["peak_abs"] = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False, rec=prec,
-                                               path="peak_abs")
-        if entry["peak_abs"]["layer"] is not None:
+        entry["peak_abs"] = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False)
+        if missing.present(entry["peak_abs"]["layer"]):
             entry["peak_abs"]["r"] = float(r[entry["peak_abs"]["layer"]])
         entry["final"] = {
             "layer": n_layers,
-            "r": prec.value("final/r", p.r[n_layers], p.reason[n_layers]),
-            "p": prec.value("final/p", p.p[n_layers], p.reason[n_layers]),
-            "bootstrap_ci_low": prec.value("final/bootstrap_ci_low", b.low[n_layers], b.reason[n_layers]),
-            "bootstrap_ci_high": prec.value("final/bootstrap_ci_high", b.high[n_layers], b.reason[n_layers]),
+            "r": missing.value(p.r[n_layers], p.reason[n_layers]),
+            "p": missing.value(p.p[n_layers], p.reason[n_layers]),
+            "bootstrap_ci_low": missing.value(b.low[n_layers], b.reason[n_layers]),
+            "bootstrap_ci_high": missing.value(b.high[n_layers], b.reason[n_layers]),
         }
-        pre_rec = prec.sub("prenorm")
-        prenorm = {"score": pre_rec.series("score", res.score[pre], zero)}
-        prenorm.update(block(pre_rec, pre))
+        prenorm = {"score": missing.series(res.score[pre], zero)}
+        prenorm.update(g.fields(pre))
         entry["prenorm"] = prenorm
         out[pooling] = entry
     return out

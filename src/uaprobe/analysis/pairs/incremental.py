@@ -28,7 +28,7 @@ import numpy as np
 
 from uaprobe.analysis.inference import controls, multiplicity, stats
 from uaprobe.analysis.pairs import option_b
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections
 from uaprobe.extraction.policy import takes_position_zero
 
@@ -174,7 +174,7 @@ def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: 
 
 
 def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling: str,
-                   permutations: int, alpha: float, rec: Reasons, same: Sequence[bytes] | None = None,
+                   permutations: int, alpha: float, same: Sequence[bytes] | None = None,
                    degenerate_vif: float = float("inf"), level: float = 0.95) -> dict[str, Any]:
     """One family of pair-level tests (:class:`FamilyTest`) at ``layer``, corrected by Holm and by the max-T
     step-down over the tests' joint permutations (:func:`uaprobe.analysis.inference.multiplicity.maxt_stepdown`; every
@@ -228,23 +228,22 @@ def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling:
         "tests": {"policy": [t.policy for t in tests], "pooling": [t.pooling for t in tests],
                   "metric": [t.metric for t in tests],
                   "n": [int(t.n) for t in tests], "n_covariates": [int(t.n_covariates) for t in tests],
-                  "partial_r": rec.series("tests/partial_r", r, why),
-                  "partial_r_low": rec.series("tests/partial_r_low", low, ci_why),
-                  "partial_r_high": rec.series("tests/partial_r_high", high, ci_why),
-                  "permutation_p": rec.series("tests/permutation_p", p, why),
-                  "holm_p": rec.series("tests/holm_p", holm_p, out_why),
-                  "holm_reject": rec.flags("tests/holm_reject", reject, defined=ok, reasons=out_why),
-                  "maxt_p": rec.series("tests/maxt_p", maxt_p, maxt_why),
-                  "maxt_reject": rec.flags("tests/maxt_reject", maxt_reject, defined=maxt_ok, reasons=maxt_why),
-                  "at_floor": rec.flags("tests/at_floor", np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
+                  "partial_r": missing.series(r, why),
+                  "partial_r_low": missing.series(low, ci_why),
+                  "partial_r_high": missing.series(high, ci_why),
+                  "permutation_p": missing.series(p, why),
+                  "holm_p": missing.series(holm_p, out_why),
+                  "holm_reject": missing.flags(reject, defined=ok, reasons=out_why),
+                  "maxt_p": missing.series(maxt_p, maxt_why),
+                  "maxt_reject": missing.flags(maxt_reject, defined=maxt_ok, reasons=maxt_why),
+                  "at_floor": missing.flags(np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
                                         reasons=why),
                   "degenerate": degenerate.tolist(),
                   "reported": [t.pooling == reported_pooling for t in tests], "same_as": twin.tolist(),
-                  "vif": rec.series("tests/vif", vifs, "the metric is constant over the pairs"),
-                  "base_partial_r": rec.series("tests/base_partial_r",
-                                               np.array([t.base_partial_r for t in tests], dtype=float),
+                  "vif": missing.series(vifs, "the metric is constant over the pairs"),
+                  "base_partial_r": missing.series(np.array([t.base_partial_r for t in tests], dtype=float),
                                                "no lexical covariate in this family, or the partial r is undefined"),
-                  "pearson_r": rec.series("tests/pearson_r", np.array([t.pearson_r for t in tests], dtype=float),
+                  "pearson_r": missing.series(np.array([t.pearson_r for t in tests], dtype=float),
                                           "the metric or the preference is constant over the pairs")},
     }
 
@@ -256,10 +255,9 @@ def _equal(a: float, b: float, tol: float) -> bool:
 def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int,
               checks: Mapping[tuple[str, str, str], tuple[Any, ...]]) -> list[FamilyTest]:
     """The tests at ``layer`` of the serialised per-layer entries ``policies[policy][pooling][metric]``
-    (``partial_r``, ``permutation_p``; None -> NaN), with ``checks[policy, pooling, metric] = (vif,
+    (``partial_r``, ``permutation_p``; a missing value -> NaN), with ``checks[policy, pooling, metric] = (vif,
     base_partial_r, pearson_r, n, n_covariates, permuted)`` (the fields of :class:`FamilyTest` after the p)."""
-    def f(v: Any) -> float:
-        return np.nan if v is None else float(v)
+    f = missing.number
     return [FamilyTest(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]), *checks[key, p, m])
             for key, poolings in policies.items() for p, ms in poolings.items() for m, e in ms.items()]
 

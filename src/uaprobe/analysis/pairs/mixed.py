@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 
 DIGITS = 8
 """Significant digits kept of every fitted value."""
@@ -81,8 +81,8 @@ def fit_slope(y: np.ndarray, x: np.ndarray, covariates: np.ndarray, groups: np.n
 
 
 def mixed_results(values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], *, lengths: Mapping[str, np.ndarray],
-                  preference: np.ndarray, category_of_pair: np.ndarray, layer: int, level: float, alpha: float,
-                  rec: Reasons) -> dict[str, Any]:
+                  preference: np.ndarray, category_of_pair: np.ndarray, layer: int, level: float,
+                  alpha: float) -> dict[str, Any]:
     """The ``mixed`` object of ``pair_models.json``: :func:`fit_slope` of every (policy, pooling, metric) at
     ``layer`` (``values[policy][pooling][metric]``: (V, n)), with the policy's content-token counts of A and B
     (``lengths[policy]``: (n, 2)) as fixed covariates."""
@@ -102,7 +102,7 @@ def mixed_results(values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], 
     return {"model": MODEL, "layer": int(layer), "ci_level": float(level), "alpha": float(alpha),
             "n_groups": int(np.unique(np.asarray(category_of_pair)).size), "n_converged": int(conv.sum()),
             "n_below_alpha": int((np.nan_to_num(col["p"], nan=1.0) <= alpha).sum()),
-            "tests": {**rows, **{k: rec.series(f"tests/{k}", col[k], why) for k in col},
+            "tests": {**rows, **{k: missing.series(col[k], why) for k in col},
                       "converged": conv.tolist(), "method": [f["method"] or "" for f in fits]}}
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from uaprobe.analysis.inference import controls, phases, stats
 from uaprobe.analysis.inference.groupstats import Resampling, group_stats
 from uaprobe.analysis.geometry.knn import EPS, knn_density
-from uaprobe.analysis.nan_reasons import NanReasons, Reasons
+from uaprobe.schema import missing
 from uaprobe.analysis.geometry.view_geometry import GEOMETRY_METRICS, view_geometry
 from uaprobe.analysis.compute.workers import ordered_map
 from uaprobe.config import AnalysisParams
@@ -137,7 +137,7 @@ def _by_view(view: Callable[[int], tuple[np.ndarray, np.ndarray]], *, n: int, n_
 
 def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,
                      params: AnalysisParams, rng: np.random.Generator | None = None,
-                     draws: Resampling | None = None, rec: Reasons | None = None,
+                     draws: Resampling | None = None,
                      k: int = KNN_K, values: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
     """Every statistic of the eight metrics against the preference, layer by layer, as a JSON object.
 
@@ -150,32 +150,32 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
         rng: the one generator of this analysis: bootstrap indices, then permutations.
         draws: those draws already made (:meth:`Resampling.draw` over the n pairs), instead of ``rng``
             (exactly one of the two).
-        rec: where missing values' reasons go; default: a fresh one returned as ``nan_reasons``.
         k: neighbours of the kNN density (capped at n - 1).
         values: :func:`pair_metrics` of ``a`` and ``b`` with this ``k`` where already computed
             (default: computed here).
 
     Returns:
         ``{"n_pairs", "k_neighbours", "permutation_mode", "phase_layers", "metrics": {name: {...}}}``
-        with per-layer lists (docs/results.md, ``option_b.json``), plus ``nan_reasons`` when
-        ``rec`` is None.
+        with per-layer lists (docs/results.md, ``option_b.json``), every missing value ``None``, plus
+        ``nan_reasons``.
     """
     a, b = _check(a, b)
     values = pair_metrics(a, b, k=k) if values is None else values
-    return _results(values, n=a.shape[0], n_views=a.shape[1], preference=preference, n_content_diff=n_content_diff,
-                    params=params, rng=rng, draws=draws, rec=rec, k=k)
+    body = _results(values, n=a.shape[0], n_views=a.shape[1], preference=preference, n_content_diff=n_content_diff,
+                    params=params, rng=rng, draws=draws, k=k)
+    body["nan_reasons"] = missing.take_reasons(body)
+    return body
 
 
 def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preference: np.ndarray,
              n_content_diff: np.ndarray, params: AnalysisParams, rng: np.random.Generator | None,
-             draws: Resampling | None, rec: Reasons | None, k: int) -> dict[str, Any]:
-    """:func:`option_b_results` from the metric values (:func:`pair_metrics`) of n pairs and V views."""
+             draws: Resampling | None, k: int) -> dict[str, Any]:
+    """:func:`option_b_results` from the metric values (:func:`pair_metrics`) of n pairs and V views, its missing
+    values :class:`~uaprobe.schema.missing.Missing`."""
     pref = np.asarray(preference, dtype=float)
     zdiff = np.asarray(n_content_diff, dtype=float)
     if pref.shape != (n,) or zdiff.shape != (n,):
         raise ValueError(f"preference and n_content_diff must be ({n},); got {pref.shape} and {zdiff.shape}")
-    own = rec is None
-    reasons: Reasons = NanReasons() if rec is None else rec
     x = np.concatenate([values[m] for m in ALL_METRICS])  # (M * V, n)
     if (rng is None) == (draws is None):
         raise ValueError("give exactly one of rng and draws")
@@ -202,32 +202,24 @@ def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preferen
     }
     for i, name in enumerate(ALL_METRICS):
         rows = slice(i * n_views, (i + 1) * n_views)
-        r = reasons.sub(f"metrics/{name}")
         p = gs.pearson
-
-        def s(key: str, v: np.ndarray, why: Any) -> list[Any]:
-            return r.series(key, v[rows], why[rows] if np.ndim(why) else why)
 
         entry: dict[str, Any] = {
             "definition": DEFINITIONS[name],
-            "mean": r.series("mean", values[name].mean(axis=1), "non-finite metric"),
-            **gs.fields(s, rows),
-            "partial_r": s("partial_r", pr, preason), "partial_p": s("partial_p", pp, preason),
+            "mean": missing.series(values[name].mean(axis=1), "non-finite metric"),
+            **gs.fields(rows),
+            "partial_r": missing.series(pr[rows], preason[rows]), "partial_p": missing.series(pp[rows], preason[rows]),
         }
         for label, raw in (("", p.p[rows]), ("permutation_", gs.permutation_p[rows])):
             for corr_name, fn in (("holm", stats.holm), ("bh", stats.benjamini_hochberg)):
                 adj = fn(raw)
                 why = stats.inherit(p.reason[rows], stats.first_reason((~np.isfinite(adj), "p-value is undefined")))
-                entry[f"{label}{corr_name}_p"] = r.series(f"{label}{corr_name}_p", adj, why)
-                entry[f"{label}{corr_name}_reject"] = r.flags(f"{label}{corr_name}_reject", adj <= params.alpha,
-                                                              defined=np.isfinite(adj), reasons=why)
+                entry[f"{label}{corr_name}_p"] = missing.series(adj, why)
+                entry[f"{label}{corr_name}_reject"] = missing.flags(adj <= params.alpha, defined=np.isfinite(adj),
+                                                                    reasons=why)
         entry["phases"] = phases.phase_results(r=p.r[rows], boot_r=boot_r[rows], perm_r=perm_r[rows],
-                                               mode=draws.mode, partition=part, level=params.ci_level,
-                                               rec=r.sub("phases"))
+                                               mode=draws.mode, partition=part, level=params.ci_level)
         body["metrics"][name] = entry
-    if own:
-        assert isinstance(reasons, NanReasons)
-        body["nan_reasons"] = dict(sorted(reasons.reasons.items()))
     return body
 
 
@@ -276,7 +268,7 @@ def option_b_draws(*, n_pairs: int, params: AnalysisParams, rng_name: str = "opt
 
 
 def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
-                      preference: np.ndarray, n_content: np.ndarray, params: AnalysisParams, rec: Reasons,
+                      preference: np.ndarray, n_content: np.ndarray, params: AnalysisParams,
                       rng_name: str = "option_b", draws: Resampling | None = None) -> OptionB:
     """:func:`option_b_results` for every pooling of one extraction (``body["poolings"][p]``), with
     the metric values it computed (the pair-level models read them).
@@ -287,7 +279,6 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
         preference: (n,) NLL(B) - NLL(A).
         n_content: (N,) content tokens behind each statement's pooled state.
         params: the analysis parameters.
-        rec: reasons of missing values (paths ``poolings/<p>/...``).
         rng_name: names the analysis's generator (one per pooling, the same draws for every pooling:
             they are drawn once and shared).
         draws: :func:`option_b_draws` of these pairs, where the caller has them (they are the same for
@@ -303,8 +294,7 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
     body = {"preference_definition": "NLL(B) - NLL(A)",
             "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
             "poolings": {p: _results(values[p], n=len(row_a), n_views=x.shape[1], preference=preference,
-                                     n_content_diff=diff, params=params, rng=None, draws=draws,
-                                     rec=rec.sub(f"poolings/{p}"), k=KNN_K)
+                                     n_content_diff=diff, params=params, rng=None, draws=draws, k=KNN_K)
                          for p, x in pooled.items()}}
     return OptionB(body=body, values=values)
 
@@ -338,7 +328,7 @@ def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]]) -> d
 
 def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
                     category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
-                    n_content: np.ndarray, params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+                    n_content: np.ndarray, params: AnalysisParams) -> dict[str, Any]:
     """The same analysis on each category of a control set of pairs on its own (its centroids
     and neighbours from that category's pairs): ``{"categories": {name: {"n_pairs", "poolings"}}}``."""
     cat = np.asarray(category_of_pair)
@@ -347,7 +337,7 @@ def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_
         sel = np.flatnonzero(cat == c)
         body = option_b_poolings(pooled=pooled, row_a=np.asarray(row_a)[sel], row_b=np.asarray(row_b)[sel],
                                  preference=np.asarray(preference)[sel], n_content=n_content, params=params,
-                                 rec=rec.sub(f"categories/{name}"), rng_name=f"control/{name}").body
+                                 rng_name=f"control/{name}").body
         out[name] = {"n_pairs": int(sel.size), "poolings": body["poolings"]}
     return {"categories": out}
 

@@ -42,7 +42,7 @@ import numpy as np
 from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.pairs import incremental, option_b
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections, within_category_orders
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.config import AnalysisParams
 from uaprobe.extraction.policy import pooled_tokens
 
@@ -62,7 +62,7 @@ SCHEME = ("Freedman-Lane: the metric's residuals on the covariates are permuted 
           "back to its fitted values; p = (1 + #{|r*| >= |r|}) / (1 + B)")
 
 
-def _layer_entry(t: PartialTest, *, alpha: float, rec: Reasons) -> dict[str, Any]:
+def _layer_entry(t: PartialTest, *, alpha: float) -> dict[str, Any]:
     """One metric's per-layer partial r, permutation p, Holm and the surviving layers."""
     holm_p = stats.holm(t.p)
     why = np.where(np.isfinite(holm_p), "", np.where(t.reason == "", "p-value is undefined", t.reason))
@@ -70,28 +70,28 @@ def _layer_entry(t: PartialTest, *, alpha: float, rec: Reasons) -> dict[str, Any
     finite = t.r[np.isfinite(t.r)]
     none_why = "partial r is undefined at every layer"
     return {
-        "partial_r": rec.series("partial_r", t.r, t.reason),
-        "permutation_p": rec.series("permutation_p", t.p, t.reason),
-        "holm_p": rec.series("holm_p", holm_p, why),
-        "holm_reject": rec.flags("holm_reject", reject, defined=np.isfinite(holm_p), reasons=why),
+        "partial_r": missing.series(t.r, t.reason),
+        "permutation_p": missing.series(t.p, t.reason),
+        "holm_p": missing.series(holm_p, why),
+        "holm_reject": missing.flags(reject, defined=np.isfinite(holm_p), reasons=why),
         "holm_layers": np.flatnonzero(reject).tolist(),
         "n_holm_layers": int(reject.sum()),
-        "partial_r_min": rec.value("partial_r_min", finite.min() if finite.size else np.nan, none_why),
-        "partial_r_max": rec.value("partial_r_max", finite.max() if finite.size else np.nan, none_why),
+        "partial_r_min": missing.value(finite.min() if finite.size else np.nan, none_why),
+        "partial_r_max": missing.value(finite.max() if finite.size else np.nan, none_why),
     }
 
 
-def _lexical_entry(t: PartialTest, *, alpha: float, rec: Reasons) -> dict[str, Any]:
+def _lexical_entry(t: PartialTest, *, alpha: float) -> dict[str, Any]:
     """One metric over the lexical seeds: partial r and p per seed, medians, any seed significant."""
     ok_r, ok_p = np.isfinite(t.r), np.isfinite(t.p)
     sig = ok_p & (t.p <= alpha)
     none_why = "partial r is undefined for every seed"
     return {
-        "partial_r": rec.series("partial_r", t.r, t.reason),
-        "permutation_p": rec.series("permutation_p", t.p, t.reason),
-        "significant": rec.flags("significant", sig, defined=ok_p, reasons=t.reason),
-        "median_partial_r": rec.value("median_partial_r", np.median(t.r[ok_r]) if ok_r.any() else np.nan, none_why),
-        "median_permutation_p": rec.value("median_permutation_p", np.median(t.p[ok_p]) if ok_p.any() else np.nan,
+        "partial_r": missing.series(t.r, t.reason),
+        "permutation_p": missing.series(t.p, t.reason),
+        "significant": missing.flags(sig, defined=ok_p, reasons=t.reason),
+        "median_partial_r": missing.value(np.median(t.r[ok_r]) if ok_r.any() else np.nan, none_why),
+        "median_permutation_p": missing.value(np.median(t.p[ok_p]) if ok_p.any() else np.nan,
                                           none_why),
         "any_seed_significant": bool(sig.any()),
     }
@@ -118,7 +118,7 @@ class PolicyInput:
 def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarray, row_b: np.ndarray,
                         category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
                         token_ids: np.ndarray, token_offsets: np.ndarray, seeds: Sequence[int],
-                        params: AnalysisParams, rec: Reasons, k: int = option_b.KNN_K) -> dict[str, Any]:
+                        params: AnalysisParams, k: int = option_b.KNN_K) -> dict[str, Any]:
     """The body of ``pair_models.json`` (docs/results.md).
 
     Args:
@@ -126,7 +126,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         row_a, row_b, category_of_pair, preference: (n,) statement rows of the pairs' A and B, category index
             of each pair (the permutation strata), NLL(B) - NLL(A); categories: the category names.
         token_ids, token_offsets, seeds: every statement's tokens and the seeds of the lexical baseline.
-        params, rec: the analysis parameters (seed, permutations, alpha); where missing values' reasons go.
+        params: the analysis parameters (seed, permutations, alpha).
         k: neighbours of the kNN density (capped at n - 1).
     """
     row_a, row_b = np.asarray(row_a), np.asarray(row_b)
@@ -155,7 +155,6 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         n_content = np.asarray(pol.n_content, dtype=float)
         base = np.column_stack([fixed, n_content[row_a], n_content[row_b]])
         proj = PermutedProjections(pref, base, orders)
-        prec = rec.sub(f"policies/{key}")
         poolings: dict[str, Any] = {}
         values: dict[str, Mapping[str, np.ndarray]] = {}
         for p, x in pol.pooled.items():
@@ -163,8 +162,7 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             values_at.update({(key, p, m): np.ascontiguousarray(values[p][m][layer]).tobytes() for m in names})
             n_views = x.shape[1]
             t = proj.test(np.concatenate([values[p][m] for m in names]))
-            poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha,
-                                           rec=prec.sub(f"poolings/{p}/{m}"))
+            poolings[p] = {m: _layer_entry(_rows(t, slice(i * n_views, (i + 1) * n_views)), alpha=params.alpha)
                            for i, m in enumerate(names)}
         dim = int(next(iter(pol.pooled.values())).shape[-1])
         lex_states = [incremental.lexical_states(token_ids, token_offsets, pol.lexical_keep, drop=pol.name, dim=dim,
@@ -184,25 +182,22 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                                                proj.permuted_r(x[None, :])[0])
                 checks["incremental/family"][key, p, m] = (
                     incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
-                    np.nan if r_base is None else float(r_base), r, n, *inc_at[p, m])
+                    missing.number(r_base), r, n, *inc_at[p, m])
         body["incremental"]["policies"][key] = {
             "policy": pol.name,
-            "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha,
-                                             rec=rec.sub(f"incremental/policies/{key}/poolings/{p}/{m}"))
+            "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha)
                              for m in names} for p in inc}}
         body["policies"][key] = {
             "policy": pol.name,
             "poolings": poolings,
             "lexical_baseline": {
                 "seeds": list(seeds), "dim": dim, "pooling": "mean",
-                "metrics": {m: _lexical_entry(_rows(t, slice(i * s, (i + 1) * s)), alpha=params.alpha,
-                                              rec=prec.sub(f"lexical_baseline/metrics/{m}"))
+                "metrics": {m: _lexical_entry(_rows(t, slice(i * s, (i + 1) * s)), alpha=params.alpha)
                             for i, m in enumerate(names)},
             },
         }
     _add_families(body, values_at=values_at, checks=checks, inc_inputs=inc_inputs, names=names, layer=layer,
-                  category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref, params=params,
-                  rec=rec)
+                  category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref, params=params)
     return body
 
 
@@ -210,7 +205,7 @@ def _add_families(body: dict[str, Any], *, values_at: Mapping[tuple[str, str, st
                   checks: Mapping[str, Mapping[tuple[str, str, str], tuple[Any, ...]]],
                   inc_inputs: Mapping[str, incremental.PolicyMetrics], names: Sequence[str], layer: int,
                   category_of_pair: np.ndarray,
-                  categories: Sequence[str], preference: np.ndarray, params: AnalysisParams, rec: Reasons) -> None:
+                  categories: Sequence[str], preference: np.ndarray, params: AnalysisParams) -> None:
     """The one family of the length-only tests, that of the incremental tests and the incremental family without
     ``analysis.primary.left_out``, at the declared ``layer``, into ``body``; ``values_at`` holds each test's metric
     values at that layer (the tests of identical values are twins), ``checks`` each test's collinearity checks."""
@@ -221,16 +216,16 @@ def _add_families(body: dict[str, Any], *, values_at: Mapping[tuple[str, str, st
             incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer,
                                   checks=checks[where]), same=same,
             layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
-            rec=rec.sub(where), degenerate_vif=params.degenerate_vif, level=params.ci_level)
+            degenerate_vif=params.degenerate_vif, level=params.ci_level)
         (body if where == "family" else body["incremental"])["family"] = fam
     body["incremental"]["without_category"] = _without_category(
         inc_inputs, category_of_pair=category_of_pair, categories=categories, preference=preference,
-        names=names, layer=layer, same=same, params=params, rec=rec.sub("incremental/without_category/family"))
+        names=names, layer=layer, same=same, params=params)
 
 
 def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,
                       categories: Sequence[str], preference: np.ndarray, names: Sequence[str], layer: int,
-                      same: Sequence[bytes], params: AnalysisParams, rec: Reasons) -> dict[str, Any]:
+                      same: Sequence[bytes], params: AnalysisParams) -> dict[str, Any]:
     """The incremental family at the declared layer over the pairs of every category but
     ``analysis.primary.left_out``: the metrics as computed over all pairs, the test over the others
     (their own within-category draws, generator :data:`RNG_NAME_WITHOUT`)."""
@@ -242,7 +237,7 @@ def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, catego
     return {"left_out": categories[out], "n_pairs": int(keep.sum()),
             "family": incremental.family_results(tests, same=same, layer=layer,
                                                  reported_pooling=params.primary.pooling,
-                                                 permutations=params.permutations, alpha=params.alpha, rec=rec,
+                                                 permutations=params.permutations, alpha=params.alpha,
                                                  degenerate_vif=params.degenerate_vif, level=params.ci_level)}
 
 
@@ -265,7 +260,7 @@ def pooled_token_mask(token_offsets: np.ndarray, special: np.ndarray, *, drop: s
 
 
 def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.ndarray]], table: PairTable,
-                    preference: np.ndarray, params: AnalysisParams, default_name: str, rec: Reasons,
+                    preference: np.ndarray, params: AnalysisParams, default_name: str,
                     values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]] | None = None) -> dict[str, Any]:
     """:func:`pair_models_results` of one extraction: both policies, the lexical seeds of
     ``analysis.robustness.lexical_seeds``.
@@ -284,7 +279,7 @@ def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.nda
                                category_of_pair=table.category_of_pair, categories=table.categories,
                                preference=preference, token_ids=emb.token_ids, token_offsets=emb.token_offsets,
                                seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)],
-                               params=params, rec=rec)
+                               params=params)
 
 
 def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[str, Any]:

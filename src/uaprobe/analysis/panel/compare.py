@@ -14,7 +14,7 @@ from uaprobe.analysis.category import power
 from uaprobe.analysis.inference import multiplicity, stats
 from uaprobe.analysis.panel import scaling
 from uaprobe.analysis.run.documents import StageOutputs, settings
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema import missing
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
@@ -26,21 +26,21 @@ if TYPE_CHECKING:
     from uaprobe.schema.geometry import Anisotropy
 
 
-def _panel_anisotropy(model_id: str, aniso: Anisotropy, *, rec: Any) -> dict[str, Any]:
+def _panel_anisotropy(model_id: str, aniso: Anisotropy) -> dict[str, Any]:
     """L* of one model for ``results/panel.json``; a missing value keeps the reason its
     ``anisotropy.json`` records."""
-    values = {"l_star": aniso.l_star, "l_star_depth_pct": aniso.l_star_depth_pct,
-              "is_bell_curve": aniso.bell_curve.is_bell_curve}
+    values: dict[str, Any] = {"l_star": aniso.l_star, "l_star_depth_pct": aniso.l_star_depth_pct,
+                              "is_bell_curve": aniso.bell_curve.is_bell_curve}
     where = {"l_star": "l_star", "l_star_depth_pct": "l_star_depth_pct", "is_bell_curve": "bell_curve/is_bell_curve"}
     for key, value in values.items():
         if value is None:
             why = aniso.nan_reasons.get(where[key], "see its nan_reasons")
-            rec.label(key, None, f"undefined in results/models/{model_id}/anisotropy.json: {why}")
+            values[key] = missing.Missing(f"undefined in results/models/{model_id}/anisotropy.json: {why}")
     return values
 
 
 def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: str, correction: str,
-                          alpha: float, rec: Any) -> dict[str, Any]:
+                          alpha: float) -> dict[str, Any]:
     """The ``primary`` object of ``results/panel.json``: each model's primary joint p (``primary_p``: model ->
     p, None where undefined) with its correction across the panel's models (``holm`` or ``bonferroni``; an
     undefined p is left out of the family) and the verdict at ``alpha``."""
@@ -55,10 +55,9 @@ def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: s
     models = {}
     for m, q in zip(ids, adj):
         why = f"the primary p of {m} is undefined (see its specification_curve.json)"
-        sub = rec.sub(f"primary/models/{m}")
-        models[m] = {"p": sub.value("p", np.nan if primary_p[m] is None else float(primary_p[m]), why),
-                     "adjusted_p": sub.value("adjusted_p", q, why),
-                     "reject": sub.scalar_flag("reject", bool(np.isfinite(q) and q <= alpha),
+        models[m] = {"p": missing.value(np.nan if primary_p[m] is None else float(primary_p[m]), why),
+                     "adjusted_p": missing.value(q, why),
+                     "reject": missing.flag(bool(np.isfinite(q) and q <= alpha),
                                                defined=bool(np.isfinite(q)), reason=why)}
     return {"statistic": statistic, "correction": correction, "alpha": float(alpha), "models": models}
 
@@ -73,7 +72,7 @@ lexical metric added; the same without ``analysis.primary.left_out``'s pairs."""
 
 
 def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], *, alpha: float,
-                              rec: Any, target: float = 0.8) -> dict[str, Any]:
+                              target: float = 0.8) -> dict[str, Any]:
     """The ``pair_family`` object of ``results/panel.json``: every test of every family of every model
     (``families[model][name]``, :data:`PAIR_FAMILIES`) that is itself (``same_as``) Holm-corrected as one
     family; a test merged into an identical one takes that one's Holm p; an undefined p stays out of the
@@ -91,12 +90,11 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
             same_as = fam.tests.same_as
             q = np.array([adjusted.get((m, name, twin), np.nan) for twin in same_as], dtype=float)
             ok = np.isfinite(q)
-            sub = rec.sub(f"pair_family/models/{m}/{name}")
             why = np.where(np.array(fam.tests.degenerate, dtype=bool), "the test is degenerate (its VIF exceeds "
                            "analysis.degenerate_vif) and kept out of the family", "the test's p is undefined (see "
                            "pair_models.json)")
-            models[m][name] = {"holm_p": sub.series("holm_p", q, why),
-                               "holm_reject": sub.flags("holm_reject", ok & (q <= alpha), defined=ok, reasons=why),
+            models[m][name] = {"holm_p": missing.series(q, why),
+                               "holm_reject": missing.flags(ok & (q <= alpha), defined=ok, reasons=why),
                                "n_reject": int(sum((m, name, i) in adjusted and q[i] <= alpha for i in range(q.size)))}
     floor = next((fam.p_floor for fams in families.values() for fam in fams.values()), None)
     n_tests = len(rows)
@@ -111,12 +109,11 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
             q = np.minimum(1.0, n_families * raw)
             ok = np.isfinite(q)
             counted = np.array(fam.tests.same_as) == np.arange(q.size)
-            sub = rec.sub(f"pair_family/models/{m}/{name}")
             why = "the test's max-T p is undefined (degenerate or undefined: see pair_models.json)"
-            models[m][name]["maxt_p"] = sub.series("maxt_p", q, why)
-            models[m][name]["maxt_reject"] = sub.flags("maxt_reject", ok & (q <= alpha), defined=ok, reasons=why)
+            models[m][name]["maxt_p"] = missing.series(q, why)
+            models[m][name]["maxt_reject"] = missing.flags(ok & (q <= alpha), defined=ok, reasons=why)
             models[m][name]["n_maxt_reject"] = int((ok & (q <= alpha) & counted).sum())
-            models[m][name]["power"] = pair_power(fam, alpha=alpha, n_tests=n_tests, target=target, rec=sub)
+            models[m][name]["power"] = pair_power(fam, alpha=alpha, n_tests=n_tests, target=target)
             n_maxt += models[m][name]["n_maxt_reject"]
     return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests, "n_degenerate": n_degenerate,
             "n_reject": int(sum(v <= alpha for v in adjusted.values())),
@@ -124,7 +121,7 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
             "n_maxt_reject": n_maxt, "power_target": float(target), "models": models}
 
 
-def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float, rec: Any) -> dict[str, Any]:
+def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float) -> dict[str, Any]:
     """The minimum detectable partial r of a family's tests (:func:`uaprobe.analysis.inference.multiplicity.partial_r_mde`)
     at power ``target``: at ``alpha`` uncorrected and at ``alpha / n_tests``, the level of the first step of the
     panel's Holm correction (the smallest effect its strongest test can find). The family's tests share their
@@ -132,19 +129,19 @@ def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float, re
     counted = [i for i, twin in enumerate(fam.tests.same_as) if twin == i and not fam.tests.degenerate[i]]
     if not counted or n_tests == 0:
         why = "the family has no test"
-        return {"n": None, "n_covariates": None, "mde": rec.value("power/mde", np.nan, why),
-                "mde_panel": rec.value("power/mde_panel", np.nan, why)}
+        return {"n": None, "n_covariates": None, "mde": missing.value(np.nan, why),
+                "mde_panel": missing.value(np.nan, why)}
     n = min(int(fam.tests.n[i]) for i in counted)
     q = max(int(fam.tests.n_covariates[i]) for i in counted)
     why = "too few pairs for the covariates"
     return {"n": n, "n_covariates": q,
-            "mde": rec.value("power/mde", multiplicity.partial_r_mde(n=n, n_covariates=q, alpha=alpha,
+            "mde": missing.value(multiplicity.partial_r_mde(n=n, n_covariates=q, alpha=alpha,
                                                                       power=target), why),
-            "mde_panel": rec.value("power/mde_panel", multiplicity.partial_r_mde(
+            "mde_panel": missing.value(multiplicity.partial_r_mde(
                 n=n, n_covariates=q, alpha=alpha / n_tests, power=target), why)}
 
 
-def original_points(table: object, *, source: str, params: AnalysisParams, rec: Any) -> dict[str, Any]:
+def original_points(table: object, *, source: str, params: AnalysisParams) -> dict[str, Any]:
     """The original study's published category points (``category_level.final_table`` of ``source``: category ->
     [UA, mean preference]) under this panel's category-level analysis: r, its exact p over every order, r with
     each category left out, and the exact test's power with the published UA held fixed
@@ -160,13 +157,12 @@ def original_points(table: object, *, source: str, params: AnalysisParams, rec: 
     x = np.array([float(points[k][0]) for k in names])
     y = np.array([float(points[k][1]) for k in names])
     r_loo = [power.statistic(np.delete(x, i), np.delete(y, i)) for i in range(x.size)]
-    sub = rec.sub("original")
     ps = power.power_set(x, observed_y=y, params=params.power, alpha=params.alpha,
-                         rng=rng_for(seed=params.seed, name=ORIGINAL_RNG), rec=sub.sub("power"), left_out=None,
+                         rng=rng_for(seed=params.seed, name=ORIGINAL_RNG), left_out=None,
                          permutations=params.permutations)
     return {"source": source, "categories": names, "ua": x.tolist(), "preference": y.tolist(),
             "r": ps["observed_r"], "p": ps["observed_p"], "orders": ps["orders"], "p_floor": ps["p_floor"],
-            "leave_one_out_r": sub.series("leave_one_out_r", np.array(r_loo), "the rest is constant"),
+            "leave_one_out_r": missing.series(np.array(r_loo), "the rest is constant"),
             "power": ps}
 
 
@@ -184,7 +180,6 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
     ``pair_families`` (model -> :data:`PAIR_FAMILIES` name -> its family) the pair-level tests as one family
     (:func:`pair_family_across_models`); with ``original`` (its file, the published ``final_table``) the original
     study's category points tested as this panel's are (:func:`original_points`)."""
-    rec = NanReasons()
     present = set(next(iter(layerwise_results.values())).poolings) if layerwise_results else set(POOLINGS)
     poolings = [p for p in POOLINGS if p in present] + sorted(present - set(POOLINGS))
     curves_by_pooling = {
@@ -196,29 +191,26 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
         "models": list(model_ids),
         "stable_depth_std": params.stable_depth_std,
         "settings": settings(params),
-        "poolings": scaling.scaling_view(curves_by_pooling, seed_view=False, stable_depth_std=params.stable_depth_std,
-                                         rec=rec.sub("poolings")),
+        "poolings": scaling.scaling_view(curves_by_pooling, seed_view=False, stable_depth_std=params.stable_depth_std),
         "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
-                                                 stable_depth_std=params.stable_depth_std,
-                                                 rec=rec.sub("seed_layers_view")),
-        "anisotropy": {m: _panel_anisotropy(m, a, rec=rec.sub(f"anisotropy/{m}"))
-                       for m, a in anisotropy_results.items()},
+                                                 stable_depth_std=params.stable_depth_std),
+        "anisotropy": {m: _panel_anisotropy(m, a) for m, a in anisotropy_results.items()},
     }
     if primary_p is not None:
         body["primary"] = primary_across_models(primary_p, statistic=params.primary.statistic,
-                                                correction=params.primary.across_models, alpha=params.alpha, rec=rec)
+                                                correction=params.primary.across_models, alpha=params.alpha)
     if pair_families is not None:
-        body["pair_family"] = pair_family_across_models(pair_families, alpha=params.alpha, rec=rec,
+        body["pair_family"] = pair_family_across_models(pair_families, alpha=params.alpha,
                                                         target=params.power.target)
     if original is not None:
-        body["original"] = original_points(original[1], source=original[0], params=params, rec=rec)
+        body["original"] = original_points(original[1], source=original[0], params=params)
     if sink_excluded_results:
         sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
                                                          params_millions=params_millions.get(m)) for m in model_ids]}
         body["sink_excluded"] = scaling.scaling_view(sx_curves, seed_view=False,
-                                                     stable_depth_std=params.stable_depth_std,
-                                                     rec=rec.sub("sink_excluded"))
-    results = {"panel": {**body, "nan_reasons": dict(sorted(rec.reasons.items()))}}
+                                                     stable_depth_std=params.stable_depth_std)
+    reasons = missing.take_reasons(body)  # before the body's top-level values are copied
+    results = {"panel": {**body, "nan_reasons": reasons}}
     metrics: dict[str, Any] = {"poolings": {}}
     for p, e in body["poolings"].items():
         s = e["summary"]

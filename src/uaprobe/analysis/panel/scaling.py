@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from uaprobe.analysis.inference import curves
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 
 if TYPE_CHECKING:
     from uaprobe.schema.categories import Layerwise
@@ -40,7 +40,7 @@ def curve_from_results(*, model_id: str, layerwise: Layerwise, pooling: str,
                       n_layers=layerwise.n_layers, r=r)
 
 
-def model_summary(curve: ModelCurve, *, layers: Sequence[int], rec: Reasons) -> dict[str, Any]:
+def model_summary(curve: ModelCurve, *, layers: Sequence[int]) -> dict[str, Any]:
     """Seed 001's per-model summary over ``layers`` (all layers, or the seeds' subset)."""
     layers = list(layers)
     r = curve.r[layers]
@@ -51,12 +51,10 @@ def model_summary(curve: ModelCurve, *, layers: Sequence[int], rec: Reasons) -> 
         "n_layers": curve.n_layers,
         "layers": layers,
         "depth_pct": curves.depth_pct(layers, n_layers=curve.n_layers).tolist(),
-        "r": rec.series("r", r, why),
-        "peak_positive": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=False, rec=rec,
-                                            path="peak_positive"),
-        "peak_negative": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=True, rec=rec,
-                                            path="peak_negative"),
-        "final_r": rec.value("final_r", r[-1], why),
+        "r": missing.series(r, why),
+        "peak_positive": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=False),
+        "peak_negative": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=True),
+        "final_r": missing.value(r[-1], why),
         "sign_changes": [
             {k: sc[k] for k in ("layer_before", "layer_after", "midpoint_depth_pct")}
             for sc in curves.sign_change_records(r, layers=layers, n_layers=curve.n_layers)
@@ -64,36 +62,33 @@ def model_summary(curve: ModelCurve, *, layers: Sequence[int], rec: Reasons) -> 
     }
 
 
-def panel_summary(models: dict[str, dict[str, Any]], *, stable_depth_std: float, rec: Reasons) -> dict[str, Any]:
+def panel_summary(models: dict[str, dict[str, Any]], *, stable_depth_std: float) -> dict[str, Any]:
     """Mean and std of the peak depths across models, and the seed's stability verdict."""
     out: dict[str, Any] = {}
     for which in ("positive", "negative"):
         depths = np.array([m[f"peak_{which}"]["depth_pct"] for m in models.values()
-                           if m[f"peak_{which}"]["depth_pct"] is not None], dtype=float)
+                           if missing.present(m[f"peak_{which}"]["depth_pct"])], dtype=float)
         why = "no model has a defined peak"
-        out[f"peak_{which}_depth_mean"] = rec.value(f"peak_{which}_depth_mean",
-                                                    depths.mean() if depths.size else np.nan, why)
-        out[f"peak_{which}_depth_std"] = rec.value(f"peak_{which}_depth_std",
-                                                   depths.std() if depths.size else np.nan, why)
+        out[f"peak_{which}_depth_mean"] = missing.value(depths.mean() if depths.size else np.nan, why)
+        out[f"peak_{which}_depth_std"] = missing.value(depths.std() if depths.size else np.nan, why)
         if which == "positive":
             out["n_models_with_peak"] = int(depths.size)
             std = depths.std() if depths.size else np.nan
-            out["stable"] = rec.scalar_flag("stable", bool(std < stable_depth_std), defined=depths.size >= 2,
-                                            reason="fewer than 2 models with a defined peak")
+            out["stable"] = missing.flag(bool(std < stable_depth_std), defined=depths.size >= 2,
+                                         reason="fewer than 2 models with a defined peak")
     return out
 
 
-def scaling_view(curves_by_pooling: dict[str, list[ModelCurve]], *, seed_view: bool, stable_depth_std: float,
-                 rec: Reasons) -> dict[str, Any]:
+def scaling_view(curves_by_pooling: dict[str, list[ModelCurve]], *, seed_view: bool,
+                 stable_depth_std: float) -> dict[str, Any]:
     """``poolings.<p>`` with ``models`` and ``summary``; ``seed_view`` restricts each model to the
     seeds' layers (every 4th, plus the last)."""
     out: dict[str, Any] = {}
     for pooling, model_curves in curves_by_pooling.items():
-        prec = rec.sub(pooling)
         models = {}
         for c in model_curves:
             layers = curves.seed_layers(c.n_layers) if seed_view else list(range(c.n_layers + 1))
-            models[c.model_id] = model_summary(c, layers=layers, rec=prec.sub(f"models/{c.model_id}"))
+            models[c.model_id] = model_summary(c, layers=layers)
         out[pooling] = {"models": models,
-                        "summary": panel_summary(models, stable_depth_std=stable_depth_std, rec=prec.sub("summary"))}
+                        "summary": panel_summary(models, stable_depth_std=stable_depth_std)}
     return out

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from uaprobe.analysis.inference import curves
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema import missing
 from uaprobe.config import AnalysisParams
 
 EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
@@ -57,6 +57,8 @@ def header(*, model_id: str, display: str, n_layers: int, params: AnalysisParams
     }
 
 
-def finish(body: dict[str, Any], header: dict[str, Any], rec: NanReasons) -> dict[str, Any]:
-    """One results document: the header, the body, and the reason of every null in the body."""
-    return {**header, **body, "nan_reasons": dict(sorted(rec.reasons.items()))}
+def finish(body: dict[str, Any], header: dict[str, Any]) -> dict[str, Any]:
+    """One results document: the header, the body with every missing value as ``None``, and the reason of
+    each under its path (:func:`uaprobe.schema.missing.take_reasons`; the body's own objects are changed)."""
+    reasons = missing.take_reasons(body)  # before the body's top-level values are copied
+    return {**header, **body, "nan_reasons": reasons}

@@ -25,7 +25,7 @@ from uaprobe.analysis.category import power
 from uaprobe.analysis.geometry import uniformity
 from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.pairs import freedman_lane, incremental
-from uaprobe.analysis.nan_reasons import Reasons
+from uaprobe.schema import missing
 from uaprobe.config import AnalysisParams
 
 RNG_NAME = "pair-models-length-matched"
@@ -39,7 +39,7 @@ def matched(n_content: np.ndarray, *, row_a: np.ndarray, row_b: np.ndarray, max_
 
 
 def category_level(pooled: np.ndarray, *, keep: np.ndarray, row_a: np.ndarray, row_b: np.ndarray,
-                   category_of_pair: np.ndarray, n_categories: int, preference: np.ndarray, rec: Reasons
+                   category_of_pair: np.ndarray, n_categories: int, preference: np.ndarray
                    ) -> dict[str, Any]:
     """UA and mean preference of every category over its kept pairs (``pooled``: (N, D) the states of one layer),
     and r with its exact p over the categories with at least two kept pairs."""
@@ -57,16 +57,16 @@ def category_level(pooled: np.ndarray, *, keep: np.ndarray, row_a: np.ndarray, r
         r = float(stats.pearson(ua[used], pref[used]).r)
         p = float(power.exact_p(ua[used], pref[used][None, :])[0]) if np.isfinite(r) else np.nan
     why = "fewer than three categories with two length-matched pairs, or UA or the preference is constant"
-    return {"ua": rec.series("ua", ua, why_cat), "preference": rec.series("preference", pref, why_cat),
+    return {"ua": missing.series(ua, why_cat), "preference": missing.series(pref, why_cat),
             "n_categories": int(used.sum()), "orders": math.factorial(int(used.sum())),
-            "r": rec.value("r", r, why), "permutation_p": rec.value("permutation_p", p, why)}
+            "r": missing.value(r, why), "permutation_p": missing.value(p, why)}
 
 
 def length_matched_results(*, states: Mapping[str, Mapping[str, np.ndarray]],
                            values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]],
                            n_content: Mapping[str, np.ndarray], policy_names: Mapping[str, str], row_a: np.ndarray,
                            row_b: np.ndarray, category_of_pair: np.ndarray, categories: Sequence[str],
-                           preference: np.ndarray, metrics: Sequence[str], params: AnalysisParams, rec: Reasons
+                           preference: np.ndarray, metrics: Sequence[str], params: AnalysisParams
                            ) -> dict[str, Any]:
     """The ``length_matched`` object of ``pair_models.json``.
 
@@ -85,8 +85,7 @@ def length_matched_results(*, states: Mapping[str, Mapping[str, np.ndarray]],
     n_layers = int(next(iter(states["default"].values())).shape[1]) - 1
     layer = params.primary.layer(n_layers)
     cat_body = {p: category_level(np.asarray(states["default"][p][:, layer], dtype=float), keep=keep, row_a=row_a,
-                                  row_b=row_b, category_of_pair=cat, n_categories=n_cat, preference=pref,
-                                  rec=rec.sub(f"category/poolings/{p}"))
+                                  row_b=row_b, category_of_pair=cat, n_categories=n_cat, preference=pref)
                 for p in params.primary.poolings if p in states["default"]}
     fixed = controls.category_indicators(cat, n_cat)
     inputs = {key: incremental.PolicyMetrics(
@@ -102,7 +101,7 @@ def length_matched_results(*, states: Mapping[str, Mapping[str, np.ndarray]],
     family = incremental.family_results(
         tests, same=same, layer=layer,
         reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
-        rec=rec.sub("pair/family"), degenerate_vif=params.degenerate_vif, level=params.ci_level)
+        degenerate_vif=params.degenerate_vif, level=params.ci_level)
     return {"max_token_difference": int(k), "policy": policy_names["default"], "layer": int(layer),
             "n_pairs": int(keep.sum()), "n_pairs_all": int(keep.size),
             "pairs_per_category": np.bincount(cat[keep], minlength=n_cat).tolist(),

@@ -21,7 +21,7 @@ from uaprobe.analysis.run.documents import StageOutputs, finish, header as resul
 from uaprobe.analysis.pairs.pair_table import PairTable, pair_table
 from uaprobe.analysis.run.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
 from uaprobe.analysis.inference.groupstats import Resampling
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema import missing
 from uaprobe.analysis.geometry.representation import transform_all
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.analysis.run.summary import model_metrics, model_plots
@@ -151,13 +151,13 @@ def _policy_runs(out: StageOutputs, beside: ThreadPoolExecutor, emb: Embeddings,
                  header: dict[str, Any], params: AnalysisParams, default_name: str, source: str,
                  form: CosineForm | None, on_step: Callable[[], None] | None
                  ) -> tuple[dict[str, PolicyRun], dict[str, dict[str, np.ndarray]],
-                            dict[str, Future[tuple[option_b.OptionB, NanReasons]]]]:
+                            dict[str, Future[option_b.OptionB]]]:
     """Each policy's analyses into ``out`` (the default policy's at the top level, the other's under its name),
     its Option B and, after the default policy, the anisotropy on the threads ``beside``; returns the runs, the
     transformed pooled states (policy -> pooling) and the Option B futures."""
     runs: dict[str, PolicyRun] = {}
     states: dict[str, dict[str, np.ndarray]] = {}
-    option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]] = {}
+    option_b_of: dict[str, Future[option_b.OptionB]] = {}
     kind, k = params.representation, params.abtt_k
     for policy in POLICIES:
         pooled, prenorm = emb.policy(policy)
@@ -185,7 +185,6 @@ def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embedding
                 ) -> dict[str, Any]:
     """``robustness.json``: the sink, the controls, the nulls, the inference, from both policies' runs."""
     n_layers = emb.n_layers
-    rec = NanReasons()
     r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
     r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
     rob_body = robustness.robustness_results(
@@ -194,57 +193,54 @@ def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embedding
         tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
         bootstrap_counts=runs["default"].layerwise_draws.counts,
         permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
-        seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers, rec=rec,
+        seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers,
         n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
         permutations=params.permutations)
-    return finish(rob_body, header, rec)
+    return finish(rob_body, header)
 
 
 def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], params: AnalysisParams,
                 default_name: str, source: str) -> dict[str, Any]:
     """``anisotropy.json``: seed 004's profile, with and without position 0 of every prompt."""
-    rec = NanReasons()
     body = anisotropy.analyze_anisotropy(
         states=emb.aniso_states, special=emb.aniso_special, prompt_index=emb.aniso_prompt_index,
         pooling_drop=default_name, n_layers=emb.n_layers, n_prompts=len(emb.prompts), params=params,
-        sign_changes=sign_changes, rng=rng_for(seed=params.seed, name="anisotropy"), source=source, rec=rec)
-    return finish(body, header, rec)
+        sign_changes=sign_changes, rng=rng_for(seed=params.seed, name="anisotropy"), source=source)
+    return finish(body, header)
 
 
 def _option_b(pooled: dict[str, np.ndarray], *, draws: Future[Resampling], table: PairTable, pref: np.ndarray,
-              n_content: np.ndarray, params: AnalysisParams) -> tuple[option_b.OptionB, NanReasons]:
-    """Option B and its phase means under one policy, and the reasons of its missing values; ``draws``:
+              n_content: np.ndarray, params: AnalysisParams) -> option_b.OptionB:
+    """Option B and its phase means under one policy; ``draws``:
     :func:`option_b.option_b_draws`, the same for both policies (drawn once)."""
-    rec = NanReasons()
     return option_b.option_b_poolings(pooled=pooled, row_a=table.row_a, row_b=table.row_b, preference=pref,
-                                      n_content=n_content, params=params, rec=rec, draws=draws.result()), rec
+                                      n_content=n_content, params=params, draws=draws.result())
 
 
 def _random_and_matched(emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
-                        option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]], table: PairTable,
+                        option_b_of: dict[str, Future[option_b.OptionB]], table: PairTable,
                         pref: np.ndarray, params: AnalysisParams, default_name: str
-                        ) -> tuple[dict[str, Any], dict[str, Any], NanReasons]:
-    """``pair_models.json``'s ``mixed`` and ``length_matched`` objects, and the reasons of their missing values
-    (paths from the file's top level), from the Option B metrics of both policies (``option_b_of``, running)."""
-    rec = NanReasons()
-    values = {policy: future.result()[0].values for policy, future in option_b_of.items()}
+                        ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``pair_models.json``'s ``mixed`` and ``length_matched`` objects from the Option B metrics of both policies
+    (``option_b_of``, running)."""
+    values = {policy: future.result().values for policy, future in option_b_of.items()}
     n_content = {"default": emb.n_content, "sink_excluded": emb.n_content_sink_excluded}
     metric_values = {key: {p: {m: v[m] for m in option_b.METRICS} for p, v in values[key].items()} for key in values}
     random_effects = mixed.mixed_results(
         metric_values, lengths={key: np.column_stack([n[table.row_a], n[table.row_b]]) for key, n in n_content.items()},
         preference=pref, category_of_pair=table.category_of_pair, layer=params.primary.layer(emb.n_layers),
-        level=params.ci_level, alpha=params.alpha, rec=rec.sub("mixed"))
+        level=params.ci_level, alpha=params.alpha)
     matched = length_matched.length_matched_results(
         states=states, values=metric_values, n_content=n_content,
         policy_names={"default": default_name, "sink_excluded": "sink_excluded"}, row_a=table.row_a,
         row_b=table.row_b, category_of_pair=table.category_of_pair, categories=table.categories, preference=pref,
-        metrics=option_b.METRICS, params=params, rec=rec.sub("length_matched"))
-    return random_effects, matched, rec
+        metrics=option_b.METRICS, params=params)
+    return random_effects, matched
 
 
 def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
-                    option_b_of: dict[str, Future[tuple[option_b.OptionB, NanReasons]]],
-                    random_and_matched: Future[tuple[dict[str, Any], dict[str, Any], NanReasons]], table: PairTable,
+                    option_b_of: dict[str, Future[option_b.OptionB]],
+                    random_and_matched: Future[tuple[dict[str, Any], dict[str, Any]]], table: PairTable,
                     pref: np.ndarray, header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
     """Option B and its phase means under both policies (``option_b_of``: policy -> :func:`_option_b`,
     running), and the pair-level models (length out, permutation within categories): results, and the
@@ -257,14 +253,14 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     # of the default policy
     cluster_draws = clusterboot.draws_for(params, category_of_pair=table.category_of_pair)
     for policy in POLICIES:
-        ob, rec = option_b_of[policy].result()
+        ob = option_b_of[policy].result()
         ob_body, values[policy] = ob.body, ob.values
         ob_body["cluster_bootstrap"] = clusterboot.cluster_block(
             {p: {m: v[m] for m in option_b.METRICS} for p, v in ob.values.items()}, pref, cluster_draws,
-            params=params, rec=rec, phases=phases.partition(n_layers))
+            params=params, phases=phases.partition(n_layers))
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
-            ob_body, dict(header, policy=policy_name), rec)
+            ob_body, dict(header, policy=policy_name))
         if policy == "default":
             out.metrics.update(option_b.headline_metrics(ob_body, n_layers=n_layers))
             out.plots["option_b"] = option_b.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
@@ -272,13 +268,11 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
 
     # --- pair-level models: the Option B metrics (the values above), length out, permutation within
     # categories (analysis/pairs/pairmodels.py)
-    rec = NanReasons()
     pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
-                                         params=params, default_name=default_name, rec=rec)
+                                         params=params, default_name=default_name)
     # --- the same tests with the categories as random effects, and on the length-matched pairs (on a thread)
-    pm_body["mixed"], pm_body["length_matched"], beside_rec = random_and_matched.result()
-    rec.reasons.update(beside_rec.reasons)
-    out.results["pair_models"] = finish(pm_body, header, rec)
+    pm_body["mixed"], pm_body["length_matched"] = random_and_matched.result()
+    out.results["pair_models"] = finish(pm_body, header)
     out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body, pooling=params.primary.pooling)
     out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
                                                                       "depth_pct": header["depth_pct"]})
@@ -293,27 +287,24 @@ def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, 
     n_cat = len(table.categories)
     categories = list(table.categories)
     policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}
-    rec = NanReasons()
-    dims = finish(dimensions.dimensions_results(sw, policy_names=policy_names, rec=rec), header, rec)
-    rec = NanReasons()
+    dims = finish(dimensions.dimensions_results(sw, policy_names=policy_names), header)
     ua = {policy: {p: {r: sw.u_a[policy][p][r] - sw.u_b[policy][p][r] for r in sw.u_a[policy][p]}
                    for p in sw.u_a[policy]} for policy in sw.u_a}
     prefs = {nll: preference.category_means(table.preference(nll), category_of_pair=table.category_of_pair,
                                             n_categories=n_cat) for nll in ("mean", "sum")}
     sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
                                       primary=params.primary, alpha=params.alpha,
-                                      level=params.ci_level, seed=params.seed, permutations=params.permutations,
-                                      rec=rec)
+                                      level=params.ci_level, seed=params.seed, permutations=params.permutations)
     declared = params.primary.layer(n_layers)
     spec = {"pooling": params.primary.pooling, "policy": policy_names["default"],
             "representation": params.representation, "nll": params.primary.nll, "layer": declared}
     sc_body["power"] = power.power_results(
         ua["default"][params.primary.pooling][params.representation][declared], prefs[params.primary.nll],
         categories=categories, left_out=params.primary.left_out, specification=spec, params=params.power,
-        alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME), rec=rec.sub("power"),
+        alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME),
         permutations=params.permutations,
         universe=speccurve.universe_rows(ua, policy_names, primary=params.primary))
-    return {"dimensions": dims, "specification_curve": finish(sc_body, header, rec)}
+    return {"dimensions": dims, "specification_curve": finish(sc_body, header)}
 
 
 def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
@@ -327,14 +318,13 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
     display = display or str(plain(control.attrs.get("display") or model_id))
     header = results_header(model_id=model_id, display=display, n_layers=control.n_layers, params=params,
                      attrs=control.attrs)
-    rec = NanReasons()
     pooled = transform_all(control.pooled, params.representation, k=params.abtt_k)
     body = option_b.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
                                    category_of_pair=table.category_of_pair, categories=table.categories,
-                                   preference=pref, n_content=control.n_content, params=params, rec=rec)
-    body["preference"] = {name: rec.series(f"preference/{name}", pref[table.category_of_pair == c])
+                                   preference=pref, n_content=control.n_content, params=params)
+    body["preference"] = {name: missing.series(pref[table.category_of_pair == c])
                           for c, name in enumerate(table.categories)}
-    return {"results": finish(body, header, rec),
+    return {"results": finish(body, header),
             "metrics": option_b.control_metrics(body, n_layers=control.n_layers)}
 
 

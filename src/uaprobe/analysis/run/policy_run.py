@@ -18,7 +18,7 @@ from uaprobe.analysis.inference import clusterboot, controls, stats
 from uaprobe.analysis.pairs import centroid_score
 from uaprobe.analysis.run.documents import finish
 from uaprobe.analysis.pairs.pair_table import PairTable, pooling_cosines
-from uaprobe.analysis.nan_reasons import NanReasons
+from uaprobe.schema import missing
 from uaprobe.analysis.inference.stats import bootstrap_indices, resample_counts, rng_for
 from uaprobe.analysis.geometry.uniformity import CosineForm, group_means
 from uaprobe.config import AnalysisParams
@@ -76,7 +76,7 @@ def cosine_pass(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.nd
 
 
 def _validation_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int,
-                     params: AnalysisParams, rec: NanReasons) -> dict[str, Any]:
+                     params: AnalysisParams) -> dict[str, Any]:
     """Seed 003's table at the last layer and before the final norm, for every pooling."""
     categories = list(table.categories)
     n_cat = len(categories)
@@ -94,7 +94,7 @@ def _validation_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_
                                            level=params.ci_level, aligned_r=params.aligned_r,
                                            inverted_r=params.inverted_r)
             variants[name] = validation.validation_variant(table=tab, glob=glob, categories=categories,
-                                                           level=params.ci_level, rec=rec.sub(f"variants/{name}"))
+                                                           level=params.ci_level)
     return {
         "layer": n_layers,
         "thresholds": {"aligned_r": params.aligned_r, "inverted_r": params.inverted_r,
@@ -103,8 +103,8 @@ def _validation_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_
     }
 
 
-def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int, params: AnalysisParams,
-                rec: NanReasons) -> dict[str, Any]:
+def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int,
+                params: AnalysisParams) -> dict[str, Any]:
     """The within-category centroid score against the preference over the pairs."""
     pl, pl_draws = centroid_score.analyze_centroid_scores(scores=sums.scores, preference=pref, params=params,
                                                rng=rng_for(seed=params.seed, name="pairs"))
@@ -112,13 +112,13 @@ def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layer
     return {
         "pair": table.pair_ids.tolist(),
         "category": names.tolist(),
-        "preference": rec.series("preference", pref),
+        "preference": missing.series(pref),
         "centroid": "mean of the unit-normalised statements of the same side and category, own statement included",
         "permutation_mode": pl_draws.mode,
-        "poolings": centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha, rec=rec),
+        "poolings": centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha),
         "cluster_bootstrap": clusterboot.cluster_block(
             {p: {"score": score[:n_layers + 1]} for p, score in sums.scores.items()}, pref,
-            clusterboot.draws_for(params, category_of_pair=table.category_of_pair), params=params, rec=rec),
+            clusterboot.draws_for(params, category_of_pair=table.category_of_pair), params=params),
     }
 
 
@@ -142,7 +142,6 @@ def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np
     results: dict[str, dict[str, Any]] = {}
 
     # --- layer-wise (seed 000)
-    rec = NanReasons()
     lw, lw_draws = layerwise.analyze_layerwise(uniformity=sums.uniformity, mean_preference=mean_pref,
                                                categories=categories, params=params,
                                                rng=rng_for(seed=params.seed, name="layerwise"))
@@ -151,37 +150,33 @@ def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np
         "categories": categories,
         "n_pairs": table.pairs_per_category.tolist(),
         "preference": params.preference,
-        "mean_preference": rec.series("mean_preference", mean_pref),
+        "mean_preference": missing.series(mean_pref),
         "permutation_mode": lw_draws.mode,
         "permutation_count": int(lw_draws.orders.shape[0]),
         **permutation_floors(mode=lw_draws.mode, count=int(lw_draws.orders.shape[0]), n_tests=n_layers + 1),
         "bootstrap_degenerate": int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
-        "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params, rec=rec),
+        "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params),
     }
-    results["layerwise"] = finish(lw_body, header, rec)
+    results["layerwise"] = finish(lw_body, header)
 
     # --- validation table (seed 003)
-    rec = NanReasons()
-    results["validation"] = finish(_validation_body(sums, table=table, pref=pref, n_layers=n_layers, params=params,
-                                                    rec=rec), header, rec)
+    results["validation"] = finish(_validation_body(sums, table=table, pref=pref, n_layers=n_layers, params=params),
+                                   header)
 
     # --- random bins (seed 002)
-    rec = NanReasons()
-    schemes = {p: {"schemes": bins.bins_results(sums.bins[p], categories_stats=lw[p].stats, n_layers=n_layers,
-                                                rec=rec.sub(f"poolings/{p}"))} for p in BIN_POOLINGS}
+    schemes = {p: {"schemes": bins.bins_results(sums.bins[p], categories_stats=lw[p].stats, n_layers=n_layers)}
+               for p in BIN_POOLINGS}
     results["bins"] = finish({"n_pairs": table.n_pairs, **bins.bins_settings(params), "poolings": schemes},
-                             header, rec)
+                             header)
 
     # --- pair level (the within-category centroid score)
-    rec = NanReasons()
-    results["pairs"] = finish(_pairs_body(sums, table=table, pref=pref, n_layers=n_layers, params=params, rec=rec),
-                              header, rec)
+    results["pairs"] = finish(_pairs_body(sums, table=table, pref=pref, n_layers=n_layers, params=params),
+                              header)
 
     # --- NLL mean vs sum
-    rec = NanReasons()
     pref_body = preference.preference_results(table=table, ua={p: sums.uniformity[p].ua for p in POOLINGS},
-                                              selected=params.preference, n_layers=n_layers, rec=rec)
-    results["preference"] = finish(pref_body, header, rec)
+                                              selected=params.preference, n_layers=n_layers)
+    results["preference"] = finish(pref_body, header)
 
     m = lw["mean"]
     view = robustness.PolicyView(
