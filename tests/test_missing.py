@@ -72,3 +72,61 @@ def test_a_results_document_writes_its_top_level_and_nested_missing_values_as_nu
     doc = finish(body, {"model": "m"})
     assert doc == {"model": "m", "r": None, "poolings": {"mean": {"p": [None, 0.5]}},
                    "nan_reasons": {"poolings/mean/p/0": "no r", "r": "constant"}}
+
+
+# ------------------------------------------------------------------ a record that holds missing values
+
+
+def test_a_record_takes_a_missing_value_where_the_schema_allows_one_and_dumps_it_as_it_is() -> None:
+    from pydantic import ValidationError
+
+    from uaprobe.schema.common import Peak, Spread
+    from uaprobe.schema.document import document
+
+    peak = Peak(layer=Missing("no finite r"), r=Missing("no finite r"), depth_pct=None)
+    assert peak.layer == Missing("no finite r") and peak.depth_pct is None
+    spread = Spread(mean=1.5, min=1.0, max=2.0, values=[1.0, Missing("seed failed"), 2.0])
+    doc = document({"peak": peak, "spread": [spread]})
+    assert doc["peak"]["layer"] == Missing("no finite r") and doc["spread"][0]["values"][1] == Missing("seed failed")
+    assert take_reasons(doc) == {"peak/layer": "no finite r", "peak/r": "no finite r",
+                                 "spread/0/values/1": "seed failed"}
+    assert doc["peak"] == {"layer": None, "r": None, "depth_pct": None}
+    # a missing value only where the schema allows one; a wrong type names the key alone
+    from uaprobe.schema.common import SignChange
+    with pytest.raises(ValidationError) as err:
+        SignChange(layer_before=1, layer_after=2, r_before=Missing("x"), r_after=0.1, midpoint_depth_pct=5.0)
+    assert [e["loc"] for e in err.value.errors()] == [("r_before",)]
+    with pytest.raises(ValidationError) as err:
+        Peak(layer="3", r=0.5, depth_pct=10.0)
+    assert [(e["loc"], e["type"]) for e in err.value.errors()] == [(("layer",), "int_type")]
+    # a field the record does not have, or one it needs and is not given, fails where the record is built
+    with pytest.raises(ValidationError, match="peak_r"):
+        Peak(layer=1, r=0.5, depth_pct=10.0, peak_r=0.5)
+    with pytest.raises(ValidationError, match="depth_pct"):
+        Peak(layer=1, r=0.5)
+
+
+def test_a_results_file_built_as_its_record_is_the_document_its_writer_checks() -> None:
+    from uaprobe.analysis.run.documents import finish
+    from pydantic import ValidationError
+
+    from uaprobe.schema import ResultsFileError, results_text
+    from uaprobe.schema.document import record
+    from uaprobe.schema.pairmodels import LengthMatched, Mixed, PairFamily, PairModels
+
+    from test_pairmodels import EXTRACTION, run, small_params, synthetic_input
+
+    params = small_params()
+    rec, _ = run(synthetic_input(), seeds=[3], params=params)
+    assert isinstance(rec, PairModels) and isinstance(rec.family, PairFamily)
+    assert isinstance(rec.mixed, Mixed) and isinstance(rec.length_matched, LengthMatched)
+    doc = finish(rec)
+    assert all(doc["nan_reasons"][k] for k in doc["nan_reasons"])
+    assert doc["family"]["tests"]["base_partial_r"] == [None] * len(doc["family"]["tests"]["metric"])
+    assert "family/tests/base_partial_r/0" in doc["nan_reasons"]
+    # the built record misses the two objects run() leaves empty; everything else the writer accepts as built
+    with pytest.raises(ResultsFileError, match="'mixed/model' is missing"):
+        results_text(doc, kind="pair_models", shown="pair_models.json")
+    with pytest.raises(ValidationError, match="n_pairs"):
+        record(PairModels, {k: v for k, v in doc.items() if k not in ("n_pairs", "nan_reasons")})
+    assert EXTRACTION["model_id"] == doc["extraction"]["model_id"]

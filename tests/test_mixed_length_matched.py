@@ -12,6 +12,7 @@ from uaprobe.analysis.geometry import uniformity
 from uaprobe.analysis.inference import controls
 from uaprobe.analysis.pairs import mixed
 from uaprobe.analysis.run import length_matched
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
 from uaprobe.config import AnalysisParams, LengthMatchedParams, PrimaryParams
 
@@ -53,8 +54,8 @@ def test_a_planted_slope_is_found_and_no_slope_is_not():
 def test_mixed_results_rows_and_reasons():
     g, x, lengths, y = _grouped(4, 0.3, n_per=20, n_groups=4)
     values = {"default": {"mean": {"a": np.stack([x, x]), "b": np.stack([np.ones_like(x)] * 2)}}}
-    body = mixed.mixed_results(values, lengths={"default": lengths}, preference=y, category_of_pair=g, layer=1,
-                               level=0.9, alpha=0.05)
+    body = document(mixed.mixed_results(values, lengths={"default": lengths}, preference=y, category_of_pair=g,
+                                        layer=1, level=0.9, alpha=0.05))
     reasons = take_reasons(body)
     t = body["tests"]
     assert t["metric"] == ["a", "b"] and t["converged"] == [True, False] and body["n_groups"] == 4
@@ -89,7 +90,7 @@ def test_length_matched_results_against_a_direct_computation_on_the_kept_pairs()
     inp = _inputs()
     params = AnalysisParams(permutations=199, primary=PrimaryParams(left_out="c0"),
                             length_matched=LengthMatchedParams(max_token_difference=1))
-    body = length_matched.length_matched_results(**inp, params=params)
+    body = document(length_matched.length_matched_results(**inp, params=params))
     n = inp["n_content"]["default"]
     keep = np.abs(n[inp["row_b"]] - n[inp["row_a"]]) <= 1
     cat = inp["category_of_pair"]
@@ -120,7 +121,7 @@ def test_a_category_with_fewer_than_two_matched_pairs_drops_out_with_a_reason():
     n = inp["n_content"]["default"]
     n[inp["row_b"][:12]] = n[inp["row_a"][:12]] + 5  # category c0: no pair matched
     params = AnalysisParams(permutations=99, primary=PrimaryParams(left_out="c0"))
-    body = length_matched.length_matched_results(**inp, params=params)
+    body = document(length_matched.length_matched_results(**inp, params=params))
     reasons = take_reasons(body)
     got = body["category"]["poolings"]["mean"]
     assert got["ua"][0] is None and got["n_categories"] == 3 and got["orders"] == 6

@@ -11,7 +11,10 @@ import pytest
 
 from uaprobe.analysis.inference import controls, multiplicity, stats
 from uaprobe.analysis.pairs import freedman_lane, incremental, option_b, pairmodels
+from uaprobe.analysis.run.documents import header as results_header
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
+from uaprobe.schema.pairmodels import LengthMatched, Mixed
 from uaprobe.config import AnalysisParams, BinsParams, PrimaryParams, RobustnessParams
 from uaprobe.errors import ConfigError
 
@@ -224,6 +227,29 @@ def test_a_metric_explained_by_the_lengths_is_missing_with_a_reason():
 
 # ------------------------------------------------------------------------------- the results
 
+EXTRACTION = {"model_id": "s", "display": "S", "source": "local", "location": "here", "revision": "",
+              "dtype": "float32", "pooling_drop": "special", "dataset_sha256": "0", "prompts_sha256": "0",
+              "uaprobe_version": "0", "bos_added": True}
+
+
+def file_of(record):
+    """The JSON object a record is written as: its missing values null."""
+    doc = document(record)
+    take_reasons(doc)
+    return doc
+
+
+def run(inp, *, params, **kw):
+    """pair_models.json of ``inp``, as its record and as the file holds it (the mixed models and the length-matched
+    analyses, tested in test_mixed_length_matched.py, left empty)."""
+    n_layers = next(iter(inp["policies"]["default"].pooled.values())).shape[1] - 1
+    header = results_header(model_id="s", display="S", n_layers=n_layers, params=params, attrs=EXTRACTION)
+    rec = pairmodels.pair_models_results(**inp, params=params, header=header, **kw,
+                                         mixed_and_matched=lambda: (Mixed.model_construct(),
+                                                                    LengthMatched.model_construct()))
+    return rec, file_of(rec)
+
+
 
 def synthetic_input(n_pairs: int = 36, n_layers: int = 3, dim: int = 8, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -248,8 +274,7 @@ def synthetic_input(n_pairs: int = 36, n_layers: int = 3, dim: int = 8, seed: in
 def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     inp = synthetic_input()
     params = small_params(alpha=0.5)
-    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params)
-    take_reasons(body)
+    body_record, body = run(inp, seeds=[3, 4], params=params)
     assert body["n_pairs"] == 36 and body["pairs_per_category"] == [12, 12, 12]
     pol = body["policies"]["default"]
     assert set(pol["poolings"]) == {"mean", "last"} and set(pol["poolings"]["mean"]) == set(option_b.METRICS)
@@ -283,10 +308,10 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     assert m["median_partial_r"] == pytest.approx(np.median(m["partial_r"]))
     assert m["any_seed_significant"] == any(p <= 0.5 for p in m["permutation_p"])
     # headline metrics and plot columns read the same numbers
-    head = pairmodels.headline_metrics(body, pooling="mean")
+    head = pairmodels.headline_metrics(body_record, pooling="mean")
     assert head["default"]["margin_asymmetry"]["n_holm_layers"] == pol["poolings"]["mean"]["margin_asymmetry"][
         "n_holm_layers"]
-    cols = pairmodels.plot_columns(body, base={"layer": [0, 1, 2, 3]})
+    cols = pairmodels.plot_columns(body_record, base={"layer": [0, 1, 2, 3]})
     assert cols["centroid_asymmetry_mean"] == pol["poolings"]["mean"]["centroid_asymmetry"]["partial_r"]
 
 
@@ -297,10 +322,8 @@ def test_option_b_values_give_the_bytes_of_values_computed_here():
     ob = option_b.option_b_poolings(pooled=pol.pooled, row_a=inp["row_a"], row_b=inp["row_b"],
                                     preference=inp["preference"], n_content=pol.n_content, params=params)
     given = dict(inp, policies={"default": dataclasses.replace(pol, values=ob.values)})
-    here = pairmodels.pair_models_results(**inp, seeds=[3], params=params)
-    take_reasons(here)
-    reused = pairmodels.pair_models_results(**given, seeds=[3], params=params)
-    take_reasons(reused)
+    _, here = run(inp, seeds=[3], params=params)
+    _, reused = run(given, seeds=[3], params=params)
     assert json.dumps(reused) == json.dumps(here)
 
 
@@ -311,7 +334,7 @@ def pol_keep(inp) -> np.ndarray:
 def test_an_unknown_left_out_category_names_the_key():
     inp = synthetic_input()
     with pytest.raises(ConfigError, match=r"analysis\.primary\.left_out is 'lifestyle'.*ground_truth_numeric"):
-        pairmodels.pair_models_results(**inp, seeds=[3], params=small_params(primary=PrimaryParams(left_out="lifestyle")))
+        run(inp, seeds=[3], params=small_params(primary=PrimaryParams(left_out="lifestyle")))
 
 
 def test_pooled_token_mask_follows_each_policy():
@@ -375,8 +398,7 @@ def test_lexical_states_pool_the_baselines_token_vectors():
 def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric():
     inp = synthetic_input()
     params = small_params(alpha=0.5)
-    body = pairmodels.pair_models_results(**inp, seeds=[3, 4], params=params)
-    take_reasons(body)
+    body_record, body = run(inp, seeds=[3, 4], params=params)
     inc = body["incremental"]
     assert inc["seeds"] == [3, 4] and set(inc["policies"]["default"]["poolings"]) == {"mean", "last"}
     ra, rb, pref = inp["row_a"], inp["row_b"], inp["preference"]
@@ -436,7 +458,7 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
     assert wc["family"]["tests"]["pearson_r"][i] == pytest.approx(corr_loop(x3, pref[keep]), abs=1e-12)
     assert inc["family"]["tests"]["pearson_r"][j] == pytest.approx(corr_loop(model[3], pref), abs=1e-12)
     assert wc["family"]["n_tests"] == 10
-    head = pairmodels.headline_metrics(body)["default"]["cross_centroid"]
+    head = pairmodels.headline_metrics(body_record)["default"]["cross_centroid"]
     i = next(i for i in range(10) if inc["family"]["tests"]["pooling"][i] == "mean"
              and inc["family"]["tests"]["metric"][i] == "cross_centroid")
     assert head["incremental_partial_r"] == inc["family"]["tests"]["partial_r"][i]
@@ -471,8 +493,8 @@ def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reac
     fam = incremental.family_results([incremental.FamilyTest("default", "mean", "m", t.r[0], t.p[0], 1.0, np.nan, 0.1),
                                       incremental.FamilyTest("default", "last", "m", t.r[1], t.p[1], 1.0, np.nan, 0.2)],
                                      layer=2, reported_pooling="mean", permutations=999, alpha=0.01)
-    assert fam["tests"]["at_floor"] == [False, True] and fam["tests"]["holm_reject"] == [False, True]
-    assert fam["tests"]["holm_p"][1] == pytest.approx(2 / 1000) and fam["holm_floor"] == pytest.approx(2 / 1000)
+    assert fam.tests.at_floor == [False, True] and fam.tests.holm_reject == [False, True]
+    assert fam.tests.holm_p[1] == pytest.approx(2 / 1000) and fam.holm_floor == pytest.approx(2 / 1000)
 
 
 def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice():
@@ -481,11 +503,8 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
     twin = dataclasses.replace(pol, name="sink_excluded")  # the same states and lengths (a BOS never pooled)
     other = dataclasses.replace(pol, name="sink_excluded", pooled={p: x[::-1].copy() for p, x in pol.pooled.items()})
     params = small_params()
-    body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": twin}), seeds=[3],
-                                          params=params)
-    take_reasons(body)
-    alone = pairmodels.pair_models_results(**inp, seeds=[3], params=params)
-    take_reasons(alone)
+    _, body = run(dict(inp, policies={"default": pol, "sink_excluded": twin}), seeds=[3], params=params)
+    _, alone = run(inp, seeds=[3], params=params)
     for fam, single in ((body["family"], alone["family"]), (body["incremental"]["family"],
                                                              alone["incremental"]["family"])):
         t = fam["tests"]
@@ -493,14 +512,10 @@ def test_a_policy_with_the_same_states_is_merged_in_the_family_not_counted_twice
         assert t["holm_p"][10:] == t["holm_p"][:10] == single["tests"]["holm_p"]  # the family of one policy
     # position 0 out of every count but the same pooled tokens: the same tests up to rounding
     shifted = dataclasses.replace(twin, n_content=pol.n_content - 1)
-    body = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": shifted}),
-                                          seeds=[3], params=params)
-    take_reasons(body)
+    _, body = run(dict(inp, policies={"default": pol, "sink_excluded": shifted}), seeds=[3], params=params)
     assert body["family"]["n_merged"] == 10 and body["family"]["tests"]["holm_p"][10:] == alone["family"]["tests"][
         "holm_p"]
-    distinct = pairmodels.pair_models_results(**dict(inp, policies={"default": pol, "sink_excluded": other}),
-                                              seeds=[3], params=params)
-    take_reasons(distinct)
+    _, distinct = run(dict(inp, policies={"default": pol, "sink_excluded": other}), seeds=[3], params=params)
     assert distinct["family"]["n_merged"] == 0 and distinct["family"]["n_tests"] == 20
 
 
@@ -568,7 +583,8 @@ def test_a_degenerate_test_is_reported_and_kept_out_of_the_family():
     tests = [incremental.FamilyTest("default", "mean", m, r, p, v, np.nan, 0.1, 230, 7, perm[:, i])
              for i, (m, r, p, v) in enumerate((("a", 0.3, 0.001, 1.5), ("b", 0.2, 0.002, 9.3e11),
                                                ("c", 0.01, 0.8, 2.0)))]
-    fam = incremental.family_results(tests, layer=3, reported_pooling="mean", permutations=999, alpha=0.05, degenerate_vif=10.0, level=0.95)
+    fam = document(incremental.family_results(tests, layer=3, reported_pooling="mean", permutations=999, alpha=0.05,
+                                              degenerate_vif=10.0, level=0.95))
     reasons = take_reasons(fam)
     t = fam["tests"]
     assert t["degenerate"] == [False, True, False] and fam["n_degenerate"] == 1 and fam["n_tests"] == 2

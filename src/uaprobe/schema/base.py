@@ -25,15 +25,29 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, PrivateAttr
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler, PrivateAttr
+from pydantic_core import CoreSchema, core_schema
+
+from uaprobe.schema.missing import Missing
 
 T = TypeVar("T")
+
+
+def _keep_missing(value: Any, handler: Any) -> Any:
+    return value if isinstance(value, Missing) else handler(value)
 
 
 @dataclass(frozen=True)
 class Reasoned:
     """Marker: a ``null`` here is a missing value whose reason is in ``nan_reasons`` (JSON Schema:
-    ``"x-missing": true``)."""
+    ``"x-missing": true``). Until the file is written the value may be a :class:`Missing`: it is taken
+    and dumped as it is, and everything else is checked against the annotation without it."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        kept = tuple(a for a in typing.get_args(source) if a is not Missing)
+        inner = handler.generate_schema(Union[kept] if kept else source)
+        return core_schema.no_info_wrap_validator_function(
+            _keep_missing, inner, serialization=core_schema.wrap_serializer_function_ser_schema(_keep_missing))
 
     def __get_pydantic_json_schema__(self, core: Any, handler: GetJsonSchemaHandler) -> dict[str, Any]:
         return {**handler(core), "x-missing": True}
@@ -50,13 +64,13 @@ class ByLayer:
 REASONED = Reasoned()
 BY_LAYER = ByLayer()
 
-Stat = Annotated[float | None, REASONED]
-"""A statistic: a float, or ``null`` with a recorded reason."""
-Flag = Annotated[bool | None, REASONED]
+Stat = Annotated[float | Missing | None, REASONED]
+"""A statistic: a float, or ``null`` with a recorded reason (a :class:`Missing` until the file is written)."""
+Flag = Annotated[bool | Missing | None, REASONED]
 """A verdict: a bool, or ``null`` with a recorded reason."""
-Label = Annotated[str | None, REASONED]
+Label = Annotated[str | Missing | None, REASONED]
 """A label: a string, or ``null`` with a recorded reason."""
-Index = Annotated[int | None, REASONED]
+Index = Annotated[int | Missing | None, REASONED]
 """A layer or count that may be undefined: an int, or ``null`` with a recorded reason."""
 PerLayer = Annotated[list[T], BY_LAYER]
 """A list over the layers ``0..L``."""
@@ -93,10 +107,10 @@ def _strip(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _nullable(annotation: Any) -> tuple[Any, bool]:
-    """``X`` and whether the annotation was ``X | None``."""
+    """``X`` and whether the annotation was ``X | None`` (or ``X | Missing | None``)."""
     origin = typing.get_origin(annotation)
     if origin in (Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        args = [a for a in typing.get_args(annotation) if a is not type(None) and a is not Missing]
         if len(args) < len(typing.get_args(annotation)):
             return (args[0] if len(args) == 1 else Union[tuple(args)]), True
     return annotation, False

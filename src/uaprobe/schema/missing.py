@@ -13,17 +13,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import MutableMapping, MutableSequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 
-@dataclass(frozen=True, slots=True)
 class Missing:
-    """An undefined value and why it is undefined (written as ``null``, its reason in ``nan_reasons``)."""
+    """An undefined value and why it is undefined (written as ``null``, its reason in ``nan_reasons``).
 
+    A field of the schema that may hold a missing value (:data:`uaprobe.schema.base.Stat` and its kin)
+    accepts one as it is, and a record dumps it as it is (the writer turns it into ``null`` and its
+    reason). Immutable, compared by its reason."""
+
+    __slots__ = ("reason",)
     reason: str
+
+    def __init__(self, reason: str) -> None:
+        object.__setattr__(self, "reason", reason)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a missing value is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Missing) and other.reason == self.reason
+
+    def __hash__(self) -> int:
+        return hash((Missing, self.reason))
+
+    def __repr__(self) -> str:
+        return f"Missing({self.reason!r})"
 
     def __bool__(self) -> bool:
         raise TypeError(f"a missing value has no truth value (missing: {self.reason})")
@@ -77,6 +95,13 @@ def take_reasons(doc: Any) -> dict[str, str]:
     found: dict[str, str] = {}
     _take(doc, (), found)
     return dict(sorted(found.items()))
+
+
+def as_null(doc: Any) -> Any:
+    """``doc`` with every :class:`Missing` under it replaced, in place, by ``None``: for the metrics and plot
+    series, which record no reasons (their results file does)."""
+    take_reasons(doc)
+    return doc
 
 
 def _take(node: Any, path: tuple[str, ...], found: dict[str, str]) -> None:

@@ -31,6 +31,7 @@ from uaprobe.analysis.pairs import option_b
 from uaprobe.schema import missing
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections
 from uaprobe.extraction.policy import takes_position_zero
+from uaprobe.schema.pairmodels import FamilyTests, PairFamily, PairModelMetric
 
 COVARIATES = ("intercept, one indicator per category, n_content(A), n_content(B), and the same metric of the pair computed from the lexical "
               "states of the same pooling, one column per lexical seed")
@@ -175,7 +176,7 @@ def tests_over(inputs: Mapping[str, PolicyMetrics], *, keep: np.ndarray, names: 
 
 def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling: str,
                    permutations: int, alpha: float, same: Sequence[bytes] | None = None,
-                   degenerate_vif: float = float("inf"), level: float = 0.95) -> dict[str, Any]:
+                   degenerate_vif: float = float("inf"), level: float = 0.95) -> PairFamily:
     """One family of pair-level tests (:class:`FamilyTest`) at ``layer``, corrected by Holm and by the max-T
     step-down over the tests' joint permutations (:func:`uaprobe.analysis.inference.multiplicity.maxt_stepdown`; every
     test's ``permuted`` must be given for it). ``p_floor = 1 / (1 + B)``.
@@ -219,46 +220,44 @@ def family_results(tests: Sequence[FamilyTest], *, layer: int, reported_pooling:
                        why)
     maxt_why = out_why if have_perm else "the family's permuted r were not kept"
     ci_why = "the partial r is undefined, or too few pairs for its covariates"
-    return {
-        "layer": int(layer), "reported_pooling": reported_pooling, "n_tests": n_tests,
-        "n_merged": int((~counted).sum()), "n_degenerate": int((counted & degenerate).sum()),
-        "degenerate_vif": float(degenerate_vif),
-        "n_reject": int((reject & counted).sum()), "n_maxt_reject": int((maxt_reject & counted).sum()),
-        "alpha": float(alpha), "ci_level": float(level), "p_floor": floor, "holm_floor": min(1.0, n_tests * floor),
-        "tests": {"policy": [t.policy for t in tests], "pooling": [t.pooling for t in tests],
-                  "metric": [t.metric for t in tests],
-                  "n": [int(t.n) for t in tests], "n_covariates": [int(t.n_covariates) for t in tests],
-                  "partial_r": missing.series(r, why),
-                  "partial_r_low": missing.series(low, ci_why),
-                  "partial_r_high": missing.series(high, ci_why),
-                  "permutation_p": missing.series(p, why),
-                  "holm_p": missing.series(holm_p, out_why),
-                  "holm_reject": missing.flags(reject, defined=ok, reasons=out_why),
-                  "maxt_p": missing.series(maxt_p, maxt_why),
-                  "maxt_reject": missing.flags(maxt_reject, defined=maxt_ok, reasons=maxt_why),
-                  "at_floor": missing.flags(np.abs(p - floor) <= 1e-15, defined=np.isfinite(p),
-                                        reasons=why),
-                  "degenerate": degenerate.tolist(),
-                  "reported": [t.pooling == reported_pooling for t in tests], "same_as": twin.tolist(),
-                  "vif": missing.series(vifs, "the metric is constant over the pairs"),
-                  "base_partial_r": missing.series(np.array([t.base_partial_r for t in tests], dtype=float),
-                                               "no lexical covariate in this family, or the partial r is undefined"),
-                  "pearson_r": missing.series(np.array([t.pearson_r for t in tests], dtype=float),
-                                          "the metric or the preference is constant over the pairs")},
-    }
+    return PairFamily(
+        layer=int(layer), reported_pooling=reported_pooling, n_tests=n_tests,
+        n_merged=int((~counted).sum()), n_degenerate=int((counted & degenerate).sum()),
+        degenerate_vif=float(degenerate_vif),
+        n_reject=int((reject & counted).sum()), n_maxt_reject=int((maxt_reject & counted).sum()),
+        alpha=float(alpha), ci_level=float(level), p_floor=floor, holm_floor=min(1.0, n_tests * floor),
+        tests=FamilyTests(
+            policy=[t.policy for t in tests], pooling=[t.pooling for t in tests], metric=[t.metric for t in tests],
+            n=[int(t.n) for t in tests], n_covariates=[int(t.n_covariates) for t in tests],
+            partial_r=missing.series(r, why),
+            partial_r_low=missing.series(low, ci_why),
+            partial_r_high=missing.series(high, ci_why),
+            permutation_p=missing.series(p, why),
+            holm_p=missing.series(holm_p, out_why),
+            holm_reject=missing.flags(reject, defined=ok, reasons=out_why),
+            maxt_p=missing.series(maxt_p, maxt_why),
+            maxt_reject=missing.flags(maxt_reject, defined=maxt_ok, reasons=maxt_why),
+            at_floor=missing.flags(np.abs(p - floor) <= 1e-15, defined=np.isfinite(p), reasons=why),
+            degenerate=degenerate.tolist(),
+            reported=[t.pooling == reported_pooling for t in tests], same_as=twin.tolist(),
+            vif=missing.series(vifs, "the metric is constant over the pairs"),
+            base_partial_r=missing.series(np.array([t.base_partial_r for t in tests], dtype=float),
+                                          "no lexical covariate in this family, or the partial r is undefined"),
+            pearson_r=missing.series(np.array([t.pearson_r for t in tests], dtype=float),
+                                     "the metric or the preference is constant over the pairs")))
 
 
 def _equal(a: float, b: float, tol: float) -> bool:
     return bool((np.isnan(a) and np.isnan(b)) or abs(a - b) <= tol)
 
 
-def family_of(policies: Mapping[str, Mapping[str, Mapping[str, Any]]], *, layer: int,
+def family_of(policies: Mapping[str, Mapping[str, Mapping[str, PairModelMetric]]], *, layer: int,
               checks: Mapping[tuple[str, str, str], tuple[Any, ...]]) -> list[FamilyTest]:
-    """The tests at ``layer`` of the serialised per-layer entries ``policies[policy][pooling][metric]``
-    (``partial_r``, ``permutation_p``; a missing value -> NaN), with ``checks[policy, pooling, metric] = (vif,
+    """The tests at ``layer`` of the per-layer entries ``policies[policy][pooling][metric]``
+    (their ``partial_r`` and ``permutation_p``; a missing value -> NaN), with ``checks[policy, pooling, metric] = (vif,
     base_partial_r, pearson_r, n, n_covariates, permuted)`` (the fields of :class:`FamilyTest` after the p)."""
     f = missing.number
-    return [FamilyTest(key, p, m, f(e["partial_r"][layer]), f(e["permutation_p"][layer]), *checks[key, p, m])
+    return [FamilyTest(key, p, m, f(e.partial_r[layer]), f(e.permutation_p[layer]), *checks[key, p, m])
             for key, poolings in policies.items() for p, ms in poolings.items() for m, e in ms.items()]
 
 

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from uaprobe.schema import missing
+from uaprobe.schema.pairmodels import Mixed, MixedTests
 
 DIGITS = 8
 """Significant digits kept of every fitted value."""
@@ -82,7 +83,7 @@ def fit_slope(y: np.ndarray, x: np.ndarray, covariates: np.ndarray, groups: np.n
 
 def mixed_results(values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], *, lengths: Mapping[str, np.ndarray],
                   preference: np.ndarray, category_of_pair: np.ndarray, layer: int, level: float,
-                  alpha: float) -> dict[str, Any]:
+                  alpha: float) -> Mixed:
     """The ``mixed`` object of ``pair_models.json``: :func:`fit_slope` of every (policy, pooling, metric) at
     ``layer`` (``values[policy][pooling][metric]``: (V, n)), with the policy's content-token counts of A and B
     (``lengths[policy]``: (n, 2)) as fixed covariates."""
@@ -99,11 +100,11 @@ def mixed_results(values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]], 
     col = {k: np.array([f[k] for f in fits], dtype=float) for k in ("slope", "se", "p", "low", "high", "sd_intercept",
                                                                      "sd_slope")}
     conv = np.array([f["converged"] for f in fits], dtype=bool)
-    return {"model": MODEL, "layer": int(layer), "ci_level": float(level), "alpha": float(alpha),
-            "n_groups": int(np.unique(np.asarray(category_of_pair)).size), "n_converged": int(conv.sum()),
-            "n_below_alpha": int((np.nan_to_num(col["p"], nan=1.0) <= alpha).sum()),
-            "tests": {**rows, **{k: missing.series(col[k], why) for k in col},
-                      "converged": conv.tolist(), "method": [f["method"] or "" for f in fits]}}
+    return Mixed(model=MODEL, layer=int(layer), ci_level=float(level), alpha=float(alpha),
+                 n_groups=int(np.unique(np.asarray(category_of_pair)).size), n_converged=int(conv.sum()),
+                 n_below_alpha=int((np.nan_to_num(col["p"], nan=1.0) <= alpha).sum()),
+                 tests=MixedTests(**rows, **{k: missing.series(col[k], why) for k in col},
+                                  converged=conv.tolist(), method=[f["method"] or "" for f in fits]))
 
 
 __all__: Sequence[str] = ("DIGITS", "METHODS", "MODEL", "fit_slope", "mixed_results")

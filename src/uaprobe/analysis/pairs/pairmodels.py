@@ -35,7 +35,7 @@ The permutation test itself is :mod:`uaprobe.analysis.pairs.freedman_lane`'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -43,6 +43,10 @@ from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.pairs import incremental, option_b
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections, within_category_orders
 from uaprobe.schema import missing
+from uaprobe.schema.document import record
+from uaprobe.schema.pairmodels import (Incremental, IncrementalPolicy, IncrementalWithout, LengthMatched,
+                                       LexicalPairModelMetric, LexicalPairModels, Mixed, PairFamily, PairModelMetric,
+                                       PairModels, PairModelsPolicy)
 from uaprobe.config import AnalysisParams
 from uaprobe.extraction.policy import pooled_tokens
 
@@ -62,39 +66,36 @@ SCHEME = ("Freedman-Lane: the metric's residuals on the covariates are permuted 
           "back to its fitted values; p = (1 + #{|r*| >= |r|}) / (1 + B)")
 
 
-def _layer_entry(t: PartialTest, *, alpha: float) -> dict[str, Any]:
+def _layer_entry(t: PartialTest, *, alpha: float) -> PairModelMetric:
     """One metric's per-layer partial r, permutation p, Holm and the surviving layers."""
     holm_p = stats.holm(t.p)
     why = np.where(np.isfinite(holm_p), "", np.where(t.reason == "", "p-value is undefined", t.reason))
     reject = np.isfinite(holm_p) & (holm_p <= alpha)
     finite = t.r[np.isfinite(t.r)]
     none_why = "partial r is undefined at every layer"
-    return {
-        "partial_r": missing.series(t.r, t.reason),
-        "permutation_p": missing.series(t.p, t.reason),
-        "holm_p": missing.series(holm_p, why),
-        "holm_reject": missing.flags(reject, defined=np.isfinite(holm_p), reasons=why),
-        "holm_layers": np.flatnonzero(reject).tolist(),
-        "n_holm_layers": int(reject.sum()),
-        "partial_r_min": missing.value(finite.min() if finite.size else np.nan, none_why),
-        "partial_r_max": missing.value(finite.max() if finite.size else np.nan, none_why),
-    }
+    return PairModelMetric(
+        partial_r=missing.series(t.r, t.reason),
+        permutation_p=missing.series(t.p, t.reason),
+        holm_p=missing.series(holm_p, why),
+        holm_reject=missing.flags(reject, defined=np.isfinite(holm_p), reasons=why),
+        holm_layers=np.flatnonzero(reject).tolist(),
+        n_holm_layers=int(reject.sum()),
+        partial_r_min=missing.value(finite.min() if finite.size else np.nan, none_why),
+        partial_r_max=missing.value(finite.max() if finite.size else np.nan, none_why))
 
 
-def _lexical_entry(t: PartialTest, *, alpha: float) -> dict[str, Any]:
+def _lexical_entry(t: PartialTest, *, alpha: float) -> LexicalPairModelMetric:
     """One metric over the lexical seeds: partial r and p per seed, medians, any seed significant."""
     ok_r, ok_p = np.isfinite(t.r), np.isfinite(t.p)
     sig = ok_p & (t.p <= alpha)
     none_why = "partial r is undefined for every seed"
-    return {
-        "partial_r": missing.series(t.r, t.reason),
-        "permutation_p": missing.series(t.p, t.reason),
-        "significant": missing.flags(sig, defined=ok_p, reasons=t.reason),
-        "median_partial_r": missing.value(np.median(t.r[ok_r]) if ok_r.any() else np.nan, none_why),
-        "median_permutation_p": missing.value(np.median(t.p[ok_p]) if ok_p.any() else np.nan,
-                                          none_why),
-        "any_seed_significant": bool(sig.any()),
-    }
+    return LexicalPairModelMetric(
+        partial_r=missing.series(t.r, t.reason),
+        permutation_p=missing.series(t.p, t.reason),
+        significant=missing.flags(sig, defined=ok_p, reasons=t.reason),
+        median_partial_r=missing.value(np.median(t.r[ok_r]) if ok_r.any() else np.nan, none_why),
+        median_permutation_p=missing.value(np.median(t.p[ok_p]) if ok_p.any() else np.nan, none_why),
+        any_seed_significant=bool(sig.any()))
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,10 @@ class PolicyInput:
 def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarray, row_b: np.ndarray,
                         category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
                         token_ids: np.ndarray, token_offsets: np.ndarray, seeds: Sequence[int],
-                        params: AnalysisParams, k: int = option_b.KNN_K) -> dict[str, Any]:
-    """The body of ``pair_models.json`` (docs/results.md).
+                        params: AnalysisParams, header: Mapping[str, Any],
+                        mixed_and_matched: Callable[[], tuple[Mixed, LengthMatched]],
+                        k: int = option_b.KNN_K) -> PairModels:
+    """``pair_models.json`` (docs/results.md).
 
     Args:
         policies: policy key (``default``, ``sink_excluded``) -> its states and lengths.
@@ -127,6 +130,10 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
             of each pair (the permutation strata), NLL(B) - NLL(A); categories: the category names.
         token_ids, token_offsets, seeds: every statement's tokens and the seeds of the lexical baseline.
         params: the analysis parameters (seed, permutations, alpha).
+        header: the keys every results file starts with (:func:`uaprobe.analysis.run.documents.header`).
+        mixed_and_matched: the same tests as mixed models and on the length-matched pairs
+            (:func:`uaprobe.analysis.pairs.mixed.mixed_results`,
+            :func:`uaprobe.analysis.run.length_matched.length_matched_results`), called last.
         k: neighbours of the kNN density (capped at n - 1).
     """
     row_a, row_b = np.asarray(row_a), np.asarray(row_b)
@@ -135,27 +142,18 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
     orders = within_category_orders(rng_for_pair_models(params), category_of_pair=category_of_pair,
                                     permutations=params.permutations)
     names = option_b.METRICS
-    body: dict[str, Any] = {
-        "n_pairs": n, "k_neighbours": min(k, n - 1),
-        "categories": list(categories),
-        "pairs_per_category": np.bincount(np.asarray(category_of_pair), minlength=len(categories)).tolist(),
-        "preference_definition": "NLL(B) - NLL(A)", "covariates": COVARIATES, "permutation_scheme": SCHEME,
-        "permutations": int(params.permutations), "alpha": params.alpha,
-        "definitions": {m: option_b.DEFINITIONS[m] for m in names},
-        "policies": {},
-    }
-    body["incremental"] = {"covariates": incremental.COVARIATES, "lexical_pooling": incremental.LEXICAL_POOLING,
-                           "seeds": list(seeds), "policies": {}}
     layer = params.primary.layer(int(next(iter(next(iter(policies.values())).pooled.values())).shape[1]) - 1)
     values_at: dict[tuple[str, str, str], bytes] = {}  # (policy, pooling, metric) -> values at the declared layer
     inc_inputs: dict[str, incremental.PolicyMetrics] = {}
-    checks: dict[str, dict[tuple[str, str, str], tuple[Any, ...]]] = {"family": {}, "incremental/family": {}}
+    checks: dict[str, dict[tuple[str, str, str], tuple[Any, ...]]] = {"family": {}, "incremental": {}}
     fixed = controls.category_indicators(category_of_pair, len(categories))
+    length_only: dict[str, PairModelsPolicy] = {}
+    with_lexical: dict[str, IncrementalPolicy] = {}
     for key, pol in policies.items():
         n_content = np.asarray(pol.n_content, dtype=float)
         base = np.column_stack([fixed, n_content[row_a], n_content[row_b]])
         proj = PermutedProjections(pref, base, orders)
-        poolings: dict[str, Any] = {}
+        poolings: dict[str, dict[str, PairModelMetric]] = {}
         values: dict[str, Mapping[str, np.ndarray]] = {}
         for p, x in pol.pooled.items():
             values[p] = option_b.pair_metrics(x[row_a], x[row_b], k=k) if pol.values is None else pol.values[p]
@@ -176,56 +174,52 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         for p in values:
             for m in names:
                 x = np.asarray(values[p][m])[layer]
-                r_base = poolings[p][m]["partial_r"][layer]
+                r_base = poolings[p][m].partial_r[layer]
                 r = float(stats.pearson(x, pref).r)
                 checks["family"][key, p, m] = (incremental.vif(x, base), np.nan, r, n, int(proj.q.shape[1] - 1),
                                                proj.permuted_r(x[None, :])[0])
-                checks["incremental/family"][key, p, m] = (
+                checks["incremental"][key, p, m] = (
                     incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
                     missing.number(r_base), r, n, *inc_at[p, m])
-        body["incremental"]["policies"][key] = {
-            "policy": pol.name,
-            "poolings": {p: {m: _layer_entry(inc[p][m], alpha=params.alpha)
-                             for m in names} for p in inc}}
-        body["policies"][key] = {
-            "policy": pol.name,
-            "poolings": poolings,
-            "lexical_baseline": {
-                "seeds": list(seeds), "dim": dim, "pooling": "mean",
-                "metrics": {m: _lexical_entry(_rows(t, slice(i * s, (i + 1) * s)), alpha=params.alpha)
-                            for i, m in enumerate(names)},
-            },
-        }
-    _add_families(body, values_at=values_at, checks=checks, inc_inputs=inc_inputs, names=names, layer=layer,
-                  category_of_pair=np.asarray(category_of_pair), categories=categories, preference=pref, params=params)
-    return body
+        with_lexical[key] = IncrementalPolicy(
+            policy=pol.name, poolings={p: {m: _layer_entry(inc[p][m], alpha=params.alpha) for m in names} for p in inc})
+        length_only[key] = PairModelsPolicy(
+            policy=pol.name, poolings=poolings,
+            lexical_baseline=LexicalPairModels(
+                seeds=list(seeds), dim=dim, pooling="mean",
+                metrics={m: _lexical_entry(_rows(t, slice(i * s, (i + 1) * s)), alpha=params.alpha)
+                         for i, m in enumerate(names)}))
+    # the tests of identical values are twins (values_at: each test's metric values at the declared layer)
+    same = [values_at[key, p, m] for key, pol in length_only.items() for p, ms in pol.poolings.items() for m in ms]
 
-
-def _add_families(body: dict[str, Any], *, values_at: Mapping[tuple[str, str, str], bytes],
-                  checks: Mapping[str, Mapping[tuple[str, str, str], tuple[Any, ...]]],
-                  inc_inputs: Mapping[str, incremental.PolicyMetrics], names: Sequence[str], layer: int,
-                  category_of_pair: np.ndarray,
-                  categories: Sequence[str], preference: np.ndarray, params: AnalysisParams) -> None:
-    """The one family of the length-only tests, that of the incremental tests and the incremental family without
-    ``analysis.primary.left_out``, at the declared ``layer``, into ``body``; ``values_at`` holds each test's metric
-    values at that layer (the tests of identical values are twins), ``checks`` each test's collinearity checks."""
-    same = [values_at[key, p, m] for key, poolings in body["policies"].items() for p, ms in poolings["poolings"].items()
-            for m in ms]
-    for where, pols in (("family", body["policies"]), ("incremental/family", body["incremental"]["policies"])):
-        fam = incremental.family_results(
-            incremental.family_of({key: pol["poolings"] for key, pol in pols.items()}, layer=layer,
-                                  checks=checks[where]), same=same,
+    def family(policies: Mapping[str, PairModelsPolicy | IncrementalPolicy], which: str) -> PairFamily:
+        return incremental.family_results(
+            incremental.family_of({key: pol.poolings for key, pol in policies.items()}, layer=layer,
+                                  checks=checks[which]), same=same,
             layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
             degenerate_vif=params.degenerate_vif, level=params.ci_level)
-        (body if where == "family" else body["incremental"])["family"] = fam
-    body["incremental"]["without_category"] = _without_category(
-        inc_inputs, category_of_pair=category_of_pair, categories=categories, preference=preference,
-        names=names, layer=layer, same=same, params=params)
+
+    length_family, lexical_family = family(length_only, "family"), family(with_lexical, "incremental")
+    without = _without_category(inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories,
+                                preference=pref, names=names, layer=layer, same=same, params=params)
+    random_effects, length_matched = mixed_and_matched()
+    return record(
+        PairModels, header,
+        n_pairs=n, k_neighbours=min(k, n - 1), categories=list(categories),
+        pairs_per_category=np.bincount(np.asarray(category_of_pair), minlength=len(categories)).tolist(),
+        preference_definition="NLL(B) - NLL(A)", covariates=COVARIATES, permutation_scheme=SCHEME,
+        permutations=int(params.permutations), alpha=params.alpha,
+        definitions={m: option_b.DEFINITIONS[m] for m in names},
+        policies=length_only, family=length_family,
+        incremental=Incremental(covariates=incremental.COVARIATES, lexical_pooling=incremental.LEXICAL_POOLING,
+                                seeds=list(seeds), policies=with_lexical, family=lexical_family,
+                                without_category=without),
+        mixed=random_effects, length_matched=length_matched)
 
 
 def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,
                       categories: Sequence[str], preference: np.ndarray, names: Sequence[str], layer: int,
-                      same: Sequence[bytes], params: AnalysisParams) -> dict[str, Any]:
+                      same: Sequence[bytes], params: AnalysisParams) -> IncrementalWithout:
     """The incremental family at the declared layer over the pairs of every category but
     ``analysis.primary.left_out``: the metrics as computed over all pairs, the test over the others
     (their own within-category draws, generator :data:`RNG_NAME_WITHOUT`)."""
@@ -234,11 +228,11 @@ def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, catego
     orders = within_category_orders(stats.rng_for(seed=params.seed, name=RNG_NAME_WITHOUT),
                                     category_of_pair=category_of_pair[keep], permutations=params.permutations)
     tests = incremental.tests_over(inputs, keep=keep, names=names, layer=layer, preference=preference, orders=orders)
-    return {"left_out": categories[out], "n_pairs": int(keep.sum()),
-            "family": incremental.family_results(tests, same=same, layer=layer,
-                                                 reported_pooling=params.primary.pooling,
-                                                 permutations=params.permutations, alpha=params.alpha,
-                                                 degenerate_vif=params.degenerate_vif, level=params.ci_level)}
+    return IncrementalWithout(
+        left_out=categories[out], n_pairs=int(keep.sum()),
+        family=incremental.family_results(tests, same=same, layer=layer, reported_pooling=params.primary.pooling,
+                                          permutations=params.permutations, alpha=params.alpha,
+                                          degenerate_vif=params.degenerate_vif, level=params.ci_level))
 
 
 def _rows(t: PartialTest, rows: slice) -> PartialTest:
@@ -260,8 +254,9 @@ def pooled_token_mask(token_offsets: np.ndarray, special: np.ndarray, *, drop: s
 
 
 def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.ndarray]], table: PairTable,
-                    preference: np.ndarray, params: AnalysisParams, default_name: str,
-                    values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]] | None = None) -> dict[str, Any]:
+                    preference: np.ndarray, params: AnalysisParams, default_name: str, header: Mapping[str, Any],
+                    mixed_and_matched: Callable[[], tuple[Mixed, LengthMatched]],
+                    values: Mapping[str, Mapping[str, Mapping[str, np.ndarray]]] | None = None) -> PairModels:
     """:func:`pair_models_results` of one extraction: both policies, the lexical seeds of
     ``analysis.robustness.lexical_seeds``.
 
@@ -279,46 +274,45 @@ def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.nda
                                category_of_pair=table.category_of_pair, categories=table.categories,
                                preference=preference, token_ids=emb.token_ids, token_offsets=emb.token_offsets,
                                seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)],
-                               params=params)
+                               params=params, header=header, mixed_and_matched=mixed_and_matched)
 
 
-def headline_metrics(body: Mapping[str, Any], *, pooling: str = "mean") -> dict[str, Any]:
+def headline_metrics(body: PairModels, *, pooling: str = "mean") -> dict[str, Any]:
     """``pair_models`` of ``metrics/models/<id>.json``: per policy and metric (one pooling), the
     layers surviving Holm, the range of partial r, the lexical baseline's median, and at the
     pre-declared layer the partial r and its Holm p in the one family, without and with the lexical
     covariates."""
-    def in_family(family: Mapping[str, Any]) -> dict[tuple[str, str, str], tuple[Any, Any]]:
-        t = family["tests"]
-        return {(t["policy"][i], t["pooling"][i], t["metric"][i]): (t["partial_r"][i], t["holm_p"][i])
-                for i in range(len(t["policy"]))}
+    def in_family(family: PairFamily) -> dict[tuple[str, str, str], tuple[Any, Any]]:
+        t = family.tests
+        return {(t.policy[i], t.pooling[i], t.metric[i]): (t.partial_r[i], t.holm_p[i]) for i in range(len(t.policy))}
 
-    length, lexical = in_family(body["family"]), in_family(body["incremental"]["family"])
-    without = in_family(body["incremental"]["without_category"]["family"])
+    length, lexical = in_family(body.family), in_family(body.incremental.family)
+    without = in_family(body.incremental.without_category.family)
     out: dict[str, Any] = {}
-    for key, pol in body["policies"].items():
-        lex = pol["lexical_baseline"]["metrics"]
-        out[key] = {m: {"n_holm_layers": e["n_holm_layers"], "partial_r_min": e["partial_r_min"],
-                        "partial_r_max": e["partial_r_max"],
-                        "lexical_median_partial_r": lex[m]["median_partial_r"],
-                        "lexical_any_seed_significant": lex[m]["any_seed_significant"],
+    for key, pol in body.policies.items():
+        lex = pol.lexical_baseline.metrics
+        out[key] = {m: {"n_holm_layers": e.n_holm_layers, "partial_r_min": e.partial_r_min,
+                        "partial_r_max": e.partial_r_max,
+                        "lexical_median_partial_r": lex[m].median_partial_r,
+                        "lexical_any_seed_significant": lex[m].any_seed_significant,
                         "declared_partial_r": length[key, pooling, m][0],
                         "declared_family_holm_p": length[key, pooling, m][1],
                         "incremental_partial_r": lexical[key, pooling, m][0],
                         "incremental_family_holm_p": lexical[key, pooling, m][1],
                         "incremental_without_category_partial_r": without[key, pooling, m][0],
                         "incremental_without_category_holm_p": without[key, pooling, m][1]}
-                    for m, e in pol["poolings"][pooling].items()}
+                    for m, e in pol.poolings[pooling].items()}
     return out
 
 
-def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]], pooling: str = "mean") -> dict[str, list[Any]]:
+def plot_columns(body: PairModels, *, base: Mapping[str, list[Any]], pooling: str = "mean") -> dict[str, list[Any]]:
     """Per-layer partial r of every metric (``plots/pair_models/<id>.csv``), one pooling:
     ``<metric>_<pooling>`` (default policy) and ``<metric>_<pooling>_sink_excluded``."""
     cols: dict[str, list[Any]] = dict(base)
-    for key, pol in body["policies"].items():
+    for key, pol in body.policies.items():
         suffix = "" if key == "default" else f"_{key}"
-        for m, e in pol["poolings"][pooling].items():
-            cols[f"{m}_{pooling}{suffix}"] = e["partial_r"]
+        for m, e in pol.poolings[pooling].items():
+            cols[f"{m}_{pooling}{suffix}"] = list(e.partial_r)
     return cols
 
 

@@ -10,6 +10,8 @@ import numpy as np
 
 from uaprobe.analysis.inference import curves
 from uaprobe.schema import missing
+from uaprobe.schema.common import ResultsHeader
+from uaprobe.schema.document import document
 from uaprobe.config import AnalysisParams
 
 EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dtype", "pooling_drop",
@@ -57,8 +59,10 @@ def header(*, model_id: str, display: str, n_layers: int, params: AnalysisParams
     }
 
 
-def finish(body: dict[str, Any], header: dict[str, Any]) -> dict[str, Any]:
-    """One results document: the header, the body with every missing value as ``None``, and the reason of
-    each under its path (:func:`uaprobe.schema.missing.take_reasons`; the body's own objects are changed)."""
-    reasons = missing.take_reasons(body)  # before the body's top-level values are copied
-    return {**header, **body, "nan_reasons": reasons}
+def finish(body: dict[str, Any] | ResultsHeader, header: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One results document: a file's record (:func:`uaprobe.schema.document.record`), or the header and a body, with every missing
+    value as ``None`` and the reason of each under its path (:func:`uaprobe.schema.missing.take_reasons`; a
+    body's own objects are changed)."""
+    doc = document(body) if header is None else {**header, **document(body)}
+    doc["nan_reasons"] = missing.take_reasons(doc)
+    return doc

@@ -17,7 +17,7 @@ tokens to average); on pairs matched in length it can move neither side much. Ov
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from uaprobe.analysis.geometry import uniformity
 from uaprobe.analysis.inference import controls, stats
 from uaprobe.analysis.pairs import freedman_lane, incremental
 from uaprobe.schema import missing
+from uaprobe.schema.pairmodels import (LengthMatched, LengthMatchedCategories, LengthMatchedCategory,
+                                       LengthMatchedPairs)
 from uaprobe.config import AnalysisParams
 
 RNG_NAME = "pair-models-length-matched"
@@ -40,7 +42,7 @@ def matched(n_content: np.ndarray, *, row_a: np.ndarray, row_b: np.ndarray, max_
 
 def category_level(pooled: np.ndarray, *, keep: np.ndarray, row_a: np.ndarray, row_b: np.ndarray,
                    category_of_pair: np.ndarray, n_categories: int, preference: np.ndarray
-                   ) -> dict[str, Any]:
+                   ) -> LengthMatchedCategory:
     """UA and mean preference of every category over its kept pairs (``pooled``: (N, D) the states of one layer),
     and r with its exact p over the categories with at least two kept pairs."""
     cat = np.asarray(category_of_pair)
@@ -57,9 +59,9 @@ def category_level(pooled: np.ndarray, *, keep: np.ndarray, row_a: np.ndarray, r
         r = float(stats.pearson(ua[used], pref[used]).r)
         p = float(power.exact_p(ua[used], pref[used][None, :])[0]) if np.isfinite(r) else np.nan
     why = "fewer than three categories with two length-matched pairs, or UA or the preference is constant"
-    return {"ua": missing.series(ua, why_cat), "preference": missing.series(pref, why_cat),
-            "n_categories": int(used.sum()), "orders": math.factorial(int(used.sum())),
-            "r": missing.value(r, why), "permutation_p": missing.value(p, why)}
+    return LengthMatchedCategory(ua=missing.series(ua, why_cat), preference=missing.series(pref, why_cat),
+                                 n_categories=int(used.sum()), orders=math.factorial(int(used.sum())),
+                                 r=missing.value(r, why), permutation_p=missing.value(p, why))
 
 
 def length_matched_results(*, states: Mapping[str, Mapping[str, np.ndarray]],
@@ -67,7 +69,7 @@ def length_matched_results(*, states: Mapping[str, Mapping[str, np.ndarray]],
                            n_content: Mapping[str, np.ndarray], policy_names: Mapping[str, str], row_a: np.ndarray,
                            row_b: np.ndarray, category_of_pair: np.ndarray, categories: Sequence[str],
                            preference: np.ndarray, metrics: Sequence[str], params: AnalysisParams
-                           ) -> dict[str, Any]:
+                           ) -> LengthMatched:
     """The ``length_matched`` object of ``pair_models.json``.
 
     Args:
@@ -102,11 +104,11 @@ def length_matched_results(*, states: Mapping[str, Mapping[str, np.ndarray]],
         tests, same=same, layer=layer,
         reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
         degenerate_vif=params.degenerate_vif, level=params.ci_level)
-    return {"max_token_difference": int(k), "policy": policy_names["default"], "layer": int(layer),
-            "n_pairs": int(keep.sum()), "n_pairs_all": int(keep.size),
-            "pairs_per_category": np.bincount(cat[keep], minlength=n_cat).tolist(),
-            "pairs_per_category_all": np.bincount(cat, minlength=n_cat).tolist(),
-            "category": {"poolings": cat_body}, "pair": {"family": family}}
+    return LengthMatched(max_token_difference=int(k), policy=policy_names["default"], layer=int(layer),
+                         n_pairs=int(keep.sum()), n_pairs_all=int(keep.size),
+                         pairs_per_category=np.bincount(cat[keep], minlength=n_cat).tolist(),
+                         pairs_per_category_all=np.bincount(cat, minlength=n_cat).tolist(),
+                         category=LengthMatchedCategories(poolings=cat_body), pair=LengthMatchedPairs(family=family))
 
 
 __all__: Sequence[str] = ("RNG_NAME", "category_level", "length_matched_results", "matched")

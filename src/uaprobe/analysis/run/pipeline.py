@@ -22,6 +22,7 @@ from uaprobe.analysis.pairs.pair_table import PairTable, pair_table
 from uaprobe.analysis.run.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
 from uaprobe.analysis.inference.groupstats import Resampling
 from uaprobe.schema import missing
+from uaprobe.schema.pairmodels import LengthMatched, Mixed
 from uaprobe.analysis.geometry.representation import transform_all
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.analysis.run.summary import model_metrics, model_plots
@@ -220,7 +221,7 @@ def _option_b(pooled: dict[str, np.ndarray], *, draws: Future[Resampling], table
 def _random_and_matched(emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
                         option_b_of: dict[str, Future[option_b.OptionB]], table: PairTable,
                         pref: np.ndarray, params: AnalysisParams, default_name: str
-                        ) -> tuple[dict[str, Any], dict[str, Any]]:
+                        ) -> tuple[Mixed, LengthMatched]:
     """``pair_models.json``'s ``mixed`` and ``length_matched`` objects from the Option B metrics of both policies
     (``option_b_of``, running)."""
     values = {policy: future.result().values for policy, future in option_b_of.items()}
@@ -240,7 +241,7 @@ def _random_and_matched(emb: Embeddings, *, states: dict[str, dict[str, np.ndarr
 
 def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dict[str, np.ndarray]],
                     option_b_of: dict[str, Future[option_b.OptionB]],
-                    random_and_matched: Future[tuple[dict[str, Any], dict[str, Any]]], table: PairTable,
+                    random_and_matched: Future[tuple[Mixed, LengthMatched]], table: PairTable,
                     pref: np.ndarray, header: dict[str, Any], params: AnalysisParams, default_name: str) -> None:
     """Option B and its phase means under both policies (``option_b_of``: policy -> :func:`_option_b`,
     running), and the pair-level models (length out, permutation within categories): results, and the
@@ -268,14 +269,14 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
 
     # --- pair-level models: the Option B metrics (the values above), length out, permutation within
     # categories (analysis/pairs/pairmodels.py)
-    pm_body = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
-                                         params=params, default_name=default_name)
-    # --- the same tests with the categories as random effects, and on the length-matched pairs (on a thread)
-    pm_body["mixed"], pm_body["length_matched"] = random_and_matched.result()
-    out.results["pair_models"] = finish(pm_body, header)
-    out.metrics["pair_models"] = pairmodels.headline_metrics(pm_body, pooling=params.primary.pooling)
-    out.plots["pair_models"] = pairmodels.plot_columns(pm_body, base={"layer": list(range(n_layers + 1)),
-                                                                      "depth_pct": header["depth_pct"]})
+    # with the same tests with the categories as random effects, and on the length-matched pairs (on a thread)
+    pm = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
+                                    params=params, default_name=default_name, header=header,
+                                    mixed_and_matched=random_and_matched.result)
+    out.metrics["pair_models"] = missing.as_null(pairmodels.headline_metrics(pm, pooling=params.primary.pooling))
+    out.plots["pair_models"] = missing.as_null(pairmodels.plot_columns(
+        pm, base={"layer": list(range(n_layers + 1)), "depth_pct": header["depth_pct"]}))
+    out.results["pair_models"] = finish(pm)
 
 
 def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, header: dict[str, Any],
