@@ -13,7 +13,8 @@ from uaprobe.analysis.inference import curves
 from uaprobe.analysis.pairs import centroid_score
 from uaprobe.analysis.panel import scaling
 from uaprobe.analysis.pairs.pair_table import pair_table, pooling_cosines
-from uaprobe.schema.missing import take_reasons
+from uaprobe.schema.document import document
+from uaprobe.schema.missing import Missing, take_reasons
 from uaprobe.analysis.inference.stats import bootstrap_indices, resample_counts
 from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams, BinsParams
@@ -73,8 +74,7 @@ def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason():
                                     category_of_pair=np.arange(6), n_categories=6, neutral_ua=0.02,
                                     neutral_preference=0.1)
     out = validation.validation_variant(table=tab, glob=g, categories=list("abcdef"), level=0.95)
-    reasons = take_reasons(out)
-    assert out["global"]["cohens_d"] is None and "std 0" in reasons["global/cohens_d"]
+    assert isinstance(out.global_.cohens_d, Missing) and "std 0" in out.global_.cohens_d.reason
 
 
 def test_validation_labels_follow_the_thresholds():
@@ -164,7 +164,8 @@ def test_layerwise_results_report_sign_changes_peaks_and_nan_reasons():
     res, _ = layerwise.analyze_layerwise(uniformity={"mean": cu, "last": const}, mean_preference=np.arange(4.0),
                                          categories=list(table.categories), params=small_params(),
                                          rng=np.random.default_rng(0))
-    out = layerwise.layerwise_results(res, categories=list(table.categories), n_layers=8, params=small_params())
+    out = document(layerwise.layerwise_results(res, categories=list(table.categories), n_layers=8,
+                                               params=small_params()))
     reasons = take_reasons(out)
     r = np.array(out["mean"]["pearson_r"])
     assert out["mean"]["sign_changes"] == curves.sign_change_records(r, layers=list(range(9)), n_layers=8)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from uaprobe.analysis.inference import clusterboot, stats
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
 
 
@@ -57,7 +58,7 @@ def test_a_correlation_carried_by_six_categories_gets_a_wide_interval():
     x, y = offset + rng.normal(size=cat.size), offset + rng.normal(size=cat.size)  # r from the categories only
     d = clusterboot.cluster_bootstrap(np.random.default_rng(3), category_of_pair=cat, resamples=2000)
     ci = clusterboot.cluster_interval(x[None], y, d, level=0.95)
-    lo, hi = ci["low"][0], ci["high"][0]
+    lo, hi = ci.low[0], ci.high[0]
     p_lo, p_hi = _pair_interval(x, y, 2000, np.random.default_rng(4))
     assert p_hi - p_lo < 0.25 and hi - lo > 3 * (p_hi - p_lo)
     assert lo < p_lo
@@ -73,15 +74,15 @@ def test_without_clustering_the_interval_is_the_pair_bootstraps_widened_by_the_s
     p_lo, p_hi = _pair_interval(x, y, 2000, np.random.default_rng(7))
     # both stages with replacement count the within-category variance twice, less its 1/C share at the
     # first stage: variance x (2 - 1/C), width x sqrt(11/6) ~ 1.35 for C = 6 -- conservative, never narrower
-    assert 1.0 < (ci["high"][0] - ci["low"][0]) / (p_hi - p_lo) < 1.7
+    assert 1.0 < (ci.high[0] - ci.low[0]) / (p_hi - p_lo) < 1.7
 
 
 def test_undefined_rows_have_a_reason():
     cat = np.repeat(np.arange(3), 5)
     rng = np.random.default_rng(8)
     x = np.stack([rng.normal(size=15), np.full(15, 2.0), np.r_[np.nan, rng.normal(size=14)]])
-    ci = clusterboot.cluster_interval(x, rng.normal(size=15), clusterboot.cluster_bootstrap(
-        rng, category_of_pair=cat, resamples=50), level=0.9)
+    ci = document(clusterboot.cluster_interval(x, rng.normal(size=15), clusterboot.cluster_bootstrap(
+        rng, category_of_pair=cat, resamples=50), level=0.9))
     reasons = take_reasons(ci)
     assert ci["low"][0] is not None and ci["low"][1] is None and ci["high"][2] is None
     assert "variance" in reasons["low/1"] and "finite" in reasons["high/2"]
@@ -92,7 +93,8 @@ def test_phase_intervals_are_percentiles_of_the_resampled_phase_means():
     cat = np.repeat(np.arange(4), 10)
     x, y = rng.normal(size=(5, 40)), rng.normal(size=40)
     d = clusterboot.cluster_bootstrap(np.random.default_rng(10), category_of_pair=cat, resamples=300)
-    got = clusterboot.phase_intervals(x, y, d, phases={"early": (0, 1), "late": (3, 4), "none": ()}, level=0.9)
+    got = document(clusterboot.phase_intervals(x, y, d, phases={"early": (0, 1), "late": (3, 4), "none": ()},
+                                               level=0.9))
     reasons = take_reasons(got)
     rb = np.array([[np.corrcoef(x[v, np.repeat(np.arange(40), d.counts[b].astype(int))],
                                 y[np.repeat(np.arange(40), d.counts[b].astype(int))])[0, 1] for b in range(300)]

@@ -27,7 +27,7 @@ from uaprobe.analysis.geometry import anisotropy
 from uaprobe.analysis.inference import groupstats, stats
 from uaprobe.analysis.inference.groupstats import Resampling
 from uaprobe.schema import missing
-from uaprobe.schema.missing import take_reasons
+from uaprobe.schema.missing import Missing, take_reasons
 
 REPO = Path(__file__).resolve().parents[1]
 CATEGORIES = ["numeric", "nonnumeric", "tech", "lifestyle", "business", "science"]
@@ -119,9 +119,7 @@ def test_global_statistics_of_a_constant_ua_have_reasons() -> None:
                                      ua=np.full(6, 0.01), mean_preference=np.linspace(-1, 1, 6),
                                      pct_prefer_a=np.full(6, 50.0), aligned=np.zeros(6, dtype=bool))
     variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95)
-    reasons = take_reasons(variant)
-    assert variant["global"]["r"] is None and variant["global"]["label"] is None
-    assert reasons["global/r"] == "UA is constant"
+    assert variant.global_.r == Missing("UA is constant") and variant.global_.label == Missing("UA is constant")
 
 
 def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason_not_a_silent_number() -> None:
@@ -134,7 +132,7 @@ def test_cohens_d_of_a_constant_ua_is_nan_with_a_reason_not_a_silent_number() ->
                                          mean_preference=np.linspace(-1, 1, 6), pct_prefer_a=np.full(6, 50.0),
                                          aligned=np.zeros(6, dtype=bool))
         variant = validation.validation_variant(table=table, glob=glob, categories=CATEGORIES, level=0.95)
-        assert take_reasons(variant)["global/cohens_d"] and variant["global"]["cohens_d"] is None
+        assert isinstance(variant.global_.cohens_d, Missing) and variant.global_.cohens_d.reason
 
 
 def test_anisotropy_of_identical_token_states_is_nan_with_a_reason_not_a_floor_artifact() -> None:

@@ -16,11 +16,19 @@ from uaprobe.analysis.geometry import knn
 from uaprobe.analysis.inference import phases, stats
 from uaprobe.analysis.pairs import option_b
 from uaprobe.config import AnalysisParams, BinsParams
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
 from uaprobe.errors import UAProbeError
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "data" / "published" / "pythia-6-9b.json"
 
+
+
+def as_file(record):
+    """A record as the JSON object its file holds: its missing values null, their reasons in ``nan_reasons``."""
+    doc = document(record)
+    doc["nan_reasons"] = take_reasons(doc)
+    return doc
 
 def small_params(**kw) -> AnalysisParams:
     return AnalysisParams(**{**dict(bootstrap_resamples=300, permutations=300,
@@ -182,7 +190,7 @@ def test_partial_r_is_the_r_of_residuals_on_the_length_difference_with_n_minus_3
     z = rng.integers(-4, 5, size=n).astype(float)
     metric = option_b.pair_metrics(a, b)["within_pair_sim"][1]
     y = -0.5 * z + 3.0 * metric + rng.normal(size=n)
-    body = option_b.option_b_results(a, b, y, z, params=small_params(), rng=np.random.default_rng(0))
+    body = as_file(option_b.option_b_results(a, b, y, z, params=small_params(), rng=np.random.default_rng(0)))
     design = np.column_stack([np.ones(n), z])
     rx = metric - design @ np.linalg.lstsq(design, metric, rcond=None)[0]
     ry = y - design @ np.linalg.lstsq(design, y, rcond=None)[0]
@@ -205,7 +213,7 @@ def test_results_recover_a_planted_metric_and_match_scipy():
     pref = np.zeros(n)
     pref[:] = margin[views - 1] + 0.05 * rng.normal(size=n)  # planted at the last layer only
     zdiff = rng.integers(-3, 4, size=n)
-    body = option_b.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
+    body = as_file(option_b.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0)))
     e = body["metrics"]["margin_asymmetry"]
     for v in range(views):
         r_ref, p_ref = sps.pearsonr(margin[v], pref)
@@ -219,7 +227,7 @@ def test_results_recover_a_planted_metric_and_match_scipy():
     assert body["n_pairs"] == n and body["k_neighbours"] == 10
     assert body["nan_reasons"] == {}
     # deterministic
-    again = option_b.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0))
+    again = as_file(option_b.option_b_results(a, b, pref, zdiff, params=small_params(), rng=np.random.default_rng(0)))
     assert json.dumps(again, sort_keys=True) == json.dumps(body, sort_keys=True)
 
 
@@ -227,7 +235,7 @@ def test_results_record_reasons_for_a_constant_metric():
     a, b = states(n=8, views=4)
     b = a.copy()  # A == B: centroid asymmetry and margin are 0 for every pair
     pref = np.arange(8.0)
-    body = option_b.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0))
+    body = as_file(option_b.option_b_results(a, b, pref, np.zeros(8), params=small_params(), rng=np.random.default_rng(0)))
     assert body["metrics"]["centroid_asymmetry"]["pearson_r"] == [None] * 4
     assert "constant" in body["nan_reasons"]["metrics/centroid_asymmetry/pearson_r/0"]
     assert body["metrics"]["centroid_asymmetry"]["phases"]["sign_change"] is None
@@ -256,7 +264,7 @@ def test_phase_means_and_intervals_by_hand():
     boot = np.array([[0.4, 0.6, 0.5], [0, 0, 0], [0.2, 0.4, np.nan], [0.1, 0.2, 0.3],
                      [-0.2, -0.1, 0.0], [-0.5, -0.3, -0.4]])
     perm = np.array([[0.1, -0.6], [0, 0], [0.1, -0.3], [0.3, 0.1], [0.1, 0.0], [-0.05, 0.0]])
-    out = phases.phase_results(r=r, boot_r=boot, perm_r=perm, mode="exact", partition=part, level=0.5)
+    out = document(phases.phase_results(r=r, boot_r=boot, perm_r=perm, mode="exact", partition=part, level=0.5))
     # early draws: (0.4+0.2)/2 = 0.3, (0.6+0.4)/2 = 0.5, NaN -> dropped; 25th/75th percentile of [0.3, 0.5]
     assert out["early"]["mean_r"] == pytest.approx(0.4)
     assert out["early"]["bootstrap_valid"] == 2
@@ -408,10 +416,9 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
     shared = option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
                                        n_content=n_content, params=params)
     for p, x in pooled.items():
-        fresh = option_b.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
-                                         params=params, rng=stats.rng_for(seed=params.seed, name="option_b"))
-        assert fresh.pop("nan_reasons") == take_reasons(shared.body["poolings"][p])
-        assert json.dumps(shared.body["poolings"][p], sort_keys=True) == json.dumps(fresh, sort_keys=True)
+        fresh = as_file(option_b.option_b_results(x[rows_a], x[rows_b], pref, n_content[rows_b] - n_content[rows_a],
+                                                  params=params, rng=stats.rng_for(seed=params.seed, name="option_b")))
+        assert json.dumps(as_file(shared.poolings[p]), sort_keys=True) == json.dumps(fresh, sort_keys=True)
         # the metric values it computed, returned for the pair-level models
         metrics = option_b.pair_metrics(x[rows_a], x[rows_b])
         assert set(shared.values[p]) == set(option_b.ALL_METRICS)
@@ -423,7 +430,8 @@ def test_option_b_poolings_share_one_draw_and_equal_a_fresh_generator_per_poolin
     given = option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref,
                                        n_content=n_content, params=params,
                                        draws=option_b.option_b_draws(n_pairs=16, params=params))
-    assert json.dumps(given.body, sort_keys=True) == json.dumps(shared.body, sort_keys=True)
+    assert json.dumps({p: as_file(r) for p, r in given.poolings.items()}, sort_keys=True) == json.dumps(
+        {p: as_file(r) for p, r in shared.poolings.items()}, sort_keys=True)
     with pytest.raises(ValueError, match="draws for 15 pairs given for 16 pairs"):
         option_b.option_b_poolings(pooled=pooled, row_a=rows_a, row_b=rows_b, preference=pref, n_content=n_content,
                                    params=params,

@@ -3,6 +3,7 @@ number keeps its source."""
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,6 +15,8 @@ from uaprobe.publishing.prose.primitives.markdown import count_phrase, sign_word
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, plain_text
+from uaprobe.schema import MODELS, Record, kind_of
+from uaprobe.schema.base import _nullable, _strip
 
 
 class Panel(Outputs):
@@ -31,7 +34,29 @@ class Panel(Outputs):
             files.setdefault(PANEL_RESULTS, {})["pair_family"] = pair_family_as_given(pairs)
         super().__init__(root=Path("."), params=params, models=tuple(results), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                          files=files)
+        self.records.update({file: unchecked(MODELS[kind_of(file)], doc) for file, doc in files.items()
+                             if kind_of(file) in MODELS and isinstance(doc, dict)})
         self.results = results
+
+
+def unchecked(model: type[Record], doc: dict[str, Any]) -> Record:
+    """``doc`` as a record of ``model``, unchecked (a test's file holds only the keys its phrases read), the
+    records below it built the same way."""
+    fields = {name: _unchecked(info.annotation, doc[info.alias or name])
+              for name, info in model.model_fields.items() if (info.alias or name) in doc}
+    return model.model_construct(**fields)
+
+
+def _unchecked(annotation: Any, value: Any) -> Any:
+    annotation = _strip(_nullable(_strip(annotation)[0])[0])[0]
+    args = typing.get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, Record) and isinstance(value, dict):
+        return unchecked(annotation, value)
+    if typing.get_origin(annotation) is dict and isinstance(value, dict):
+        return {k: _unchecked(args[1], v) for k, v in value.items()}
+    if typing.get_origin(annotation) is list and isinstance(value, list):
+        return [_unchecked(args[0], v) for v in value]
+    return value
 
 
 def holm_across(ps: dict[str, float], alpha: float = 0.05) -> dict[str, Any]:

@@ -219,3 +219,31 @@ def test_paper_diff_names_a_merge_conflict_in_params_yaml_and_the_option_for_an_
     assert proc.returncode == 2 and "point --out at a writable path" in proc.stderr, proc.stderr
     proc = run(sys.executable, "-m", "uaprobe.cli", "paper-diff", "HEAD", "HEAD")
     assert proc.returncode == 0 and proc.stdout.startswith("no change"), proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------ a record read by attribute
+
+
+def test_a_value_read_by_attribute_carries_the_key_path_the_file_resolves() -> None:
+    from uaprobe.publishing.provenance.trace import Trace, traced
+    from uaprobe.schema import resolve
+    from uaprobe.schema.pairmodels import Mixed, MixedTests
+
+    tests = MixedTests(policy=["default", "sink_excluded"], pooling=["mean", "last"], metric=["a", "b"],
+                       slope=[0.5, None], se=[0.1, None], p=[0.01, None], low=[0.3, None], high=[0.7, None],
+                       sd_intercept=[0.0, None], sd_slope=[0.1, None], converged=[True, False], method=["lbfgs", ""])
+    mixed = Mixed(model="m", layer=3, ci_level=0.95, alpha=0.05, n_groups=6, n_converged=1, n_below_alpha=1,
+                  tests=tests)
+    raw, key = traced(Trace(mixed).tests.slope[0])
+    assert (raw, key) == (0.5, "tests/slope/0") and resolve(mixed, key.split("/")) == 0.5
+    assert traced(Trace(mixed).tests.method[-1]) == ("", "tests/method/-1")
+    # an alias is the file's key, not the attribute's name
+    from uaprobe.schema.categories import ValidationVariant
+    assert traced(Trace(ValidationVariant.model_construct(global_={})).global_)[1] == "global"
+    # a field the record lacks fails where it is read, naming it and where; a value computed from a field is refused
+    with pytest.raises(AttributeError, match=r"MixedTests at tests has no field 'slopes'"):
+        Trace(mixed).tests.slopes
+    with pytest.raises(TypeError, match="a getter returns the field it read"):
+        traced(0.5)
+    with pytest.raises(AttributeError):
+        Trace(mixed).layer = 4

@@ -22,6 +22,9 @@ import numpy as np
 from uaprobe.analysis.inference import stats
 from uaprobe.analysis.inference.groupstats import GroupStats, Resampling, group_stats
 from uaprobe.schema import missing
+from uaprobe.schema.categories import Bins, BinsByK, BinsComparison, BinsPooling, BinsScheme
+from uaprobe.schema.categories import CiPartition as CiPartitionRecord
+from uaprobe.schema.document import record
 from uaprobe.analysis.geometry.uniformity import Cosines, group_means
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
@@ -294,47 +297,45 @@ def change_labels(*, before_excludes: np.ndarray, after_excludes: np.ndarray) ->
     return out
 
 
-def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupStats, n_layers: int) -> dict[str, Any]:
-    """The ``schemes`` object of one pooling in ``bins.json`` (see docs/results.md)."""
+def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupStats, n_layers: int) -> BinsPooling:
+    """One pooling of ``bins.json`` (see docs/results.md)."""
     sel = slice(0, n_layers + 1)
-    out: dict[str, Any] = {}
+    out: dict[str, BinsScheme] = {}
     for scheme, res in result.items():
         by_k = {}
         for k, s in res.by_k.items():
             why = "no partition had a defined r (fewer than 3 usable bins or constant values)"
-            by_k[str(k)] = {
-                "r_mean": missing.series(s.r_mean[sel], why),
-                "r_std": missing.series(s.r_std[sel], why),
-                "p_mean": missing.series(s.p_mean[sel], why),
-                "share_positive": missing.series(s.share_positive[sel], why),
-                "share_excludes_zero": missing.series(s.share_excludes_zero[sel], why),
-                "n_valid": s.n_valid[sel].tolist(),
-                "bins_used_mean": s.bins_used_mean, "bin_size_min": s.bin_size_min, "bin_size_max": s.bin_size_max,
-            }
+            by_k[str(k)] = BinsByK(
+                r_mean=missing.series(s.r_mean[sel], why),
+                r_std=missing.series(s.r_std[sel], why),
+                p_mean=missing.series(s.p_mean[sel], why),
+                share_positive=missing.series(s.share_positive[sel], why),
+                share_excludes_zero=missing.series(s.share_excludes_zero[sel], why),
+                n_valid=s.n_valid[sel].tolist(),
+                bins_used_mean=s.bins_used_mean, bin_size_min=s.bin_size_min, bin_size_max=s.bin_size_max)
         ci = res.ci
         g = ci.stats
         lo, hi = g.bootstrap.low[sel], g.bootstrap.high[sel]
         excl, defined = _excludes_zero(lo, hi)
-        ci_obj = {
-            "k": ci.k,
-            "assignment": ci.assignment.tolist(),
-            "bin_ids": ci.bin_ids.tolist(),
-            "bin_sizes": ci.bin_sizes.tolist(),
-            "mean_preference": missing.series(ci.mean_preference),
-            "u_a": missing.series(ci.u_a[sel]),
-            "u_b": missing.series(ci.u_b[sel]),
-            "ua": missing.series((ci.u_a - ci.u_b)[sel]),
-            "r": missing.series(g.pearson.r[sel], g.pearson.reason[sel]),
-            "p": missing.series(g.pearson.p[sel], g.pearson.reason[sel]),
-            "spearman_rho": missing.series(g.spearman.r[sel], g.spearman.reason[sel]),
-            "bootstrap_ci_low": missing.series(lo, g.bootstrap.reason[sel]),
-            "bootstrap_ci_high": missing.series(hi, g.bootstrap.reason[sel]),
-            "bootstrap_valid": g.bootstrap.valid[sel].tolist(),
-            "fisher_ci_low": missing.series(g.fisher_low[sel], g.fisher_reason[sel]),
-            "fisher_ci_high": missing.series(g.fisher_high[sel], g.fisher_reason[sel]),
-            "permutation_p": missing.series(g.permutation_p[sel], g.pearson.reason[sel]),
-            "ci_excludes_zero": missing.flags(excl, defined=defined, reasons=g.bootstrap.reason[sel]),
-        }
+        ci_obj = CiPartitionRecord(
+            k=ci.k,
+            assignment=ci.assignment.tolist(),
+            bin_ids=ci.bin_ids.tolist(),
+            bin_sizes=ci.bin_sizes.tolist(),
+            mean_preference=missing.series(ci.mean_preference),
+            u_a=missing.series(ci.u_a[sel]),
+            u_b=missing.series(ci.u_b[sel]),
+            ua=missing.series((ci.u_a - ci.u_b)[sel]),
+            r=missing.series(g.pearson.r[sel], g.pearson.reason[sel]),
+            p=missing.series(g.pearson.p[sel], g.pearson.reason[sel]),
+            spearman_rho=missing.series(g.spearman.r[sel], g.spearman.reason[sel]),
+            bootstrap_ci_low=missing.series(lo, g.bootstrap.reason[sel]),
+            bootstrap_ci_high=missing.series(hi, g.bootstrap.reason[sel]),
+            bootstrap_valid=g.bootstrap.valid[sel].tolist(),
+            fisher_ci_low=missing.series(g.fisher_low[sel], g.fisher_reason[sel]),
+            fisher_ci_high=missing.series(g.fisher_high[sel], g.fisher_reason[sel]),
+            permutation_p=missing.series(g.permutation_p[sel], g.pearson.reason[sel]),
+            ci_excludes_zero=missing.flags(excl, defined=defined, reasons=g.bootstrap.reason[sel]))
         # comparison with the categories (n = number of categories)
         c = categories_stats
         c_lo, c_hi = c.bootstrap.low[sel], c.bootstrap.high[sel]
@@ -349,31 +350,31 @@ def bins_results(result: Mapping[str, SchemeResult], *, categories_stats: GroupS
         mean_bin = float(np.mean(w_bin[both])) if both.any() else np.nan
         reduction = (mean_cat - mean_bin) / mean_cat * 100.0 if both.any() and mean_cat != 0 else np.nan
         no_layer = "no layer where both intervals are defined"
-        comparison = {
-            "categories_r": missing.series(c.pearson.r[sel], c.pearson.reason[sel]),
-            "categories_ci_low": missing.series(c_lo, c.bootstrap.reason[sel]),
-            "categories_ci_high": missing.series(c_hi, c.bootstrap.reason[sel]),
-            "categories_ci_width": missing.series(w_cat, c.bootstrap.reason[sel]),
-            "categories_ci_excludes_zero": missing.flags(c_excl, defined=c_def,
-                                                         reasons=c.bootstrap.reason[sel]),
-            "bins_ci_width": missing.series(w_bin, g.bootstrap.reason[sel]),
-            "change": change,
-            "n_significant_categories": int(c_excl.sum()),
-            "n_significant_bins": int(excl.sum()),
-            "mean_ci_width_categories": missing.value(mean_cat, no_layer),
-            "mean_ci_width_bins": missing.value(mean_bin, no_layer),
-            "ci_width_reduction_pct": missing.value(reduction,
-                                                    no_layer + " (or a zero category width)"),
-        }
-        out[scheme] = {"by_k": by_k, "ci_partition": ci_obj, "comparison": comparison}
-    return out
+        comparison = BinsComparison(
+            categories_r=missing.series(c.pearson.r[sel], c.pearson.reason[sel]),
+            categories_ci_low=missing.series(c_lo, c.bootstrap.reason[sel]),
+            categories_ci_high=missing.series(c_hi, c.bootstrap.reason[sel]),
+            categories_ci_width=missing.series(w_cat, c.bootstrap.reason[sel]),
+            categories_ci_excludes_zero=missing.flags(c_excl, defined=c_def, reasons=c.bootstrap.reason[sel]),
+            bins_ci_width=missing.series(w_bin, g.bootstrap.reason[sel]),
+            change=change,
+            n_significant_categories=int(c_excl.sum()),
+            n_significant_bins=int(excl.sum()),
+            mean_ci_width_categories=missing.value(mean_cat, no_layer),
+            mean_ci_width_bins=missing.value(mean_bin, no_layer),
+            ci_width_reduction_pct=missing.value(reduction, no_layer + " (or a zero category width)"))
+        out[scheme] = BinsScheme(by_k=by_k, ci_partition=ci_obj, comparison=comparison)
+    return BinsPooling(schemes=out)
 
 
-def bins_settings(params: AnalysisParams) -> dict[str, Any]:
-    return {"k": list(params.bins.k), "partitions": params.bins.partitions, "ci_k": params.bins.ci_k,
-            "schemes": list(SCHEMES), "min_bin_pairs": MIN_BIN_PAIRS}
+def bins_file(poolings: Mapping[str, BinsPooling], *, n_pairs: int, params: AnalysisParams,
+              header: Mapping[str, Any]) -> Bins:
+    """``bins.json``: the settings and every pooling's schemes (:func:`bins_results`), with the keys every results
+    file of the policy starts with (``header``)."""
+    return record(Bins, header, n_pairs=n_pairs, k=list(params.bins.k), partitions=params.bins.partitions,
+                  ci_k=params.bins.ci_k, schemes=list(SCHEMES), min_bin_pairs=MIN_BIN_PAIRS, poolings=dict(poolings))
 
 
-__all__: Sequence[str] = ("analyze_bins", "auto_bins", "bin_problems", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
+__all__: Sequence[str] = ("analyze_bins", "auto_bins", "bin_problems", "bins_file", "bins_steps", "bins_results", "check_bins", "partitions", "summarize_partitions",
                           "summarize_many",
                           "ci_partition", "change_labels")

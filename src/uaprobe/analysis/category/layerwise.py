@@ -15,6 +15,7 @@ import numpy as np
 from uaprobe.analysis.inference import curves, stats
 from uaprobe.analysis.inference.groupstats import GroupStats, LeaveOneOut, Resampling, group_stats, leave_one_out
 from uaprobe.schema import missing
+from uaprobe.schema.categories import LayerwiseFinal, LayerwisePooling, LayerwisePrenorm
 from uaprobe.analysis.geometry.uniformity import Cosines
 from uaprobe.config import AnalysisParams
 
@@ -107,44 +108,34 @@ def _corrected(name: str, adjusted: np.ndarray, raw_reason: np.ndarray, alpha: f
 
 
 def layerwise_results(result: Mapping[str, PoolingLayerwise], *, categories: Sequence[str], n_layers: int,
-                      params: AnalysisParams) -> dict[str, Any]:
+                      params: AnalysisParams) -> dict[str, LayerwisePooling]:
     """The ``poolings`` object of ``layerwise.json`` (see docs/results.md)."""
     layers = list(range(n_layers + 1))
     seed_idx = curves.seed_layers(n_layers)
-    poolings: dict[str, Any] = {}
+    poolings: dict[str, LayerwisePooling] = {}
     for pooling, res in result.items():
         layer_sel = slice(0, n_layers + 1)
         cu = res.uniformity
         r = res.stats.pearson.r[:n_layers + 1]
         p_reason = res.stats.pearson.reason[:n_layers + 1]
-        entry: dict[str, Any] = {
-            "u_a": missing.series(cu.u_a[layer_sel]),
-            "u_b": missing.series(cu.u_b[layer_sel]),
-            "ua": missing.series(cu.ua[layer_sel]),
-        }
-        entry.update(res.stats.fields(layer_sel))
-        entry.update(_loco_fields(res.loco, layer_sel, categories))
-        entry.update(_corrected("holm", res.holm_p, p_reason, params.alpha))
-        entry.update(_corrected("bh", res.bh_p, p_reason, params.alpha))
-        entry.update(_corrected("permutation_holm", res.permutation_holm_p, p_reason, params.alpha))
-        entry.update(_corrected("permutation_bh", res.permutation_bh_p, p_reason, params.alpha))
-        entry["sign_changes"] = curves.sign_change_records(r, layers=layers, n_layers=n_layers)
-        entry["seed_layers_sign_changes"] = curves.sign_change_records(r[seed_idx], layers=seed_idx, n_layers=n_layers)
-        entry["peak_positive"] = curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=False)
-        entry["peak_negative"] = curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=True)
-        entry["final"] = {
-            "layer": n_layers,
-            "r": missing.value(r[-1], p_reason[-1]),
-            "p": missing.value(res.stats.pearson.p[n_layers], p_reason[-1]),
-        }
         pre = n_layers + 1
-        prenorm = {
-            "u_a": missing.series(cu.u_a[pre]),
-            "u_b": missing.series(cu.u_b[pre]),
-            "ua": missing.series(cu.ua[pre]),
-        }
-        prenorm.update(res.stats.fields(pre))
-        prenorm.update(_loco_fields(res.loco, pre, categories))
-        entry["prenorm"] = prenorm
-        poolings[pooling] = entry
+        poolings[pooling] = LayerwisePooling(
+            u_a=missing.series(cu.u_a[layer_sel]),
+            u_b=missing.series(cu.u_b[layer_sel]),
+            ua=missing.series(cu.ua[layer_sel]),
+            **res.stats.fields(layer_sel),
+            **_loco_fields(res.loco, layer_sel, categories),
+            **_corrected("holm", res.holm_p, p_reason, params.alpha),
+            **_corrected("bh", res.bh_p, p_reason, params.alpha),
+            **_corrected("permutation_holm", res.permutation_holm_p, p_reason, params.alpha),
+            **_corrected("permutation_bh", res.permutation_bh_p, p_reason, params.alpha),
+            sign_changes=curves.sign_change_records(r, layers=layers, n_layers=n_layers),
+            seed_layers_sign_changes=curves.sign_change_records(r[seed_idx], layers=seed_idx, n_layers=n_layers),
+            peak_positive=curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=False),
+            peak_negative=curves.peak_record(r, layers=layers, n_layers=n_layers, lowest=True),
+            final=LayerwiseFinal(layer=n_layers, r=missing.value(r[-1], p_reason[-1]),
+                                 p=missing.value(res.stats.pearson.p[n_layers], p_reason[-1])),
+            prenorm=LayerwisePrenorm(
+                u_a=missing.series(cu.u_a[pre]), u_b=missing.series(cu.u_b[pre]), ua=missing.series(cu.ua[pre]),
+                **res.stats.fields(pre), **_loco_fields(res.loco, pre, categories)))
     return poolings

@@ -13,6 +13,8 @@ import numpy as np
 from uaprobe.analysis.inference import stats
 from uaprobe.analysis.pairs.pair_table import PairTable
 from uaprobe.schema import missing
+from uaprobe.schema.categories import Preference, PreferencePairs, PreferencePooling, PreferencePrenorm
+from uaprobe.schema.document import record
 
 
 def category_means(values: np.ndarray, *, category_of_pair: np.ndarray, n_categories: int) -> np.ndarray:
@@ -23,8 +25,9 @@ def category_means(values: np.ndarray, *, category_of_pair: np.ndarray, n_catego
 
 
 def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], selected: str,
-                       n_layers: int) -> dict[str, Any]:
-    """The body of ``preference.json``; ``ua`` maps pooling -> (V, n_categories) per-view UA."""
+                       n_layers: int, header: Mapping[str, Any]) -> Preference:
+    """``preference.json``, with the keys every results file of the policy starts with (``header``); ``ua`` maps
+    pooling -> (V, n_categories) per-view UA."""
     n_cat = len(table.categories)
     pref = {kind: table.preference(kind) for kind in ("mean", "sum")}
     cat_pref = {kind: category_means(pref[kind], category_of_pair=table.category_of_pair, n_categories=n_cat)
@@ -32,7 +35,7 @@ def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], select
     r_pairs = stats.pearson(pref["mean"], pref["sum"], x_name="mean-NLL preference", y_name="sum-NLL preference")
     r_cats = stats.pearson(cat_pref["mean"], cat_pref["sum"], x_name="mean-NLL preference",
                            y_name="sum-NLL preference")
-    poolings: dict[str, Any] = {}
+    poolings: dict[str, PreferencePooling] = {}
     sel = slice(0, n_layers + 1)
     for pooling, x in ua.items():
         cm = stats.pearson(x, cat_pref["mean"], x_name="UA", y_name="preference")
@@ -40,39 +43,30 @@ def preference_results(*, table: PairTable, ua: Mapping[str, np.ndarray], select
         defined = np.isfinite(cm.r) & np.isfinite(cs.r)
         agree_reason = stats.inherit(cm.reason, cs.reason)
         pre = n_layers + 1
-        poolings[pooling] = {
-            "r_mean": missing.series(cm.r[sel], cm.reason[sel]),
-            "p_mean": missing.series(cm.p[sel], cm.reason[sel]),
-            "r_sum": missing.series(cs.r[sel], cs.reason[sel]),
-            "p_sum": missing.series(cs.p[sel], cs.reason[sel]),
-            "sign_agree": missing.flags(np.sign(cm.r[sel]) == np.sign(cs.r[sel]), defined=defined[sel],
+        poolings[pooling] = PreferencePooling(
+            r_mean=missing.series(cm.r[sel], cm.reason[sel]),
+            p_mean=missing.series(cm.p[sel], cm.reason[sel]),
+            r_sum=missing.series(cs.r[sel], cs.reason[sel]),
+            p_sum=missing.series(cs.p[sel], cs.reason[sel]),
+            sign_agree=missing.flags(np.sign(cm.r[sel]) == np.sign(cs.r[sel]), defined=defined[sel],
                                      reasons=agree_reason[sel]),
-            "prenorm": {
-                "r_mean": missing.value(cm.r[pre], cm.reason[pre]),
-                "p_mean": missing.value(cm.p[pre], cm.reason[pre]),
-                "r_sum": missing.value(cs.r[pre], cs.reason[pre]),
-                "p_sum": missing.value(cs.p[pre], cs.reason[pre]),
-            },
-        }
+            prenorm=PreferencePrenorm(
+                r_mean=missing.value(cm.r[pre], cm.reason[pre]),
+                p_mean=missing.value(cm.p[pre], cm.reason[pre]),
+                r_sum=missing.value(cs.r[pre], cs.reason[pre]),
+                p_sum=missing.value(cs.p[pre], cs.reason[pre])))
     names = np.array(table.categories, dtype=object)[table.category_of_pair]
-    return {
-        "selected": selected,
-        "pairs": {
-            "pair": table.pair_ids.tolist(),
-            "category": names.tolist(),
-            "nll_mean_a": missing.series(table.nll_mean[:, 0], "non-finite NLL in the extraction file"),
-            "nll_mean_b": missing.series(table.nll_mean[:, 1], "non-finite NLL in the extraction file"),
-            "nll_sum_a": missing.series(table.nll_sum[:, 0], "non-finite NLL in the extraction file"),
-            "nll_sum_b": missing.series(table.nll_sum[:, 1], "non-finite NLL in the extraction file"),
-            "n_tokens_a": table.n_tokens[:, 0].tolist(),
-            "n_tokens_b": table.n_tokens[:, 1].tolist(),
-            "preference_mean": missing.series(pref["mean"], "non-finite NLL"),
-            "preference_sum": missing.series(pref["sum"], "non-finite NLL"),
-        },
-        "categories": list(table.categories),
-        "category_preference_mean": missing.series(cat_pref["mean"], "non-finite NLL"),
-        "category_preference_sum": missing.series(cat_pref["sum"], "non-finite NLL"),
-        "r_pairs_mean_vs_sum": missing.value(r_pairs.r, r_pairs.reason[()]),
-        "r_categories_mean_vs_sum": missing.value(r_cats.r, r_cats.reason[()]),
-        "poolings": poolings,
-    }
+    return record(
+        Preference, header, selected=selected,
+        pairs=PreferencePairs(
+            pair=table.pair_ids.tolist(), category=names.tolist(),
+            nll_mean_a=table.nll_mean[:, 0].tolist(), nll_mean_b=table.nll_mean[:, 1].tolist(),
+            nll_sum_a=table.nll_sum[:, 0].tolist(), nll_sum_b=table.nll_sum[:, 1].tolist(),
+            n_tokens_a=table.n_tokens[:, 0].tolist(), n_tokens_b=table.n_tokens[:, 1].tolist(),
+            preference_mean=pref["mean"].tolist(), preference_sum=pref["sum"].tolist()),
+        categories=list(table.categories),
+        category_preference_mean=missing.series(cat_pref["mean"], "non-finite NLL"),
+        category_preference_sum=missing.series(cat_pref["sum"], "non-finite NLL"),
+        r_pairs_mean_vs_sum=missing.value(r_pairs.r, r_pairs.reason[()]),
+        r_categories_mean_vs_sum=missing.value(r_cats.r, r_cats.reason[()]),
+        poolings=poolings)

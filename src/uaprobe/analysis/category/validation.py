@@ -9,12 +9,13 @@ seed's label (ALIGNED / INVERTED / DECOUPLED) with its thresholds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from uaprobe.analysis.inference import stats
 from uaprobe.schema import missing
+from uaprobe.schema.categories import ValidationGlobal, ValidationRow, ValidationVariant
 
 
 @dataclass(frozen=True)
@@ -101,27 +102,22 @@ def global_stats(*, ua: np.ndarray, mean_preference: np.ndarray, counts: np.ndar
 
 
 def validation_variant(*, table: CategoryTable, glob: GlobalStats, categories: Sequence[str],
-                       level: float) -> dict[str, Any]:
+                       level: float) -> ValidationVariant:
     """One ``variants.<v>`` object of ``validation.json``."""
-    rows = []
-    for i, name in enumerate(categories):
-        rows.append({
-            "category": name, "n_pairs": int(table.n_pairs[i]), "u_a": float(table.u_a[i]),
-            "u_b": float(table.u_b[i]), "ua": float(table.ua[i]),
-            "mean_preference": float(table.mean_preference[i]), "pct_prefer_a": float(table.pct_prefer_a[i]),
-            "aligned": bool(table.aligned[i]),
-        })
-    return {
-        "table": rows,
-        "global": {
-            "total_pairs": int(table.n_pairs.sum()),
-            "mean_ua": glob.mean_ua, "std_ua": glob.std_ua,
-            "ci_low": missing.value(glob.ci_low, "no bootstrap resample"),
-            "ci_high": missing.value(glob.ci_high, "no bootstrap resample"),
-            "ci_level": level, "ci_valid": glob.ci_valid,
-            "cohens_d": missing.value(glob.cohens_d, "UA is constant across categories (std 0)"),
-            "r": missing.value(glob.r, glob.r_reason),
-            "mean_preference": glob.mean_preference,
-            "label": missing.label(glob.label, glob.r_reason or "r is undefined"),
-        },
-    }
+    rows = [ValidationRow(category=name, n_pairs=int(table.n_pairs[i]), u_a=float(table.u_a[i]),
+                          u_b=float(table.u_b[i]), ua=float(table.ua[i]),
+                          mean_preference=float(table.mean_preference[i]), pct_prefer_a=float(table.pct_prefer_a[i]),
+                          aligned=bool(table.aligned[i]))
+            for i, name in enumerate(categories)]
+    return ValidationVariant(
+        table=rows,
+        global_=ValidationGlobal(
+            total_pairs=int(table.n_pairs.sum()),
+            mean_ua=glob.mean_ua, std_ua=glob.std_ua,
+            ci_low=missing.value(glob.ci_low, "no bootstrap resample"),
+            ci_high=missing.value(glob.ci_high, "no bootstrap resample"),
+            ci_level=level, ci_valid=glob.ci_valid,
+            cohens_d=missing.value(glob.cohens_d, "UA is constant across categories (std 0)"),
+            r=missing.value(glob.r, glob.r_reason),
+            mean_preference=glob.mean_preference,
+            label=missing.label(glob.label, glob.r_reason or "r is undefined")))

@@ -27,6 +27,8 @@ from numba import njit
 from uaprobe.analysis.geometry import representation as reps
 from uaprobe.names import REPRESENTATIONS
 from uaprobe.schema import missing
+from uaprobe.schema.document import record
+from uaprobe.schema.specs import Dimensions, DimensionsPolicy, DimensionsPooling
 from uaprobe.analysis.geometry.uniformity import unit_rows
 from uaprobe.analysis.compute.workers import ordered_map
 
@@ -216,23 +218,21 @@ def sweep(policies: Mapping[str, Mapping[str, np.ndarray]], *, row_a: np.ndarray
     return out
 
 
-def dimensions_results(sw: Sweep, *, policy_names: Mapping[str, str]) -> dict[str, Any]:
-    """The body of ``dimensions.json``."""
-    body: dict[str, Any] = {"tops": list(TOPS), "definition": DEFINITION,
-                            "policy_names": dict(policy_names), "policies": {}}
+def dimensions_results(sw: Sweep, *, policy_names: Mapping[str, str], header: Mapping[str, Any]) -> Dimensions:
+    """``dimensions.json``, with the keys every results file starts with (``header``)."""
+    policies: dict[str, DimensionsPolicy] = {}
     for policy in sw.mean_cosine:
-        entry: dict[str, Any] = {}
+        entry: dict[str, DimensionsPooling] = {}
         for pooling in sw.mean_cosine[policy]:
-            cos = {kind: missing.series(v, "fewer than two statements")
-                   for kind, v in sw.mean_cosine[policy][pooling].items()}
             us = sw.uniformity_share[policy][pooling]
             vs = sw.variance_share[policy][pooling]
-            entry[pooling] = {
-                "mean_cosine": cos,
-                "uniformity_share": {f"top{t}": missing.series(us[:, i], "the mean pairwise cosine is 0")
-                                     for i, t in enumerate(TOPS)},
-                "variance_share": {f"top{t}": missing.series(vs[:, i], "the states have no variance")
-                                   for i, t in enumerate(TOPS)},
-            }
-        body["policies"][policy] = {"poolings": entry}
-    return body
+            entry[pooling] = DimensionsPooling(
+                mean_cosine={kind: missing.series(v, "fewer than two statements")
+                             for kind, v in sw.mean_cosine[policy][pooling].items()},
+                uniformity_share={f"top{t}": missing.series(us[:, i], "the mean pairwise cosine is 0")
+                                  for i, t in enumerate(TOPS)},
+                variance_share={f"top{t}": missing.series(vs[:, i], "the states have no variance")
+                                for i, t in enumerate(TOPS)})
+        policies[policy] = DimensionsPolicy(poolings=entry)
+    return record(Dimensions, header, tops=list(TOPS), definition=DEFINITION, policy_names=dict(policy_names),
+                  policies=policies)

@@ -19,13 +19,14 @@ both stages and the interval is up to about sqrt(2 - 1/C) times the pair bootstr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from uaprobe.analysis.inference.phases import phase_mean
 from uaprobe.analysis.inference import stats
 from uaprobe.schema import missing
+from uaprobe.schema.pairs import ClusterBootstrap, ClusterInterval, PhaseInterval
 from uaprobe.config import AnalysisParams
 
 RNG_NAME = "cluster-bootstrap"
@@ -102,43 +103,43 @@ def resampled_r(x: np.ndarray, y: np.ndarray, draws: ClusterDraws) -> tuple[np.n
     return rb, why
 
 
-def cluster_interval(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, level: float) -> dict[str, list[Any]]:
-    """``{"low", "high"}`` per row of ``x`` (M, n): the percentile interval at ``level`` of the
-    resampled r (None, with its reason, where r itself or every resampled r is undefined)."""
+def cluster_interval(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, level: float) -> ClusterInterval:
+    """Per row of ``x`` (M, n), the percentile interval at ``level`` of the resampled r (missing, with its
+    reason, where r itself or every resampled r is undefined)."""
     rb, why = resampled_r(x, y, draws)
     low, high, _ = stats.percentile_interval(rb, level=level)
-    return {"low": missing.series(low, why), "high": missing.series(high, why)}
+    return ClusterInterval(low=missing.series(low, why), high=missing.series(high, why))
 
 
 def phase_intervals(x: np.ndarray, y: np.ndarray, draws: ClusterDraws, *, phases: Mapping[str, Sequence[int]],
-                    level: float) -> dict[str, dict[str, Any]]:
+                    level: float) -> dict[str, PhaseInterval]:
     """Per phase, the percentile interval of the phase mean of the resampled r of the layers ``x``
     (V, n) (:mod:`uaprobe.analysis.inference.phases`: a resample undefined at a layer of the phase is left out)."""
     rb, why = resampled_r(x, y, draws)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, PhaseInterval] = {}
     for name, layers in phases.items():
         idx = list(layers)
         means = phase_mean(rb, idx)
         low, high, valid = stats.percentile_interval(means[None], level=level)
         reason = (next((w for w in why[idx] if w), "") if idx else "the phase has no layer") or (
             "no resample had variance at every layer of the phase" if valid[0] == 0 else "")
-        out[name] = {"low": missing.value(low[0], reason), "high": missing.value(high[0], reason)}
+        out[name] = PhaseInterval(low=missing.value(low[0], reason), high=missing.value(high[0], reason))
     return out
 
 
 def cluster_block(series: Mapping[str, Mapping[str, np.ndarray]], y: np.ndarray, draws: ClusterDraws, *,
-                  params: AnalysisParams, phases: Mapping[str, Sequence[int]] | None = None) -> dict[str, Any]:
+                  params: AnalysisParams, phases: Mapping[str, Sequence[int]] | None = None) -> ClusterBootstrap:
     """The ``cluster_bootstrap`` object of ``pairs.json`` / ``option_b.json``: ``series[pooling][name]``
     (V, n) per-layer values of each pair, ``y`` (n,) the preference; with ``phases`` (phase ->
     layers) the intervals of the phase means as well."""
-    return {"scheme": SCHEME, "resamples": int(draws.counts.shape[0]), "level": float(params.ci_level),
-            "distinct_categories_min": int(draws.distinct.min()),
-            "degenerate": int((draws.distinct <= DEGENERATE_DISTINCT).sum()),
-            "poolings": {p: {name: cluster_interval(v, y, draws, level=params.ci_level)
-                             for name, v in named.items()} for p, named in series.items()},
-            "phases": None if phases is None else {
-                p: {name: phase_intervals(v, y, draws, phases=phases, level=params.ci_level)
-                    for name, v in named.items()} for p, named in series.items()}}
+    return ClusterBootstrap(
+        scheme=SCHEME, resamples=int(draws.counts.shape[0]), level=float(params.ci_level),
+        distinct_categories_min=int(draws.distinct.min()), degenerate=int((draws.distinct <= DEGENERATE_DISTINCT).sum()),
+        poolings={p: {name: cluster_interval(v, y, draws, level=params.ci_level) for name, v in named.items()}
+                  for p, named in series.items()},
+        phases=None if phases is None else {
+            p: {name: phase_intervals(v, y, draws, phases=phases, level=params.ci_level) for name, v in named.items()}
+            for p, named in series.items()})
 
 
 def draws_for(params: AnalysisParams, *, category_of_pair: np.ndarray) -> ClusterDraws:

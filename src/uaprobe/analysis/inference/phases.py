@@ -21,12 +21,13 @@ late mean negative (the paper's "phase structure" in its simplest reading).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from uaprobe.analysis.inference import curves, stats
 from uaprobe.schema import missing
+from uaprobe.schema.pairs import Phase, Phases
 
 PHASES: tuple[str, ...] = ("early", "mid", "late")
 
@@ -62,7 +63,7 @@ def phase_means(r: np.ndarray, part: Mapping[str, Sequence[int]]) -> dict[str, f
 
 
 def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode: str,
-                  partition: Mapping[str, Sequence[int]], level: float) -> dict[str, Any]:
+                  partition: Mapping[str, Sequence[int]], level: float) -> Phases:
     """Phase means of one curve with intervals (pairs resampled independently), permutation p-values and the
     sign-change verdict.
 
@@ -75,16 +76,15 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
         level: interval level.
     """
     r = np.asarray(r, dtype=float)
-    out: dict[str, Any] = {}
+    out: dict[str, Phase] = {}
     means: dict[str, float] = {}
     for name in PHASES:
         layers = list(partition.get(name, ()))
         if not layers:
             why = "the model has too few layers for three phases"
-            out[name] = {"layers": [], "mean_r": missing.value(np.nan, why),
-                         "bootstrap_ci_low": missing.value(np.nan, why),
-                         "bootstrap_ci_high": missing.value(np.nan, why),
-                         "bootstrap_valid": 0, "permutation_p": missing.value(np.nan, why)}
+            out[name] = Phase(layers=[], mean_r=missing.value(np.nan, why), bootstrap_ci_low=missing.value(np.nan, why),
+                              bootstrap_ci_high=missing.value(np.nan, why), bootstrap_valid=0,
+                              permutation_p=missing.value(np.nan, why))
             means[name] = np.nan
             continue
         mean = float(phase_mean(r, layers))
@@ -97,19 +97,13 @@ def phase_results(*, r: np.ndarray, boot_r: np.ndarray, perm_r: np.ndarray, mode
         p = float(stats.tail_p(np.array([mean]), phase_mean(perm_r, layers)[None, :], mode=mode)[0])
         p_why = undefined or ("every permuted phase mean is undefined" if not np.isfinite(p) else "")
         ci_why = undefined or ("no bootstrap resample had variance at every layer of the phase" if valid == 0 else "")
-        out[name] = {
-            "layers": layers,
-            "mean_r": missing.value(mean, undefined),
-            "bootstrap_ci_low": missing.value(lo, ci_why),
-            "bootstrap_ci_high": missing.value(hi, ci_why),
-            "bootstrap_valid": valid if not undefined else 0,
-            "permutation_p": missing.value(p, p_why),
-        }
+        out[name] = Phase(layers=layers, mean_r=missing.value(mean, undefined),
+                          bootstrap_ci_low=missing.value(lo, ci_why), bootstrap_ci_high=missing.value(hi, ci_why),
+                          bootstrap_valid=valid if not undefined else 0, permutation_p=missing.value(p, p_why))
         means[name] = mean
     sc_defined = bool(np.isfinite(means["early"]) and np.isfinite(means["late"]))
-    out["sign_change"] = missing.flag(sc_defined and means["early"] > 0 > means["late"],
-                                      defined=sc_defined, reason="an early or late phase mean is undefined")
-    return out
+    return Phases(**out, sign_change=missing.flag(sc_defined and means["early"] > 0 > means["late"],
+                                                  defined=sc_defined, reason="an early or late phase mean is undefined"))
 
 
 __all__: Sequence[str] = ("PHASES", "partition", "phase_mean", "phase_means", "phase_results")

@@ -20,6 +20,7 @@ from uaprobe.analysis.inference import curves, stats
 from uaprobe.analysis.inference.groupstats import GroupStats, Resampling, group_stats
 from uaprobe.analysis.geometry.uniformity import UNIT_CHUNK_ROWS, Cosines
 from uaprobe.schema import missing
+from uaprobe.schema.pairs import PairsFinal, PairsPooling, PairsPrenorm
 from uaprobe.config import AnalysisParams
 
 
@@ -74,38 +75,32 @@ def analyze_centroid_scores(*, scores: dict[str, np.ndarray], preference: np.nda
     return out, draws
 
 
-def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float) -> dict[str, Any]:
+def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha: float) -> dict[str, PairsPooling]:
     """The ``poolings`` object of ``pairs.json``."""
     layers = list(range(n_layers + 1))
     sel = slice(0, n_layers + 1)
     pre = n_layers + 1
     zero = "a statement or its category centroid is the zero vector"
-    out: dict[str, Any] = {}
+    out: dict[str, PairsPooling] = {}
     for pooling, res in result.items():
         g = res.stats
         p, b = g.pearson, g.bootstrap
-
-        entry = {"score": missing.series(res.score[sel], zero)}
-        entry.update(g.fields(sel))
+        corrected: dict[str, Any] = {}
         for name, adj in (("holm", res.holm_p), ("bh", res.bh_p)):
             why = stats.inherit(p.reason[sel], stats.first_reason((~np.isfinite(adj), "p-value is undefined")))
-            entry[f"{name}_p"] = missing.series(adj, why)
-            entry[f"{name}_reject"] = missing.flags(adj <= alpha, defined=np.isfinite(adj), reasons=why)
+            corrected[f"{name}_p"] = missing.series(adj, why)
+            corrected[f"{name}_reject"] = missing.flags(adj <= alpha, defined=np.isfinite(adj), reasons=why)
         r = p.r[sel]
-        entry["peak_abs"] = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False)
-        if missing.present(entry["peak_abs"]["layer"]):
-            entry["peak_abs"]["r"] = float(r[entry["peak_abs"]["layer"]])
-        entry["final"] = {
-            "layer": n_layers,
-            "r": missing.value(p.r[n_layers], p.reason[n_layers]),
-            "p": missing.value(p.p[n_layers], p.reason[n_layers]),
-            "bootstrap_ci_low": missing.value(b.low[n_layers], b.reason[n_layers]),
-            "bootstrap_ci_high": missing.value(b.high[n_layers], b.reason[n_layers]),
-        }
-        prenorm = {"score": missing.series(res.score[pre], zero)}
-        prenorm.update(g.fields(pre))
-        entry["prenorm"] = prenorm
-        out[pooling] = entry
+        peak = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False)
+        if missing.present(peak["layer"]):
+            peak["r"] = float(r[peak["layer"]])
+        out[pooling] = PairsPooling(
+            score=missing.series(res.score[sel], zero), **g.fields(sel), **corrected, peak_abs=peak,
+            final=PairsFinal(layer=n_layers, r=missing.value(p.r[n_layers], p.reason[n_layers]),
+                             p=missing.value(p.p[n_layers], p.reason[n_layers]),
+                             bootstrap_ci_low=missing.value(b.low[n_layers], b.reason[n_layers]),
+                             bootstrap_ci_high=missing.value(b.high[n_layers], b.reason[n_layers])),
+            prenorm=PairsPrenorm(score=missing.series(res.score[pre], zero), **g.fields(pre)))
     return out
 
 

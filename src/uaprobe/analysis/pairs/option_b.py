@@ -39,6 +39,9 @@ from uaprobe.analysis.inference import controls, phases, stats
 from uaprobe.analysis.inference.groupstats import Resampling, group_stats
 from uaprobe.analysis.geometry.knn import EPS, knn_density
 from uaprobe.schema import missing
+from uaprobe.schema.document import record
+from uaprobe.schema.pairs import ClusterBootstrap, ControlCategory, OptionBMetric, OptionBPooling, PhaseLayers
+from uaprobe.schema.pairs import OptionB as OptionBFile
 from uaprobe.analysis.geometry.view_geometry import GEOMETRY_METRICS, view_geometry
 from uaprobe.analysis.compute.workers import ordered_map
 from uaprobe.config import AnalysisParams
@@ -47,6 +50,8 @@ from uaprobe.names import OPTION_B_METRICS
 
 KNN_K = 10
 """The notebook's k of the kNN density (``min(10, n - 1)``)."""
+PREFERENCE_DEFINITION = "NLL(B) - NLL(A)"
+LENGTH_DIFFERENCE = "n_content(B) - n_content(A): content tokens behind the pooled states"
 
 METRICS: tuple[str, ...] = OPTION_B_METRICS
 """The five metrics of the original, in its order."""
@@ -138,8 +143,9 @@ def _by_view(view: Callable[[int], tuple[np.ndarray, np.ndarray]], *, n: int, n_
 def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_content_diff: np.ndarray, *,
                      params: AnalysisParams, rng: np.random.Generator | None = None,
                      draws: Resampling | None = None,
-                     k: int = KNN_K, values: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
-    """Every statistic of the eight metrics against the preference, layer by layer, as a JSON object.
+                     k: int = KNN_K, values: Mapping[str, np.ndarray] | None = None) -> OptionBPooling:
+    """Every statistic of the eight metrics against the preference, layer by layer (one pooling of
+    ``option_b.json``).
 
     Args:
         a, b: (n, V, D) pooled states of the A and the B statements, pairs in the same order; the
@@ -155,21 +161,18 @@ def option_b_results(a: np.ndarray, b: np.ndarray, preference: np.ndarray, n_con
             (default: computed here).
 
     Returns:
-        ``{"n_pairs", "k_neighbours", "permutation_mode", "phase_layers", "metrics": {name: {...}}}``
-        with per-layer lists (docs/results.md, ``option_b.json``), every missing value ``None``, plus
-        ``nan_reasons``.
+        the per-layer lists of every metric (docs/results.md, ``option_b.json``), every missing value a
+        :class:`~uaprobe.schema.missing.Missing`.
     """
     a, b = _check(a, b)
     values = pair_metrics(a, b, k=k) if values is None else values
-    body = _results(values, n=a.shape[0], n_views=a.shape[1], preference=preference, n_content_diff=n_content_diff,
+    return _results(values, n=a.shape[0], n_views=a.shape[1], preference=preference, n_content_diff=n_content_diff,
                     params=params, rng=rng, draws=draws, k=k)
-    body["nan_reasons"] = missing.take_reasons(body)
-    return body
 
 
 def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preference: np.ndarray,
              n_content_diff: np.ndarray, params: AnalysisParams, rng: np.random.Generator | None,
-             draws: Resampling | None, k: int) -> dict[str, Any]:
+             draws: Resampling | None, k: int) -> OptionBPooling:
     """:func:`option_b_results` from the metric values (:func:`pair_metrics`) of n pairs and V views, its missing
     values :class:`~uaprobe.schema.missing.Missing`."""
     pref = np.asarray(preference, dtype=float)
@@ -193,69 +196,63 @@ def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preferen
     preason = np.array([c.reason for c in partial], dtype=object)
     n_layers = n_views - 1
     part = phases.partition(n_layers)
-    body: dict[str, Any] = {
-        "n_pairs": n,
-        "k_neighbours": min(k, n - 1),
-        "permutation_mode": draws.mode,
-        "phase_layers": {name: list(layers) for name, layers in part.items()},
-        "metrics": {},
-    }
+    metrics: dict[str, OptionBMetric] = {}
     for i, name in enumerate(ALL_METRICS):
         rows = slice(i * n_views, (i + 1) * n_views)
         p = gs.pearson
-
-        entry: dict[str, Any] = {
-            "definition": DEFINITIONS[name],
-            "mean": missing.series(values[name].mean(axis=1), "non-finite metric"),
-            **gs.fields(rows),
-            "partial_r": missing.series(pr[rows], preason[rows]), "partial_p": missing.series(pp[rows], preason[rows]),
-        }
+        corrected: dict[str, Any] = {}
         for label, raw in (("", p.p[rows]), ("permutation_", gs.permutation_p[rows])):
             for corr_name, fn in (("holm", stats.holm), ("bh", stats.benjamini_hochberg)):
                 adj = fn(raw)
                 why = stats.inherit(p.reason[rows], stats.first_reason((~np.isfinite(adj), "p-value is undefined")))
-                entry[f"{label}{corr_name}_p"] = missing.series(adj, why)
-                entry[f"{label}{corr_name}_reject"] = missing.flags(adj <= params.alpha, defined=np.isfinite(adj),
-                                                                    reasons=why)
-        entry["phases"] = phases.phase_results(r=p.r[rows], boot_r=boot_r[rows], perm_r=perm_r[rows],
-                                               mode=draws.mode, partition=part, level=params.ci_level)
-        body["metrics"][name] = entry
-    return body
+                corrected[f"{label}{corr_name}_p"] = missing.series(adj, why)
+                corrected[f"{label}{corr_name}_reject"] = missing.flags(adj <= params.alpha, defined=np.isfinite(adj),
+                                                                        reasons=why)
+        metrics[name] = OptionBMetric(
+            definition=DEFINITIONS[name], mean=missing.series(values[name].mean(axis=1), "non-finite metric"),
+            **gs.fields(rows), partial_r=missing.series(pr[rows], preason[rows]),
+            partial_p=missing.series(pp[rows], preason[rows]), **corrected,
+            phases=phases.phase_results(r=p.r[rows], boot_r=boot_r[rows], perm_r=perm_r[rows], mode=draws.mode,
+                                        partition=part, level=params.ci_level))
+    return OptionBPooling(n_pairs=n, k_neighbours=min(k, n - 1), permutation_mode=draws.mode,
+                          phase_layers=PhaseLayers(**{name: list(layers) for name, layers in part.items()}),
+                          metrics=metrics)
 
 
-def metrics_summary(body: Mapping[str, Any], *, layer: int) -> dict[str, Any]:
+def metrics_summary(body: OptionBPooling, *, layer: int) -> dict[str, Any]:
     """Headline scalars of :func:`option_b_results` at one layer (e.g. the last), per metric of the
-    original (the leave-one-out r beside its metric)."""
+    original (the leave-one-out r beside its metric); a missing value ``None``."""
     out: dict[str, Any] = {}
     for name in METRICS:
-        e = body["metrics"][name]
+        e = body.metrics[name]
         out[name] = {
-            "final_r": e["pearson_r"][layer], "final_ci_low": e["bootstrap_ci_low"][layer],
-            "final_ci_high": e["bootstrap_ci_high"][layer], "final_permutation_p": e["permutation_p"][layer],
-            "final_partial_r": e["partial_r"][layer],
-            "n_permutation_holm_reject": sum(1 for v in e["permutation_holm_reject"] if v),
+            "final_r": e.pearson_r[layer], "final_ci_low": e.bootstrap_ci_low[layer],
+            "final_ci_high": e.bootstrap_ci_high[layer], "final_permutation_p": e.permutation_p[layer],
+            "final_partial_r": e.partial_r[layer],
+            "n_permutation_holm_reject": sum(1 for v in e.permutation_holm_reject if missing.present(v) and v),
         }
-        loo = body["metrics"].get(f"{name}_loo")
+        loo = body.metrics.get(f"{name}_loo")
         if loo is not None:
-            out[name]["final_r_loo"] = loo["pearson_r"][layer]
-    return out
+            out[name]["final_r_loo"] = loo.pearson_r[layer]
+    return missing.as_null(out)
 
 
-def control_metrics(body: Mapping[str, Any], *, n_layers: int, pooling: str = "mean") -> dict[str, Any]:
+def control_metrics(categories: Mapping[str, ControlCategory], *, n_layers: int, pooling: str = "mean"
+                    ) -> dict[str, Any]:
     """Headline scalars of :func:`control_results`: per category, the last layer's r and
-    permutation p of each metric of the original, one pooling."""
-    return {name: {m: {"final_r": c["poolings"][pooling]["metrics"][m]["pearson_r"][n_layers],
-                       "final_permutation_p": c["poolings"][pooling]["metrics"][m]["permutation_p"][n_layers]}
-                   for m in METRICS}
-            for name, c in body["categories"].items()}
+    permutation p of each metric of the original, one pooling; a missing value ``None``."""
+    return missing.as_null({name: {m: {"final_r": c.poolings[pooling].metrics[m].pearson_r[n_layers],
+                                       "final_permutation_p": c.poolings[pooling].metrics[m].permutation_p[n_layers]}
+                                   for m in METRICS}
+                            for name, c in categories.items()})
 
 
 @dataclass(frozen=True)
 class OptionB:
     """:func:`option_b_poolings` of one extraction: the results and the metric values behind them."""
 
-    body: dict[str, Any]
-    """``{"preference_definition", "length_difference", "poolings": {p: option_b_results(...)}}``."""
+    poolings: dict[str, OptionBPooling]
+    """pooling -> :func:`option_b_results`."""
     values: dict[str, dict[str, np.ndarray]]
     """pooling -> metric of :data:`ALL_METRICS` -> (V, n): :func:`pair_metrics` of the pairs (k = :data:`KNN_K`)."""
 
@@ -291,57 +288,61 @@ def option_b_poolings(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, ro
     elif draws.counts.shape[1] != len(row_a):
         raise ValueError(f"draws for {draws.counts.shape[1]} pairs given for {len(row_a)} pairs")
     values = {p: pair_metrics_of_rows(x, row_a, row_b) for p, x in pooled.items()}
-    body = {"preference_definition": "NLL(B) - NLL(A)",
-            "length_difference": "n_content(B) - n_content(A): content tokens behind the pooled states",
-            "poolings": {p: _results(values[p], n=len(row_a), n_views=x.shape[1], preference=preference,
-                                     n_content_diff=diff, params=params, rng=None, draws=draws, k=KNN_K)
-                         for p, x in pooled.items()}}
-    return OptionB(body=body, values=values)
+    return OptionB(poolings={p: _results(values[p], n=len(row_a), n_views=x.shape[1], preference=preference,
+                                         n_content_diff=diff, params=params, rng=None, draws=draws, k=KNN_K)
+                             for p, x in pooled.items()}, values=values)
 
 
-def headline_metrics(body: Mapping[str, Any], *, n_layers: int) -> dict[str, Any]:
+def option_b_file(ob: OptionB, *, cluster_bootstrap: ClusterBootstrap, header: Mapping[str, Any]) -> OptionBFile:
+    """``option_b.json``: every pooling of :func:`option_b_poolings` and the cluster bootstrap of their metrics, with
+    the keys every results file of the policy starts with (``header``)."""
+    return record(OptionBFile, header, preference_definition=PREFERENCE_DEFINITION, length_difference=LENGTH_DIFFERENCE,
+                  poolings=ob.poolings, cluster_bootstrap=cluster_bootstrap)
+
+
+def headline_metrics(poolings: Mapping[str, OptionBPooling], *, n_layers: int) -> dict[str, Any]:
     """``option_b`` (per pooling and metric, the last layer) and ``phases`` (per pooling, the
     follow-up paper's metric ``centroid_asymmetry``) for ``metrics/models/<id>.json``."""
     option_b: dict[str, Any] = {}
     phase: dict[str, Any] = {}
-    for p, e in body["poolings"].items():
+    for p, e in poolings.items():
         option_b[p] = metrics_summary(e, layer=n_layers)
-        ph = e["metrics"]["centroid_asymmetry"]["phases"]
-        phase[p] = {**{f"{name}_mean_r": ph[name]["mean_r"] for name in phases.PHASES},
-                    "late_ci_low": ph["late"]["bootstrap_ci_low"], "late_ci_high": ph["late"]["bootstrap_ci_high"],
-                    "sign_change": ph["sign_change"]}
-    return {"option_b": option_b, "phases": phase}
+        ph = e.metrics["centroid_asymmetry"].phases
+        phase[p] = {**{f"{name}_mean_r": getattr(ph, name).mean_r for name in phases.PHASES},
+                    "late_ci_low": ph.late.bootstrap_ci_low, "late_ci_high": ph.late.bootstrap_ci_high,
+                    "sign_change": ph.sign_change}
+    return missing.as_null({"option_b": option_b, "phases": phase})
 
 
-def plot_columns(body: Mapping[str, Any], *, base: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+def plot_columns(poolings: Mapping[str, OptionBPooling], *, base: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
     """Per-layer r of every metric and pooling (``plots/option_b/<id>.csv``): ``<metric>_<pooling>``,
     with the bootstrap interval of ``centroid_asymmetry``."""
     cols: dict[str, list[Any]] = dict(base)
-    for p, e in body["poolings"].items():
+    for p, e in poolings.items():
         for name in ALL_METRICS:
-            cols[f"{name}_{p}"] = e["metrics"][name]["pearson_r"]
-        ca = e["metrics"]["centroid_asymmetry"]
-        cols[f"centroid_asymmetry_ci_low_{p}"] = ca["bootstrap_ci_low"]
-        cols[f"centroid_asymmetry_ci_high_{p}"] = ca["bootstrap_ci_high"]
-    return cols
+            cols[f"{name}_{p}"] = list(e.metrics[name].pearson_r)
+        ca = e.metrics["centroid_asymmetry"]
+        cols[f"centroid_asymmetry_ci_low_{p}"] = list(ca.bootstrap_ci_low)
+        cols[f"centroid_asymmetry_ci_high_{p}"] = list(ca.bootstrap_ci_high)
+    return missing.as_null(cols)
 
 
 def control_results(*, pooled: Mapping[str, np.ndarray], row_a: np.ndarray, row_b: np.ndarray,
                     category_of_pair: np.ndarray, categories: Sequence[str], preference: np.ndarray,
-                    n_content: np.ndarray, params: AnalysisParams) -> dict[str, Any]:
+                    n_content: np.ndarray, params: AnalysisParams) -> dict[str, ControlCategory]:
     """The same analysis on each category of a control set of pairs on its own (its centroids
-    and neighbours from that category's pairs): ``{"categories": {name: {"n_pairs", "poolings"}}}``."""
+    and neighbours from that category's pairs), per category."""
     cat = np.asarray(category_of_pair)
-    out: dict[str, Any] = {}
+    out: dict[str, ControlCategory] = {}
     for c, name in enumerate(categories):
         sel = np.flatnonzero(cat == c)
-        body = option_b_poolings(pooled=pooled, row_a=np.asarray(row_a)[sel], row_b=np.asarray(row_b)[sel],
-                                 preference=np.asarray(preference)[sel], n_content=n_content, params=params,
-                                 rng_name=f"control/{name}").body
-        out[name] = {"n_pairs": int(sel.size), "poolings": body["poolings"]}
-    return {"categories": out}
+        ob = option_b_poolings(pooled=pooled, row_a=np.asarray(row_a)[sel], row_b=np.asarray(row_b)[sel],
+                               preference=np.asarray(preference)[sel], n_content=n_content, params=params,
+                               rng_name=f"control/{name}")
+        out[name] = ControlCategory(n_pairs=int(sel.size), poolings=ob.poolings)
+    return out
 
 
-__all__: Sequence[str] = ("OptionB", "option_b_draws", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
+__all__: Sequence[str] = ("OptionB", "option_b_draws", "option_b_file", "option_b_poolings", "headline_metrics", "plot_columns", "control_results", "control_metrics", "EPS", "KNN_K", "METRICS", "LOO_METRICS", "ALL_METRICS", "DEFINITIONS", "cosine", "zscore",
                           "knn_density", "pair_metrics", "pair_metrics_of_rows", "option_b_results",
                           "metrics_summary")

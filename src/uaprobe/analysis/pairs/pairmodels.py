@@ -173,14 +173,9 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
         inc_inputs[key] = incremental.PolicyMetrics(values=values, lexical=lex, base=base)
         for p in values:
             for m in names:
-                x = np.asarray(values[p][m])[layer]
-                r_base = poolings[p][m].partial_r[layer]
-                r = float(stats.pearson(x, pref).r)
-                checks["family"][key, p, m] = (incremental.vif(x, base), np.nan, r, n, int(proj.q.shape[1] - 1),
-                                               proj.permuted_r(x[None, :])[0])
-                checks["incremental"][key, p, m] = (
-                    incremental.vif(x, np.column_stack([base, np.asarray(lex[p][m]).T])),
-                    missing.number(r_base), r, n, *inc_at[p, m])
+                checks["family"][key, p, m], checks["incremental"][key, p, m] = _checks(
+                    np.asarray(values[p][m])[layer], pref, base=base, lexical=np.asarray(lex[p][m]).T, proj=proj,
+                    r_base=poolings[p][m].partial_r[layer], incremental_at=inc_at[p, m])
         with_lexical[key] = IncrementalPolicy(
             policy=pol.name, poolings={p: {m: _layer_entry(inc[p][m], alpha=params.alpha) for m in names} for p in inc})
         length_only[key] = PairModelsPolicy(
@@ -191,15 +186,8 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                          for i, m in enumerate(names)}))
     # the tests of identical values are twins (values_at: each test's metric values at the declared layer)
     same = [values_at[key, p, m] for key, pol in length_only.items() for p, ms in pol.poolings.items() for m in ms]
-
-    def family(policies: Mapping[str, PairModelsPolicy | IncrementalPolicy], which: str) -> PairFamily:
-        return incremental.family_results(
-            incremental.family_of({key: pol.poolings for key, pol in policies.items()}, layer=layer,
-                                  checks=checks[which]), same=same,
-            layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations, alpha=params.alpha,
-            degenerate_vif=params.degenerate_vif, level=params.ci_level)
-
-    length_family, lexical_family = family(length_only, "family"), family(with_lexical, "incremental")
+    length_family = _family(length_only, checks=checks["family"], same=same, layer=layer, params=params)
+    lexical_family = _family(with_lexical, checks=checks["incremental"], same=same, layer=layer, params=params)
     without = _without_category(inc_inputs, category_of_pair=np.asarray(category_of_pair), categories=categories,
                                 preference=pref, names=names, layer=layer, same=same, params=params)
     random_effects, length_matched = mixed_and_matched()
@@ -215,6 +203,30 @@ def pair_models_results(*, policies: Mapping[str, PolicyInput], row_a: np.ndarra
                                 seeds=list(seeds), policies=with_lexical, family=lexical_family,
                                 without_category=without),
         mixed=random_effects, length_matched=length_matched)
+
+
+def _family(policies: Mapping[str, PairModelsPolicy | IncrementalPolicy], *,
+            checks: Mapping[tuple[str, str, str], tuple[Any, ...]], same: Sequence[bytes], layer: int,
+            params: AnalysisParams) -> PairFamily:
+    """The tests of every policy's per-layer entries at the declared ``layer`` as one family (``checks``: see
+    :func:`_checks`; ``same``: each test's metric values at that layer, the tests of identical values twins)."""
+    return incremental.family_results(
+        incremental.family_of({key: pol.poolings for key, pol in policies.items()}, layer=layer, checks=checks),
+        same=same, layer=layer, reported_pooling=params.primary.pooling, permutations=params.permutations,
+        alpha=params.alpha, degenerate_vif=params.degenerate_vif, level=params.ci_level)
+
+
+def _checks(x: np.ndarray, preference: np.ndarray, *, base: np.ndarray, lexical: np.ndarray,
+            proj: PermutedProjections, r_base: Any, incremental_at: tuple[int, np.ndarray]
+            ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The collinearity checks and max-T input of one test at the declared layer (``x``: the metric (n,)), in the
+    length-only family (``base`` covariates, ``proj`` their permuted projections) and the incremental one
+    (``lexical``: (n, S) the lexical metric's seeds; ``incremental_at``: its rank and permuted r): the fields of
+    :class:`~uaprobe.analysis.pairs.incremental.FamilyTest` after the p."""
+    r = float(stats.pearson(x, preference).r)
+    n = int(np.asarray(preference).size)
+    return ((incremental.vif(x, base), np.nan, r, n, int(proj.q.shape[1] - 1), proj.permuted_r(x[None, :])[0]),
+            (incremental.vif(x, np.column_stack([base, lexical])), missing.number(r_base), r, n, *incremental_at))
 
 
 def _without_category(inputs: Mapping[str, incremental.PolicyMetrics], *, category_of_pair: np.ndarray,

@@ -22,7 +22,9 @@ from uaprobe.analysis.pairs.pair_table import PairTable, pair_table
 from uaprobe.analysis.run.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
 from uaprobe.analysis.inference.groupstats import Resampling
 from uaprobe.schema import missing
+from uaprobe.schema.document import record
 from uaprobe.schema.pairmodels import LengthMatched, Mixed
+from uaprobe.schema.pairs import NeutralControl
 from uaprobe.analysis.geometry.representation import transform_all
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.analysis.run.summary import model_metrics, model_plots
@@ -255,17 +257,17 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     cluster_draws = clusterboot.draws_for(params, category_of_pair=table.category_of_pair)
     for policy in POLICIES:
         ob = option_b_of[policy].result()
-        ob_body, values[policy] = ob.body, ob.values
-        ob_body["cluster_bootstrap"] = clusterboot.cluster_block(
+        values[policy] = ob.values
+        cluster = clusterboot.cluster_block(
             {p: {m: v[m] for m in option_b.METRICS} for p, v in ob.values.items()}, pref, cluster_draws,
             params=params, phases=phases.partition(n_layers))
         policy_name = default_name if policy == "default" else policy
         out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
-            ob_body, dict(header, policy=policy_name))
+            option_b.option_b_file(ob, cluster_bootstrap=cluster, header=dict(header, policy=policy_name)))
         if policy == "default":
-            out.metrics.update(option_b.headline_metrics(ob_body, n_layers=n_layers))
-            out.plots["option_b"] = option_b.plot_columns(ob_body, base={"layer": list(range(n_layers + 1)),
-                                                                         "depth_pct": header["depth_pct"]})
+            out.metrics.update(option_b.headline_metrics(ob.poolings, n_layers=n_layers))
+            out.plots["option_b"] = option_b.plot_columns(ob.poolings, base={"layer": list(range(n_layers + 1)),
+                                                                             "depth_pct": header["depth_pct"]})
 
     # --- pair-level models: the Option B metrics (the values above), length out, permutation within
     # categories (analysis/pairs/pairmodels.py)
@@ -288,7 +290,7 @@ def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, 
     n_cat = len(table.categories)
     categories = list(table.categories)
     policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}
-    dims = finish(dimensions.dimensions_results(sw, policy_names=policy_names), header)
+    dims = finish(dimensions.dimensions_results(sw, policy_names=policy_names, header=header))
     ua = {policy: {p: {r: sw.u_a[policy][p][r] - sw.u_b[policy][p][r] for r in sw.u_a[policy][p]}
                    for p in sw.u_a[policy]} for policy in sw.u_a}
     prefs = {nll: preference.category_means(table.preference(nll), category_of_pair=table.category_of_pair,
@@ -320,13 +322,13 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
     header = results_header(model_id=model_id, display=display, n_layers=control.n_layers, params=params,
                      attrs=control.attrs)
     pooled = transform_all(control.pooled, params.representation, k=params.abtt_k)
-    body = option_b.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
-                                   category_of_pair=table.category_of_pair, categories=table.categories,
-                                   preference=pref, n_content=control.n_content, params=params)
-    body["preference"] = {name: missing.series(pref[table.category_of_pair == c])
-                          for c, name in enumerate(table.categories)}
-    return {"results": finish(body, header),
-            "metrics": option_b.control_metrics(body, n_layers=control.n_layers)}
+    categories = option_b.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
+                                          category_of_pair=table.category_of_pair, categories=table.categories,
+                                          preference=pref, n_content=control.n_content, params=params)
+    return {"results": finish(record(NeutralControl, header, categories=categories,
+                                     preference={name: missing.series(pref[table.category_of_pair == c])
+                                                 for c, name in enumerate(table.categories)})),
+            "metrics": option_b.control_metrics(categories, n_layers=control.n_layers)}
 
 
 def analysis_steps(params: AnalysisParams) -> int:

@@ -19,6 +19,9 @@ from uaprobe.analysis.pairs import centroid_score
 from uaprobe.analysis.run.documents import finish
 from uaprobe.analysis.pairs.pair_table import PairTable, pooling_cosines
 from uaprobe.schema import missing
+from uaprobe.schema.categories import Layerwise, Thresholds, Validation
+from uaprobe.schema.document import record
+from uaprobe.schema.pairs import Pairs
 from uaprobe.analysis.inference.stats import bootstrap_indices, resample_counts, rng_for
 from uaprobe.analysis.geometry.uniformity import CosineForm, group_means
 from uaprobe.config import AnalysisParams
@@ -75,8 +78,8 @@ def cosine_pass(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np.nd
     return out
 
 
-def _validation_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int,
-                     params: AnalysisParams) -> dict[str, Any]:
+def _validation(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int, params: AnalysisParams,
+                header: Mapping[str, Any]) -> Validation:
     """Seed 003's table at the last layer and before the final norm, for every pooling."""
     categories = list(table.categories)
     n_cat = len(categories)
@@ -95,31 +98,26 @@ def _validation_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_
                                            inverted_r=params.inverted_r)
             variants[name] = validation.validation_variant(table=tab, glob=glob, categories=categories,
                                                            level=params.ci_level)
-    return {
-        "layer": n_layers,
-        "thresholds": {"aligned_r": params.aligned_r, "inverted_r": params.inverted_r,
-                       "neutral_ua": params.neutral_ua, "neutral_preference": params.neutral_preference},
-        "variants": variants,
-    }
+    return record(Validation, header, layer=n_layers,
+                  thresholds=Thresholds(aligned_r=params.aligned_r, inverted_r=params.inverted_r,
+                                        neutral_ua=params.neutral_ua, neutral_preference=params.neutral_preference),
+                  variants=variants)
 
 
-def _pairs_body(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int,
-                params: AnalysisParams) -> dict[str, Any]:
+def _pairs(sums: CosineSums, *, table: PairTable, pref: np.ndarray, n_layers: int, params: AnalysisParams,
+           header: Mapping[str, Any]) -> Pairs:
     """The within-category centroid score against the preference over the pairs."""
     pl, pl_draws = centroid_score.analyze_centroid_scores(scores=sums.scores, preference=pref, params=params,
                                                rng=rng_for(seed=params.seed, name="pairs"))
     names = np.array(list(table.categories), dtype=object)[table.category_of_pair]
-    return {
-        "pair": table.pair_ids.tolist(),
-        "category": names.tolist(),
-        "preference": missing.series(pref),
-        "centroid": "mean of the unit-normalised statements of the same side and category, own statement included",
-        "permutation_mode": pl_draws.mode,
-        "poolings": centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha),
-        "cluster_bootstrap": clusterboot.cluster_block(
+    return record(
+        Pairs, header, pair=table.pair_ids.tolist(), category=names.tolist(), preference=missing.series(pref),
+        centroid="mean of the unit-normalised statements of the same side and category, own statement included",
+        permutation_mode=pl_draws.mode,
+        poolings=centroid_score.centroid_score_results(pl, n_layers=n_layers, alpha=params.alpha),
+        cluster_bootstrap=clusterboot.cluster_block(
             {p: {"score": score[:n_layers + 1]} for p, score in sums.scores.items()}, pref,
-            clusterboot.draws_for(params, category_of_pair=table.category_of_pair), params=params),
-    }
+            clusterboot.draws_for(params, category_of_pair=table.category_of_pair), params=params))
 
 
 def permutation_floors(*, mode: str, count: int, n_tests: int) -> dict[str, float]:
@@ -146,37 +144,30 @@ def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np
                                                categories=categories, params=params,
                                                rng=rng_for(seed=params.seed, name="layerwise"))
     distinct = (lw_draws.counts > 0).sum(axis=1)
-    lw_body = {
-        "categories": categories,
-        "n_pairs": table.pairs_per_category.tolist(),
-        "preference": params.preference,
-        "mean_preference": missing.series(mean_pref),
-        "permutation_mode": lw_draws.mode,
-        "permutation_count": int(lw_draws.orders.shape[0]),
+    results["layerwise"] = finish(record(
+        Layerwise, header, categories=categories, n_pairs=table.pairs_per_category.tolist(),
+        preference=params.preference, mean_preference=missing.series(mean_pref), permutation_mode=lw_draws.mode,
+        permutation_count=int(lw_draws.orders.shape[0]),
         **permutation_floors(mode=lw_draws.mode, count=int(lw_draws.orders.shape[0]), n_tests=n_layers + 1),
-        "bootstrap_degenerate": int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
-        "poolings": layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params),
-    }
-    results["layerwise"] = finish(lw_body, header)
+        bootstrap_degenerate=int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
+        poolings=layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params)))
 
     # --- validation table (seed 003)
-    results["validation"] = finish(_validation_body(sums, table=table, pref=pref, n_layers=n_layers, params=params),
-                                   header)
+    results["validation"] = finish(_validation(sums, table=table, pref=pref, n_layers=n_layers, params=params,
+                                               header=header))
 
     # --- random bins (seed 002)
-    schemes = {p: {"schemes": bins.bins_results(sums.bins[p], categories_stats=lw[p].stats, n_layers=n_layers)}
-               for p in BIN_POOLINGS}
-    results["bins"] = finish({"n_pairs": table.n_pairs, **bins.bins_settings(params), "poolings": schemes},
-                             header)
+    results["bins"] = finish(bins.bins_file(
+        {p: bins.bins_results(sums.bins[p], categories_stats=lw[p].stats, n_layers=n_layers) for p in BIN_POOLINGS},
+        n_pairs=table.n_pairs, params=params, header=header))
 
     # --- pair level (the within-category centroid score)
-    results["pairs"] = finish(_pairs_body(sums, table=table, pref=pref, n_layers=n_layers, params=params),
-                              header)
+    results["pairs"] = finish(_pairs(sums, table=table, pref=pref, n_layers=n_layers, params=params, header=header))
 
     # --- NLL mean vs sum
-    pref_body = preference.preference_results(table=table, ua={p: sums.uniformity[p].ua for p in POOLINGS},
-                                              selected=params.preference, n_layers=n_layers)
-    results["preference"] = finish(pref_body, header)
+    results["preference"] = finish(preference.preference_results(
+        table=table, ua={p: sums.uniformity[p].ua for p in POOLINGS}, selected=params.preference, n_layers=n_layers,
+        header=header))
 
     m = lw["mean"]
     view = robustness.PolicyView(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import yaml
 
@@ -20,8 +20,13 @@ from uaprobe import escape
 from uaprobe.config import Params, load_params
 from uaprobe.errors import UAProbeError
 from uaprobe.names import PANEL_RESULTS, short_names
+from uaprobe.publishing.provenance.trace import Trace, traced
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, lookup
-from uaprobe.schema import load_json, read_results
+from uaprobe.schema import MODELS, Record, load_json, read_results
+
+R = TypeVar("R", bound=Record)
+KIND_OF: dict[type[Record], str] = {model: kind for kind, model in MODELS.items()}
+"""The kind (file stem) of each results model."""
 
 FIGURES_DIR = "figures"
 """The figures stage's output directory, relative to the root (holds ``manifest.json``)."""
@@ -55,6 +60,7 @@ class Outputs:
     models: tuple[str, ...]
     ledger: Ledger
     files: dict[str, Any] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
 
     def doc(self, file: str) -> Any:
         if file not in self.files:
@@ -64,8 +70,10 @@ class Outputs:
                 self.files[file] = load_json(self.root / file, shown=file, fix=f"restore it with `git checkout -- {file}`")
             else:  # checked against its schema; the values as the file holds them
                 typed = read_results(self.root, file)
+                if isinstance(typed, Record):
+                    self.records[file] = typed
                 self.files[file] = (typed.model_dump(mode="json", by_alias=True, exclude_unset=True)
-                                    if hasattr(typed, "model_dump") else typed)
+                                    if isinstance(typed, Record) else typed)
         return self.files[file]
 
     @staticmethod
@@ -98,6 +106,32 @@ class Outputs:
     def v(self, model: str, stem: str, key: str, fmt: str = "r") -> Value:
         """The value at ``key`` of ``results/models/<model>/<stem>.json``, shown in format ``fmt``."""
         return self.at(self.model_file(model, stem), key, fmt)
+
+    def record(self, model: str, kind: type[R], *, stem: str | None = None) -> R:
+        """``results/models/<model>/<stem>.json`` as its record (``stem``: the kind's, unless it lives elsewhere,
+        as ``sink_excluded/option_b``)."""
+        file = self.model_file(model, stem or KIND_OF[kind])
+        self.doc(file)
+        found = self.records[file]
+        if not isinstance(found, kind):
+            raise TypeError(f"{file} is a {type(found).__name__}, not a {kind.__name__}")
+        return found
+
+    def has_record(self, model: str, kind: type[R], *, stem: str | None = None) -> bool:
+        """Whether :meth:`record` finds the file (one the stage writes only where its input exists, say)."""
+        try:
+            self.record(model, kind, stem=stem)
+        except UAProbeError:
+            return False
+        return True
+
+    def value(self, model: str, kind: type[R], get: Callable[[R], Any], fmt: str = "r", *,
+              stem: str | None = None) -> Value:
+        """The field ``get`` reads of :meth:`record`, shown in format ``fmt``, with its key in the file. ``get``
+        reads the record by attribute and item (``lambda r: r.family.tests.vif[3]``); it is given a
+        :class:`~uaprobe.publishing.provenance.trace.Trace` of the record, which records the keys it takes."""
+        raw, key = traced(get(Trace(self.record(model, kind, stem=stem))))  # type: ignore[arg-type]
+        return Value(raw, fmt, Source(self.model_file(model, stem or KIND_OF[kind]), key), self.ledger)
 
     def under(self, file: str, prefix: str = "", *, fmt: str = "r", suffix: str = "") -> Block:
         """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""

@@ -20,6 +20,7 @@ from uaprobe.publishing.prose.primitives.markdown import sign_word
 from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.tables.manuscript import length_category, other_range
 from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE, STANDS_OUT
+from uaprobe.schema.pairmodels import PairModels
 
 # ------------------------------------------------------------------------------------------------
 # The length confound: one category whose B statements are longer
@@ -122,11 +123,11 @@ def matched_words(out: Outputs, models: list[str]) -> str:
     that says why it cannot separate length from the category's other differences)."""
     parts = []
     for m in models:
-        if not out.has(out.model_file(m, "pair_models"), "length_matched/pairs_per_category"):
+        if not out.has_record(m, PairModels):
             continue
-        cats = out.raw(m, "pair_models", "categories") or []
+        pairs = out.record(m, PairModels)
+        cats, counts = pairs.categories, pairs.length_matched.pairs_per_category
         name = out.raw(m, "robustness", "loco/most_influential")
-        counts = out.raw(m, "pair_models", "length_matched/pairs_per_category") or []
         if name in cats and len(counts) == len(cats):
             parts.append(f"{counts[cats.index(name)]} for {out.display(m)}")
     return (": the length-matched pairs (@tbl-length-matched) keep few of that category's pairs "

@@ -13,6 +13,7 @@ partial r without the lexical covariates has it too (``base_partial_r``); otherw
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.category.curve import POOLING_WORDS
@@ -20,15 +21,33 @@ from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, markdown_table, prose, sign_word
 from uaprobe.publishing.prose.primitives.markdown import category as category_name
 from uaprobe.publishing.provenance.outputs import Outputs
-from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, PAIRS, lexical
+from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, lexical
 from uaprobe.publishing.prose.primitives.study import the_models
+from uaprobe.publishing.provenance.values import Value
+from uaprobe.schema.pairmodels import FamilyTests, PairFamily, PairModels
 
-FAMILY_KEYS = {"family": "family", "incremental": "incremental/family",
-               "without_category": "incremental/without_category/family"}
+FAMILIES: dict[str, Callable[[PairModels], PairFamily]] = {
+    "family": lambda r: r.family, "incremental": lambda r: r.incremental.family,
+    "without_category": lambda r: r.incremental.without_category.family}
 """The three families: length covariates only; the lexical metric added (incremental); the incremental tests
 without the pre-declared category's pairs."""
 PANEL_NAMES = {"family": "length", "incremental": "lexical", "without_category": "lexical_without_category"}
 """Each family's name in ``results/panel.json``'s ``pair_family``."""
+
+
+def family_of(out: Outputs, m: str, family: str) -> PairFamily:
+    """One model's family of :data:`FAMILIES`."""
+    return FAMILIES[family](out.record(m, PairModels))
+
+
+def family_value(out: Outputs, m: str, family: str, get: Callable[[PairFamily], Any], fmt: str = "r") -> Value:
+    """The field ``get`` reads of one model's family, sourced."""
+    return out.value(m, PairModels, lambda r: get(FAMILIES[family](r)), fmt)
+
+
+def test_value(out: Outputs, m: str, family: str, get: Callable[[FamilyTests], Any], fmt: str = "r") -> Value:
+    """The field ``get`` reads of the tests of one model's family, sourced."""
+    return family_value(out, m, family, lambda f: get(f.tests), fmt)
 
 
 def panel_key(m: str, family: str, key: str) -> str:
@@ -46,23 +65,23 @@ def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None =
     per test: rows on the same states (the same metric with bit-identical partial r and p, as under two policies
     that pool the same tokens) are one test, named with every pooling and policy it stands for.
     ``reported_only``: only tests with the reported pooling (True), only the others (False), or all (None)."""
-    tests = out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests")
+    tests = family_of(out, m, family).tests
     groups: dict[tuple[object, ...], list[int]] = {}
     holm = out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))
     maxt = [None] * len(holm) if holm_only else out.raw_at(PANEL_RESULTS, panel_key(m, family, "maxt_reject"))
     for i, reject in enumerate(holm):
         if reject or maxt[i]:
-            r = tests["partial_r"][i]
-            key = (tests["metric"][i], None if r is None else round(r, SAME_R), tests["permutation_p"][i])
+            r = tests.partial_r[i]
+            key = (tests.metric[i], None if r is None else round(r, SAME_R), tests.permutation_p[i])
             groups.setdefault(key, []).append(i)
-    policies = set(tests["policy"])
+    policies = set(tests.policy)
     found = []
     for rows in groups.values():
-        reported = any(tests["reported"][i] for i in rows)
+        reported = any(tests.reported[i] for i in rows)
         if reported_only is not None and reported != reported_only:
             continue
-        held = {tests["policy"][i] for i in rows}
-        found.append(Survivor(rows[0], list(dict.fromkeys(tests["pooling"][i] for i in rows)),
+        held = {tests.policy[i] for i in rows}
+        found.append(Survivor(rows[0], list(dict.fromkeys(tests.pooling[i] for i in rows)),
                               None if held == policies else held.pop() if len(held) == 1 else None))
     return found
 
@@ -81,8 +100,8 @@ def family_phrase(out: Outputs) -> str:
     """The one family across covariate sets and models: its size, then per covariate set and model what survives
     Holm in it, first with the reported pooling."""
     m0 = out.models[0]
-    pooling = out.raw(m0, PAIRS, "family/reported_pooling")
-    category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
+    pooling = out.record(m0, PairModels).family.reported_pooling
+    category = category_name(out.record(m0, PairModels).incremental.without_category.left_out)
     text = (f"Every pair-level test at the pre-declared layer (the last) forms one family, corrected by Holm: each "
             "metric with each pooling under each position-0 policy, with three sets of covariates (the base set, category "
             "indicators and the two sides' lengths; these and the lexical baseline's metric of the same "
@@ -105,7 +124,7 @@ def family_phrase(out: Outputs) -> str:
         for m in out.models:
             parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_maxt_reject'), 'int')} and "
                          f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
-                         f"{out.v(m, PAIRS, f'{FAMILY_KEYS[family]}/n_tests', 'int')} tests of {out.display(m)}")
+                         f"{family_value(out, m, family, lambda f: f.n_tests, 'int')} tests of {out.display(m)}")
         text += f" {lead}, {join_words(parts)} survive max-T and Holm respectively."
     return text + " @tbl-family lists them with their signs."
 
@@ -131,7 +150,7 @@ def mde_words(out: Outputs) -> str:
 def degenerate_words(out: Outputs) -> str:
     """How many tests are degenerate (VIF above ``analysis.degenerate_vif``) and kept out of the family."""
     n = int(out.raw_at(PANEL_RESULTS, "pair_family/n_degenerate") or 0)
-    vif = out.v(out.models[0], PAIRS, "family/degenerate_vif", "g")
+    vif = family_value(out, out.models[0], "family", lambda f: f.degenerate_vif, "g")
     if not n:
         return f"No test has a variance inflation factor (VIF) of its metric on its covariates above {vif}."
     return (f"{NUMBER_WORDS.get(n, str(n)).capitalize()} {'test has' if n == 1 else 'tests have'} a variance "
@@ -146,9 +165,8 @@ SUPPRESSED = "suppressed"
 def test_sign(out: Outputs, m: str, family: str, row: int) -> str:
     """``positive``, ``negative`` or :data:`SUPPRESSED`: the sign of a test's partial r, where the base covariates
     alone (category and length) give the same sign over the same pairs."""
-    key = FAMILY_KEYS[family]
-    r = out.raw(m, PAIRS, f"{key}/tests/partial_r/{row}")
-    base = out.raw(m, PAIRS, f"{key}/tests/base_partial_r/{row}")
+    tests = family_of(out, m, family).tests
+    r, base = tests.partial_r[row], tests.base_partial_r[row]
     if r is not None and base is not None and r * base < 0:
         return SUPPRESSED
     return sign_word(r)
@@ -160,7 +178,7 @@ def signed_names(out: Outputs, m: str, family: str, found: list[Survivor]) -> st
     the lexical covariate gives is named as such; a metric whose tests disagree in sign is named with both."""
     signs: dict[str, set[str]] = {}
     for t in found:
-        metric = out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/metric/{t.row}")
+        metric = family_of(out, m, family).tests.metric[t.row]
         signs.setdefault(METRIC_WORDS.get(metric, pretty(metric)), set()).add(test_sign(out, m, family, t.row))
     groups: dict[str, list[str]] = {}
     for name in sorted(signs):
@@ -186,11 +204,11 @@ def suppression_phrase(out: Outputs) -> str:
             for t in survivors(out, m, family):
                 total += 1
                 flipped += test_sign(out, m, family, t.row) == SUPPRESSED
-                vifs.append((out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/vif/{t.row}") or 0.0, m, family, t.row))
+                vifs.append((family_of(out, m, family).tests.vif[t.row] or 0.0, m, family, t.row))
     if not total:
         return "No test with the lexical covariates survives, so none can owe its sign to them"
     _, m, family, row = max(vifs)
-    vif = out.v(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/vif/{row}", "f2")
+    vif = test_value(out, m, family, lambda t: t.vif[row], "f2")
     kept = total - flipped
     share = ("every one keeps" if not flipped else "none keeps" if not kept else
              f"{kept} {'keeps' if kept == 1 else 'keep'}")
@@ -215,26 +233,28 @@ def family_table(out: Outputs) -> str:
     rows = []
     for m in out.models:
         first = True
-        for family in FAMILY_KEYS:
-            base = f"{FAMILY_KEYS[family]}/tests"
+        for family in FAMILIES:
+            tests = family_of(out, m, family).tests
             found = survivors(out, m, family)
             label = FAMILY_WORDS[family]
             if not found:
                 rows.append([out.display(m) if first else "", label, "none", "", "", "", "", "", "", ""])
                 first = False
-            ci = out.raw(m, PAIRS, f"{base}/partial_r_low") is not None
+            ci = tests.partial_r_low is not None
             for i, t in enumerate(found):
-                metric = out.raw(m, PAIRS, f"{base}/metric/{t.row}")
+                metric = tests.metric[t.row]
+                row = t.row
                 policy = ("both" if t.policy is None else "default" if t.policy == "default" else "excluded")
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
                              TABLE_METRIC.get(metric, pretty(metric)), ", ".join(t.poolings), policy,
-                             f"{out.v(m, PAIRS, f'{base}/partial_r/{t.row}', 's2')}"
-                             + (f" [{out.v(m, PAIRS, f'{base}/partial_r_low/{t.row}', 's2')}, "
-                                f"{out.v(m, PAIRS, f'{base}/partial_r_high/{t.row}', 's2')}]" if ci else ""),
-                             "—" if family == "family" else out.v(m, PAIRS, f"{base}/base_partial_r/{t.row}", "s2"),
-                             out.v(m, PAIRS, f"{base}/vif/{t.row}", "f2"),
+                             f"{test_value(out, m, family, lambda t: t.partial_r[row], 's2')}"
+                             + (f" [{test_value(out, m, family, lambda t: t.partial_r_low[row], 's2')}, "
+                                f"{test_value(out, m, family, lambda t: t.partial_r_high[row], 's2')}]" if ci else ""),
+                             "—" if family == "family" else test_value(out, m, family,
+                                                                       lambda t: t.base_partial_r[row], "s2"),
+                             test_value(out, m, family, lambda t: t.vif[row], "f2"),
                              f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
-                             + ("*" if out.raw(m, PAIRS, f"{base}/at_floor/{t.row}") else ""),
+                             + ("*" if tests.at_floor[t.row] else ""),
                              out.at(PANEL_RESULTS, panel_key(m, family, f"maxt_p/{t.row}"), "p")])
                 first = False
     return markdown_table(["Model", "Set", "Metric", "Pooling", "Pos. 0", "Partial r [95 % CI]", "No lex.",
@@ -251,8 +271,8 @@ def family_conclusion(out: Outputs) -> str:
     """What survives the length covariates, the lexical baseline and the pre-declared category left out together,
     per model, with the reported pooling (the Conclusion's clause)."""
     m0 = out.models[0]
-    pooling = out.raw(m0, PAIRS, "family/reported_pooling")
-    category = category_name(str(out.raw(m0, PAIRS, "incremental/without_category/left_out")))
+    pooling = out.record(m0, PairModels).family.reported_pooling
+    category = category_name(out.record(m0, PairModels).incremental.without_category.left_out)
     parts = []
     signs: set[bool] = set()  # for each surviving metric whose sign UA predicts: whether it has that sign
     for m in out.models:
@@ -260,7 +280,7 @@ def family_conclusion(out: Outputs) -> str:
         names = signed_names(out, m, "without_category", mine)
         parts.append(f"for {out.display(m)}, {names or 'nothing'}")
         for t in mine:
-            metric = out.raw(m, PAIRS, f"{FAMILY_KEYS['without_category']}/tests/metric/{t.row}")
+            metric = family_of(out, m, "without_category").tests.metric[t.row]
             sign = test_sign(out, m, "without_category", t.row)
             if metric in HYPOTHESIS_SIGN and sign in ("positive", "negative"):
                 signs.add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
@@ -284,8 +304,8 @@ def lexical_versus_models(out: Outputs, metric: str = "centroid_asymmetry") -> s
     parts = []
     for m in out.models:
         lex = lexical(out, m, metric)[0]
-        sizes = [abs(r) for family in FAMILY_KEYS for t in survivors(out, m, family)
-                 if (r := out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/partial_r/{t.row}")) is not None]
+        sizes = [abs(r) for family in FAMILIES for t in survivors(out, m, family)
+                 if (r := family_of(out, m, family).tests.partial_r[t.row]) is not None]
         if not sizes or lex.raw is None:
             continue
         parts.append(f"{lex} with the tokenizer of {out.display(m)}, against |partial r| from {min(sizes):.2f} to "
@@ -309,9 +329,9 @@ def hypothesis_synthesis(out: Outputs) -> str:
     parts, verdicts = [], set()
     for m in out.models:
         signs: dict[str, set[bool]] = {}
-        for family in FAMILY_KEYS:
+        for family in FAMILIES:
             for t in survivors(out, m, family, holm_only=True):
-                metric = out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/metric/{t.row}")
+                metric = family_of(out, m, family).tests.metric[t.row]
                 sign = test_sign(out, m, family, t.row)
                 if metric in HYPOTHESIS_SIGN and sign in ("positive", "negative"):
                     signs.setdefault(metric, set()).add((sign == "positive") == (HYPOTHESIS_SIGN[metric] > 0))
@@ -343,7 +363,7 @@ def hypothesis_synthesis(out: Outputs) -> str:
               and not any(int(out.raw_at(PANEL_RESULTS, panel_key(m, f, "n_reject")) or 0) > 0
                           for f in ("family", "incremental"))]
     if swings:
-        category = category_name(str(out.raw(out.models[0], PAIRS, "incremental/without_category/left_out")))
+        category = category_name(out.record(out.models[0], PairModels).incremental.without_category.left_out)
         text += (f" For {join_words(swings)}, every survivor needs {category} left out, and none survives over every "
                  "pair: the within-category association differs between the categories, which one slope per family "
                  "does not describe.")

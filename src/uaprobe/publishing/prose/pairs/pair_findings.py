@@ -10,38 +10,45 @@ number shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`; 
 
 from __future__ import annotations
 
+from typing import Any
+
 from uaprobe.names import OPTION_B_METRIC_WORDS
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.provenance.values import Value
+from uaprobe.schema.pairmodels import PairModels
 
-PAIRS = "pair_models"
 KNN = "knn_density_asymmetry"
 METRIC_WORDS = OPTION_B_METRIC_WORDS
 
 
-def base(policy: str, pooling: str) -> str:
-    return f"policies/{policy}/poolings/{pooling}"
-
-
 def metrics(out: Outputs, m: str, policy: str = "sink_excluded", pooling: str = "mean") -> list[str]:
-    return list(out.raw(m, PAIRS, base(policy, pooling)) or {})
+    return list(out.record(m, PairModels).policies[policy].poolings.get(pooling, {}))
 
 
 def n_layers(out: Outputs, m: str) -> Value:
-    return out.v(m, PAIRS, "layers", "count")
+    return out.value(m, PairModels, lambda r: r.layers, "count")
 
 
 def holm_count(out: Outputs, m: str, metric: str, policy: str = "sink_excluded", pooling: str = "mean") -> Value:
-    return out.v(m, PAIRS, f"{base(policy, pooling)}/{metric}/n_holm_layers", "int")
+    return out.value(m, PairModels, lambda r: r.policies[policy].poolings[pooling][metric].n_holm_layers, "int")
+
+
+def partial_r_range(out: Outputs, m: str, metric: str, pooling: str = "mean") -> tuple[Value, Value]:
+    """The smallest and largest partial r over the layers, position 0 excluded."""
+    return (out.value(m, PairModels, lambda r: r.policies["sink_excluded"].poolings[pooling][metric].partial_r_min),
+            out.value(m, PairModels, lambda r: r.policies["sink_excluded"].poolings[pooling][metric].partial_r_max))
 
 
 def lexical(out: Outputs, m: str, metric: str, policy: str = "sink_excluded") -> tuple[Value, Value, Value]:
     """The lexical baseline's median partial r over seeds, its number of significant seeds, and of seeds."""
-    b = f"policies/{policy}/lexical_baseline/metrics/{metric}"
-    return (out.v(m, PAIRS, f"{b}/median_partial_r"), out.v(m, PAIRS, f"{b}/significant", "count_true"),
-            out.v(m, PAIRS, f"{b}/significant", "count"))
+    def get(r: PairModels) -> Any:
+        return r.policies[policy].lexical_baseline.metrics[metric]
+
+    return (out.value(m, PairModels, lambda r: get(r).median_partial_r),
+            out.value(m, PairModels, lambda r: get(r).significant, "count_true"),
+            out.value(m, PairModels, lambda r: get(r).significant, "count"))
 
 
 @prose
@@ -55,9 +62,8 @@ def old_knn_phrase(out: Outputs, pooling: str = "mean") -> str:
         where = ("under both policies" if sx.raw == df.raw else
                  f"with position 0 excluded ({df} under the default policy)")
         parts.append(f"{sx} of {out.v(m, 'sink_excluded/option_b', 'layers', 'count')} layers of {out.display(m)} {where}")
-        b = f"{base('sink_excluded', pooling)}/{KNN}"
         models.append((holm_count(out, m, KNN, pooling=pooling), n_layers(out, m),
-                       out.v(m, PAIRS, f"{b}/partial_r_min"), out.v(m, PAIRS, f"{b}/partial_r_max")))
+                       *partial_r_range(out, m, KNN, pooling)))
     text = (f"Option B's test of the kNN density asymmetry (@tbl-optionb), which permutes the preference over all "
             f"pairs, finds its r significant after Holm's correction at {join_words(parts)}; with the category "
             f"indicators and both sides' lengths as covariates and the permutation within categories, it survives at "
@@ -77,12 +83,12 @@ def pair_table(out: Outputs, pooling: str = "mean") -> str:
     rows = []
     for m in out.models:
         for i, k in enumerate(metrics(out, m, pooling=pooling)):
-            b = f"{base('sink_excluded', pooling)}/{k}"
+            low, high = partial_r_range(out, m, k, pooling)
             med, sig, seeds = lexical(out, m, k)
             rows.append([out.display(m) if i == 0 else "", METRIC_WORDS.get(k, pretty(k)),
                          f"{holm_count(out, m, k, pooling=pooling)} of {n_layers(out, m)}",
                          f"{holm_count(out, m, k, 'default', pooling)} of {n_layers(out, m)}",
-                         f"{out.v(m, PAIRS, f'{b}/partial_r_min')} to {out.v(m, PAIRS, f'{b}/partial_r_max')}",
+                         f"{low} to {high}",
                          str(med), f"{sig} of {seeds}"])
     return markdown_table(header, rows, align="llrrrrr")
 
@@ -90,8 +96,8 @@ def pair_table(out: Outputs, pooling: str = "mean") -> str:
 @prose
 def pooling_limitation(out: Outputs, pooling: str = "mean") -> str:
     """A limitation: whether the pair-level Holm counts of the kNN density asymmetry depend on the pooling."""
-    counts = {out.raw(m, PAIRS, f"{base(pol, p)}/{KNN}/n_holm_layers") for m in out.models
-              for pol in ("sink_excluded", "default") for p in (out.raw(m, PAIRS, f"policies/{pol}/poolings") or {})}
+    counts = {e.n_holm_layers for m in out.models for pol in ("sink_excluded", "default")
+              for e in (ms[KNN] for ms in out.record(m, PairModels).policies[pol].poolings.values())}
     if len(counts) <= 1:
         return ""
     return (f"The pair-level Holm counts depend on the pooling: the {pooling}-pooling result is not that of the "

@@ -17,8 +17,7 @@ from uaprobe.publishing.prose.panel.design import divergence
 from uaprobe.publishing.prose.category.findings import confound_models, per_character_flips
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
-from uaprobe.publishing.prose.pairs.pair_family import FAMILY_KEYS, HYPOTHESIS_SIGN, survivors, test_sign
-from uaprobe.publishing.prose.pairs.pair_findings import PAIRS
+from uaprobe.publishing.prose.pairs.pair_family import FAMILIES, HYPOTHESIS_SIGN, family_of, survivors, test_sign
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
 from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE
@@ -54,12 +53,12 @@ def _pair_survivors(out: Outputs, m: str) -> dict[str, set[tuple[int, str, str]]
     the declared correction, in any set of covariates (a sign only the lexical covariate gives is left out: it is
     not the metric's)."""
     found: dict[str, set[tuple[int, str, str]]] = {}
-    for family in FAMILY_KEYS:
+    for family in FAMILIES:
         for t in survivors(out, m, family, holm_only=True):
             sign = test_sign(out, m, family, t.row)
             if sign not in ("positive", "negative"):
                 continue
-            metric = str(out.raw(m, PAIRS, f"{FAMILY_KEYS[family]}/tests/metric/{t.row}"))
+            metric = family_of(out, m, family).tests.metric[t.row]
             for pooling in t.poolings:
                 found.setdefault(metric, set()).add((1 if sign == "positive" else -1, pooling, family))
     return found

@@ -5,17 +5,19 @@ shown is a sourced :class:`~uaprobe.publishing.provenance.values.Value`; counts 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, category_words
 from uaprobe.publishing.prose.category.curve import alpha as curve_alpha
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, markdown_table, prose
-from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, PAIRS
+from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS
 from uaprobe.publishing.prose.primitives.markdown import category as category_name
 from uaprobe.publishing.prose.category.phrases import layer_span, negative_layers, position0_inversions
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.provenance.values import Value
+from uaprobe.schema.pairmodels import LengthMatched, PairModels
 
 PYTHIA_COMMAND = "dvc exp run -S preset=original -S 'models=[pythia-6-9b]'"
 """The one command that runs the original study's model with its settings (params.yaml's catalog and preset)."""
@@ -66,7 +68,7 @@ def power_phrase(out: Outputs) -> str:
             f"*minimum detectable effect* (MDE) is the smallest ρ on a grid with {target} power (@tbl-power). "
             "A category-level p above α is therefore read as no evidence at this power, not as evidence of no "
             "association; the pair level, with its "
-            f"{out.v(m0, PAIRS, 'n_pairs', 'int')} pairs, carries the inference the category level cannot."
+            f"{out.value(m0, PairModels, lambda r: r.n_pairs, 'int')} pairs, carries the inference the category level cannot."
             f"{powerless_words(out)}")
 
 
@@ -341,17 +343,19 @@ def length_matched_table(out: Outputs) -> str:
     """Per model: the length-matched pairs per category, the category-level r and exact p for each primary pooling,
     and the pair-level family over them (tests, Holm and max-T survivors)."""
     m0 = out.models[0]
-    poolings = list(out.raw(m0, PAIRS, "length_matched/category/poolings") or {})
+    poolings = list(out.record(m0, PairModels).length_matched.category.poolings)
     rows = []
     for m in out.models:
-        kept = ", ".join(str(k) for k in out.raw(m, PAIRS, "length_matched/pairs_per_category") or [])
-        row = [out.display(m), f"{out.v(m, PAIRS, 'length_matched/n_pairs', 'int')} ({kept})"]
+        def matched(get: Callable[[LengthMatched], Any], fmt: str = "r", m: str = m) -> Value:
+            return out.value(m, PairModels, lambda r: get(r.length_matched), fmt)
+
+        kept = ", ".join(str(k) for k in out.record(m, PairModels).length_matched.pairs_per_category)
+        row = [out.display(m), f"{matched(lambda lm: lm.n_pairs, 'int')} ({kept})"]
         for p in poolings:
-            base = f"length_matched/category/poolings/{p}"
-            row += [out.v(m, PAIRS, f"{base}/r"), out.v(m, PAIRS, f"{base}/permutation_p", "p")]
-        fam = "length_matched/pair/family"
-        row += [out.v(m, PAIRS, f"{fam}/n_tests", "int"), out.v(m, PAIRS, f"{fam}/n_reject", "int"),
-                out.v(m, PAIRS, f"{fam}/n_maxt_reject", "int")]
+            row += [matched(lambda lm: lm.category.poolings[p].r),
+                    matched(lambda lm: lm.category.poolings[p].permutation_p, "p")]
+        row += [matched(lambda lm: lm.pair.family.n_tests, "int"), matched(lambda lm: lm.pair.family.n_reject, "int"),
+                matched(lambda lm: lm.pair.family.n_maxt_reject, "int")]
         rows.append(row)
     head = ["Model", "Pairs (per category)"]
     for p in poolings:
@@ -364,22 +368,22 @@ def length_matched_table(out: Outputs) -> str:
 def length_matched_phrase(out: Outputs) -> str:
     """Results: which pairs are length-matched, how many remain, and what the two levels give over them."""
     m0 = out.models[0]
-    k = out.raw(m0, PAIRS, "length_matched/max_token_difference")
-    counts = join_words([f"{out.v(m, PAIRS, 'length_matched/n_pairs', 'int')} of "
-                         f"{out.v(m, PAIRS, 'length_matched/n_pairs_all', 'int')} for {out.display(m)}"
-                         for m in out.models])
+    k = out.record(m0, PairModels).length_matched.max_token_difference
+    counts = join_words([f"{out.value(m, PairModels, lambda r: r.length_matched.n_pairs, 'int')} of "
+                         f"{out.value(m, PairModels, lambda r: r.length_matched.n_pairs_all, 'int')} for "
+                         f"{out.display(m)}" for m in out.models])
     cat = category_words(out, m0)
-    fewest = min(((out.raw(m, PAIRS, "length_matched/pairs_per_category") or [0])[
-        (out.raw(m, PAIRS, "categories") or []).index(out.raw(m, CURVE, "joint/without_category/left_out"))], m)
+    fewest = min((out.record(m, PairModels).length_matched.pairs_per_category[
+        out.record(m, PairModels).categories.index(out.raw(m, CURVE, "joint/without_category/left_out"))], m)
         for m in out.models)
-    surviving = sum(int(out.raw(m, PAIRS, "length_matched/pair/family/n_maxt_reject") or 0)
-                    + int(out.raw(m, PAIRS, "length_matched/pair/family/n_reject") or 0) for m in out.models)
+    surviving = sum(out.record(m, PairModels).length_matched.pair.family.n_maxt_reject
+                    + out.record(m, PairModels).length_matched.pair.family.n_reject for m in out.models)
     tail = ("no pair-level test survives either correction" if surviving == 0 else
             "some pair-level tests survive, as counted in the table")
     kept, total, flips = 0, 0, []
     for m in out.models:
-        for p in out.raw(m, PAIRS, "length_matched/category/poolings") or {}:
-            r = out.raw(m, PAIRS, f"length_matched/category/poolings/{p}/r")
+        for p, level in out.record(m, PairModels).length_matched.category.poolings.items():
+            r = level.r
             rs = out.raw(m, "layerwise", f"poolings/{p}/pearson_r") or []
             full = rs[-1] if rs else None
             if r is not None and full is not None:
@@ -387,7 +391,7 @@ def length_matched_phrase(out: Outputs) -> str:
                 kept += r * full > 0
                 if r * full <= 0:
                     flips.append(f"{out.display(m)} with {POOLING_WORDS.get(p, p)} pooling "
-                                 f"({out.v(m, PAIRS, f'length_matched/category/poolings/{p}/r')})")
+                                 f"({out.value(m, PairModels, lambda r: r.length_matched.category.poolings[p].r)})")
     sign = ("keeps the sign it has over all pairs" if kept == total else
             "changes the sign it has over all pairs" if kept == 0 else
             f"keeps its sign in {_count(kept)} of the {_count(total)} model and pooling combinations and "
@@ -399,9 +403,9 @@ def length_matched_phrase(out: Outputs) -> str:
 
 def mixed_survivors(out: Outputs, m: str, *, pooling: str | None = None) -> list[int]:
     """The mixed-model fits of ``m`` whose Wald p is at or below α (uncorrected), with ``pooling`` if given."""
-    t = out.raw(m, PAIRS, "mixed/tests")
-    a = float(out.raw(m, PAIRS, "mixed/alpha"))
-    return [i for i, p in enumerate(t["p"]) if p is not None and p <= a and (pooling is None or t["pooling"][i] == pooling)]
+    mixed = out.record(m, PairModels).mixed
+    t = mixed.tests
+    return [i for i, p in enumerate(t.p) if p is not None and p <= mixed.alpha and (pooling is None or t.pooling[i] == pooling)]
 
 
 @prose
@@ -409,16 +413,16 @@ def mixed_phrase(out: Outputs) -> str:
     """Results: the mixed models with the categories as groups, per model: the fits, how many converged and
     which have a Wald p below α, uncorrected, with the reported pooling."""
     m0 = out.models[0]
-    pooling = str(out.raw(m0, PAIRS, "family/reported_pooling"))
+    pooling = out.record(m0, PairModels).family.reported_pooling
     parts = []
     for m in out.models:
-        t = out.raw(m, PAIRS, "mixed/tests")
+        t = out.record(m, PairModels).mixed.tests
         found = mixed_survivors(out, m, pooling=pooling)
-        names = join_words(sorted({f"the {METRIC_WORDS.get(t['metric'][i], pretty(t['metric'][i]))} (slope "
-                                   f"{out.v(m, PAIRS, f'mixed/tests/slope/{i}', 's2')})" for i in found
-                                   if t["policy"][i] == "default"}))
+        names = join_words(sorted({f"the {METRIC_WORDS.get(t.metric[i], pretty(t.metric[i]))} (slope "
+                                   f"{out.value(m, PairModels, lambda r: r.mixed.tests.slope[i], 's2')})"
+                                   for i in found if t.policy[i] == "default"}))
         parts.append(f"{out.display(m)}: {names or 'none'}")
-    n = out.v(m0, PAIRS, "mixed/n_groups", "int")
+    n = out.value(m0, PairModels, lambda r: r.mixed.n_groups, "int")
     return ("With the categories as groups instead of fixed effects (a linear mixed model with a random intercept "
             f"and a random slope of the standardised metric in each of the {n} categories, fitted by restricted "
             "maximum likelihood with statsmodels), the metrics whose fixed slope has a Wald p of α or less, "
