@@ -198,8 +198,8 @@ def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embedding
         permutation_mode=runs["default"].layerwise_draws.mode, r_by_nll=r_by_nll, preference_kind=params.preference,
         seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers,
         n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
-        permutations=params.permutations)
-    return finish(rob_body, header)
+        permutations=params.permutations, header=header)
+    return finish(rob_body)
 
 
 def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], params: AnalysisParams,
