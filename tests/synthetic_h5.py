@@ -35,6 +35,17 @@ SYNTHETIC_MODELS: dict[str, dict[str, Any]] = {
                "bos_added": True},
 }
 """The synthetic panel of the figure, schema and manuscript tests: one random, one planted model."""
+EXTRACTION = {"model_id": "s", "display": "S", "source": "local", "location": "here", "revision": "",
+              "dtype": "float32", "pooling_drop": "special", "dataset_sha256": "0", "prompts_sha256": "0",
+              "uaprobe_version": "0", "bos_added": True}
+"""The provenance attributes of an extraction, for results files built in a test."""
+
+
+def results_header(*, n_layers: int, params: Any) -> dict[str, Any]:
+    """The keys a results file of model ``s`` with ``n_layers`` layers starts with, under ``params``."""
+    from uaprobe.analysis.run.documents import header
+
+    return header(model_id="s", display="S", n_layers=n_layers, params=params, attrs=EXTRACTION)
 
 
 def synthetic_params(models: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:

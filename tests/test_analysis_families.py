@@ -7,6 +7,7 @@ import pytest
 from scipy import stats as sps
 
 import seed_reference as seed
+from synthetic_h5 import results_header
 from uaprobe.analysis.category import bins, layerwise, validation
 from uaprobe.analysis.geometry import anisotropy
 from uaprobe.analysis.inference import curves
@@ -168,7 +169,7 @@ def test_layerwise_results_report_sign_changes_peaks_and_nan_reasons():
                                                params=small_params()))
     reasons = take_reasons(out)
     r = np.array(out["mean"]["pearson_r"])
-    assert out["mean"]["sign_changes"] == curves.sign_change_records(r, layers=list(range(9)), n_layers=8)
+    assert out["mean"]["sign_changes"] == document(curves.sign_change_records(r, layers=list(range(9)), n_layers=8))
     assert out["mean"]["peak_positive"]["layer"] == int(np.argmax(r))
     assert out["mean"]["peak_negative"]["r"] == pytest.approx(r.min())
     assert all(v is None for v in out["last"]["pearson_r"])
@@ -357,11 +358,35 @@ def test_anisotropy_of_identical_token_states_is_nan_with_a_reason():
     prof = anisotropy.anisotropy_profile(x, spectrum_top=4)
     assert np.isnan(prof.lambda1_ratio[1]) and np.isnan(prof.effective_rank[1]) and np.isnan(prof.spectrum[1]).all()
     assert np.isfinite(prof.lambda1_ratio[[0, 2, 3]]).all() and np.isfinite(prof.mean_cos_to_mean[1])
-    out = anisotropy.anisotropy_results(profile=prof, n_layers=3, token_selection="all", n_tokens=10, n_prompts=2,
-                                        sign_changes=[])
-    reasons = take_reasons(out)
+    out, reasons = _anisotropy_file(prof, n_layers=3, n_tokens=10, n_prompts=2, sign_changes=[])
     assert out["lambda1_ratio"][1] is None and "zero covariance" in reasons["lambda1_ratio/1"]
     assert out["l_star"] != 1
+
+
+def _anisotropy_file(prof, *, n_layers, n_tokens, n_prompts, sign_changes, **kw):
+    """anisotropy.json of ``prof`` as the file holds it, and its reasons."""
+    rec = anisotropy.anisotropy_results(profile=prof, header=results_header(n_layers=n_layers, params=small_params()), n_layers=n_layers, token_selection="all",
+                                        n_tokens=n_tokens, n_prompts=n_prompts, hidden_size=8,
+                                        sign_changes=sign_changes, tolerance=0.01, **kw)
+    out = document(rec)
+    return out, take_reasons(out)
+
+
+def test_anisotropy_without_an_l_star_says_why_at_every_dependent_key():
+    x = np.ones((3, 6, 4))  # every layer's token states the same vector: lambda1/sum undefined everywhere
+    prof = anisotropy.anisotropy_profile(x, spectrum_top=2)
+    calls = []
+    out, reasons = _anisotropy_file(prof, n_layers=2, n_tokens=6, n_prompts=2, alpha=0.05,
+                                    bootstrap=lambda *a: calls.append(a),
+                                    sign_changes=[{"layer_before": 0, "layer_after": 1, "r_before": 0.3,
+                                                   "r_after": -0.1, "midpoint_depth_pct": 25.0}])
+    assert out["l_star"] is None and out["l_star_ties"] == [] and not calls and "l_star_bootstrap" not in out
+    assert set(out["bell_curve"]) == {"is_bell_curve"} and out["bell_curve"]["is_bell_curve"] is None
+    corr = out["correlation_sign_changes"]
+    assert corr["sign_changes"][0]["layer_after"] == 1 and corr["sign_changes"][0]["distance"] is None
+    for key in ("correlation_sign_changes/sign_changes/0/distance", "l_star", "l_star_depth_pct", "l_star_value", "bell_curve/is_bell_curve",
+                "correlation_sign_changes/distance_to_last_inversion", "correlation_sign_changes/distance_to_nearest"):
+        assert reasons[key] == anisotropy.NO_L_STAR, key
 
 
 def test_token_selection_follows_the_pooling_policy():
@@ -382,13 +407,18 @@ def test_bell_curve_and_l_star_match_the_seed():
     x[:, :, 0] += amp[:, None] * z[None, :]
     prof = anisotropy.anisotropy_profile(x, spectrum_top=10)
     changes = [{"layer_before": 6, "layer_after": 7, "r_before": 0.4, "r_after": -0.2, "midpoint_depth_pct": 54.0}]
-    out = anisotropy.anisotropy_results(profile=prof, n_layers=layers, token_selection="all", n_tokens=40, n_prompts=4,
-                                        sign_changes=changes)
+    boot = anisotropy.LStarBootstrap(resamples=1, counts=[0] * (layers + 1), share_at_l_star=1.0, share_in_ties=1.0,
+                                     mode=4)
+    calls = []
+    out, _ = _anisotropy_file(prof, n_layers=layers, n_tokens=40, n_prompts=4, sign_changes=changes, alpha=0.05,
+                              bootstrap=lambda l_star, ties: calls.append((l_star, ties)) or boot)
+    assert calls == [(4, out["l_star_ties"])] and out["l_star_bootstrap"]["mode"] == 4
     assert out["l_star"] == 4 == int(np.argmax(prof.lambda1_ratio))
     ref = seed.analyze_bell_curve(list(prof.lambda1_ratio), 4)
     assert out["bell_curve"]["before"]["slope"] == pytest.approx(ref["phase1_slope"])
     assert out["bell_curve"]["after"]["slope"] == pytest.approx(ref["phase2_slope"])
     assert out["bell_curve"]["is_bell_curve"] is bool(ref["is_bell_curve"]) is True
+    assert out["bell_curve"]["is_bell_curve_significant"] is bool(ref["phase1_p"] < 0.05 and ref["phase2_p"] < 0.05)
     assert out["correlation_sign_changes"]["distance_to_last_inversion"] == 4 - 7
 
 
@@ -403,7 +433,7 @@ def test_scaling_summary_matches_the_seed():
         r = np.sin(np.linspace(0, 3, n_layers + 1) + rng.uniform(0, 1)) * 0.8
         model_curves.append(scaling.ModelCurve(model_id=mid, display=mid, params_millions=None, n_layers=n_layers, r=r))
         refs[mid] = seed.scaling_summary({layer: r[layer] for layer in curves.seed_layers(n_layers)}, n_layers)
-    out = scaling.scaling_view({"mean": model_curves}, seed_view=True, stable_depth_std=10.0)["mean"]
+    out = document(scaling.scaling_view({"mean": model_curves}, seed_view=True, stable_depth_std=10.0))["mean"]
     take_reasons(out)
     for mid, ref in refs.items():
         m = out["models"][mid]
@@ -421,7 +451,7 @@ def test_scaling_summary_matches_the_seed():
 
 def test_scaling_with_one_model_has_no_verdict():
     c = scaling.ModelCurve(model_id="m", display="m", params_millions=1.0, n_layers=4, r=np.array([.1, .2, -.1, .3, .0]))
-    out = scaling.scaling_view({"mean": [c]}, seed_view=False, stable_depth_std=10.0)
+    out = document(scaling.scaling_view({"mean": [c]}, seed_view=False, stable_depth_std=10.0))
     assert "mean/summary/stable" in take_reasons(out)
     assert out["mean"]["summary"]["stable"] is None
 

@@ -10,8 +10,11 @@ import pytest
 from scipy import stats as sps
 
 from uaprobe.analysis.category import curve_stats, speccurve
+from synthetic_h5 import results_header
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
-from uaprobe.config import PrimaryParams
+from uaprobe.schema.specs import Power
+from uaprobe.config import AnalysisParams, PrimaryParams
 from uaprobe.errors import UAProbeError
 
 CATS = ["c0", "c1", "c2", "c3", "c4", "c5"]
@@ -83,13 +86,33 @@ def test_joint_p_is_not_small_when_the_preference_is_independent():
 POLICIES = {"default": "special", "sink_excluded": "sink_excluded"}
 
 
-def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, level=0.95):
-    """The curve's body as its file holds it (every missing value None), its reasons under ``nan_reasons``."""
-    body = speccurve.curve_results(ua, pref, categories=CATS, policy_names=POLICIES,
-                                   primary=PrimaryParams(depth=depth, statistic=statistic, left_out=left_out),
-                                   alpha=alpha, level=level, seed=0, permutations=200)
+class CurveFile(dict):
+    """``specification_curve.json`` as its file holds it (every missing value None, its reasons under
+    ``nan_reasons``); ``record``: the record it was written from."""
+
+    record: speccurve.SpecificationCurve
+
+
+def _results(ua, pref, *, categories=CATS, **kw):
+    """curve_results with the keys every results file starts with (the power left empty: tests/test_power.py)."""
+    representations = next(iter(next(iter(ua.values())).values()))  # of the first policy and pooling
+    n_layers = next(iter(representations.values())).shape[0] - 1
+    return speccurve.curve_results(ua, pref, categories=categories, policy_names=POLICIES,
+                                   header=results_header(n_layers=n_layers, params=AnalysisParams()),
+                                   power=Power.model_construct(), **kw)
+
+
+def _file(rec) -> CurveFile:
+    body = CurveFile(document(rec))
     body["nan_reasons"] = take_reasons(body)
+    body.record = rec
     return body
+
+
+def _curve(ua, pref, *, depth=1.0, statistic="median_r", left_out="c0", alpha=0.05, level=0.95):
+    """The curve's file and record."""
+    return _file(_results(ua, pref, primary=PrimaryParams(depth=depth, statistic=statistic, left_out=left_out),
+                          alpha=alpha, level=level, seed=0, permutations=200))
 
 
 def test_curve_results_sorted_parallel_columns():
@@ -126,7 +149,7 @@ def test_curve_results_sorted_parallel_columns():
     assert j["without_category"]["left_out"] == "c0" and j["without_category"]["relabellings"] == 120
     assert j["layer_zero"]["layers"] == [0]
     assert body["primary"]["test"] == "declared" and body["primary"]["statistic"] == "median_r"
-    assert speccurve.curve_metrics(body)["primary_p"] == j["declared"]["median_p"]
+    assert speccurve.curve_metrics(body.record)["primary_p"] == j["declared"]["median_p"]
 
 
 def _direct_joint(ua_rows, pref_rows, keep):
@@ -195,7 +218,7 @@ def test_declared_and_without_category_joint_tests_match_an_enumeration():
         assert ns["r_mean"][i] == pytest.approx(rm, abs=1e-12) and ns["r_sum"][i] == pytest.approx(rs, abs=1e-12)
         assert ns["sign_changes"][i] == (rm * rs < 0)
     assert ns["n_sign_changes"] == sum(ns["sign_changes"])
-    metrics = speccurve.curve_metrics(body)
+    metrics = speccurve.curve_metrics(body.record)
     assert metrics["nll_sign_changes"] == ns["n_sign_changes"] and metrics["nll_rows"] == 2 * 2 * 2
 
 
@@ -233,7 +256,7 @@ def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():
     w = j["without_category"]
     assert w["median_r"] == pytest.approx(1.0) and w["median_p"] == pytest.approx(1 / 120)
     assert w["p_floor"] == pytest.approx(1 / 120)
-    assert speccurve.curve_metrics(body)["without_category_p"] == pytest.approx(1 / 120)
+    assert speccurve.curve_metrics(body.record)["without_category_p"] == pytest.approx(1 / 120)
 
 
 def test_unknown_left_out_category_names_the_key():
@@ -334,10 +357,10 @@ def test_below_alpha_against_its_null_over_the_relabellings():
     out = curve_stats.below_alpha(np.column_stack([planted, noise, np.full(720, np.nan)]), 0.05)
     p = curve_stats.relabelled_p(np.column_stack([planted, noise]))
     share = (p <= 0.05).mean(axis=1)
-    assert out["n_specs"] == 6 and out["relabellings"] == 720
-    assert out["n_below"] == int((p[0] <= 0.05).sum()) >= 3  # the planted ones
-    assert out["null_mean_share"] == pytest.approx(share.mean()) and out["null_mean_share"] <= 0.05 + 1e-12
-    assert out["null_p"] == pytest.approx((share >= share[0] - 1e-12).mean()) and out["null_p"] < 0.05
+    assert out.n_specs == 6 and out.relabellings == 720
+    assert out.n_below == int((p[0] <= 0.05).sum()) >= 3  # the planted ones
+    assert out.null_mean_share == pytest.approx(share.mean()) and out.null_mean_share <= 0.05 + 1e-12
+    assert out.null_p == pytest.approx((share >= share[0] - 1e-12).mean()) and out.null_p < 0.05
 
 
 def test_a_planted_effect_lies_above_its_null_band():
@@ -405,9 +428,8 @@ def test_the_curve_runs_at_any_number_of_categories_and_records_its_resolution(n
     pref = {"mean": rng.standard_normal(n_cat), "sum": rng.standard_normal(n_cat)}
 
     def run() -> dict:
-        return speccurve.curve_results(ua, pref, categories=cats, policy_names=POLICIES,
-                                       primary=PrimaryParams(left_out="c1"), alpha=0.05, level=0.95, seed=7,
-                                       permutations=m)
+        return _file(_results(ua, pref, categories=cats, primary=PrimaryParams(left_out="c1"), alpha=0.05,
+                              level=0.95, seed=7, permutations=m))
 
     body = run()
     assert body["mode"] == "monte_carlo" and body["relabellings"] == m + 1
@@ -441,6 +463,5 @@ def test_first_token_pooling_is_a_robustness_check_outside_the_primary_universe(
 def test_a_primary_option_the_curve_lacks_names_the_key():
     rng = np.random.default_rng(1)
     with pytest.raises(UAProbeError, match=r"analysis\.primary\.nll"):
-        speccurve.curve_results(_universe_ua(rng), {"mean": rng.standard_normal(6)}, categories=CATS,
-                                policy_names=POLICIES, primary=PrimaryParams(left_out="c0", nll="sum"), alpha=0.05,
-                                level=0.95, seed=0, permutations=100)
+        _results(_universe_ua(rng), {"mean": rng.standard_normal(6)},
+                 primary=PrimaryParams(left_out="c0", nll="sum"), alpha=0.05, level=0.95, seed=0, permutations=100)

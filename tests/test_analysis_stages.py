@@ -15,6 +15,7 @@ import yaml
 
 from synthetic_h5 import category_preferences, pair_offsets, write_synthetic_h5
 from uaprobe.errors import ConfigError
+from uaprobe.schema.specs import SpecificationCurve
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = (6, 5, 7, 6)
@@ -285,7 +286,7 @@ def test_a_representation_is_applied_before_the_layerwise_analysis(panel, kind, 
     out = analyze_model(emb, params=params, model_id="rand")
     assert len(calls) == 2 * len(POLICIES)
     assert all(body["representation"] == {"kind": kind, "abtt_k": 2} for body in out.results.values())
-    sc = out.results["specification_curve"]
+    sc = SpecificationCurve.model_validate(out.results["specification_curve"]).specs
     for stem, policy in (("layerwise", out.results["layerwise"]["policy"]), ("sink_excluded/layerwise", "sink_excluded")):
         want = speccurve.layer_r(sc, pooling="mean", policy=policy, representation=kind, nll=params.preference,
                                  n_layers=emb.n_layers)

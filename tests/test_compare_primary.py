@@ -7,13 +7,14 @@ import pytest
 from numpy.testing import assert_allclose
 
 from uaprobe.analysis.panel.compare import primary_across_models
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
 from uaprobe.schema.panel import PanelPairFamily, PanelPrimary
 
 
 def _run(ps: dict[str, float | None], correction: str = "holm", alpha: float = 0.05) -> tuple[dict, dict[str, str]]:
     """The ``primary`` object as the panel file holds it, and its missing values' reasons."""
-    body = primary_across_models(ps, statistic="median_r", correction=correction, alpha=alpha)
+    body = document(primary_across_models(ps, statistic="median_r", correction=correction, alpha=alpha))
     return body, take_reasons(body)
 
 
@@ -82,7 +83,7 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
                 [0, 1, 0])  # the third row merged into the first
     b = _family(["m1", "m2"], ["last", "mean"], [0.004, None], [0.2, None], [0, 1])
     c = _family(["m1"], ["mean"], [0.04], [-0.2], [0])
-    out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c}}, alpha=0.05)
+    out = document(pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c}}, alpha=0.05))
     take_reasons(out)
     p = np.array([0.001, 0.03, 0.004, 0.04])  # the counted, defined tests in order
     order = np.argsort(p)
@@ -105,7 +106,7 @@ def test_the_pair_family_is_one_holm_family_over_every_model_and_family() -> Non
 def test_a_degenerate_test_stays_out_of_the_panel_family() -> None:
     from uaprobe.analysis.panel.compare import pair_family_across_models
     a = _family(["m1", "m2"], ["mean", "first"], [0.001, 0.0001], [0.3, 0.01], [0, 1], degenerate=[False, True])
-    out = pair_family_across_models({"x": {"length": a}}, alpha=0.05)
+    out = document(pair_family_across_models({"x": {"length": a}}, alpha=0.05))
     reasons = take_reasons(out)
     assert out["n_tests"] == 1 and out["n_degenerate"] == 1
     assert out["models"]["x"]["length"]["holm_p"] == [pytest.approx(0.001), None]
@@ -122,8 +123,8 @@ def test_the_panel_max_t_is_each_family_s_max_t_times_the_families_that_test_any
     b = _family(["m1"], ["last"], [0.004], [0.2], [0], maxt=[0.01])
     c = _family(["m1"], ["mean"], [0.02], [-0.2], [0], maxt=[0.02], n_pairs=180, q=12)
     empty = _family(["m1"], ["mean"], [None], [None], [0])
-    out = pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c, "lexical": empty}},
-                                    alpha=0.05)
+    out = document(pair_family_across_models({"x": {"length": a, "lexical": b}, "y": {"length": c, "lexical": empty}},
+                                    alpha=0.05))
     take_reasons(out)
     assert out["n_families"] == 3
     assert out["models"]["x"]["length"]["maxt_p"] == pytest.approx([0.006, 1.0, 0.006])
@@ -177,7 +178,7 @@ def test_the_original_points_are_tested_as_the_panel_s() -> None:
     y = [1.66, 0.47, 0.24, -0.07, -0.03, 0.99]
     table = {c: [a, b] for c, a, b in zip("abcdef", x, y)} | {"note": "text"}
     params = AnalysisParams(power=PowerParams(draws=50, grid_step=0.5))
-    out = original_points(table, source="pub.json", params=params)
+    out = document(original_points(table, source="pub.json", params=params))
     r0 = sps_r(x, y)
     assert out["r"] == pytest.approx(r0, abs=1e-12) and out["categories"] == list("abcdef")
     hits = sum(abs(sps_r(x, [y[i] for i in o])) >= abs(r0) - 1e-12 for o in itertools.permutations(range(6)))

@@ -114,7 +114,8 @@ def test_a_results_file_built_as_its_record_is_the_document_its_writer_checks() 
     from uaprobe.schema.document import record
     from uaprobe.schema.pairmodels import LengthMatched, Mixed, PairFamily, PairModels
 
-    from test_pairmodels import EXTRACTION, run, small_params, synthetic_input
+    from synthetic_h5 import EXTRACTION
+    from test_pairmodels import run, small_params, synthetic_input
 
     params = small_params()
     rec, _ = run(synthetic_input(), seeds=[3], params=params)

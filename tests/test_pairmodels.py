@@ -11,7 +11,7 @@ import pytest
 
 from uaprobe.analysis.inference import controls, multiplicity, stats
 from uaprobe.analysis.pairs import freedman_lane, incremental, option_b, pairmodels
-from uaprobe.analysis.run.documents import header as results_header
+from synthetic_h5 import results_header
 from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
 from uaprobe.schema.pairmodels import LengthMatched, Mixed
@@ -227,10 +227,6 @@ def test_a_metric_explained_by_the_lengths_is_missing_with_a_reason():
 
 # ------------------------------------------------------------------------------- the results
 
-EXTRACTION = {"model_id": "s", "display": "S", "source": "local", "location": "here", "revision": "",
-              "dtype": "float32", "pooling_drop": "special", "dataset_sha256": "0", "prompts_sha256": "0",
-              "uaprobe_version": "0", "bos_added": True}
-
 
 def file_of(record):
     """The JSON object a record is written as: its missing values null."""
@@ -243,7 +239,7 @@ def run(inp, *, params, **kw):
     """pair_models.json of ``inp``, as its record and as the file holds it (the mixed models and the length-matched
     analyses, tested in test_mixed_length_matched.py, left empty)."""
     n_layers = next(iter(inp["policies"]["default"].pooled.values())).shape[1] - 1
-    header = results_header(model_id="s", display="S", n_layers=n_layers, params=params, attrs=EXTRACTION)
+    header = results_header(n_layers=n_layers, params=params)
     rec = pairmodels.pair_models_results(**inp, params=params, header=header, **kw,
                                          mixed_and_matched=lambda: (Mixed.model_construct(),
                                                                     LengthMatched.model_construct()))

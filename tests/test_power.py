@@ -11,6 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from uaprobe.analysis.category import curve_stats, power
+from uaprobe.schema.document import document
 from uaprobe.schema.missing import take_reasons
 from uaprobe.config import PowerParams
 
@@ -64,8 +65,9 @@ def test_power_results_floor_mde_and_the_left_out_set():
     x = np.array([0.0, 1.0, 2.0, 4.0, 7.0, 11.0])
     y = x[::-1].copy()
     params = PowerParams(planted=(0.5, 0.9), draws=300, target=0.5, grid_step=0.1)
-    out = power.power_results(x, y, categories=list("abcdef"), left_out="c", specification={"layer": 3},
-                              params=params, alpha=0.05, rng=np.random.default_rng(0), permutations=100)
+    out = document(power.power_results(x, y, categories=list("abcdef"), left_out="c", specification={"layer": 3},
+                                       params=params, alpha=0.05, rng=np.random.default_rng(0), permutations=100,
+                                       universe=x[None, :]))
     take_reasons(out)
     every, without = out["sets"]
     assert every["mode"] == without["mode"] == "exact"  # 6! within the exact bound: no drawn orders
@@ -79,16 +81,17 @@ def test_power_results_floor_mde_and_the_left_out_set():
     first = np.flatnonzero(g >= 0.5)
     assert every["mde"] == pytest.approx(every["grid"][first[0]])
     assert every["power"][0] <= every["power"][1]
-    unreachable = power.power_results(x, y, categories=list("abcdef"), left_out="c", specification={},
-                                      params=PowerParams(planted=(0.5,), draws=50, target=0.999, grid_step=0.5),
-                                      alpha=0.001, rng=np.random.default_rng(0), permutations=100)
+    unreachable = document(power.power_results(x, y, categories=list("abcdef"), left_out="c", specification={},
+                                               params=PowerParams(planted=(0.5,), draws=50, target=0.999, grid_step=0.5),
+                                               alpha=0.001, rng=np.random.default_rng(0), permutations=100,
+                                               universe=x[None, :]))
     assert take_reasons(unreachable)["sets/1/mde"] and unreachable["sets"][1]["mde"] is None
 
 
 def test_a_constant_ua_has_no_power_and_says_why():
-    out = power.power_set(np.ones(5), observed_y=np.arange(5.0), params=PowerParams(draws=20, grid_step=0.5),
-                          alpha=0.05, rng=np.random.default_rng(0), left_out=None,
-                          permutations=100)
+    out = document(power.power_set(np.ones(5), observed_y=np.arange(5.0), params=PowerParams(draws=20, grid_step=0.5),
+                                   alpha=0.05, rng=np.random.default_rng(0), left_out=None,
+                                   permutations=100))
     reasons = take_reasons(out)
     assert out["power"] == [None, None, None] and out["mde"] is None and out["p_floor"] is None
     assert "constant" in reasons["power/0"] and "constant" in reasons["mde"]
@@ -101,8 +104,8 @@ def test_beyond_the_exact_bound_the_power_is_simulated_with_the_monte_carlo_test
     x = rng.standard_normal(9)
     y = 0.8 * x + 0.6 * rng.standard_normal(9)
     m = 400
-    out = power.power_set(x, observed_y=y, params=PowerParams(planted=(0.0, 0.95), draws=200, grid_step=0.25),
-                          alpha=0.05, rng=np.random.default_rng(1), left_out=None, permutations=m)
+    out = document(power.power_set(x, observed_y=y, params=PowerParams(planted=(0.0, 0.95), draws=200, grid_step=0.25),
+                                   alpha=0.05, rng=np.random.default_rng(1), left_out=None, permutations=m))
     assert out["mode"] == "monte_carlo" and out["orders"] == m + 1
     assert out["p_floor"] == pytest.approx(1 / (m + 1))
     # the observed p, directly: the same drawn orders (the generator's first draw), b of them at least as extreme
@@ -144,9 +147,9 @@ def test_the_primary_power_is_the_joint_test_of_the_curve_with_planted_preferenc
     universe = np.vstack([ref, ref + rng.standard_normal(6), 0.5 * ref + rng.standard_normal(6)])
     y = 0.6 * ref / ref.std() + rng.standard_normal(6)
     params = PowerParams(planted=(0.0, 0.5, 0.95), draws=400, target=0.5, grid_step=0.25)
-    out = power.power_results(ref, y, categories=list("abcdef"), left_out="c", specification={}, params=params,
-                              alpha=0.05, rng=np.random.default_rng(0), permutations=100,
-                              universe=universe)
+    out = document(power.power_results(ref, y, categories=list("abcdef"), left_out="c", specification={}, params=params,
+                                       alpha=0.05, rng=np.random.default_rng(0), permutations=100,
+                                       universe=universe))
     prim = out["primary"]
     assert prim["n_specs"] == 3 and prim["statistic"] == "median_r"
     every, without = prim["sets"]
@@ -156,9 +159,9 @@ def test_the_primary_power_is_the_joint_test_of_the_curve_with_planted_preferenc
     assert without["n_categories"] == 5 and without["orders"] == 120
     size, mid, strong = every["power"]
     assert size < 0.12 and size <= mid <= strong and strong > 0.5
-    copies = power.power_results(ref, y, categories=list("abcdef"), left_out="c", specification={}, params=params,
-                                 alpha=0.05, rng=np.random.default_rng(0), permutations=100,
-                                 universe=np.vstack([ref] * 4))
+    copies = document(power.power_results(ref, y, categories=list("abcdef"), left_out="c", specification={}, params=params,
+                                          alpha=0.05, rng=np.random.default_rng(0), permutations=100,
+                                          universe=np.vstack([ref] * 4)))
     single = copies["sets"][0]
     assert copies["primary"]["sets"][0]["observed_p"] == pytest.approx(single["observed_p"], abs=1e-15)
     assert copies["primary"]["sets"][0]["p_floor"] == pytest.approx(1 / 720, abs=1e-15)

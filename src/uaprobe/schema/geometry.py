@@ -39,7 +39,7 @@ class AnisotropySignChange(Record):
     r_before: float = Field(description="r at `layer_before`")
     r_after: float = Field(description="r at `layer_after`")
     midpoint_depth_pct: float = Field(description="depth of the midpoint, % of L")
-    distance: int = Field(description="L* - layer_after")
+    distance: Index = Field(description="L* - layer_after (missing where L* is)")
 
 
 class CorrelationSignChanges(Record):

@@ -30,12 +30,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from uaprobe.analysis.inference.stats import TIE_TOLERANCE, tail_p
 from uaprobe.errors import UAProbeError
+from uaprobe.schema.specs import BelowAlpha
 
 MAX_EXACT_ORDERS = math.factorial(8)
 """The exact tests enumerate the C! orders of the categories while C! is at most this (8! = 40320, eight
@@ -126,7 +126,7 @@ def curve_r(ua: np.ndarray, pref: np.ndarray, *, rng: np.random.Generator | None
 
 
 @dataclass(frozen=True)
-class JointTest:
+class JointStatistics:
     """The curve-level statistics and their exact joint permutation p."""
 
     n_specs: int
@@ -136,20 +136,20 @@ class JointTest:
     share_p: float
 
 
-def joint_test(r_perm: np.ndarray) -> JointTest:
+def joint_test(r_perm: np.ndarray) -> JointStatistics:
     """Median r and share r > 0 of a curve under every relabelling: r_perm (P, S) with row 0 observed.
 
     Undefined specifications (NaN) are left out of every statistic."""
     finite = np.isfinite(r_perm[0])
     r = r_perm[:, finite]
     if r.shape[1] == 0:
-        return JointTest(0, np.nan, np.nan, np.nan, np.nan)
+        return JointStatistics(0, np.nan, np.nan, np.nan, np.nan)
     medians = np.median(r, axis=1)
     shares = (r > 0).mean(axis=1)
     med_p = float(tail_p(medians[:1], medians[None, :], mode="exact")[0])
     dev = shares - 0.5  # two-sided about one half
     share_p = float(tail_p(dev[:1], dev[None, :], mode="exact")[0])
-    return JointTest(int(r.shape[1]), float(medians[0]), med_p, float(shares[0]), share_p)
+    return JointStatistics(int(r.shape[1]), float(medians[0]), med_p, float(shares[0]), share_p)
 
 
 def null_band(r_perm: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -183,7 +183,7 @@ def relabelled_p(r_perm: np.ndarray) -> np.ndarray:
     return out
 
 
-def below_alpha(r_perm: np.ndarray, alpha: float) -> dict[str, Any]:
+def below_alpha(r_perm: np.ndarray, alpha: float) -> BelowAlpha:
     """The specifications (``r_perm``: (P, S) the distinct ones with every category under every relabelling, row
     0 observed) whose exact p is at or below ``alpha``, uncorrected: their number and share, and the same share
     under every relabelling (each applied to every specification at once, :func:`relabelled_p`), whose mean is
@@ -194,9 +194,9 @@ def below_alpha(r_perm: np.ndarray, alpha: float) -> dict[str, Any]:
     n = p.shape[1]
     below = (p <= alpha).sum(axis=1)
     share = below / n if n else np.zeros(p.shape[0])
-    return {"alpha": float(alpha), "n_specs": int(n), "n_below": int(below[0]) if n else 0,
-            "share": float(share[0]), "null_mean_share": float(share.mean()),
-            "null_p": float(tail_p(share[:1], share[None, :], mode="exact")[0]), "relabellings": int(p.shape[0])}
+    return BelowAlpha(alpha=float(alpha), n_specs=int(n), n_below=int(below[0]) if n else 0, share=float(share[0]),
+                      null_mean_share=float(share.mean()),
+                      null_p=float(tail_p(share[:1], share[None, :], mode="exact")[0]), relabellings=int(p.shape[0]))
 
 
 def first_identical(ua: np.ndarray) -> np.ndarray:

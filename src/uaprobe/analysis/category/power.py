@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from uaprobe.schema import missing
+from uaprobe.schema.specs import Power, PowerSet, PrimaryPower
 from uaprobe.analysis.category.curve_stats import all_orders, relabellings
 from uaprobe.analysis.inference.stats import TIE_TOLERANCE
 from uaprobe.config import PowerParams
@@ -157,7 +158,7 @@ def grid(step: float) -> np.ndarray:
 
 def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alpha: float,
               rng: np.random.Generator, left_out: str | None, permutations: int,
-              reference: np.ndarray | None = None) -> dict[str, Any]:
+              reference: np.ndarray | None = None) -> PowerSet:
     """One set of categories (every one, or all but ``left_out``): the attainable floor, the observed test, the
     power at the planted correlations and the minimum detectable effect; the test exact up to the bound, else
     Monte Carlo over ``permutations`` drawn orders. ``x`` (C,) one specification's UA, or (S, C) the UA rows of
@@ -191,20 +192,19 @@ def power_set(x: np.ndarray, *, observed_y: np.ndarray, params: PowerParams, alp
         floor = (np.nan if constant else 1.0 / orders.shape[0] if reference is not None
                  else float(exact_p(x, x[None, :], orders)[0]))
         p_obs = np.nan if constant else float(exact_p(x, observed_y[None, :], orders)[0])
-    return {"left_out": left_out, "n_categories": int(n), "orders": int(orders.shape[0]), "mode": mode,
-            "p_floor": missing.value(floor, why),
-            "observed_r": missing.value(r_obs, "UA or the preference is constant"),
-            "observed_p": missing.value(p_obs, "UA or the preference is constant"),
-            "planted": planted, "power": missing.series(power, why),
-            "median_r": missing.series(median_r, why),
-            "grid": rhos.tolist(), "grid_power": missing.series(grid_power, why),
-            "mde": missing.value(mde, why if constant else
-                             f"no planted correlation on the grid reaches power {params.target}")}
+    return PowerSet(left_out=left_out, n_categories=int(n), orders=int(orders.shape[0]), mode=mode,
+                    p_floor=missing.value(floor, why),
+                    observed_r=missing.value(r_obs, "UA or the preference is constant"),
+                    observed_p=missing.value(p_obs, "UA or the preference is constant"),
+                    planted=planted, power=missing.series(power, why), median_r=missing.series(median_r, why),
+                    grid=rhos.tolist(), grid_power=missing.series(grid_power, why),
+                    mde=missing.value(mde, why if constant else
+                                      f"no planted correlation on the grid reaches power {params.target}"))
 
 
 def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], left_out: str,
                   specification: dict[str, Any], params: PowerParams, alpha: float, rng: np.random.Generator,
-                  permutations: int, universe: np.ndarray | None = None) -> dict[str, Any]:
+                  permutations: int, universe: np.ndarray) -> Power:
     """The ``power`` object of ``specification_curve.json``: :func:`power_set` with every category and without
     ``left_out``, for the categories' UA ``x`` (C,) of ``specification`` and their preferences ``y`` (C,); and,
     given the UA rows ``universe`` (S, C) of the primary universe's distinct specifications, the same for the
@@ -215,17 +215,15 @@ def power_results(x: np.ndarray, y: np.ndarray, *, categories: Sequence[str], le
                       permutations=permutations),
             power_set(x[keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng,
                       left_out=left_out, permutations=permutations)]
-    body = {"specification": dict(specification), "model": MODEL, "alpha": float(alpha), "draws": params.draws,
-            "target": params.target, "grid_step": params.grid_step, "sets": sets}
-    if universe is not None:
-        body["primary"] = primary_power(universe, x, y, keep=keep, left_out=left_out, params=params, alpha=alpha,
-                                        rng=rng, permutations=permutations)
-    return body
+    return Power(specification=dict(specification), model=MODEL, alpha=float(alpha), draws=params.draws,
+                 target=params.target, grid_step=params.grid_step, sets=sets,
+                 primary=primary_power(universe, x, y, keep=keep, left_out=left_out, params=params, alpha=alpha,
+                                       rng=rng, permutations=permutations))
 
 
 def primary_power(universe: np.ndarray, reference: np.ndarray, y: np.ndarray, *, keep: np.ndarray, left_out: str,
                   params: PowerParams, alpha: float, rng: np.random.Generator,
-                  permutations: int) -> dict[str, Any]:
+                  permutations: int) -> PrimaryPower:
     """The ``primary`` object of ``power``: the median r over the rows of ``universe`` (S, C) and its joint test,
     its power with the preferences planted on ``reference`` (C,), with every category and without the ``keep``
     mask's left-out one."""
@@ -234,7 +232,7 @@ def primary_power(universe: np.ndarray, reference: np.ndarray, y: np.ndarray, *,
                       permutations=permutations, reference=reference),
             power_set(u[:, keep], observed_y=y[keep], params=params, alpha=alpha, rng=rng,
                       left_out=left_out, permutations=permutations, reference=reference[keep])]
-    return {"statistic": "median_r", "n_specs": int(u.shape[0]), "model": PRIMARY_MODEL, "sets": sets}
+    return PrimaryPower(statistic="median_r", n_specs=int(u.shape[0]), model=PRIMARY_MODEL, sets=sets)
 
 
 __all__: Sequence[str] = ("MODEL", "PRIMARY_MODEL", "RNG_NAME", "exact_p", "grid", "power_results", "power_set",

@@ -11,18 +11,22 @@ lambda1 / sum; the seed's bell-curve test fits a line before and after L*.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from numba import njit
 
 from uaprobe.analysis.inference import curves, stats
 from uaprobe.schema import missing
+from uaprobe.schema.document import record
+from uaprobe.schema.geometry import (Anisotropy, AnisotropySignChange, AnisotropyVariant, BellCurve,
+                                     CorrelationSignChanges, LineFit, LStarBootstrap, VariantBellCurve)
 from uaprobe.analysis.compute.workers import ordered_map
 
 EIGEN_FLOOR = 1e-10
 """Seed 004 floors eigenvalues at this value (``np.maximum(eigenvalues, 1e-10)``)."""
 TOP_SHARES = (1, 10, 50)
+NO_L_STAR = "lambda1/sum is undefined at every layer"
 ZERO_COVARIANCE_RELATIVE = 1e-24
 """A layer whose centred sum of squares is below this fraction of its raw sum of squares has no
 covariance (all token states the same vector): its spectrum measures are undefined, not the
@@ -102,71 +106,78 @@ def anisotropy_profile(x: np.ndarray, *, spectrum_top: int) -> Profile:
     )
 
 
-def anisotropy_results(*, profile: Profile, n_layers: int, token_selection: str, n_tokens: int, n_prompts: int,
-                       sign_changes: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The body of ``anisotropy.json``; ``sign_changes`` are the mean-pooling records of layerwise r."""
+def _line(fit: stats.LineFit) -> LineFit:
+    return LineFit(n_layers=fit.n, **{f: missing.value(getattr(fit, f), fit.reason.get(f))
+                                      for f in ("slope", "intercept", "r", "p")})
+
+
+def _bell_curve(ratio: np.ndarray, l_star: int | None, *, alpha: float | None) -> BellCurve:
+    """The seed's bell-curve test around L* (``alpha``: with the slopes' significance)."""
+    if l_star is None:
+        return BellCurve(is_bell_curve=missing.flag(False, defined=False, reason=NO_L_STAR))
+    fits = {"before": stats.line_fit(ratio[:l_star]), "after": stats.line_fit(ratio[l_star:])}
+    slopes_defined = np.isfinite(fits["before"].slope) and np.isfinite(fits["after"].slope)
+    reason = "; ".join(f"{name}: {fit.reason['slope']}" for name, fit in fits.items() if "slope" in fit.reason)
+    significant = {} if alpha is None else {"is_bell_curve_significant": _bell(ratio, l_star, alpha)
+                                            .is_bell_curve_significant}
+    return BellCurve(before=_line(fits["before"]), after=_line(fits["after"]),
+                     is_bell_curve=missing.flag(fits["before"].slope > 0 and fits["after"].slope < 0,
+                                                defined=slopes_defined, reason=reason or "a slope is undefined"),
+                     **significant)
+
+
+def _sign_changes(l_star: int | None, sign_changes: Sequence[Mapping[str, Any]]) -> CorrelationSignChanges:
+    """L* against the sign changes of r(UA, preference) (``sign_changes``: the mean pooling's, ``layerwise.json``)."""
+    if l_star is None:
+        return CorrelationSignChanges(
+            pooling="mean", sign_changes=[AnisotropySignChange(**sc, distance=missing.label(None, NO_L_STAR))
+                                          for sc in sign_changes],
+            **{key: missing.label(None, NO_L_STAR) for key in ("last_inversion_layer", "distance_to_last_inversion",
+                                                               "nearest_sign_change_layer", "distance_to_nearest")})
+    changes = [AnisotropySignChange(**dict(sc, distance=int(l_star - sc["layer_after"]))) for sc in sign_changes]
+    inversions = [sc for sc in changes if sc.r_before > 0 > sc.r_after]
+    never = "r(UA, preference) never changes from positive to negative"
+    nearest = min(changes, key=lambda sc: (abs(sc.distance), sc.layer_after)) if changes else None
+    no_change = "r(UA, preference) never changes sign"
+    return CorrelationSignChanges(
+        pooling="mean", sign_changes=changes,
+        last_inversion_layer=inversions[-1].layer_after if inversions else missing.label(None, never),
+        distance_to_last_inversion=inversions[-1].distance if inversions else missing.label(None, never),
+        nearest_sign_change_layer=nearest.layer_after if nearest else missing.label(None, no_change),
+        distance_to_nearest=nearest.distance if nearest else missing.label(None, no_change))
+
+
+def anisotropy_results(*, profile: Profile, header: Mapping[str, Any], n_layers: int, token_selection: str,
+                       n_tokens: int, n_prompts: int, hidden_size: int, sign_changes: Sequence[Mapping[str, Any]],
+                       tolerance: float, alpha: float | None = None,
+                       bootstrap: Callable[[int, list[int]], LStarBootstrap] | None = None,
+                       variants: Mapping[str, AnisotropyVariant] | None = None) -> Anisotropy:
+    """``anisotropy.json`` of ``profile``, with the keys every results file starts with (``header``);
+    ``sign_changes`` are the mean-pooling records of layerwise r; ``alpha``, the bell curve's significance;
+    ``bootstrap(l_star, ties)``, L* over resamples of the prompts; ``variants``, the other token selections."""
     ratio = profile.lambda1_ratio
     why = profile.spectrum_reason
-    out: dict[str, Any] = {
-        "token_selection": token_selection, "n_tokens": n_tokens, "n_prompts": n_prompts,
-        "eigenvalue_variance": missing.series(profile.eigenvalue_variance, why),
-        "lambda1_ratio": missing.series(ratio, why),
-        "effective_rank": missing.series(profile.effective_rank, why),
-        "mean_cos_to_mean": missing.series(profile.mean_cos_to_mean, profile.mean_cos_reason),
-        "spectrum": missing.series(profile.spectrum, why[:, None]),
-        "spectrum_top": int(profile.spectrum.shape[-1]),
-    }
-    for k, v in profile.var_top.items():
-        out[f"var_top{k}"] = missing.series(v, why)
     l_star = stats.peak(ratio)
-    if l_star is None:
-        none = "lambda1/sum is undefined at every layer"
-        out["l_star"] = missing.label(None, none)
-        out["l_star_depth_pct"] = missing.value(np.nan, none)
-        out["l_star_value"] = missing.value(np.nan, none)
-        out["bell_curve"] = {"is_bell_curve": missing.flag(False, defined=False,
-                                                              reason=none)}
-        out["correlation_sign_changes"] = {"pooling": "mean", "sign_changes": list(sign_changes)}
-        for key in ("last_inversion_layer", "distance_to_last_inversion", "nearest_sign_change_layer",
-                    "distance_to_nearest"):
-            out["correlation_sign_changes"][key] = missing.label(None, none)
-        return out
-    out["l_star"] = l_star
-    out["l_star_depth_pct"] = float(curves.depth_pct([l_star], n_layers=n_layers)[0])
-    out["l_star_value"] = float(ratio[l_star])
-    fits = {"before": stats.line_fit(ratio[:l_star]), "after": stats.line_fit(ratio[l_star:])}
-    bell: dict[str, Any] = {}
-    for name, fit in fits.items():
-        bell[name] = {
-            "n_layers": fit.n,
-            **{f: missing.value(getattr(fit, f), fit.reason.get(f))
-               for f in ("slope", "intercept", "r", "p")},
-        }
-    slopes_defined = np.isfinite(fits["before"].slope) and np.isfinite(fits["after"].slope)
-    bell["is_bell_curve"] = missing.flag(fits["before"].slope > 0 and fits["after"].slope < 0, defined=slopes_defined,
-        reason="; ".join(f"{name}: {fit.reason['slope']}" for name, fit in fits.items() if "slope" in fit.reason)
-        or "a slope is undefined")
-    out["bell_curve"] = bell
-    changes = [dict(sc, distance=int(l_star - sc["layer_after"])) for sc in sign_changes]
-    inversions = [sc for sc in changes if sc["r_before"] > 0 > sc["r_after"]]
-    corr: dict[str, Any] = {"pooling": "mean", "sign_changes": changes}
-    if inversions:
-        corr["last_inversion_layer"] = inversions[-1]["layer_after"]
-        corr["distance_to_last_inversion"] = inversions[-1]["distance"]
-    else:
-        why = "r(UA, preference) never changes from positive to negative"
-        corr["last_inversion_layer"] = missing.label(None, why)
-        corr["distance_to_last_inversion"] = missing.label(None, why)
-    if changes:
-        nearest = min(changes, key=lambda sc: (abs(sc["distance"]), sc["layer_after"]))
-        corr["nearest_sign_change_layer"] = nearest["layer_after"]
-        corr["distance_to_nearest"] = nearest["distance"]
-    else:
-        why = "r(UA, preference) never changes sign"
-        corr["nearest_sign_change_layer"] = missing.label(None, why)
-        corr["distance_to_nearest"] = missing.label(None, why)
-    out["correlation_sign_changes"] = corr
-    return out
+    ties = l_star_ties(ratio, tolerance=tolerance)
+    return record(
+        Anisotropy, header, token_selection=token_selection, n_tokens=n_tokens, n_prompts=n_prompts,
+        hidden_size=hidden_size,
+        eigenvalue_variance=missing.series(profile.eigenvalue_variance, why),
+        lambda1_ratio=missing.series(ratio, why),
+        effective_rank=missing.series(profile.effective_rank, why),
+        mean_cos_to_mean=missing.series(profile.mean_cos_to_mean, profile.mean_cos_reason),
+        **{f"var_top{k}": missing.series(v, why) for k, v in profile.var_top.items()},
+        spectrum=missing.series(profile.spectrum, why[:, None]),
+        spectrum_top=int(profile.spectrum.shape[-1]),
+        l_star=missing.label(None, NO_L_STAR) if l_star is None else l_star,
+        l_star_depth_pct=(missing.value(np.nan, NO_L_STAR) if l_star is None
+                          else float(curves.depth_pct([l_star], n_layers=n_layers)[0])),
+        l_star_value=missing.value(np.nan, NO_L_STAR) if l_star is None else float(ratio[l_star]),
+        l_star_tolerance=tolerance, l_star_ties=ties,
+        **({} if l_star is None or bootstrap is None else {"l_star_bootstrap": bootstrap(l_star, ties)}),
+        bell_curve=_bell_curve(ratio, l_star, alpha=alpha),
+        correlation_sign_changes=_sign_changes(l_star, sign_changes),
+        variants=dict(variants or {}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,20 +261,34 @@ def bootstrap_l_star(x: np.ndarray, prompt_of_token: np.ndarray, *, rng: np.rand
     return np.array(ordered_map(l_star, list(draws)), dtype=np.int64).reshape(resamples)
 
 
-def _bell(ratio: np.ndarray, l_star: int, alpha: float) -> dict[str, Any]:
+def _bell(ratio: np.ndarray, l_star: int, alpha: float) -> VariantBellCurve:
+    """The slopes before and after L* with their p-values; significant when both are, in the seed's directions."""
     before, after = stats.line_fit(ratio[:l_star]), stats.line_fit(ratio[l_star:])
     significant = bool(np.isfinite(before.p) and np.isfinite(after.p) and before.slope > 0 and after.slope < 0
                        and before.p < alpha and after.p < alpha)
-    return {"slope_before": before.slope, "p_before": before.p, "slope_after": after.slope, "p_after": after.p,
-            "is_bell_curve_significant": significant}
+    few = "too few layers"
+    return VariantBellCurve(slope_before=missing.value(before.slope, few), p_before=missing.value(before.p, few),
+                            slope_after=missing.value(after.slope, few), p_after=missing.value(after.p, few),
+                            is_bell_curve_significant=significant)
+
+
+def _variant(xv: np.ndarray, profile: Profile, *, tolerance: float, alpha: float) -> AnisotropyVariant:
+    """The lambda1/sum profile of one token selection, its L* and the bell curve's slopes."""
+    ratio = profile.lambda1_ratio
+    ls = stats.peak(ratio)
+    bell = None if ls is None else _bell(ratio, ls, alpha)
+    return AnisotropyVariant(
+        n_tokens=int(xv.shape[1]), lambda1_ratio=missing.series(ratio, profile.spectrum_reason),
+        l_star=ls if ls is not None else missing.label(None, "lambda1/sum is undefined everywhere"),
+        l_star_ties=l_star_ties(ratio, tolerance=tolerance), **({} if bell is None else {"bell_curve": bell}))
 
 
 def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index: np.ndarray, pooling_drop: str,
-                       n_layers: int, n_prompts: int, params: Any, sign_changes: Sequence[dict[str, Any]],
-                       rng: np.random.Generator, source: str) -> dict[str, Any]:
-    """The body of ``anisotropy.json``: seed 004's profile on the policy's tokens, L* with its ties and a
-    bootstrap over the prompts, the bell curve with its slopes' p-values, and the lambda1/sum profile
-    with every token (position 0 in) and with position 0 of every prompt and the special tokens out."""
+                       n_layers: int, n_prompts: int, params: Any, sign_changes: Sequence[Mapping[str, Any]],
+                       rng: np.random.Generator, source: str, header: Mapping[str, Any]) -> Anisotropy:
+    """``anisotropy.json``: seed 004's profile on the policy's tokens, L* with its ties and a bootstrap over
+    the prompts, the bell curve with its slopes' p-values, and the lambda1/sum profile with every token
+    (position 0 in) and with position 0 of every prompt and the special tokens out."""
     from uaprobe.errors import UAProbeError
 
     x, selection = select_tokens(states=states, special=special, pooling_drop=pooling_drop)
@@ -277,40 +302,20 @@ def analyze_anisotropy(*, states: np.ndarray, special: np.ndarray, prompt_index:
     # the three profiles' spectra are independent units on the worker threads
     prof, *variant_profiles = ordered_map(lambda job: anisotropy_profile(job[0], spectrum_top=job[1]),
                                           [(x, params.spectrum_top)] + [(xv, 1) for xv in variant_states])
-    body = anisotropy_results(profile=prof, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
-                              n_prompts=n_prompts, sign_changes=sign_changes)
-    body["hidden_size"] = int(x.shape[2])
     tol = params.robustness.l_star_tolerance
-    body["l_star_tolerance"] = tol
-    body["l_star_ties"] = l_star_ties(prof.lambda1_ratio, tolerance=tol)
     keep = ~np.asarray(special, dtype=bool) if pooling_drop == "special" else np.ones(len(special), dtype=bool)
-    if missing.present(body["l_star"]):
-        body["bell_curve"]["is_bell_curve_significant"] = _bell(prof.lambda1_ratio, body["l_star"],
-                                                                params.alpha)["is_bell_curve_significant"]
+
+    def bootstrap(l_star: int, ties: list[int]) -> LStarBootstrap:
         boot = bootstrap_l_star(x, np.asarray(prompt_index)[keep], rng=rng,
                                 resamples=params.robustness.anisotropy_bootstrap)
         counts = np.bincount(boot[boot >= 0], minlength=n_layers + 1)
-        body["l_star_bootstrap"] = {
-            "resamples": int(boot.size),
-            "counts": counts.tolist(),
-            "share_at_l_star": float((boot == body["l_star"]).mean()),
-            "share_in_ties": float(np.isin(boot, body["l_star_ties"]).mean()),
-            "mode": int(counts.argmax()),
-        }
-    variants: dict[str, Any] = {}
-    for (name, _), xv, pv in zip(selections, variant_states, variant_profiles):
-        ratio = pv.lambda1_ratio
-        ls = stats.peak(ratio)
-        entry: dict[str, Any] = {
-            "n_tokens": int(xv.shape[1]),
-            "lambda1_ratio": missing.series(ratio, pv.spectrum_reason),
-            "l_star": ls if ls is not None else missing.label(None, "lambda1/sum is undefined everywhere"),
-            "l_star_ties": l_star_ties(ratio, tolerance=tol),
-        }
-        if ls is not None:
-            entry["bell_curve"] = _bell(ratio, ls, params.alpha)
-            for k in ("slope_before", "p_before", "slope_after", "p_after"):
-                entry["bell_curve"][k] = missing.value(entry["bell_curve"][k], "too few layers")
-        variants[name] = entry
-    body["variants"] = variants
-    return body
+        return LStarBootstrap(resamples=int(boot.size), counts=counts.tolist(),
+                              share_at_l_star=float((boot == l_star).mean()),
+                              share_in_ties=float(np.isin(boot, ties).mean()), mode=int(counts.argmax()))
+
+    return anisotropy_results(
+        profile=prof, header=header, n_layers=n_layers, token_selection=selection, n_tokens=int(x.shape[1]),
+        n_prompts=n_prompts, hidden_size=int(x.shape[2]), sign_changes=sign_changes, tolerance=tol,
+        alpha=params.alpha, bootstrap=bootstrap,
+        variants={name: _variant(xv, pv, tolerance=tol, alpha=params.alpha)
+                  for (name, _), xv, pv in zip(selections, variant_states, variant_profiles)})

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from uaprobe.analysis.inference import stats
 from uaprobe.schema import missing
+from uaprobe.schema.common import Peak, SignChange
 
 SEED_LAYER_STEP = 4
 """The seeds sampled every 4th layer (plus the last)."""
@@ -26,24 +27,24 @@ def seed_layers(n_layers: int) -> list[int]:
     return out
 
 
-def sign_change_records(r: np.ndarray, *, layers: Sequence[int], n_layers: int) -> list[dict[str, Any]]:
+def sign_change_records(r: np.ndarray, *, layers: Sequence[int], n_layers: int) -> list[SignChange]:
     """One record per sign change between consecutive entries of ``r`` (over ``layers``)."""
-    out = []
-    for i, j in stats.sign_changes(r):
-        mid = (layers[i] + layers[j]) / 2.0
-        out.append({
-            "layer_before": int(layers[i]), "layer_after": int(layers[j]),
-            "r_before": float(r[i]), "r_after": float(r[j]),
-            "midpoint_depth_pct": float(100.0 * mid / n_layers),
-        })
-    return out
+    return [SignChange(layer_before=int(layers[i]), layer_after=int(layers[j]), r_before=float(r[i]),
+                       r_after=float(r[j]), midpoint_depth_pct=float(100.0 * _midpoint(layers[i], layers[j]) / n_layers))
+            for i, j in stats.sign_changes(r)]
 
 
-def peak_record(r: np.ndarray, *, layers: Sequence[int], n_layers: int, lowest: bool) -> dict[str, Any]:
-    """``layer``, ``r``, ``depth_pct`` of the max (or min) finite r; nulls with a reason if none."""
+def _midpoint(a: float, b: float) -> float:
+    return (a + b) / 2.0
+
+
+def peak_record(r: np.ndarray, *, layers: Sequence[int], n_layers: int, lowest: bool,
+                reported: np.ndarray | None = None) -> Peak:
+    """The layer, r and depth of the max (or min) finite ``r``; missing values with a reason if none.
+    ``reported``: the r written at that layer, where the peak is of another curve (e.g. of ``|r|``)."""
     i = stats.peak(r, lowest=lowest)
     if i is None:
         why = "r is undefined at every layer"
-        return {"layer": missing.label(None, why), "r": missing.value(np.nan, why),
-                "depth_pct": missing.value(np.nan, why)}
-    return {"layer": int(layers[i]), "r": float(r[i]), "depth_pct": float(100.0 * layers[i] / n_layers)}
+        return Peak(layer=missing.label(None, why), r=missing.value(np.nan, why), depth_pct=missing.value(np.nan, why))
+    shown = r if reported is None else reported
+    return Peak(layer=int(layers[i]), r=float(shown[i]), depth_pct=float(100.0 * layers[i] / n_layers))

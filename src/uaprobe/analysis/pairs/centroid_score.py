@@ -91,9 +91,7 @@ def centroid_score_results(result: dict[str, PairLevel], *, n_layers: int, alpha
             corrected[f"{name}_p"] = missing.series(adj, why)
             corrected[f"{name}_reject"] = missing.flags(adj <= alpha, defined=np.isfinite(adj), reasons=why)
         r = p.r[sel]
-        peak = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False)
-        if missing.present(peak["layer"]):
-            peak["r"] = float(r[peak["layer"]])
+        peak = curves.peak_record(np.abs(r), layers=layers, n_layers=n_layers, lowest=False, reported=r)
         out[pooling] = PairsPooling(
             score=missing.series(res.score[sel], zero), **g.fields(sel), **corrected, peak_abs=peak,
             final=PairsFinal(layer=n_layers, r=missing.value(p.r[n_layers], p.reason[n_layers]),

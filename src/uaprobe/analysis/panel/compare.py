@@ -15,6 +15,9 @@ from uaprobe.analysis.inference import multiplicity, stats
 from uaprobe.analysis.panel import scaling
 from uaprobe.analysis.run.documents import StageOutputs, settings
 from uaprobe.schema import missing
+from uaprobe.schema.document import document
+from uaprobe.schema.panel import (PairPower, Panel, PanelAnisotropy, PanelOriginal, PanelPairFamily,
+                                  PanelPairFamilyModel, PanelPrimary, PanelPrimaryModel)
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from uaprobe.schema.geometry import Anisotropy
 
 
-def _panel_anisotropy(model_id: str, aniso: Anisotropy) -> dict[str, Any]:
+def _panel_anisotropy(model_id: str, aniso: Anisotropy) -> PanelAnisotropy:
     """L* of one model for ``results/panel.json``; a missing value keeps the reason its
     ``anisotropy.json`` records."""
     values: dict[str, Any] = {"l_star": aniso.l_star, "l_star_depth_pct": aniso.l_star_depth_pct,
@@ -36,11 +39,11 @@ def _panel_anisotropy(model_id: str, aniso: Anisotropy) -> dict[str, Any]:
         if value is None:
             why = aniso.nan_reasons.get(where[key], "see its nan_reasons")
             values[key] = missing.Missing(f"undefined in results/models/{model_id}/anisotropy.json: {why}")
-    return values
+    return PanelAnisotropy(**values)
 
 
 def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: str, correction: str,
-                          alpha: float) -> dict[str, Any]:
+                          alpha: float) -> PanelPrimary:
     """The ``primary`` object of ``results/panel.json``: each model's primary joint p (``primary_p``: model ->
     p, None where undefined) with its correction across the panel's models (``holm`` or ``bonferroni``; an
     undefined p is left out of the family) and the verdict at ``alpha``."""
@@ -55,11 +58,11 @@ def primary_across_models(primary_p: Mapping[str, float | None], *, statistic: s
     models = {}
     for m, q in zip(ids, adj):
         why = f"the primary p of {m} is undefined (see its specification_curve.json)"
-        models[m] = {"p": missing.value(np.nan if primary_p[m] is None else float(primary_p[m]), why),
-                     "adjusted_p": missing.value(q, why),
-                     "reject": missing.flag(bool(np.isfinite(q) and q <= alpha),
-                                               defined=bool(np.isfinite(q)), reason=why)}
-    return {"statistic": statistic, "correction": correction, "alpha": float(alpha), "models": models}
+        models[m] = PanelPrimaryModel(p=missing.value(np.nan if primary_p[m] is None else float(primary_p[m]), why),
+                                      adjusted_p=missing.value(q, why),
+                                      reject=missing.flag(bool(np.isfinite(q) and q <= alpha),
+                                                          defined=bool(np.isfinite(q)), reason=why))
+    return PanelPrimary(statistic=statistic, correction=correction, alpha=float(alpha), models=models)
 
 
 ORIGINAL_RNG = "original"
@@ -72,7 +75,7 @@ lexical metric added; the same without ``analysis.primary.left_out``'s pairs."""
 
 
 def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], *, alpha: float,
-                              target: float = 0.8) -> dict[str, Any]:
+                              target: float = 0.8) -> PanelPairFamily:
     """The ``pair_family`` object of ``results/panel.json``: every test of every family of every model
     (``families[model][name]``, :data:`PAIR_FAMILIES`) that is itself (``same_as``) Holm-corrected as one
     family; a test merged into an identical one takes that one's Holm p; an undefined p stays out of the
@@ -83,9 +86,8 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
             if twin == i and fam.tests.permutation_p[i] is not None and not fam.tests.degenerate[i]]
     p_all = [float(families[m][name].tests.permutation_p[i]) for m, name, i in rows]  # type: ignore[arg-type]
     adjusted = dict(zip(rows, stats.holm(np.array(p_all, dtype=float)).tolist()))
-    models: dict[str, Any] = {}
+    holm_of: dict[tuple[str, str], dict[str, Any]] = {}
     for m, fams in families.items():
-        models[m] = {}
         for name, fam in fams.items():
             same_as = fam.tests.same_as
             q = np.array([adjusted.get((m, name, twin), np.nan) for twin in same_as], dtype=float)
@@ -93,9 +95,9 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
             why = np.where(np.array(fam.tests.degenerate, dtype=bool), "the test is degenerate (its VIF exceeds "
                            "analysis.degenerate_vif) and kept out of the family", "the test's p is undefined (see "
                            "pair_models.json)")
-            models[m][name] = {"holm_p": missing.series(q, why),
-                               "holm_reject": missing.flags(ok & (q <= alpha), defined=ok, reasons=why),
-                               "n_reject": int(sum((m, name, i) in adjusted and q[i] <= alpha for i in range(q.size)))}
+            holm_of[m, name] = {"holm_p": missing.series(q, why),
+                                "holm_reject": missing.flags(ok & (q <= alpha), defined=ok, reasons=why),
+                                "n_reject": int(sum((m, name, i) in adjusted and q[i] <= alpha for i in range(q.size)))}
     floor = next((fam.p_floor for fams in families.values() for fam in fams.values()), None)
     n_tests = len(rows)
     n_degenerate = sum(int(fam.n_degenerate) for fams in families.values() for fam in fams.values())
@@ -103,25 +105,28 @@ def pair_family_across_models(families: Mapping[str, Mapping[str, PairFamily]], 
     # over the whole panel, like Holm's, that uses the dependence of the tests within each family
     n_families = sum(int(fam.n_tests > 0) for fams in families.values() for fam in fams.values())
     n_maxt = 0
+    models: dict[str, dict[str, PanelPairFamilyModel]] = {}
     for m, fams in families.items():
+        models[m] = {}
         for name, fam in fams.items():
             raw = np.array([np.nan if v is None else float(v) for v in fam.tests.maxt_p], dtype=float)
             q = np.minimum(1.0, n_families * raw)
             ok = np.isfinite(q)
             counted = np.array(fam.tests.same_as) == np.arange(q.size)
             why = "the test's max-T p is undefined (degenerate or undefined: see pair_models.json)"
-            models[m][name]["maxt_p"] = missing.series(q, why)
-            models[m][name]["maxt_reject"] = missing.flags(ok & (q <= alpha), defined=ok, reasons=why)
-            models[m][name]["n_maxt_reject"] = int((ok & (q <= alpha) & counted).sum())
-            models[m][name]["power"] = pair_power(fam, alpha=alpha, n_tests=n_tests, target=target)
-            n_maxt += models[m][name]["n_maxt_reject"]
-    return {"families": dict(PAIR_FAMILIES), "alpha": float(alpha), "n_tests": n_tests, "n_degenerate": n_degenerate,
-            "n_reject": int(sum(v <= alpha for v in adjusted.values())),
-            "holm_floor": None if floor is None else min(1.0, n_tests * floor), "n_families": n_families,
-            "n_maxt_reject": n_maxt, "power_target": float(target), "models": models}
+            n_reject = int((ok & (q <= alpha) & counted).sum())
+            models[m][name] = PanelPairFamilyModel(
+                **holm_of[m, name], maxt_p=missing.series(q, why),
+                maxt_reject=missing.flags(ok & (q <= alpha), defined=ok, reasons=why), n_maxt_reject=n_reject,
+                power=pair_power(fam, alpha=alpha, n_tests=n_tests, target=target))
+            n_maxt += n_reject
+    return PanelPairFamily(families=dict(PAIR_FAMILIES), alpha=float(alpha), n_tests=n_tests,
+                           n_degenerate=n_degenerate, n_reject=int(sum(v <= alpha for v in adjusted.values())),
+                           holm_floor=None if floor is None else min(1.0, n_tests * floor), n_families=n_families,
+                           n_maxt_reject=n_maxt, power_target=float(target), models=models)
 
 
-def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float) -> dict[str, Any]:
+def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float) -> PairPower:
     """The minimum detectable partial r of a family's tests (:func:`uaprobe.analysis.inference.multiplicity.partial_r_mde`)
     at power ``target``: at ``alpha`` uncorrected and at ``alpha / n_tests``, the level of the first step of the
     panel's Holm correction (the smallest effect its strongest test can find). The family's tests share their
@@ -129,19 +134,18 @@ def pair_power(fam: PairFamily, *, alpha: float, n_tests: int, target: float) ->
     counted = [i for i, twin in enumerate(fam.tests.same_as) if twin == i and not fam.tests.degenerate[i]]
     if not counted or n_tests == 0:
         why = "the family has no test"
-        return {"n": None, "n_covariates": None, "mde": missing.value(np.nan, why),
-                "mde_panel": missing.value(np.nan, why)}
+        return PairPower(n=None, n_covariates=None, mde=missing.value(np.nan, why),
+                         mde_panel=missing.value(np.nan, why))
     n = min(int(fam.tests.n[i]) for i in counted)
     q = max(int(fam.tests.n_covariates[i]) for i in counted)
     why = "too few pairs for the covariates"
-    return {"n": n, "n_covariates": q,
-            "mde": missing.value(multiplicity.partial_r_mde(n=n, n_covariates=q, alpha=alpha,
-                                                                      power=target), why),
-            "mde_panel": missing.value(multiplicity.partial_r_mde(
-                n=n, n_covariates=q, alpha=alpha / n_tests, power=target), why)}
+    return PairPower(n=n, n_covariates=q,
+                     mde=missing.value(multiplicity.partial_r_mde(n=n, n_covariates=q, alpha=alpha, power=target), why),
+                     mde_panel=missing.value(multiplicity.partial_r_mde(n=n, n_covariates=q, alpha=alpha / n_tests,
+                                                                        power=target), why))
 
 
-def original_points(table: object, *, source: str, params: AnalysisParams) -> dict[str, Any]:
+def original_points(table: object, *, source: str, params: AnalysisParams) -> PanelOriginal:
     """The original study's published category points (``category_level.final_table`` of ``source``: category ->
     [UA, mean preference]) under this panel's category-level analysis: r, its exact p over every order, r with
     each category left out, and the exact test's power with the published UA held fixed
@@ -160,10 +164,9 @@ def original_points(table: object, *, source: str, params: AnalysisParams) -> di
     ps = power.power_set(x, observed_y=y, params=params.power, alpha=params.alpha,
                          rng=rng_for(seed=params.seed, name=ORIGINAL_RNG), left_out=None,
                          permutations=params.permutations)
-    return {"source": source, "categories": names, "ua": x.tolist(), "preference": y.tolist(),
-            "r": ps["observed_r"], "p": ps["observed_p"], "orders": ps["orders"], "p_floor": ps["p_floor"],
-            "leave_one_out_r": missing.series(np.array(r_loo), "the rest is constant"),
-            "power": ps}
+    return PanelOriginal(source=source, categories=names, ua=x.tolist(), preference=y.tolist(), r=ps.observed_r,
+                         p=ps.observed_p, orders=ps.orders, p_floor=ps.p_floor,
+                         leave_one_out_r=missing.series(np.array(r_loo), "the rest is constant"), power=ps)
 
 
 def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, Layerwise],
@@ -187,41 +190,53 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
                                        params_millions=params_millions.get(m)) for m in model_ids]
         for p in poolings
     }
-    body: dict[str, Any] = {
-        "models": list(model_ids),
-        "stable_depth_std": params.stable_depth_std,
-        "settings": settings(params),
-        "poolings": scaling.scaling_view(curves_by_pooling, seed_view=False, stable_depth_std=params.stable_depth_std),
-        "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
-                                                 stable_depth_std=params.stable_depth_std),
-        "anisotropy": {m: _panel_anisotropy(m, a) for m, a in anisotropy_results.items()},
-    }
+    views = {"poolings": scaling.scaling_view(curves_by_pooling, seed_view=False,
+                                              stable_depth_std=params.stable_depth_std),
+             "seed_layers_view": scaling.scaling_view(curves_by_pooling, seed_view=True,
+                                                      stable_depth_std=params.stable_depth_std)}
+    optional: dict[str, Any] = {}
     if primary_p is not None:
-        body["primary"] = primary_across_models(primary_p, statistic=params.primary.statistic,
-                                                correction=params.primary.across_models, alpha=params.alpha)
+        optional["primary"] = primary_across_models(primary_p, statistic=params.primary.statistic,
+                                                    correction=params.primary.across_models, alpha=params.alpha)
     if pair_families is not None:
-        body["pair_family"] = pair_family_across_models(pair_families, alpha=params.alpha,
-                                                        target=params.power.target)
+        optional["pair_family"] = pair_family_across_models(pair_families, alpha=params.alpha,
+                                                            target=params.power.target)
     if original is not None:
-        body["original"] = original_points(original[1], source=original[0], params=params)
+        optional["original"] = original_points(original[1], source=original[0], params=params)
     if sink_excluded_results:
         sx_curves = {"mean": [scaling.curve_from_results(model_id=m, layerwise=sink_excluded_results[m], pooling="mean",
                                                          params_millions=params_millions.get(m)) for m in model_ids]}
-        body["sink_excluded"] = scaling.scaling_view(sx_curves, seed_view=False,
-                                                     stable_depth_std=params.stable_depth_std)
-    reasons = missing.take_reasons(body)  # before the body's top-level values are copied
-    results = {"panel": {**body, "nan_reasons": reasons}}
+        optional["sink_excluded"] = scaling.scaling_view(sx_curves, seed_view=False,
+                                                         stable_depth_std=params.stable_depth_std)
+    panel = Panel(models=list(model_ids), stable_depth_std=params.stable_depth_std, settings=settings(params),
+                  **views, anisotropy={m: _panel_anisotropy(m, a) for m, a in anisotropy_results.items()},
+                  **optional, nan_reasons={})
+    doc = document(panel)
+    doc["nan_reasons"] = missing.take_reasons(doc)
+    return StageOutputs(results={"panel": doc}, metrics=_panel_metrics(panel),
+                        plots=_panel_plots(model_ids, poolings, layerwise_results, sink_excluded_results))
+
+
+def _panel_metrics(panel: Panel) -> dict[str, Any]:
+    """``metrics/panel.json`` (missing values None)."""
     metrics: dict[str, Any] = {"poolings": {}}
-    for p, e in body["poolings"].items():
-        s = e["summary"]
-        metrics["poolings"][p] = {k: s[k] for k in ("peak_positive_depth_mean", "peak_positive_depth_std",
-                                                    "peak_negative_depth_mean", "peak_negative_depth_std", "stable")}
-    mean_models = body["poolings"]["mean"]["models"] if "mean" in body["poolings"] else {}
-    metrics["final_r"] = {m: v["final_r"] for m, v in mean_models.items()}
-    metrics["peak_positive_depth_pct"] = {m: v["peak_positive"]["depth_pct"] for m, v in mean_models.items()}
-    if "sink_excluded" in body:
-        metrics["sink_excluded_final_r"] = {m: v["final_r"]
-                                            for m, v in body["sink_excluded"]["mean"]["models"].items()}
+    for p, e in panel.poolings.items():
+        s = e.summary
+        metrics["poolings"][p] = {"peak_positive_depth_mean": s.peak_positive_depth_mean,
+                                  "peak_positive_depth_std": s.peak_positive_depth_std,
+                                  "peak_negative_depth_mean": s.peak_negative_depth_mean,
+                                  "peak_negative_depth_std": s.peak_negative_depth_std, "stable": s.stable}
+    mean_models = panel.poolings["mean"].models if "mean" in panel.poolings else {}
+    metrics["final_r"] = {m: v.final_r for m, v in mean_models.items()}
+    metrics["peak_positive_depth_pct"] = {m: v.peak_positive.depth_pct for m, v in mean_models.items()}
+    if panel.sink_excluded is not None:
+        metrics["sink_excluded_final_r"] = {m: v.final_r for m, v in panel.sink_excluded["mean"].models.items()}
+    return missing.as_null(metrics)
+
+
+def _panel_plots(model_ids: Sequence[str], poolings: Sequence[str], layerwise_results: Mapping[str, Layerwise],
+                 sink_excluded_results: Mapping[str, Layerwise] | None) -> dict[str, dict[str, list[Any]]]:
+    """``plots/panel/<id>.csv``: each model's r per layer and pooling."""
     plots = {}
     for m in model_ids:
         lw = layerwise_results[m]
@@ -231,4 +246,4 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
         if sink_excluded_results:
             cols["r_mean_sink_excluded"] = list(sink_excluded_results[m].poolings["mean"].pearson_r)
         plots[m] = cols
-    return StageOutputs(results=results, metrics=metrics, plots=plots)
+    return plots

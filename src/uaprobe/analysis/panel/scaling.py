@@ -8,12 +8,14 @@ verdict "stable if the std of the positive-peak depth is below ``stable_depth_st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from uaprobe.analysis.inference import curves
 from uaprobe.schema import missing
+from uaprobe.schema.panel import CurveSignChange, ScalingSummary, ScalingView
+from uaprobe.schema.panel import ModelCurve as CurveRecord
 
 if TYPE_CHECKING:
     from uaprobe.schema.categories import Layerwise
@@ -40,55 +42,43 @@ def curve_from_results(*, model_id: str, layerwise: Layerwise, pooling: str,
                       n_layers=layerwise.n_layers, r=r)
 
 
-def model_summary(curve: ModelCurve, *, layers: Sequence[int]) -> dict[str, Any]:
+def model_summary(curve: ModelCurve, *, layers: Sequence[int]) -> CurveRecord:
     """Seed 001's per-model summary over ``layers`` (all layers, or the seeds' subset)."""
     layers = list(layers)
     r = curve.r[layers]
     why = f"undefined in results/models/{curve.model_id}/layerwise.json (see its nan_reasons)"
-    return {
-        "display": curve.display,
-        "params_millions": curve.params_millions,
-        "n_layers": curve.n_layers,
-        "layers": layers,
-        "depth_pct": curves.depth_pct(layers, n_layers=curve.n_layers).tolist(),
-        "r": missing.series(r, why),
-        "peak_positive": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=False),
-        "peak_negative": curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=True),
-        "final_r": missing.value(r[-1], why),
-        "sign_changes": [
-            {k: sc[k] for k in ("layer_before", "layer_after", "midpoint_depth_pct")}
-            for sc in curves.sign_change_records(r, layers=layers, n_layers=curve.n_layers)
-        ],
-    }
+    return CurveRecord(
+        display=curve.display, params_millions=curve.params_millions, n_layers=curve.n_layers, layers=layers,
+        depth_pct=curves.depth_pct(layers, n_layers=curve.n_layers).tolist(), r=missing.series(r, why),
+        peak_positive=curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=False),
+        peak_negative=curves.peak_record(r, layers=layers, n_layers=curve.n_layers, lowest=True),
+        final_r=missing.value(r[-1], why),
+        sign_changes=[CurveSignChange(layer_before=sc.layer_before, layer_after=sc.layer_after,
+                                      midpoint_depth_pct=sc.midpoint_depth_pct)
+                      for sc in curves.sign_change_records(r, layers=layers, n_layers=curve.n_layers)])
 
 
-def panel_summary(models: dict[str, dict[str, Any]], *, stable_depth_std: float) -> dict[str, Any]:
+def panel_summary(models: Mapping[str, CurveRecord], *, stable_depth_std: float) -> ScalingSummary:
     """Mean and std of the peak depths across models, and the seed's stability verdict."""
-    out: dict[str, Any] = {}
-    for which in ("positive", "negative"):
-        depths = np.array([m[f"peak_{which}"]["depth_pct"] for m in models.values()
-                           if missing.present(m[f"peak_{which}"]["depth_pct"])], dtype=float)
-        why = "no model has a defined peak"
-        out[f"peak_{which}_depth_mean"] = missing.value(depths.mean() if depths.size else np.nan, why)
-        out[f"peak_{which}_depth_std"] = missing.value(depths.std() if depths.size else np.nan, why)
-        if which == "positive":
-            out["n_models_with_peak"] = int(depths.size)
-            std = depths.std() if depths.size else np.nan
-            out["stable"] = missing.flag(bool(std < stable_depth_std), defined=depths.size >= 2,
-                                         reason="fewer than 2 models with a defined peak")
-    return out
+    why = "no model has a defined peak"
+    depths = {which: np.array([d for m in models.values() if missing.present(d := getattr(m, f"peak_{which}").depth_pct)],
+                              dtype=float) for which in ("positive", "negative")}
+    stat = {f"peak_{which}_depth_{name}": missing.value(getattr(d, name)() if d.size else np.nan, why)
+            for which, d in depths.items() for name in ("mean", "std")}
+    pos = depths["positive"]
+    std = pos.std() if pos.size else np.nan
+    return ScalingSummary(**stat, n_models_with_peak=int(pos.size),
+                          stable=missing.flag(bool(std < stable_depth_std), defined=pos.size >= 2,
+                                              reason="fewer than 2 models with a defined peak"))
 
 
 def scaling_view(curves_by_pooling: dict[str, list[ModelCurve]], *, seed_view: bool,
-                 stable_depth_std: float) -> dict[str, Any]:
+                 stable_depth_std: float) -> dict[str, ScalingView]:
     """``poolings.<p>`` with ``models`` and ``summary``; ``seed_view`` restricts each model to the
     seeds' layers (every 4th, plus the last)."""
-    out: dict[str, Any] = {}
+    out: dict[str, ScalingView] = {}
     for pooling, model_curves in curves_by_pooling.items():
-        models = {}
-        for c in model_curves:
-            layers = curves.seed_layers(c.n_layers) if seed_view else list(range(c.n_layers + 1))
-            models[c.model_id] = model_summary(c, layers=layers)
-        out[pooling] = {"models": models,
-                        "summary": panel_summary(models, stable_depth_std=stable_depth_std)}
+        models = {c.model_id: model_summary(c, layers=curves.seed_layers(c.n_layers) if seed_view
+                                            else list(range(c.n_layers + 1))) for c in model_curves}
+        out[pooling] = ScalingView(models=models, summary=panel_summary(models, stable_depth_std=stable_depth_std))
     return out

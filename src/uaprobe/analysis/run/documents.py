@@ -20,11 +20,18 @@ EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dt
 @dataclass
 class StageOutputs:
     """What a stage writes: results files (stem -> JSON object), one metrics object, CSV series
-    (stem -> ordered columns)."""
+    (stem -> ordered columns); ``records``, the results files built as their models (stem -> record), which
+    the metrics and the series are read from."""
 
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     plots: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    records: dict[str, ResultsHeader] = field(default_factory=dict)
+
+    def add(self, stem: str, rec: ResultsHeader) -> None:
+        """The results file ``stem``: its record, and the document written (:func:`finish`)."""
+        self.records[stem] = rec
+        self.results[stem] = finish(rec)
 
 
 def settings(params: AnalysisParams) -> dict[str, Any]:

@@ -25,6 +25,8 @@ from uaprobe.schema import missing
 from uaprobe.schema.document import record
 from uaprobe.schema.pairmodels import LengthMatched, Mixed
 from uaprobe.schema.pairs import NeutralControl
+from uaprobe.schema.geometry import Anisotropy, Robustness
+from uaprobe.schema.specs import Dimensions, SpecificationCurve
 from uaprobe.analysis.geometry.representation import transform_all
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.analysis.run.summary import model_metrics, model_plots
@@ -128,11 +130,11 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         runs, states, option_b_of = _policy_runs(
             out, beside, emb, option_b_draws=option_b_draws, table=table, pref=pref, mean_pref=mean_pref,
             header=header, params=params, default_name=default_name, source=source, form=form, on_step=on_step)
-        out.results["robustness"] = _robustness(out, runs, emb, table=table, pref=pref, mean_pref=mean_pref,
-                                                header=header, params=params)
+        out.add("robustness", _robustness(out, runs, emb, table=table, pref=pref, mean_pref=mean_pref, header=header,
+                                          params=params))
 
-        out.metrics = model_metrics(out.results, params=params)
-        out.plots = model_plots(out.results, n_layers=n_layers)
+        out.metrics = model_metrics(out.records)
+        out.plots = model_plots(out.records)
 
         # after Option B (submitted before it): the pair-level tests with the categories as random effects and on
         # the length-matched pairs, beside the fixed-effects tests that do not need them
@@ -140,10 +142,11 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
                                            table=table, pref=pref, params=params, default_name=default_name)
         _add_pair_level(out, emb, states=states, option_b_of=option_b_of, random_and_matched=random_and_matched,
                         table=table, pref=pref, header=header, params=params, default_name=default_name)
-        for stem, body in swept.result().items():
-            out.results[stem] = body
-        out.metrics["specification_curve"] = speccurve.curve_metrics(out.results["specification_curve"])
-        out.plots["representation"] = speccurve.plot_columns(out.results, n_layers=n_layers, nll=params.preference)
+        dims, curve = swept.result()
+        out.add("dimensions", dims)
+        out.add("specification_curve", curve)
+        out.metrics["specification_curve"] = speccurve.curve_metrics(curve)
+        out.plots["representation"] = speccurve.plot_columns(curve, dims, nll=params.preference)
         if on_step:
             on_step()
         return out
@@ -173,23 +176,23 @@ def _policy_runs(out: StageOutputs, beside: ThreadPoolExecutor, emb: Embeddings,
                                       pref=pref, mean_pref=mean_pref, header=header, params=params,
                                       form=form, on_step=on_step)
         prefix = "" if policy == "default" else f"{policy}/"
-        for stem, body in runs[policy].results.items():
-            out.results[prefix + stem] = body
+        for stem, rec in runs[policy].results.items():
+            out.add(prefix + stem, rec)
         if policy == "default":  # the anisotropy needs the default policy's sign changes, nothing else
-            aniso = beside.submit(_anisotropy, emb, sign_changes=out.results["layerwise"]["poolings"]["mean"]
-                                  ["sign_changes"], header=header, params=params, default_name=default_name,
-                                  source=source)
-    out.results["anisotropy"] = aniso.result()
+            sign_changes = out.records["layerwise"].poolings["mean"].sign_changes
+            aniso = beside.submit(_anisotropy, emb, sign_changes=[dict(sc) for sc in sign_changes], header=header,
+                                  params=params, default_name=default_name, source=source)
+    out.add("anisotropy", aniso.result())
     return runs, states, option_b_of
 
 
 def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embeddings, *, table: PairTable,
                 pref: np.ndarray, mean_pref: np.ndarray, header: dict[str, Any], params: AnalysisParams
-                ) -> dict[str, Any]:
+                ) -> Robustness:
     """``robustness.json``: the sink, the controls, the nulls, the inference, from both policies' runs."""
     n_layers = emb.n_layers
-    r_by_nll = {kind: out.results["preference"]["poolings"]["mean"][f"r_{kind}"][n_layers] for kind in ("mean", "sum")}
-    r_by_nll = {k: (np.nan if v is None else v) for k, v in r_by_nll.items()}
+    mean = out.records["preference"].poolings["mean"]
+    r_by_nll = {"mean": missing.number(mean.r_mean[n_layers]), "sum": missing.number(mean.r_sum[n_layers])}
     rob_body = robustness.robustness_results(
         default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
         mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
@@ -199,17 +202,16 @@ def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embedding
         seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers,
         n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
         permutations=params.permutations, header=header)
-    return finish(rob_body)
+    return rob_body
 
 
 def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], params: AnalysisParams,
-                default_name: str, source: str) -> dict[str, Any]:
+                default_name: str, source: str) -> Anisotropy:
     """``anisotropy.json``: seed 004's profile, with and without position 0 of every prompt."""
-    body = anisotropy.analyze_anisotropy(
+    return anisotropy.analyze_anisotropy(
         states=emb.aniso_states, special=emb.aniso_special, prompt_index=emb.aniso_prompt_index,
         pooling_drop=default_name, n_layers=emb.n_layers, n_prompts=len(emb.prompts), params=params,
-        sign_changes=sign_changes, rng=rng_for(seed=params.seed, name="anisotropy"), source=source)
-    return finish(body, header)
+        sign_changes=sign_changes, rng=rng_for(seed=params.seed, name="anisotropy"), source=source, header=header)
 
 
 def _option_b(pooled: dict[str, np.ndarray], *, draws: Future[Resampling], table: PairTable, pref: np.ndarray,
@@ -262,8 +264,8 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
             {p: {m: v[m] for m in option_b.METRICS} for p, v in ob.values.items()}, pref, cluster_draws,
             params=params, phases=phases.partition(n_layers))
         policy_name = default_name if policy == "default" else policy
-        out.results[("" if policy == "default" else f"{policy}/") + "option_b"] = finish(
-            option_b.option_b_file(ob, cluster_bootstrap=cluster, header=dict(header, policy=policy_name)))
+        out.add(("" if policy == "default" else f"{policy}/") + "option_b",
+                option_b.option_b_file(ob, cluster_bootstrap=cluster, header=dict(header, policy=policy_name)))
         if policy == "default":
             out.metrics.update(option_b.headline_metrics(ob.poolings, n_layers=n_layers))
             out.plots["option_b"] = option_b.plot_columns(ob.poolings, base={"layer": list(range(n_layers + 1)),
@@ -278,11 +280,11 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     out.metrics["pair_models"] = missing.as_null(pairmodels.headline_metrics(pm, pooling=params.primary.pooling))
     out.plots["pair_models"] = missing.as_null(pairmodels.plot_columns(
         pm, base={"layer": list(range(n_layers + 1)), "depth_pct": header["depth_pct"]}))
-    out.results["pair_models"] = finish(pm)
+    out.add("pair_models", pm)
 
 
 def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, header: dict[str, Any],
-           params: AnalysisParams, default_name: str) -> dict[str, dict[str, Any]]:
+           params: AnalysisParams, default_name: str) -> tuple[Dimensions, SpecificationCurve]:
     """``dimensions.json`` and ``specification_curve.json`` (its power included) from the sweep over every
     representation and policy (:func:`dimensions.sweep` of the raw states, ``sweep``): the per-dimension
     breakdown and the specification curve."""
@@ -290,24 +292,25 @@ def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, 
     n_cat = len(table.categories)
     categories = list(table.categories)
     policy_names = {policy: default_name if policy == "default" else policy for policy in POLICIES}
-    dims = finish(dimensions.dimensions_results(sw, policy_names=policy_names, header=header))
+    dims = dimensions.dimensions_results(sw, policy_names=policy_names, header=header)
     ua = {policy: {p: {r: sw.u_a[policy][p][r] - sw.u_b[policy][p][r] for r in sw.u_a[policy][p]}
                    for p in sw.u_a[policy]} for policy in sw.u_a}
     prefs = {nll: preference.category_means(table.preference(nll), category_of_pair=table.category_of_pair,
                                             n_categories=n_cat) for nll in ("mean", "sum")}
-    sc_body = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
-                                      primary=params.primary, alpha=params.alpha,
-                                      level=params.ci_level, seed=params.seed, permutations=params.permutations)
     declared = params.primary.layer(n_layers)
     spec = {"pooling": params.primary.pooling, "policy": policy_names["default"],
             "representation": params.representation, "nll": params.primary.nll, "layer": declared}
-    sc_body["power"] = power.power_results(
+    power_of = power.power_results(
         ua["default"][params.primary.pooling][params.representation][declared], prefs[params.primary.nll],
         categories=categories, left_out=params.primary.left_out, specification=spec, params=params.power,
         alpha=params.alpha, rng=rng_for(seed=params.seed, name=power.RNG_NAME),
         permutations=params.permutations,
         universe=speccurve.universe_rows(ua, policy_names, primary=params.primary))
-    return {"dimensions": dims, "specification_curve": finish(sc_body, header)}
+    curve = speccurve.curve_results(ua, prefs, categories=categories, policy_names=policy_names,
+                                    primary=params.primary, alpha=params.alpha, level=params.ci_level,
+                                    seed=params.seed, permutations=params.permutations, header=header,
+                                    power=power_of)
+    return dims, curve
 
 
 def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,

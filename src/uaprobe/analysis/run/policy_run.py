@@ -16,10 +16,10 @@ import numpy as np
 from uaprobe.analysis.category import bins, layerwise, preference, robustness, validation
 from uaprobe.analysis.inference import clusterboot, controls, stats
 from uaprobe.analysis.pairs import centroid_score
-from uaprobe.analysis.run.documents import finish
 from uaprobe.analysis.pairs.pair_table import PairTable, pooling_cosines
 from uaprobe.schema import missing
 from uaprobe.schema.categories import Layerwise, Thresholds, Validation
+from uaprobe.schema.common import ResultsHeader
 from uaprobe.schema.document import record
 from uaprobe.schema.pairs import Pairs
 from uaprobe.analysis.inference.stats import bootstrap_indices, resample_counts, rng_for
@@ -35,7 +35,8 @@ BIN_POOLINGS: tuple[str, ...] = POOLINGS
 class PolicyRun:
     """One pooling policy's analyses: its results files and what the robustness view reads."""
 
-    results: dict[str, dict[str, Any]]
+    results: dict[str, ResultsHeader]
+    """stem -> the results file's record"""
     view: robustness.PolicyView
     layerwise_draws: Any
 
@@ -137,37 +138,37 @@ def analyze_policy(*, pooled: Mapping[str, np.ndarray], prenorm: Mapping[str, np
     header = dict(header, policy=policy_name)
     sums = cosine_pass(pooled=pooled, prenorm=prenorm, table=table, pref=pref, params=params, form=form,
                        on_step=on_step)
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, ResultsHeader] = {}
 
     # --- layer-wise (seed 000)
     lw, lw_draws = layerwise.analyze_layerwise(uniformity=sums.uniformity, mean_preference=mean_pref,
                                                categories=categories, params=params,
                                                rng=rng_for(seed=params.seed, name="layerwise"))
     distinct = (lw_draws.counts > 0).sum(axis=1)
-    results["layerwise"] = finish(record(
+    results["layerwise"] = record(
         Layerwise, header, categories=categories, n_pairs=table.pairs_per_category.tolist(),
         preference=params.preference, mean_preference=missing.series(mean_pref), permutation_mode=lw_draws.mode,
         permutation_count=int(lw_draws.orders.shape[0]),
         **permutation_floors(mode=lw_draws.mode, count=int(lw_draws.orders.shape[0]), n_tests=n_layers + 1),
         bootstrap_degenerate=int((distinct <= robustness.DEGENERATE_DISTINCT).sum()),
-        poolings=layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params)))
+        poolings=layerwise.layerwise_results(lw, categories=categories, n_layers=n_layers, params=params))
 
     # --- validation table (seed 003)
-    results["validation"] = finish(_validation(sums, table=table, pref=pref, n_layers=n_layers, params=params,
-                                               header=header))
+    results["validation"] = _validation(sums, table=table, pref=pref, n_layers=n_layers, params=params,
+                                        header=header)
 
     # --- random bins (seed 002)
-    results["bins"] = finish(bins.bins_file(
+    results["bins"] = bins.bins_file(
         {p: bins.bins_results(sums.bins[p], categories_stats=lw[p].stats, n_layers=n_layers) for p in BIN_POOLINGS},
-        n_pairs=table.n_pairs, params=params, header=header))
+        n_pairs=table.n_pairs, params=params, header=header)
 
     # --- pair level (the within-category centroid score)
-    results["pairs"] = finish(_pairs(sums, table=table, pref=pref, n_layers=n_layers, params=params, header=header))
+    results["pairs"] = _pairs(sums, table=table, pref=pref, n_layers=n_layers, params=params, header=header)
 
     # --- NLL mean vs sum
-    results["preference"] = finish(preference.preference_results(
+    results["preference"] = preference.preference_results(
         table=table, ua={p: sums.uniformity[p].ua for p in POOLINGS}, selected=params.preference, n_layers=n_layers,
-        header=header))
+        header=header)
 
     m = lw["mean"]
     view = robustness.PolicyView(
