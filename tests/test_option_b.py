@@ -348,13 +348,16 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
 def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synthetic_tree):
     from uaprobe.publishing.prose.tables import original as mo
     from uaprobe.publishing.provenance.outputs import load_outputs
+    from uaprobe.schema.pairs import OptionB
 
     out = load_outputs(synthetic_tree)
     pub = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     assert len(mo.option_b_table(out).splitlines()) == 2 + 5 * len(out.models)
     assert len(mo.control_table(out).splitlines()) == 2 + 3 * len(out.models)
-    phases = "poolings/mean/metrics/centroid_asymmetry/phases"
-    differs = [m for m in out.models if out.raw(m, "sink_excluded/option_b", phases) != out.raw(m, "option_b", phases)]
+    def phases(m, stem):
+        return out.record(m, OptionB, stem=stem).poolings["mean"].metrics["centroid_asymmetry"].phases
+
+    differs = [m for m in out.models if phases(m, "sink_excluded/option_b") != phases(m, "option_b")]
     assert differs == ["tiny-a"]  # tiny-b's position 0 is a BOS that both poolings drop
     phase_rows = mo.phase_table(out).splitlines()
     assert len(phase_rows) == 2 + len(out.models) + len(differs) + len(pub["phases"]["models"])

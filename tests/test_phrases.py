@@ -12,11 +12,12 @@ import pytest
 
 from uaprobe.publishing.prose.category import phrases as fd
 from uaprobe.publishing.prose.primitives.markdown import count_phrase, sign_word
-from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.provenance.outputs import Outputs, R
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, plain_text
-from uaprobe.schema import MODELS, Record, kind_of
+from uaprobe.schema import Record
 from uaprobe.schema.base import _nullable, _strip
+from uaprobe.schema.geometry import Robustness
 
 
 class Panel(Outputs):
@@ -34,9 +35,11 @@ class Panel(Outputs):
             files.setdefault(PANEL_RESULTS, {})["pair_family"] = pair_family_as_given(pairs)
         super().__init__(root=Path("."), params=params, models=tuple(results), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                          files=files)
-        self.records.update({file: unchecked(MODELS[kind_of(file)], doc) for file, doc in files.items()
-                             if kind_of(file) in MODELS and isinstance(doc, dict)})
         self.results = results
+
+    def record_at(self, file: str, kind: type[R]) -> R:
+        """The file as an unchecked record of ``kind``, built from the file as it is now (a test may edit it)."""
+        return unchecked(kind, self.doc(file))  # type: ignore[return-value]
 
 
 def unchecked(model: type[Record], doc: dict[str, Any]) -> Record:
@@ -146,8 +149,9 @@ def test_small_phrases() -> None:
 
 def test_values_read_a_key_path_and_carry_it() -> None:
     p = panel(a=robustness(final_r=0.9, sx_r=[0.5, 0.8], r=[-0.5, 0.9], lexical=0.2, without=0.7))
-    assert p.raw("a", "robustness", "policies/sink_excluded/r/0") == 0.5
-    text = fd.per_model(p, "robustness", "policies/default/final_r")
+    assert p.raw_at("results/models/a/robustness.json", "policies/sink_excluded/r/0") == 0.5
+    assert p.record("a", Robustness).policies.sink_excluded.r[0] == 0.5
+    text = fd.per_model(p, Robustness, lambda r: r.policies.default.final_r)
     assert plain_text(text) == "+0.900 (A)"
     assert 'data-file="results/models/a/robustness.json" data-key="policies/default/final_r" data-fmt="r"' in text
     assert p.ledger.entries[(Source("results/models/a/robustness.json", "policies/default/final_r"), "r")] == (1, "+0.900")

@@ -1,10 +1,13 @@
 """The tracked outputs the paper reads, loaded once, and read as values that know their source.
 
 :func:`load_outputs` reads ``params.yaml``, every results and metrics file of the panel, the figure
-manifest and the published reference values. :meth:`Outputs.v` returns a
-:class:`~uaprobe.publishing.provenance.values.Value`: the value at a key path of one of those files, with the
-format it is shown in; :meth:`Outputs.under` a :class:`Block` that reads the values under one key
-prefix; :meth:`Outputs.raw` the bare value, for the decisions a phrase makes.
+manifest and the published reference values. The results files are read as their records, by attribute:
+:meth:`Outputs.record` (and :meth:`Outputs.panel`) for the decisions a phrase makes, :meth:`Outputs.value` (and
+:meth:`Outputs.panel_value`) for a number it shows, a
+:class:`~uaprobe.publishing.provenance.values.Value` that knows the key it stands at in its file and the format it
+is shown in. The quoted data files (``data/published/``), ``params.yaml`` and the derived keys of
+:mod:`~uaprobe.publishing.provenance.values` (a median over specifications) are read by key path:
+:meth:`Outputs.at`, :meth:`Outputs.v`, and :meth:`Outputs.under` for the values under one key prefix.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from uaprobe.names import PANEL_RESULTS, short_names
 from uaprobe.publishing.provenance.trace import Trace, traced
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, lookup
 from uaprobe.schema import MODELS, Record, load_json, read_results
+from uaprobe.schema.panel import Panel
 
 R = TypeVar("R", bound=Record)
 KIND_OF: dict[type[Record], str] = {model: kind for kind, model in MODELS.items()}
@@ -95,10 +99,6 @@ class Outputs:
             node = node[part]
         return True
 
-    def raw(self, model: str, stem: str, key: str) -> Any:
-        """The bare value at ``key`` of ``results/models/<model>/<stem>.json``."""
-        return self.raw_at(self.model_file(model, stem), key)
-
     def at(self, file: str, key: str, fmt: str = "r") -> Value:
         """The value at ``key`` of ``file``, shown in format ``fmt``."""
         return Value(self.raw_at(file, key), fmt, Source(file, key), self.ledger)
@@ -107,15 +107,25 @@ class Outputs:
         """The value at ``key`` of ``results/models/<model>/<stem>.json``, shown in format ``fmt``."""
         return self.at(self.model_file(model, stem), key, fmt)
 
-    def record(self, model: str, kind: type[R], *, stem: str | None = None) -> R:
-        """``results/models/<model>/<stem>.json`` as its record (``stem``: the kind's, unless it lives elsewhere,
-        as ``sink_excluded/option_b``)."""
-        file = self.model_file(model, stem or KIND_OF[kind])
+    def record_at(self, file: str, kind: type[R]) -> R:
+        """``file`` as its record."""
         self.doc(file)
         found = self.records[file]
         if not isinstance(found, kind):
             raise TypeError(f"{file} is a {type(found).__name__}, not a {kind.__name__}")
         return found
+
+    def value_at(self, file: str, kind: type[R], get: Callable[[R], Any], fmt: str = "r") -> Value:
+        """The field ``get`` reads of :meth:`record_at`, shown in format ``fmt``, with its key in the file. ``get``
+        reads the record by attribute and item (``lambda r: r.family.tests.vif[3]``); it is given a
+        :class:`~uaprobe.publishing.provenance.trace.Trace` of the record, which records the keys it takes."""
+        raw, key = traced(get(Trace(self.record_at(file, kind))))  # type: ignore[arg-type]
+        return Value(raw, fmt, Source(file, key), self.ledger)
+
+    def record(self, model: str, kind: type[R], *, stem: str | None = None) -> R:
+        """``results/models/<model>/<stem>.json`` as its record (``stem``: the kind's, unless it lives elsewhere,
+        as ``sink_excluded/option_b``)."""
+        return self.record_at(self.model_file(model, stem or KIND_OF[kind]), kind)
 
     def has_record(self, model: str, kind: type[R], *, stem: str | None = None) -> bool:
         """Whether :meth:`record` finds the file (one the stage writes only where its input exists, say)."""
@@ -127,11 +137,20 @@ class Outputs:
 
     def value(self, model: str, kind: type[R], get: Callable[[R], Any], fmt: str = "r", *,
               stem: str | None = None) -> Value:
-        """The field ``get`` reads of :meth:`record`, shown in format ``fmt``, with its key in the file. ``get``
-        reads the record by attribute and item (``lambda r: r.family.tests.vif[3]``); it is given a
-        :class:`~uaprobe.publishing.provenance.trace.Trace` of the record, which records the keys it takes."""
-        raw, key = traced(get(Trace(self.record(model, kind, stem=stem))))  # type: ignore[arg-type]
-        return Value(raw, fmt, Source(self.model_file(model, stem or KIND_OF[kind]), key), self.ledger)
+        """:meth:`value_at` of ``results/models/<model>/<stem>.json``."""
+        return self.value_at(self.model_file(model, stem or KIND_OF[kind]), kind, get, fmt)
+
+    def panel(self) -> Panel:
+        """``results/panel.json`` as its record."""
+        return self.record_at(PANEL_RESULTS, Panel)
+
+    def panel_value(self, get: Callable[[Panel], Any], fmt: str = "r") -> Value:
+        """:meth:`value_at` of ``results/panel.json``."""
+        return self.value_at(PANEL_RESULTS, Panel, get, fmt)
+
+    def reader(self, model: str, kind: type[R], *, stem: str | None = None) -> Callable[..., Value]:
+        """:meth:`value` of one file: ``read(lambda r: r.sink.max_norm_ratio, "f1")``."""
+        return lambda get, fmt="r": self.value(model, kind, get, fmt, stem=stem)
 
     def under(self, file: str, prefix: str = "", *, fmt: str = "r", suffix: str = "") -> Block:
         """The values under the key ``prefix`` of ``file`` (a table's row or block of cells)."""

@@ -29,12 +29,12 @@ from typing import Any
 
 import yaml
 
-from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.figures.embed import figure_label
 from uaprobe.publishing.figures.figure_registry import data_line
 from uaprobe.publishing.provenance.reproducibility import InputHash, inputs_digest
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.readback import Shown
+from uaprobe.schema.categories import Layerwise
 from uaprobe.publishing.provenance.values import ANCHOR, SUPPLEMENT_HTML, file_md5
 
 SUPPLEMENT_CSV = "provenance.csv"
@@ -163,10 +163,10 @@ def numerics_rows(out: Outputs) -> list[list[str]]:
     """The CPU code paths every stage's numbers were computed on (the ``numerics`` block of the results)."""
     rows = []
     for m in out.models:
-        block = out.doc(out.model_file(m, "layerwise")).get("numerics") or {}
+        block = out.record(m, Layerwise).numerics or {}
         rows.append(_numerics_row(f"extract {out.display_text(m)}", block.get("extraction")))
         rows.append(_numerics_row(f"analyze {out.display_text(m)}", block.get("analysis")))
-    rows.append(_numerics_row("compare", (out.doc(PANEL_RESULTS).get("numerics") or {}).get("analysis")))
+    rows.append(_numerics_row("compare", (out.panel().numerics or {}).get("analysis")))
     return rows
 
 

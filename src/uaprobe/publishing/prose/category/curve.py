@@ -10,15 +10,20 @@ direction and what each representation does to r are in :mod:`uaprobe.publishing
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, category, join_words, prose
 from uaprobe.publishing.prose.primitives.study import curve_test_word, curve_test_words, left_out_reason
 from uaprobe.publishing.provenance.values import Value, median_key
+from uaprobe.schema.specs import JointP, SpecificationCurve
 
 CURVE = "specification_curve"
+
+
+def curve_of(out: Outputs, m: str) -> SpecificationCurve:
+    """The model's ``specification_curve.json``."""
+    return out.record(m, SpecificationCurve)
 
 REPRESENTATION_WORDS = {"raw": "raw", "zscore": "z-scored", "abtt": "ABTT"}
 POOLING_WORDS = {"mean": "mean", "last": "last-token", "first": "first-token"}
@@ -26,15 +31,15 @@ POOLING_WORDS = {"mean": "mean", "last": "last-token", "first": "first-token"}
 
 def band_level(out: Outputs) -> str:
     """The share of the relabelled curves the figure's null band holds, as text (``95 %``): a caption's words."""
-    return out.v(out.models[0], CURVE, "null_band/level", "percent_g").text
+    return out.value(out.models[0], SpecificationCurve, lambda r: r.null_band.level, "percent_g").text
 
 
 def alpha(out: Outputs, m: str) -> float:
-    return float(out.raw(m, CURVE, "settings/alpha"))
+    return float(curve_of(out, m).settings["alpha"])
 
 
 def representations(out: Outputs, m: str) -> list[str]:
-    return list(out.raw(m, CURVE, "choices/representation") or [])
+    return list(curve_of(out, m).choices.representation or [])
 
 
 def representation_median(out: Outputs, m: str, representation: str) -> Value:
@@ -49,7 +54,7 @@ STATISTIC_WORDS = {"median_r": "median r", "share_positive": "share of r > 0"}
 
 def category_words(out: Outputs, m: str) -> str:
     """The category the second joint test leaves out, in words."""
-    return category(str(out.raw(m, CURVE, "joint/without_category/left_out")))
+    return category(str(curve_of(out, m).joint["without_category"].left_out))
 
 
 def test_words(out: Outputs, m: str, test: str) -> str:
@@ -58,13 +63,13 @@ def test_words(out: Outputs, m: str, test: str) -> str:
             "without_category": f"without {category_words(out, m)}"}.get(test, test)
 
 
-def floor_words(out: Outputs, m: str, key: str) -> str:
-    """``, the smallest p its test can give`` where the p at ``key`` sits at its test's floor."""
-    return ", the smallest p its test can give" if out.raw(m, CURVE, f"{key}/at_floor") else ""
+def floor_words(test: JointP) -> str:
+    """``, the smallest p its test can give`` where the p of ``test`` sits at its test's floor."""
+    return ", the smallest p its test can give" if test.at_floor else ""
 
 
 def primary_statistic(out: Outputs, m: str) -> str:
-    return STATISTIC_WORDS.get(str(out.raw(m, CURVE, "primary/statistic")), "statistic")
+    return STATISTIC_WORDS.get(str(curve_of(out, m).primary.statistic), "statistic")
 
 
 @prose
@@ -72,18 +77,20 @@ def universe_phrase(out: Outputs) -> str:
     """Methods: the universe of the primary test (its axes, the pre-declared layer, the duplicates counted once
     per model), the primary statistic with its number of relabellings and smallest p, and the secondary family."""
     m0 = out.models[0]
-    counts = {k: out.v(m0, CURVE, f"universe/axes/{k}/options", "count") for k in ("policy", "representation")}
-    depth = out.raw(m0, CURVE, "universe/depth")
-    layer = "the last" if depth == 1.0 else f"at depth {out.v(m0, CURVE, 'universe/depth', 'f2')} of the layers"
-    distinct = join_words([f"{out.v(m, CURVE, 'universe/n_distinct', 'int')} of {out.v(m, CURVE, 'universe/n_listed', 'int')}"
-                           f" for {out.display(m)}" for m in out.models])
-    tests = out.raw(m0, CURVE, "secondary/tests") or []
-    secondary = join_words([f"the {STATISTIC_WORDS.get(t['statistic'], t['statistic'])} "
-                            f"{test_words(out, m0, t['test'])}" for t in tests])
-    poolings = join_words([POOLING_WORDS.get(q, q) for q in out.raw(m0, CURVE, "universe/axes/pooling/options")])
-    checks = out.raw(m0, CURVE, "universe/robustness_checks") or {}
-    nll_check = bool(checks.get("nll", {}).get("options"))
-    pool_check = [POOLING_WORDS.get(q, q) for q in checks.get("pooling", {}).get("options", [])]
+    read, universe = out.reader(m0, SpecificationCurve), curve_of(out, m0).universe
+    counts = {k: read(lambda r: r.universe.axes[k].options, "count") for k in ("policy", "representation")}
+    layer = ("the last" if universe.depth == 1.0 else
+             f"at depth {read(lambda r: r.universe.depth, 'f2')} of the layers")
+    distinct = join_words([f"{out.value(m, SpecificationCurve, lambda r: r.universe.n_distinct, 'int')} of "
+                           f"{out.value(m, SpecificationCurve, lambda r: r.universe.n_listed, 'int')} for {out.display(m)}"
+                           for m in out.models])
+    tests = curve_of(out, m0).secondary.tests or []
+    secondary = join_words([f"the {STATISTIC_WORDS.get(t.statistic, t.statistic)} "
+                            f"{test_words(out, m0, t.test)}" for t in tests])
+    poolings = join_words([POOLING_WORDS.get(str(q), str(q)) for q in universe.axes["pooling"].options])
+    checks = universe.robustness_checks or {}
+    nll_check = bool("nll" in checks and checks["nll"].options)
+    pool_check = [POOLING_WORDS.get(q, q) for q in (checks["pooling"].options if "pooling" in checks else [])]
     named = (["the summed NLL (it puts the statements' length into the preference: another estimand)"]
              if nll_check else [])
     if pool_check:
@@ -105,26 +112,25 @@ def universe_phrase(out: Outputs) -> str:
             f"{distinct} are distinct. The primary statistic is the "
             f"{primary_statistic(out, m0)} over the distinct specifications; {curve_test_words(out, m0)}. The secondary "
             f"statistics, Holm-corrected as one family within each model{' (not across the models)' if len(out.models) > 1 else ''}, are {secondary}; the last two run over the "
-            f"{out.v(m0, CURVE, 'joint/without_category/relabellings', 'thousands')} relabellings of the remaining "
+            f"{read(lambda r: r.joint['without_category'].relabellings, 'thousands')} relabellings of the remaining "
             f"categories. {left_out_reason(out, m0)}")
 
 
 CORRECTION_WORDS = {"holm": "Holm's correction", "bonferroni": "Bonferroni's correction"}
 
 
-def across_models(out: Outputs, m: str, key: str) -> Any:
-    """A key of the model's entry in ``results/panel.json``'s ``primary`` (its p corrected across the models)."""
-    return out.raw_at(PANEL_RESULTS, f"primary/models/{m}/{key}")
-
-
 @prose
 def below_alpha_phrase(out: Outputs) -> str:
     """Per model, the share of distinct specifications with every category whose own exact p is at or below α,
     uncorrected, against its mean over the relabellings (what chance gives) and its exact p."""
-    parts = join_words([f"{out.v(m, CURVE, 'below_alpha/share', 'percent')} % of the "
-                        f"{out.v(m, CURVE, 'below_alpha/n_specs', 'thousands')} specifications of {out.display(m)} (against "
-                        f"{out.v(m, CURVE, 'below_alpha/null_mean_share', 'percent')} % on average over the "
-                        f"relabellings; p = {out.v(m, CURVE, 'below_alpha/null_p', 'p')})" for m in out.models])
+    def shares(m: str) -> str:
+        read = out.reader(m, SpecificationCurve)
+        return (f"{read(lambda r: r.below_alpha.share, 'percent')} % of the "
+                f"{read(lambda r: r.below_alpha.n_specs, 'thousands')} specifications of {out.display(m)} (against "
+                f"{read(lambda r: r.below_alpha.null_mean_share, 'percent')} % on average over the "
+                f"relabellings; p = {read(lambda r: r.below_alpha.null_p, 'p')})")
+
+    parts = join_words([shares(m) for m in out.models])
     return (f"Uncorrected, the {curve_test_word(out)} p of a distinct specification with every category (any layer and choice) is at "
             f"or below α for {parts}. The p of such a share applies every relabelling of the categories' preferences "
             "to all the specifications at once, which keeps their correlation (the first indicator row of "
@@ -138,15 +144,17 @@ def primary_phrase(out: Outputs) -> str:
     and the test without the pre-declared category."""
     parts = []
     for m in out.models:
-        parts.append(f"{out.v(m, CURVE, 'primary/estimate')} for {out.display(m)} "
-                     f"(p = {out.v(m, CURVE, 'primary/p', 'p')}{floor_words(out, m, 'primary')})")
+        read = out.reader(m, SpecificationCurve)
+        parts.append(f"{read(lambda r: r.primary.estimate)} for {out.display(m)} "
+                     f"(p = {read(lambda r: r.primary.p, 'p')}{floor_words(curve_of(out, m).primary)})")
     a = alpha(out, out.models[0])
     text = f"Over the universe, the {primary_statistic(out, out.models[0])} is {join_words(parts)}."
     nominal = [m for m in out.models if differs(out, m)]
-    correction = CORRECTION_WORDS.get(str(out.raw_at(PANEL_RESULTS, "primary/correction")), "the correction")
-    adjusted = join_words([f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')} for {out.display(m)}"
+    primary = out.panel().primary
+    correction = CORRECTION_WORDS.get(str(primary.correction), "the correction")
+    adjusted = join_words([f"{out.panel_value(lambda r: r.primary.models[m].adjusted_p, 'p')} for {out.display(m)}"
                            for m in out.models])
-    kept = [out.display(m) for m in out.models if across_models(out, m, "reject")]
+    kept = [out.display(m) for m in out.models if primary.models[m].reject]
     n = len(out.models)
     if n > 1:
         text += (f" The test runs once per model, so α = {a:g} is split across the {NUMBER_WORDS.get(n, str(n))} models "
@@ -159,30 +167,34 @@ def primary_phrase(out: Outputs) -> str:
     else:
         text += (" The primary test finds the statistic different from chance for no model: at this design's power "
                  "(@tbl-power), inconclusive, not evidence of no correlation.")
-    survivors = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
-                 if t.get("holm_reject")]
+    def secondary(m: str, i: int, get: Callable[[Any], Any], fmt: str = "r") -> Value:
+        return out.value(m, SpecificationCurve, lambda r: get(r.secondary.tests[i]), fmt)
+
+    def named(m: str, i: int) -> str:
+        t = curve_of(out, m).secondary.tests[i]
+        return f"the {STATISTIC_WORDS.get(t.statistic, '')} {test_words(out, m, t.test)}"
+
+    survivors = [(m, i) for m in out.models for i, t in enumerate(curve_of(out, m).secondary.tests or [])
+                 if t.holm_reject]
     if survivors:
         text += (" After Holm's correction, the secondary tests find " + join_words([
-            f"the {STATISTIC_WORDS.get(out.raw(m, CURVE, f'secondary/tests/{i}/statistic'), '')} "
-            f"{test_words(out, m, out.raw(m, CURVE, f'secondary/tests/{i}/test'))} of {out.display(m)} "
-            f"(Holm p = {out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})" for m, i in survivors]) + ".")
+            f"{named(m, i)} of {out.display(m)} (Holm p = {secondary(m, i, lambda t: t.holm_p, 'p')})"
+            for m, i in survivors]) + ".")
     else:
         text += " After Holm's correction, no secondary test is significant for any model."
-    nominal_secondary = [(m, i) for m in out.models for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or [])
-                         if not t.get("holm_reject") and t.get("p") is not None and t["p"] <= alpha(out, m)]
+    nominal_secondary = [(m, i) for m in out.models for i, t in enumerate(curve_of(out, m).secondary.tests or [])
+                         if not t.holm_reject and t.p is not None and t.p <= alpha(out, m)]
     if nominal_secondary:
         text += (" Before it, p falls below α for " + join_words([
-            f"the {STATISTIC_WORDS.get(out.raw(m, CURVE, f'secondary/tests/{i}/statistic'), '')} "
-            f"{test_words(out, m, out.raw(m, CURVE, f'secondary/tests/{i}/test'))} "
-            f"({out.display(m)}, p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
-            f"{out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})" for m, i in nominal_secondary]) + ".")
+            f"{named(m, i)} ({out.display(m)}, p = {secondary(m, i, lambda t: t.p, 'p')}, Holm p = "
+            f"{secondary(m, i, lambda t: t.holm_p, 'p')})" for m, i in nominal_secondary]) + ".")
     without = []
     for m in out.models:
         i = without_index(out, m)
         if i is not None:
-            without.append(f"{out.v(m, CURVE, f'secondary/tests/{i}/estimate')} for {out.display(m)} "
-                           f"(p = {out.v(m, CURVE, f'secondary/tests/{i}/p', 'p')}, Holm p = "
-                           f"{out.v(m, CURVE, f'secondary/tests/{i}/holm_p', 'p')})")
+            without.append(f"{secondary(m, i, lambda t: t.estimate)} for {out.display(m)} "
+                           f"(p = {secondary(m, i, lambda t: t.p, 'p')}, Holm p = "
+                           f"{secondary(m, i, lambda t: t.holm_p, 'p')})")
     if without:
         text += (f" Without {category_words(out, out.models[0])}, over the same choices, the "
                  f"{primary_statistic(out, out.models[0])} is {join_words(without)}.")
@@ -191,9 +203,9 @@ def primary_phrase(out: Outputs) -> str:
 
 def without_index(out: Outputs, m: str) -> int | None:
     """The secondary test of the primary statistic without the pre-declared category."""
-    stat = out.raw(m, CURVE, "primary/statistic")
-    for i, t in enumerate(out.raw(m, CURVE, "secondary/tests") or []):
-        if t.get("test") == "without_category" and t.get("statistic") == stat:
+    curve = curve_of(out, m)
+    for i, t in enumerate(curve.secondary.tests or []):
+        if t.test == "without_category" and t.statistic == curve.primary.statistic:
             return i
     return None
 
@@ -202,9 +214,10 @@ def without_index(out: Outputs, m: str) -> int | None:
 def layer_zero_phrase(out: Outputs) -> str:
     """Layer 0 (the token embeddings) beside the pre-declared layer: the primary statistic over the universe's
     choices at each, per model, with layer 0's exact joint p (a secondary, exploratory comparison in no family)."""
-    stat = str(out.raw(out.models[0], CURVE, "primary/statistic"))
+    stat = str(curve_of(out, out.models[0]).primary.statistic)
     p_key = "median_p" if stat == "median_r" else "share_p"
-    parts = [f"{out.v(m, CURVE, 'joint/layer_zero/' + stat)} (p = {out.v(m, CURVE, 'joint/layer_zero/' + p_key, 'p')})"
+    parts = [f"{out.value(m, SpecificationCurve, lambda r: getattr(r.joint['layer_zero'], stat))} (p = "
+             f"{out.value(m, SpecificationCurve, lambda r: getattr(r.joint['layer_zero'], p_key), 'p')})"
              f" for {out.display(m)}" for m in out.models]
     return (f"Layer 0, the token embeddings before any context, holds what the tokens carry by themselves. Over the "
             f"universe's choices at layer 0, the {primary_statistic(out, out.models[0])} is {join_words(parts)}; "
@@ -213,5 +226,5 @@ def layer_zero_phrase(out: Outputs) -> str:
 
 def differs(out: Outputs, m: str) -> bool:
     """Whether the primary joint p is below α."""
-    p = out.raw(m, CURVE, "primary/p")
+    p = curve_of(out, m).primary.p
     return p is not None and p < alpha(out, m)

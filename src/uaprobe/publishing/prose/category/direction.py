@@ -13,13 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, REPRESENTATION_WORDS, representation_median, representations
+from uaprobe.publishing.prose.category.curve import (CURVE, POOLING_WORDS, REPRESENTATION_WORDS, curve_of,
+                                                     representation_median, representations)
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.provenance.values import Value, median_key
 from uaprobe.publishing.prose.primitives.wording import DOMINATES, NEAR_ZERO
+from uaprobe.schema.specs import Dimensions, SpecificationCurve
 
-DIMENSIONS = "dimensions"
+Series = Callable[[Any], Any]
+"""A getter of one per-layer series of ``dimensions.json`` (``lambda r: r.policies["default"].poolings["mean"]...``)."""
+
+
+def _pooling(policy: str, pooling: str, statistic: str, key: str) -> Series:
+    """The getter of ``<statistic>[<key>]`` of one policy and pooling: ``mean_cosine`` ``raw``, say."""
+    return lambda r: getattr(r.policies[policy].poolings[pooling], statistic)[key]
 
 ACTION_WORDS = {"zscore": "z-scoring", "abtt": "ABTT"}
 
@@ -29,17 +37,28 @@ def _argmax(values: list[Any]) -> int | None:
     return max(finite)[1] if finite else None
 
 
-def _peak(out: Outputs, m: str, key: str, fmt: str = "f2") -> tuple[Value, Value] | None:
-    """The largest entry of a per-layer array of ``dimensions.json`` and its layer."""
-    i = _argmax(out.raw(m, DIMENSIONS, key))
-    return None if i is None else (out.v(m, DIMENSIONS, f"{key}/{i}", fmt), out.v(m, DIMENSIONS, f"layers/{i}", "int"))
+def _peak(out: Outputs, m: str, get: Series, fmt: str = "f2") -> tuple[Value, Value] | None:
+    """The largest entry of a per-layer series of ``dimensions.json`` and its layer."""
+    i = _argmax(get(out.record(m, Dimensions)))
+    read = out.reader(m, Dimensions)
+    return None if i is None else (read(lambda r: get(r)[i], fmt), read(lambda r: r.layers[i], "int"))
 
 
-def _extreme_abs(out: Outputs, m: str, key: str) -> float:
-    return max((abs(v) for v in out.raw(m, DIMENSIONS, key) or [] if v is not None), default=float("nan"))
+def _range(out: Outputs, m: str, get: Series, fmt: str) -> tuple[Value, Value] | None:
+    """The smallest and largest entry of a per-layer series of ``dimensions.json``, as values."""
+    finite = [(v, i) for i, v in enumerate(get(out.record(m, Dimensions)) or []) if v is not None]
+    if not finite:
+        return None
+    (_, lo), (_, hi) = min(finite), max(finite)
+    read = out.reader(m, Dimensions)
+    return read(lambda r: get(r)[lo], fmt), read(lambda r: get(r)[hi], fmt)
 
 
-POLICY_KEYS = {"default": "policies/default", "sink_excluded": "policies/sink_excluded"}
+def _extreme_abs(out: Outputs, m: str, get: Series) -> float:
+    return max((abs(v) for v in get(out.record(m, Dimensions)) or [] if v is not None), default=float("nan"))
+
+
+POLICIES = ("default", "sink_excluded")
 
 
 @prose
@@ -49,17 +68,18 @@ def direction_phrase(out: Outputs, pooling: str = "mean") -> str:
     with their layers; then whether one dimension carries most of the uniformity."""
     parts, shares = [], []
     for m in out.models:
-        base = f"policies/default/poolings/{pooling}"
-        cos, top, pc = (_peak(out, m, f"{base}/{k}", "f4" if k.startswith("mean") else "f3")
-                        for k in ("mean_cosine/raw", "uniformity_share/top1", "variance_share/top1"))
+        cos, top, pc = (_peak(out, m, _pooling("default", pooling, statistic, key), "f4" if key == "raw" else "f3")
+                        for statistic, key in (("mean_cosine", "raw"), ("uniformity_share", "top1"),
+                                               ("variance_share", "top1")))
         if cos is None or top is None or pc is None:
             parts.append(f"no per-dimension breakdown is recorded for {out.display(m)}")
             continue
         shares.append(top[0].raw)
         text = f"{cos[0]} at layer {cos[1]} for {out.display(m)}"
-        sx = _peak(out, m, f"policies/sink_excluded/poolings/{pooling}/mean_cosine/raw", "f4")
-        if sx is not None and out.raw(m, DIMENSIONS, f"policies/sink_excluded/poolings/{pooling}/mean_cosine/raw") != \
-                out.raw(m, DIMENSIONS, f"{base}/mean_cosine/raw"):
+        excluded, default = (_pooling(policy, pooling, "mean_cosine", "raw") for policy in ("sink_excluded", "default"))
+        sx = _peak(out, m, excluded, "f4")
+        dims = out.record(m, Dimensions)
+        if sx is not None and excluded(dims) != default(dims):
             text += f" ({sx[0]} at layer {sx[1]} with position 0 excluded)"
         text += (f", while the top dimension's share of the uniformity peaks at {top[0]} at layer {top[1]} and the "
                  f"first principal component's share of the variance at {pc[0]} at layer {pc[1]}")
@@ -78,16 +98,15 @@ def standardized_phrase(out: Outputs, pooling: str = "mean") -> str:
     bound the text gives: centred states of unequal norms need not have a mean cosine of −1/(n − 1))."""
     lows, highs, worst = [], [], 0.0
     for m in out.models:
-        for policy in POLICY_KEYS.values():
+        for policy in POLICIES:
             for rep in ("zscore", "abtt"):
-                key = f"{policy}/poolings/{pooling}/mean_cosine/{rep}"
-                values = out.raw(m, DIMENSIONS, key) or []
-                finite = [(v, i) for i, v in enumerate(values) if v is not None]
-                if not finite:
+                get = _pooling(policy, pooling, "mean_cosine", rep)
+                found = _range(out, m, get, "s4")
+                if found is None:
                     continue
-                lows.append(out.v(m, DIMENSIONS, f"{key}/{min(finite)[1]}", "s4"))
-                highs.append(out.v(m, DIMENSIONS, f"{key}/{max(finite)[1]}", "s4"))
-                worst = max(worst, _extreme_abs(out, m, key))
+                lows.append(found[0])
+                highs.append(found[1])
+                worst = max(worst, _extreme_abs(out, m, get))
     if not lows:
         return "No standardized representation is recorded"
     low, high = min(lows, key=lambda v: v.raw), max(highs, key=lambda v: v.raw)
@@ -105,14 +124,15 @@ def representation_rs(out: Outputs, m: str, *, layer: int | None = None, pooling
                       policy: str | None = None, nll: str = "mean") -> dict[str, Value]:
     """The category-level r of one specification (every category, the given layer, pooling, policy and NLL)
     under each representation, as values at their index of ``specs/r``; the last layer by default."""
-    specs = out.raw(m, CURVE, "specs")
-    policy = policy or out.raw(m, CURVE, "choices/policy")[0]
-    layer = max(out.raw(m, CURVE, "choices/layer")) if layer is None else layer
+    curve = curve_of(out, m)
+    specs = curve.specs
+    policy = policy or curve.choices.policy[0]
+    layer = max(curve.choices.layer) if layer is None else layer
     found = {}
-    for i, r in enumerate(specs["r"]):
-        if (specs["layer"][i], specs["pooling"][i], specs["policy"][i], specs["nll"][i], specs["left_out"][i]) == \
+    for i in range(len(specs.r)):
+        if (specs.layer[i], specs.pooling[i], specs.policy[i], specs.nll[i], specs.left_out[i]) == \
                 (layer, pooling, policy, nll, None):
-            found[specs["representation"][i]] = out.v(m, CURVE, f"specs/r/{i}")
+            found[specs.representation[i]] = out.value(m, SpecificationCurve, lambda r: r.specs.r[i])
     return {k: found[k] for k in representations(out, m) if k in found}
 
 
@@ -137,11 +157,17 @@ def widest_layer(out: Outputs, m: str, pooling: str = "mean",
     """The layer whose r (every category, default policy, mean NLL) differs most between representations,
     among the layers ``keep`` accepts (the first of equals)."""
     spread = {}
-    for layer in out.raw(m, CURVE, "choices/layer") or []:
+    for layer in curve_of(out, m).choices.layer or []:
         rs = [v.raw for v in representation_rs(out, m, layer=layer, pooling=pooling).values() if v.raw is not None]
         if len(rs) > 1 and keep(layer):
             spread[layer] = max(rs) - min(rs)
     return max(spread, key=lambda k: (spread[k], -k)) if spread else None
+
+
+def layer_value(out: Outputs, m: str, layer: int) -> Value:
+    """``layer`` as the value its specification curve's ``layers`` holds."""
+    i = curve_of(out, m).layers.index(layer)
+    return out.value(m, SpecificationCurve, lambda r: r.layers[i], "int")
 
 
 def _signs(rs: dict[str, Value]) -> int:
@@ -161,8 +187,7 @@ def representation_r_phrase(out: Outputs, pooling: str = "mean") -> str:
         wide, last = representation_rs(out, m, layer=layer, pooling=pooling), representation_rs(out, m, pooling=pooling)
         if _signs(wide) > 1:
             flips.append(out.display(m))
-        layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
-        parts.append(f"at layer {layer_v} of {out.display(m)}, "
+        parts.append(f"at layer {layer_value(out, m, layer)} of {out.display(m)}, "
                      + ", ".join(f"{v} {REPRESENTATION_WORDS.get(k, k)}" for k, v in wide.items())
                      + " (last layer: " + ", ".join(f"{v} {REPRESENTATION_WORDS.get(k, k)}" for k, v in last.items())
                      + ")")
@@ -181,11 +206,7 @@ def representation_table(out: Outputs, pooling: str = "mean") -> str:
     for m in out.models:
         last = representation_rs(out, m, pooling=pooling)
         for k in representations(out, m):
-            key = f"policies/default/poolings/{pooling}/mean_cosine/{k}"
-            values = out.raw(m, DIMENSIONS, key) or []
-            finite = [(v, i) for i, v in enumerate(values) if v is not None]
-            low, high = ((out.v(m, DIMENSIONS, f'{key}/{min(finite)[1]}', 's3'),
-                          out.v(m, DIMENSIONS, f'{key}/{max(finite)[1]}', 's3')) if finite else (None, None))
+            low, high = _range(out, m, _pooling("default", pooling, "mean_cosine", k), "s3") or (None, None)
             cos = ("n/a" if low is None else f"{low} at every layer" if low.text == high.text  # .text numbers nothing
                    else f"{low} to {high}")
             rows.append([out.display(m) if k == representations(out, m)[0] else "", REPRESENTATION_WORDS.get(k, k), cos,
@@ -217,7 +238,7 @@ def sign_changers(out: Outputs, m: str, layer: int | None = None, pooling: str =
 def widest_sign_change(out: Outputs, m: str, pooling: str = "mean") -> int | None:
     """The layer before the last where some transform gives r of the other sign than the raw representation's
     and the representations differ most, or None."""
-    last = max(out.raw(m, CURVE, "choices/layer") or [0])
+    last = max(curve_of(out, m).choices.layer or [0])
     return widest_layer(out, m, pooling,
                         keep=lambda layer: layer != last and bool(sign_changers(out, m, layer, pooling)))
 
@@ -232,7 +253,7 @@ def representation_change(out: Outputs, pooling: str = "mean") -> str:
     and where: at some layer before the last, layer 0 included (with an example), at the last layer, or nowhere (every category,
     default policy, mean NLL)."""
     transforms = [k for k in ACTION_WORDS if any(k in representations(out, m) for m in out.models)]
-    changed = {k for m in out.models for x in sorted(out.raw(m, CURVE, "choices/layer") or [])[:-1]
+    changed = {k for m in out.models for x in sorted(curve_of(out, m).choices.layer or [])[:-1]
                for k in sign_changers(out, m, x, pooling)}
     mid = [k for k in transforms if k in changed]
     last = {m: ks for m in out.models if (ks := sign_changers(out, m, pooling=pooling))}
@@ -247,8 +268,7 @@ def representation_change(out: Outputs, pooling: str = "mean") -> str:
         return f"{text} {where}" if last else text
     m, layer = next((m, x) for m in out.models if (x := widest_sign_change(out, m, pooling)) is not None)
     which = f"{_names(sign_changers(out, m, layer, pooling))} at " if len(mid) > 1 else ""
-    layer_v = out.v(m, CURVE, f"layers/{out.raw(m, CURVE, 'layers').index(layer)}", "int")
-    text += f" at layers before the last (e.g. {which}layer {layer_v} of {out.display(m)})"
+    text += f" at layers before the last (e.g. {which}layer {layer_value(out, m, layer)} of {out.display(m)})"
     if not last:
         return text + ", not at the last layer"
     return text + (f" and {where}" if at_last == mid else f", and {_names(at_last)} {where}")

@@ -9,10 +9,9 @@ gives a different sentence; every number it shows is a sourced
 
 from __future__ import annotations
 
-from uaprobe.names import PANEL_RESULTS
 
 
-from uaprobe.publishing.prose.category.curve import CURVE, alpha, category_words, differs, without_index
+from uaprobe.publishing.prose.category.curve import alpha, category_words, curve_of, differs, without_index
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.prose.primitives.markdown import category, join_words, prose
 from uaprobe.publishing.prose.primitives.study import across_models_clause, models_possessive, the_models
@@ -20,7 +19,10 @@ from uaprobe.publishing.prose.primitives.markdown import sign_word
 from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.tables.manuscript import length_category, other_range
 from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE, STANDS_OUT
+from uaprobe.schema.categories import Layerwise
+from uaprobe.schema.geometry import Robustness, RobustnessPreference
 from uaprobe.schema.pairmodels import PairModels
+from uaprobe.schema.specs import SpecificationCurve
 
 # ------------------------------------------------------------------------------------------------
 # The length confound: one category whose B statements are longer
@@ -32,8 +34,8 @@ def confound_models(out: Outputs) -> list[str]:
     found = []
     for m in out.models:
         i = length_category(out, m)
-        categories = out.raw(m, "layerwise", "categories")
-        if i is not None and out.raw(m, "robustness", "loco/most_influential") == categories[i]:
+        categories = out.record(m, Layerwise).categories
+        if i is not None and out.record(m, Robustness).loco.most_influential == categories[i]:
             found.append(m)
     return found
 
@@ -42,7 +44,7 @@ def confound_models(out: Outputs) -> list[str]:
 def stands_out(out: Outputs, m: str) -> bool:
     """Whether one category's mean token difference is at least :data:`STANDS_OUT` times any other's."""
     i = length_category(out, m)
-    diffs = out.raw(m, "robustness", "length/mean_token_difference") or []
+    diffs = out.record(m, Robustness).length.mean_token_difference or []
     if i is None:
         return False
     others = [abs(d) for j, d in enumerate(diffs) if j != i and d is not None]
@@ -59,8 +61,8 @@ def length_phrase(out: Outputs) -> str:
         if i is None:
             parts.append(f"no token counts are recorded for {out.display(m)}")
             continue
-        names.add(category(out.raw(m, "layerwise", "categories")[i]))
-        diff = out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
+        names.add(category(out.record(m, Layerwise).categories[i]))
+        diff = out.value(m, Robustness, lambda r: r.length.mean_token_difference[i], "s1")
         rest = other_range(out, m, i)
         parts.append(f"{diff} for {out.display(m)}" + (f", against {rest[0]} to {rest[1]} elsewhere" if rest else ""))
     lead = ("The framings differ in length in one category far more than in any other"
@@ -91,7 +93,7 @@ def confound_verdict(out: Outputs) -> str:
         pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") if out.has(PUBLISHED_PYTHIA, "category_level/r") \
             else None
         theirs = (", the original study's," if pub is not None and all(
-            (w := out.raw(m, "robustness", "loco/final_r_without")) is not None and w * pub > 0 for m in flips)
+            (w := out.record(m, Robustness).loco.final_r_without) is not None and w * pub > 0 for m in flips)
             else "")
         sentences.append(f"Without it, the last-layer r (mean pooling) has the other sign{theirs} for {flipped}, while the "
                          f"lexical baseline's {baseline}; over the categories left, the exact test has too little "
@@ -106,16 +108,21 @@ def confound_verdict(out: Outputs) -> str:
     per_char = per_character_words(out, same)
     if per_char:
         sentences.append(per_char)
-    longer_b = all((d := out.raw(m, "robustness", f"length/mean_token_difference/{length_category(out, m)}")) is not None
-                   and d > 0 for m in same)
+    longer_b = all((d := _token_difference(out, m)) is not None and d > 0 for m in same)
     if (len(same) == len(flips) == len(moved) == len(out.models) and longer_b and baseline == "stays positive"
             and all(stands_out(out, m) for m in out.models)):
-        name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+        name = category(out.record(same[0], Layerwise).categories[length_category(out, same[0])])
         sentences.append(f"The lexical baseline's agreement with {the_models(out)}, the sign of their r and its dependence "
                          f"on the normalisation of the NLL thus all rest on one category, {name}, whose B statements are "
                          "also much longer. Length is one explanation; the kind of token (numbers against names) is another, and "
                          f"which tokens the NLL scores a third{matched_words(out, same)}.")
     return " ".join(sentences)
+
+
+def _token_difference(out: Outputs, m: str) -> float | None:
+    """The mean token difference B - A of the category whose framings differ most in length."""
+    i = length_category(out, m)
+    return None if i is None else out.record(m, Robustness).length.mean_token_difference[i]
 
 
 def matched_words(out: Outputs, models: list[str]) -> str:
@@ -127,7 +134,7 @@ def matched_words(out: Outputs, models: list[str]) -> str:
             continue
         pairs = out.record(m, PairModels)
         cats, counts = pairs.categories, pairs.length_matched.pairs_per_category
-        name = out.raw(m, "robustness", "loco/most_influential")
+        name = out.record(m, Robustness).loco.most_influential
         if name in cats and len(counts) == len(cats):
             parts.append(f"{counts[cats.index(name)]} for {out.display(m)}")
     return (": the length-matched pairs (@tbl-length-matched) keep few of that category's pairs "
@@ -141,7 +148,7 @@ def length_limitation(out: Outputs) -> str:
     same = confound_models(out)
     if not same:
         return ""
-    name = category(out.raw(same[0], "layerwise", "categories")[length_category(out, same[0])])
+    name = category(out.record(same[0], Layerwise).categories[length_category(out, same[0])])
     return (f"With one influential category ({name}), its length cannot be separated from the rest of what "
             "distinguishes it.")
 
@@ -152,10 +159,17 @@ def lexical_without_words(out: Outputs, models: list[str]) -> str:
     ``turns negative`` (or positive) where the sign changes, ``differs between the models`` otherwise."""
     words = set()
     for m in models:
-        before = sign_word(out.raw(m, "robustness", "lexical_baseline/final_r/mean"))
-        after = sign_word(out.raw(m, "robustness", "loco/lexical_final_r_without/mean"))
+        rob = out.record(m, Robustness)
+        without = rob.loco.lexical_final_r_without
+        before = sign_word(rob.lexical_baseline.final_r.mean)
+        after = sign_word(None if without is None else without.mean)
         words.add(f"stays {after}" if before == after else f"turns {after}")
     return words.pop() if len(words) == 1 else "differs between the models"
+
+
+def _per_character(preference: RobustnessPreference) -> bool:
+    """Whether the file holds the last-layer r with the NLL per character."""
+    return "final_r_char_nll" in preference.model_fields_set
 
 
 def per_character_flips(out: Outputs) -> bool:
@@ -165,10 +179,10 @@ def per_character_flips(out: Outputs) -> bool:
         return False
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1")
     for m in out.models:
-        if not out.has(out.model_file(m, "robustness"), "preference/final_r_char_nll"):
+        preference = out.record(m, Robustness).preference
+        if not _per_character(preference):
             return False
-        r_tok = out.raw(m, "robustness", "preference/final_r_mean_nll")
-        r_chr = out.raw(m, "robustness", "preference/final_r_char_nll")
+        r_tok, r_chr = preference.final_r_mean_nll, preference.final_r_char_nll
         if None in (pub, r_tok, r_chr) or not (r_chr * pub > 0 > r_tok * pub):
             return False
     return bool(out.models)
@@ -180,18 +194,17 @@ def per_character_words(out: Outputs, models: list[str]) -> str:
     normalisation does to the sign."""
     parts, kept = [], []
     for m in models:
-        if not out.has(out.model_file(m, "robustness"), "preference/final_r_char_nll"):
-            return ""
-        cats = out.raw(m, "layerwise", "categories") or []
-        name = out.raw(m, "robustness", "loco/most_influential")
-        if name not in cats:
+        cats = out.record(m, Layerwise).categories or []
+        rob = out.record(m, Robustness)
+        name = rob.loco.most_influential
+        if not _per_character(rob.preference) or name not in cats:
             return ""
         i = cats.index(name)
-        r_tok = out.raw(m, "robustness", "preference/final_r_mean_nll")
-        r_chr = out.raw(m, "robustness", "preference/final_r_char_nll")
-        parts.append(f"{out.v(m, 'robustness', 'preference/final_r_char_nll')} for {out.display(m)} (exact p = "
-                     f"{out.v(m, 'robustness', 'preference/final_p_char_nll', 'p')}; mean preference of "
-                     f"{category(name)} {out.v(m, 'robustness', f'preference/char_category_means/{i}', 's3')} "
+        r_tok, r_chr = rob.preference.final_r_mean_nll, rob.preference.final_r_char_nll
+        parts.append(f"{out.value(m, Robustness, lambda r: r.preference.final_r_char_nll)} for {out.display(m)} "
+                     f"(exact p = {out.value(m, Robustness, lambda r: r.preference.final_p_char_nll, 'p')}; mean "
+                     f"preference of {category(name)} "
+                     f"{out.value(m, Robustness, lambda r: r.preference.char_category_means[i], 's3')} "
                      "nats per character)")
         kept.append(r_tok is not None and r_chr is not None and r_tok * r_chr > 0)
     if not parts:
@@ -215,7 +228,8 @@ def summed_nll_words(out: Outputs, models: list[str]) -> str:
     does to each model's last-layer r, a sign change named as one."""
     flips, moves = [], []
     for m in models:
-        a, b = (out.v(m, "robustness", f"preference/final_r_{k}_nll") for k in ("mean", "sum"))
+        a = out.value(m, Robustness, lambda r: r.preference.final_r_mean_nll)
+        b = out.value(m, Robustness, lambda r: r.preference.final_r_sum_nll)
         (flips if a.raw * b.raw < 0 else moves).append(f"{out.display(m)} ({a} to {b})")
     parts = ([f"changes sign for {join_words(flips)}"] if flips else []) + ([f"moves for {join_words(moves)}"]
                                                                           if moves else [])
@@ -225,8 +239,8 @@ def summed_nll_words(out: Outputs, models: list[str]) -> str:
 def normalisation_moves(out: Outputs, m: str) -> bool:
     """Whether the last-layer r with the summed NLL differs in sign, or by more than
     :data:`~uaprobe.publishing.prose.primitives.wording.MATCH_TOLERANCE`, from the r with the per-token mean NLL."""
-    a = out.raw(m, "robustness", "preference/final_r_mean_nll")
-    b = out.raw(m, "robustness", "preference/final_r_sum_nll")
+    preference = out.record(m, Robustness).preference
+    a, b = preference.final_r_mean_nll, preference.final_r_sum_nll
     return a is not None and b is not None and (a * b < 0 or abs(a - b) > MATCH_TOLERANCE)
 
 
@@ -260,7 +274,7 @@ def conclusion_phrase(out: Outputs) -> str:
 def curve_conclusion(out: Outputs) -> str:
     """The primary joint test's verdict after the pre-declared correction across the models (with the p before and
     after it where it differs), and for which models the test without the pre-declared category is below α."""
-    kept = [m for m in out.models if out.raw_at(PANEL_RESULTS, f"primary/models/{m}/reject")]
+    kept = [m for m in out.models if out.panel().primary.models[m].reject]
     nominal = [m for m in out.models if differs(out, m) and m not in kept]
     if kept:
         text = (f"the primary test{across_models_clause(out)} finds the correlation different from chance for "
@@ -269,11 +283,13 @@ def curve_conclusion(out: Outputs) -> str:
         text = (f"the primary test{across_models_clause(out)} finds the correlation different from chance for no "
                 "model, which at the power of this design (@tbl-power) is no evidence either way")
     if nominal:
-        text += ("; " + join_words([f"the p of {out.display(m)}, {out.v(m, CURVE, 'primary/p', 'p')}, becomes "
-                                    f"{out.at(PANEL_RESULTS, f'primary/models/{m}/adjusted_p', 'p')}" for m in nominal])
+        text += ("; " + join_words([f"the p of {out.display(m)}, "
+                                    f"{out.value(m, SpecificationCurve, lambda r: r.primary.p, 'p')}, becomes "
+                                    f"{out.panel_value(lambda r: r.primary.models[m].adjusted_p, 'p')}"
+                                    for m in nominal])
                  + ", so it is inconclusive")
     without = [m for m in out.models if (i := without_index(out, m)) is not None
-               and (p := out.raw(m, CURVE, f"secondary/tests/{i}/p")) is not None and p < alpha(out, m)]
+               and (p := curve_of(out, m).secondary.tests[i].p) is not None and p < alpha(out, m)]
     category = category_words(out, out.models[0])
     return text + (f". Without {category}, the test is below α for {join_words([out.display(m) for m in without])}"
                    if without else f". Without {category}, it is below α for no model, again inconclusive by design")

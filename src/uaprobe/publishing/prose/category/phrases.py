@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 from uaprobe.publishing.prose.primitives.markdown import count_phrase, join_words, plural, prose
-from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs, R
 from uaprobe.publishing.prose.tables.manuscript import (
     POLICY_FILES,
     POOLING_WORDS,
@@ -22,14 +22,18 @@ from uaprobe.publishing.prose.tables.manuscript import (
     same_pooling_models,
 )
 from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE
+from uaprobe.schema.categories import Layerwise
+from uaprobe.schema.geometry import Robustness
 
 
 @prose
-def per_model(out: Outputs, stem: str, key: str, fmt: str = "r", models: Sequence[str] | None = None) -> str:
-    """``x (Model A) and y (Model B)``: one value of every model of the panel (or of ``models``); ``x for
-    both models`` (or ``for every model``) when every model of the whole panel shows the same text."""
+def per_model(out: Outputs, kind: type[R], get: Callable[[R], Any], fmt: str = "r",
+              models: Sequence[str] | None = None) -> str:
+    """``x (Model A) and y (Model B)``: the field ``get`` reads of every model's results file ``kind`` (or of
+    ``models``' files, :meth:`Outputs.value`); ``x for both models`` (or ``for every model``) when every model
+    of the whole panel shows the same text."""
     chosen = list(out.models if models is None else models)
-    values = [out.v(m, stem, key, fmt) for m in chosen]
+    values = [out.value(m, kind, get, fmt) for m in chosen]
     if len(values) > 1 and len(chosen) == len(out.models) and len({v.text for v in values}) == 1:
         return f"{values[0]} for {'both models' if len(values) == 2 else 'every model'}"
     return join_words([f"{v} ({out.display(m)})" for v, m in zip(values, chosen)])
@@ -60,7 +64,7 @@ def comparison_word(baseline: float | None, model: float | None, *, tolerance: f
 @prose
 def same_numbers_reason(out: Outputs, m: str) -> str:
     """Why excluding position 0 changes nothing for a model, from what its extraction recorded."""
-    if out.raw(m, "layerwise", "extraction/bos_added"):
+    if out.record(m, Layerwise).extraction.bos_added:
         return "position 0 is the BOS, which no pooled state includes"
     return "the default policy already leaves position 0 out of every pooled state"
 
@@ -70,7 +74,7 @@ def position0_phrase(out: Outputs) -> str:
     """A sentence, per model: what sits at position 0 and what that means for the two position-0 policies."""
     parts = []
     for m in out.models:
-        if out.raw(m, "layerwise", "extraction/bos_added"):
+        if out.record(m, Layerwise).extraction.bos_added:
             same = m in same_pooling_models(out)
             parts.append(f"the tokenizer of {out.display(m)} adds a BOS at position 0, which neither policy pools"
                          + (", so its two policies give identical numbers" if same else
@@ -93,12 +97,13 @@ def sink_exclusion_phrase(out: Outputs, *, final_r: bool = False) -> str:
             same.append(f"for {out.display(m)} it gives the same numbers: {same_numbers_reason(out, m)}, so there "
                         "the exclusion is no check")
             continue
-        d, sx = "policies/default", "policies/sink_excluded"
-        text = (f"{count_phrase(out.v(m, 'robustness', f'{sx}/n_sign_changes', 'int'), 'sign change')} in the layer "
-                f"curve of {out.display(m)} ({out.v(m, 'robustness', f'{d}/n_sign_changes', 'int')} under the default policy)")
+        read = out.reader(m, Robustness)
+        text = (f"{count_phrase(read(lambda r: r.policies.sink_excluded.n_sign_changes, 'int'), 'sign change')} in "
+                f"the layer curve of {out.display(m)} ({read(lambda r: r.policies.default.n_sign_changes, 'int')} "
+                "under the default policy)")
         if final_r:
-            text += (f" and a last-layer r of {out.v(m, 'robustness', f'{sx}/final_r')} "
-                     f"({out.v(m, 'robustness', f'{d}/final_r')} under the default policy)")
+            text += (f" and a last-layer r of {read(lambda r: r.policies.sink_excluded.final_r)} "
+                     f"({read(lambda r: r.policies.default.final_r)} under the default policy)")
         changed.append(text)
     if changed:
         return f"Excluding position 0 from the pooling leaves {join_words(changed)}" + "".join(f"; {c}" for c in same) + "."
@@ -109,7 +114,8 @@ def sink_exclusion_phrase(out: Outputs, *, final_r: bool = False) -> str:
 
 def negative_layers(out: Outputs, m: str, file: str, pooling: str = "mean") -> list[int]:
     """The layers whose category-level r is negative in ``file`` (``layerwise`` or ``sink_excluded/layerwise``)."""
-    return [i for i, r in enumerate(out.raw(m, file, f"poolings/{pooling}/pearson_r") or []) if r is not None and r < 0]
+    rs = out.record(m, Layerwise, stem=file).poolings[pooling].pearson_r
+    return [i for i, r in enumerate(rs or []) if r is not None and r < 0]
 
 
 def layer_span(layers: Sequence[int]) -> str:
@@ -146,13 +152,14 @@ def inversion_phrase(out: Outputs, pooling: str = "mean") -> str:
     0 excluded, per model whose policies differ; empty where no such curve is negative."""
     parts = []
     for m, default, excluded in position0_inversions(out, pooling):
-        rs = out.raw(m, "layerwise", f"poolings/{pooling}/pearson_r")
+        rs = out.record(m, Layerwise).poolings[pooling].pearson_r
         low = min(default, key=lambda i: rs[i])
-        n = out.v(m, "layerwise", "layers", "count")
+        n = out.value(m, Layerwise, lambda r: r.layers, "count")
         kept = "at none of them" if not excluded else f"at {len(excluded)} ({layer_span(excluded)})"
         parts.append(f"under the default policy, the category-level r of {out.display(m)} is negative at "
                      f"{len(default)} of its {n} layers ({layer_span(default)}, down to "
-                     f"{out.v(m, 'layerwise', f'poolings/{pooling}/pearson_r/{low}')}) and, with position 0 excluded, "
+                     f"{out.value(m, Layerwise, lambda r: r.poolings[pooling].pearson_r[low])}) and, with position 0 "
+                     "excluded, "
                      f"{kept}")
     if not parts:
         return ""
@@ -169,7 +176,7 @@ def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
               if excluded and set(excluded) < set(default)]
     text = []
     if made:
-        no_bos = all(not out.raw(m, "layerwise", "extraction/bos_added") for m in out.models
+        no_bos = all(not out.record(m, Layerwise).extraction.bos_added for m in out.models
                      if out.display(m) in made)
         what = ("position 0, the attention sink and, without a BOS, the first word" if no_bos else
                 "position 0, the attention sink")
@@ -185,7 +192,7 @@ def inversion_conclusion(out: Outputs, pooling: str = "mean") -> str:
 def first_word_limitation(out: Outputs) -> str:
     """For the models without a BOS, position 0 is the statement's first word: excluding it removes the sink and
     that word together, and no run here separates them (a fixed token prepended would)."""
-    no_bos = [out.display(m) for m in out.models if not out.raw(m, "layerwise", "extraction/bos_added")]
+    no_bos = [out.display(m) for m in out.models if not out.record(m, Layerwise).extraction.bos_added]
     if not no_bos:
         return ""
     return (f"For {join_words(no_bos)}, which {'adds' if len(no_bos) == 1 else 'add'} no BOS, position 0 is the "
@@ -195,14 +202,14 @@ def first_word_limitation(out: Outputs) -> str:
 
 def reversing_models(out: Outputs) -> list[str]:
     """Models whose last-layer r reverses its sign without their most influential category."""
-    return [out.display(m) for m in out.models if out.raw(m, "robustness", "loco/sign_reversed")]
+    return [out.display(m) for m in out.models if out.record(m, Robustness).loco.sign_reversed]
 
 
 def lexical_matches_or_beats(out: Outputs) -> list[str]:
     """Models whose lexical baseline reaches (within the tolerance) or exceeds their own last-layer r."""
     return [out.display(m) for m in out.models
-            if comparison_word(out.raw(m, "robustness", "lexical_baseline/final_r/mean"),
-                               out.raw(m, "robustness", "policies/default/final_r")) in ("matches", "exceeds")]
+            if comparison_word((rob := out.record(m, Robustness)).lexical_baseline.final_r.mean,
+                               rob.policies.default.final_r) in ("matches", "exceeds")]
 
 
 
@@ -215,7 +222,7 @@ def specifications(out: Outputs) -> list[tuple[str, str, str]]:
 def surviving_layers(out: Outputs, m: str, policy: str, pooling: str) -> list[int]:
     """Indices of the layers whose exact permutation p survives Holm's correction across the layers of
     this specification (``poolings/<pooling>/permutation_holm_reject``)."""
-    reject = out.raw(m, POLICY_FILES[policy], f"poolings/{pooling}/permutation_holm_reject")
+    reject = out.record(m, Layerwise, stem=POLICY_FILES[policy]).poolings[pooling].permutation_holm_reject
     return [i for i, x in enumerate(reject) if x]
 
 
@@ -257,10 +264,10 @@ def specification_significance_phrase(out: Outputs) -> str:
         layers = surviving_layers(out, m, policy, p)
         if not layers:
             continue
-        stem = POLICY_FILES[policy]
-        holm = [out.v(m, stem, f"poolings/{p}/permutation_holm_p/{i}", "p") for i in layers]
+        read = out.reader(m, Layerwise, stem=POLICY_FILES[policy])
+        holm = [read(lambda r: r.poolings[p].permutation_holm_p[i], "p") for i in layers]
         group = groups.setdefault((m, tuple(layers), tuple(h.text for h in holm)), {
-            "holm": holm, "layers": [out.v(m, stem, f"layers/{i}", "int") for i in layers], "specs": []})
+            "holm": holm, "layers": [read(lambda r: r.layers[i], "int") for i in layers], "specs": []})
         group["specs"].append((policy, p))
     if not groups:
         return f"no layer of any model, in any of {specifications_scope(out)}"
@@ -278,8 +285,8 @@ def specification_significance_phrase(out: Outputs) -> str:
     text = f"{join_words(found)}, {rest}"
     if all(at_holm_floor(out, m, h) for (m, _, _), g in groups.items() for h in g["holm"]):
         text += (". These Holm p-values are the smallest the test can give: the number of layers times one over "
-                 f"the {out.v(out.models[0], 'layerwise', 'permutation_count', 'thousands')} orders")
-    a = out.v(out.models[0], "layerwise", "settings/alpha", "f2")
+                 f"the {out.value(out.models[0], Layerwise, lambda r: r.permutation_count, 'thousands')} orders")
+    a = out.value(out.models[0], Layerwise, lambda r: r.settings["alpha"], "f2")
     text += (". Holm's correction runs across the layers of one specification, not across the specifications: "
              f"without any effect, each distinct specification shows a significant layer with probability up to "
              f"α = {a}, so chance alone predicts up to {n_distinct(out)} × α of them"
@@ -294,8 +301,8 @@ def n_distinct(out: Outputs) -> int:
 
 def at_holm_floor(out: Outputs, m: str, holm: Any) -> bool:
     """Whether a Holm-adjusted exact p is the smallest the test can give: layers x 1 / orders (capped at 1)."""
-    layers = len(out.raw(m, "layerwise", "layers") or [])
-    orders = out.raw(m, "layerwise", "permutation_count")
+    lw = out.record(m, Layerwise)
+    layers, orders = len(lw.layers or []), lw.permutation_count
     return bool(orders) and abs(float(holm.raw) - min(1.0, layers / float(orders))) < 1e-12
 
 
@@ -310,7 +317,7 @@ def published_format(x: Any) -> str:
 def published_comparison(out: Outputs) -> str:
     """The original study's Pythia-6.9B final-layer r beside this panel's (default policy)."""
     return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, as its "
-            f"published table gives it (`{PUBLISHED_PYTHIA}`), against {per_model(out, 'robustness', 'policies/default/final_r')} "
+            f"published table gives it (`{PUBLISHED_PYTHIA}`), against {per_model(out, Robustness, lambda r: r.policies.default.final_r)} "
             "here")
 
 

@@ -20,11 +20,12 @@ from uaprobe.publishing.prose.category.curve import POOLING_WORDS
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, markdown_table, prose, sign_word
 from uaprobe.publishing.prose.primitives.markdown import category as category_name
-from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.provenance.outputs import ManuscriptDataError, Outputs
 from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS, lexical
 from uaprobe.publishing.prose.primitives.study import the_models
 from uaprobe.publishing.provenance.values import Value
 from uaprobe.schema.pairmodels import FamilyTests, PairFamily, PairModels
+from uaprobe.schema.panel import PanelPairFamily, PanelPairFamilyModel
 
 FAMILIES: dict[str, Callable[[PairModels], PairFamily]] = {
     "family": lambda r: r.family, "incremental": lambda r: r.incremental.family,
@@ -50,9 +51,22 @@ def test_value(out: Outputs, m: str, family: str, get: Callable[[FamilyTests], A
     return family_value(out, m, family, lambda f: get(f.tests), fmt)
 
 
-def panel_key(m: str, family: str, key: str) -> str:
-    """A key of one model's family in the panel-wide pair family."""
-    return f"pair_family/models/{m}/{PANEL_NAMES[family]}/{key}"
+def panel_pairs(out: Outputs) -> PanelPairFamily:
+    """The panel-wide pair family (``results/panel.json``'s ``pair_family``)."""
+    found = out.panel().pair_family
+    if found is None:
+        raise ManuscriptDataError(f"{PANEL_RESULTS} has no pair_family: rerun `dvc repro` (its compare stage writes it)")
+    return found
+
+
+def panel_family(out: Outputs, m: str, family: str) -> PanelPairFamilyModel:
+    """One model's family in the panel-wide pair family."""
+    return panel_pairs(out).models[m][PANEL_NAMES[family]]
+
+
+def panel_family_value(out: Outputs, m: str, family: str, get: Callable[[Any], Any], fmt: str = "r") -> Value:
+    """The field ``get`` reads of :func:`panel_family`, as a value."""
+    return out.panel_value(lambda r: get(r.pair_family.models[m][PANEL_NAMES[family]]), fmt)
 
 SAME_R = 10
 """Decimals to which two tests' partial r agree when they are one test on the same states."""
@@ -67,8 +81,9 @@ def survivors(out: Outputs, m: str, family: str, *, reported_only: bool | None =
     ``reported_only``: only tests with the reported pooling (True), only the others (False), or all (None)."""
     tests = family_of(out, m, family).tests
     groups: dict[tuple[object, ...], list[int]] = {}
-    holm = out.raw_at(PANEL_RESULTS, panel_key(m, family, "holm_reject"))
-    maxt = [None] * len(holm) if holm_only else out.raw_at(PANEL_RESULTS, panel_key(m, family, "maxt_reject"))
+    panel = panel_family(out, m, family)
+    holm = panel.holm_reject
+    maxt = [None] * len(holm) if holm_only else panel.maxt_reject
     for i, reject in enumerate(holm):
         if reject or maxt[i]:
             r = tests.partial_r[i]
@@ -107,13 +122,13 @@ def family_phrase(out: Outputs) -> str:
             "indicators and the two sides' lengths; these and the lexical baseline's metric of the same "
             f"pair and pooling, one column per random seed; both over the pairs outside {category}, with their own "
             f"within-category permutations), for {the_models(out)}: "
-            f"{out.at(PANEL_RESULTS, 'pair_family/n_tests', 'int')} tests, those on the same states counted once, "
-            f"so its smallest Holm p is {out.at(PANEL_RESULTS, 'pair_family/holm_floor', 'p')}. "
+            f"{out.panel_value(lambda r: r.pair_family.n_tests, 'int')} tests, those on the same states counted once, "
+            f"so its smallest Holm p is {out.panel_value(lambda r: r.pair_family.holm_floor, 'p')}. "
             f"{degenerate_words(out)} Holm ignores how strongly these tests depend on each other (the same pairs, "
             "metrics of the same states). Beside it, the *max-T* correction uses that dependence: the "
             "Westfall–Young max-T step-down over the joint within-category permutations within each model and "
             "covariate set, its p multiplied by the number of such sets, "
-            f"{out.at(PANEL_RESULTS, 'pair_family/n_families', 'int')} (Bonferroni), so that it too bounds the "
+            f"{out.panel_value(lambda r: r.pair_family.n_families, 'int')} (Bonferroni), so that it too bounds the "
             "family-wise error over the whole panel. "
             f"{POOLING_WORDS.get(pooling, pooling).capitalize()} pooling, the declared one, is the one reported "
             f"first. {mde_words(out)}")
@@ -122,8 +137,8 @@ def family_phrase(out: Outputs) -> str:
                          ("without_category", f"With both, over the pairs outside {category}")):
         parts = []
         for m in out.models:
-            parts.append(f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_maxt_reject'), 'int')} and "
-                         f"{out.at(PANEL_RESULTS, panel_key(m, family, 'n_reject'), 'int')} of the "
+            parts.append(f"{panel_family_value(out, m, family, lambda f: f.n_maxt_reject, 'int')} and "
+                         f"{panel_family_value(out, m, family, lambda f: f.n_reject, 'int')} of the "
                          f"{family_value(out, m, family, lambda f: f.n_tests, 'int')} tests of {out.display(m)}")
         text += f" {lead}, {join_words(parts)} survive max-T and Holm respectively."
     return text + " @tbl-family lists them with their signs."
@@ -132,14 +147,14 @@ def family_phrase(out: Outputs) -> str:
 def mde_words(out: Outputs) -> str:
     """The smallest partial r the base family's tests detect at the target power, uncorrected and at the first
     step of the panel's Holm correction, per model (once where every model's are the same)."""
-    target = out.at(PANEL_RESULTS, "pair_family/power_target", "percent_g")
+    target = out.panel_value(lambda r: r.pair_family.power_target, "percent_g")
 
     def pair(m: str) -> str:
-        return (f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde'), 'f2')} uncorrected and "
-                f"{out.at(PANEL_RESULTS, panel_key(m, 'family', 'power/mde_panel'), 'f2')} at the first step of "
+        return (f"{panel_family_value(out, m, 'family', lambda f: f.power.mde, 'f2')} uncorrected and "
+                f"{panel_family_value(out, m, 'family', lambda f: f.power.mde_panel, 'f2')} at the first step of "
                 "Holm's correction")
-    same = len({(out.raw_at(PANEL_RESULTS, panel_key(m, "family", "power/mde")),
-                 out.raw_at(PANEL_RESULTS, panel_key(m, "family", "power/mde_panel"))) for m in out.models}) == 1
+    same = len({(panel_family(out, m, "family").power.mde, panel_family(out, m, "family").power.mde_panel)
+                for m in out.models}) == 1
     text = (f"{pair(out.models[0])} for the base set of "
             f"{'every model' if len(out.models) > 1 else out.display(out.models[0])}"
             if same else join_words([f"{pair(m)} for the base set of {out.display(m)}" for m in out.models]))
@@ -149,7 +164,7 @@ def mde_words(out: Outputs) -> str:
 
 def degenerate_words(out: Outputs) -> str:
     """How many tests are degenerate (VIF above ``analysis.degenerate_vif``) and kept out of the family."""
-    n = int(out.raw_at(PANEL_RESULTS, "pair_family/n_degenerate") or 0)
+    n = int(panel_pairs(out).n_degenerate or 0)
     vif = family_value(out, out.models[0], "family", lambda f: f.degenerate_vif, "g")
     if not n:
         return f"No test has a variance inflation factor (VIF) of its metric on its covariates above {vif}."
@@ -253,9 +268,9 @@ def family_table(out: Outputs) -> str:
                              "—" if family == "family" else test_value(out, m, family,
                                                                        lambda t: t.base_partial_r[row], "s2"),
                              test_value(out, m, family, lambda t: t.vif[row], "f2"),
-                             f"{out.at(PANEL_RESULTS, panel_key(m, family, f'holm_p/{t.row}'), 'p')}"
+                             f"{panel_family_value(out, m, family, lambda f: f.holm_p[row], 'p')}"
                              + ("*" if tests.at_floor[t.row] else ""),
-                             out.at(PANEL_RESULTS, panel_key(m, family, f"maxt_p/{t.row}"), "p")])
+                             panel_family_value(out, m, family, lambda f: f.maxt_p[row], "p")])
                 first = False
     return markdown_table(["Model", "Set", "Metric", "Pooling", "Pos. 0", "Partial r [95 % CI]", "No lex.",
                            "VIF", "Holm p", "Max-T p"], rows, align="lllllrrrrr")
@@ -312,9 +327,9 @@ def lexical_versus_models(out: Outputs, metric: str = "centroid_asymmetry") -> s
                      f"{max(sizes):.2f} for its surviving tests")
     if not parts:
         return ""
-    counts = [int(out.raw_at(PANEL_RESULTS, panel_key(m, "incremental", "n_reject")) or 0) for m in out.models]
+    counts = [int(panel_family(out, m, "incremental").n_reject or 0) for m in out.models]
     survive = ("no test of any model survives Holm's correction" if not any(counts) else
-               join_words([f"{out.at(PANEL_RESULTS, panel_key(m, 'incremental', 'n_reject'), 'int')} of the tests "
+               join_words([f"{panel_family_value(out, m, 'incremental', lambda f: f.n_reject, 'int')} of the tests "
                            f"of {out.display(m)}" for m in out.models]) + " survive Holm's correction")
     return (f"At the pair level, the lexical baseline's {METRIC_WORDS.get(metric, pretty(metric))} alone has a median "
             f"partial r of {join_words(parts)} (other metrics and sets of pairs): the tokens alone carry an "
@@ -359,8 +374,8 @@ def hypothesis_synthesis(out: Outputs) -> str:
             f"(any pooling and set of covariates) show, {'; '.join(parts)}: {summary}. The surviving metrics are computed from the same states and "
             "correlate with each other, so several survivors of one model are not independent findings.")
     swings = [out.display(m) for m in out.models
-              if int(out.raw_at(PANEL_RESULTS, panel_key(m, "without_category", "n_reject")) or 0) > 0
-              and not any(int(out.raw_at(PANEL_RESULTS, panel_key(m, f, "n_reject")) or 0) > 0
+              if int(panel_family(out, m, "without_category").n_reject or 0) > 0
+              and not any(int(panel_family(out, m, f).n_reject or 0) > 0
                           for f in ("family", "incremental"))]
     if swings:
         category = category_name(out.record(out.models[0], PairModels).incremental.without_category.left_out)

@@ -17,6 +17,8 @@ from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.provenance.values import Value
+from uaprobe.schema.categories import Layerwise
+from uaprobe.schema.pairs import OptionB
 from uaprobe.schema.pairmodels import PairModels
 
 KNN = "knn_density_asymmetry"
@@ -57,11 +59,12 @@ def old_knn_phrase(out: Outputs, pooling: str = "mean") -> str:
     model under each policy, then the within-category models' count and whether their partial r stays positive."""
     parts, models = [], []
     for m in out.models:
-        key = f"poolings/{pooling}/metrics/{KNN}/permutation_holm_reject"
-        sx, df = out.v(m, "sink_excluded/option_b", key, "count_true"), out.v(m, "option_b", key, "count_true")
+        sx, df = (out.value(m, OptionB, lambda r: r.poolings[pooling].metrics[KNN].permutation_holm_reject, "count_true",
+                            stem=stem) for stem in ("sink_excluded/option_b", "option_b"))
         where = ("under both policies" if sx.raw == df.raw else
                  f"with position 0 excluded ({df} under the default policy)")
-        parts.append(f"{sx} of {out.v(m, 'sink_excluded/option_b', 'layers', 'count')} layers of {out.display(m)} {where}")
+        layers = out.value(m, OptionB, lambda r: r.layers, "count", stem="sink_excluded/option_b")
+        parts.append(f"{sx} of {layers} layers of {out.display(m)} {where}")
         models.append((holm_count(out, m, KNN, pooling=pooling), n_layers(out, m),
                        *partial_r_range(out, m, KNN, pooling)))
     text = (f"Option B's test of the kNN density asymmetry (@tbl-optionb), which permutes the preference over all "
@@ -109,12 +112,12 @@ def cluster_phrase(out: Outputs) -> str:
     """How coarse the two-stage cluster bootstrap is with few categories: its resamples, how many hold three or
     fewer distinct categories, and the fewest any resample holds (the same draws for every model)."""
     m = out.models[0]
-    key = "cluster_bootstrap"
-    return (f"With {out.v(m, 'layerwise', 'categories', 'count')} categories that bootstrap is coarse: "
-            f"{out.v(m, 'option_b', f'{key}/degenerate', 'thousands')} of its "
-            f"{out.v(m, 'option_b', f'{key}/resamples', 'thousands')} resamples draw three or fewer distinct "
-            f"categories, some only {out.v(m, 'option_b', f'{key}/distinct_categories_min', 'int')}, so its intervals "
-            "describe the spread and carry no claim of coverage; no conclusion here rests on an interval")
+    read = out.reader(m, OptionB)
+    return (f"With {out.value(m, Layerwise, lambda r: r.categories, 'count')} categories that bootstrap is coarse: "
+            f"{read(lambda r: r.cluster_bootstrap.degenerate, 'thousands')} of its "
+            f"{read(lambda r: r.cluster_bootstrap.resamples, 'thousands')} resamples draw three or fewer distinct "
+            f"categories, some only {read(lambda r: r.cluster_bootstrap.distinct_categories_min, 'int')}, so its "
+            "intervals describe the spread and carry no claim of coverage; no conclusion here rests on an interval")
 
 
 @prose

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, differs
+from uaprobe.publishing.prose.category.curve import POOLING_WORDS, curve_of, differs
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.panel.design import divergence
@@ -18,10 +18,12 @@ from uaprobe.publishing.prose.category.findings import confound_models, per_char
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.pairs.pair_family import FAMILIES, HYPOTHESIS_SIGN, family_of, survivors, test_sign
-from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
 from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE
 from uaprobe.publishing.provenance.values import Value, plain_text
+from uaprobe.schema.categories import Layerwise
+from uaprobe.schema.geometry import Robustness
+from uaprobe.schema.specs import SpecificationCurve
 
 
 
@@ -31,9 +33,9 @@ def _all(found: list[str], out: Outputs) -> bool:
 
 def layer_zero_r(out: Outputs, m: str, pooling: str = "mean") -> tuple[Value, Value]:
     """r at layer 0 (the token embeddings) and at the last layer, with ``pooling`` under the default policy."""
-    rs = out.raw(m, "layerwise", f"poolings/{pooling}/pearson_r") or []
-    return (out.v(m, "layerwise", f"poolings/{pooling}/pearson_r/0"),
-            out.v(m, "layerwise", f"poolings/{pooling}/pearson_r/{len(rs) - 1}"))
+    last = len(out.record(m, Layerwise).poolings[pooling].pearson_r or []) - 1
+    read = out.reader(m, Layerwise)
+    return read(lambda r: r.poolings[pooling].pearson_r[0]), read(lambda r: r.poolings[pooling].pearson_r[last])
 
 
 def layer_zero_carries(out: Outputs, m: str, pooling: str = "mean") -> bool:
@@ -112,19 +114,18 @@ def pair_sentence(out: Outputs, *, poolings: bool) -> str:
 def _max_power(out: Outputs) -> tuple[str, int]:
     """The model whose exact test has the most power at the largest planted correlation, and that correlation's
     index."""
-    planted = out.raw(out.models[0], CURVE, "power/sets/0/planted") or [0.0]
+    planted = curve_of(out, out.models[0]).power.sets[0].planted or [0.0]
     j = len(planted) - 1
-    return max(out.models, key=lambda m: out.raw(m, CURVE, f"power/sets/0/power/{j}") or 0.0), j
+    return max(out.models, key=lambda m: curve_of(out, m).power.sets[0].power[j] or 0.0), j
 
 
 def _zero_abtt(out: Outputs, m: str) -> float | None:
     """r at layer 0 under ABTT (mean pooling, default policy, the primary NLL) from the curve's ``layer_zero``."""
-    lz = out.raw(m, CURVE, "layer_zero")
-    policy = out.raw(m, CURVE, "power/specification/policy")
-    for i in range(len(lz["r"])):
-        if (lz["pooling"][i] == "mean" and lz["representation"][i] == "abtt" and lz["nll"][i] == "mean"
-                and lz["policy"][i] == policy):
-            return lz["r_layer_zero"][i]
+    curve = curve_of(out, m)
+    lz, policy = curve.layer_zero, curve.power.specification["policy"]
+    for i in range(len(lz.r)):
+        if lz.pooling[i] == "mean" and lz.representation[i] == "abtt" and lz.nll[i] == "mean" and lz.policy[i] == policy:
+            return lz.r_layer_zero[i]
     return None
 
 
@@ -176,26 +177,26 @@ def abstract(out: Outputs) -> str:
     original's estimand; layer 0 with its sign under ABTT; every surviving pair-level metric with its sign. Less
     detail where the budget requires it (the models' r and p unshown, the poolings unnamed)."""
     n = len(out.models)
-    n_cat = len(out.raw(out.models[0], "layerwise", "categories") or [])
+    n_cat = len(out.record(out.models[0], Layerwise).categories or [])
     published = out.at(PUBLISHED_PYTHIA, "category_level/r/-1", "s2")
     original, cats_orig = "", "categories"
-    if out.has(PANEL_RESULTS, "original/p") and out.raw_at(PANEL_RESULTS, "original/p") is not None:
-        n_orig = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
+    if (theirs := out.panel().original) is not None and theirs.p is not None:
+        n_orig = len(theirs.categories or [])
         cats_orig = f"{NUMBER_WORDS.get(n_orig, str(n_orig))} categories"
-        original = f" (our exact test: p = {out.at(PANEL_RESULTS, 'original/p', 'p')})"
+        original = f" (our exact test: p = {out.panel_value(lambda r: r.original.p, 'p')})"
     first = ("Uniformity Asymmetry (UA), the hidden-state similarity difference between a statement's two "
              "framings, probes which framing a model prefers; its original study reported r = "
              f"{published} across {cats_orig} with Pythia{original}.")
-    ours = join_words([str(out.v(m, "robustness", "policies/default/final_r", "s2")) for m in out.models])
-    signs = {(out.raw(m, "robustness", "policies/default/final_r") or 0.0) > 0 for m in out.models}
+    ours = join_words([str(out.value(m, Robustness, lambda r: r.policies.default.final_r, "s2")) for m in out.models])
+    signs = {(out.record(m, Robustness).policies.default.final_r or 0.0) > 0 for m in out.models}
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
     relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
                 else "signs that differ between models")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"
     best, j = _max_power(out)
-    power = out.v(best, CURVE, f"power/sets/0/power/{j}", "f2")
-    planted = out.v(best, CURVE, f"power/sets/0/planted/{j}", "g")
-    ps = join_words([str(out.v(m, CURVE, "primary/p", "p")) for m in out.models])
+    power = out.value(best, SpecificationCurve, lambda r: r.power.sets[0].power[j], "f2")
+    planted = out.value(best, SpecificationCurve, lambda r: r.power.sets[0].planted[j], "g")
+    ps = join_words([str(out.value(m, SpecificationCurve, lambda r: r.primary.p, "p")) for m in out.models])
     below = [m for m in out.models if differs(out, m)]
     verdict = ("inconclusive" if not below else "below α for " + join_words([out.display(m) for m in below]))
     cats = NUMBER_WORDS.get(n_cat, str(n_cat))

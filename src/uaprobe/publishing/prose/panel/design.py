@@ -7,17 +7,19 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from uaprobe.publishing.prose.category.curve import CURVE, POOLING_WORDS, category_words
+from uaprobe.publishing.prose.category.curve import POOLING_WORDS, category_words, curve_of
 from uaprobe.publishing.prose.category.curve import alpha as curve_alpha
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, markdown_table, prose
 from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS
 from uaprobe.publishing.prose.primitives.markdown import category as category_name
 from uaprobe.publishing.prose.category.phrases import layer_span, negative_layers, position0_inversions
-from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
 from uaprobe.publishing.provenance.values import Value
+from uaprobe.schema.categories import Layerwise, Validation
+from uaprobe.schema.geometry import Robustness
 from uaprobe.schema.pairmodels import LengthMatched, PairModels
+from uaprobe.schema.specs import SpecificationCurve
 
 PYTHIA_COMMAND = "dvc exp run -S preset=original -S 'models=[pythia-6-9b]'"
 """The one command that runs the original study's model with its settings (params.yaml's catalog and preset)."""
@@ -32,22 +34,29 @@ def power_table(out: Outputs) -> str:
     categories (every one; without the pre-declared one): the smallest attainable p, the observed statistic and its
     exact p, the power at each planted correlation, and the minimum detectable effect."""
     m0 = out.models[0]
-    planted = out.raw(m0, CURVE, "power/sets/0/planted") or []
+    planted = curve_of(out, m0).power.sets[0].planted or []
     rows = []
     for m in out.models:
         first = True
-        for prefix, label in (("power", "r, one specification"), ("power/primary", "median r, universe")):
-            for i, s in enumerate(out.raw(m, CURVE, f"{prefix}/sets") or []):
-                base = f"{prefix}/sets/{i}"
+        curve = curve_of(out, m)
+        for sets_of, label in ((lambda r: r.power.sets, "r, one specification"),
+                               (lambda r: r.power.primary.sets, "median r, universe")):
+            for i, s in enumerate(sets_of(curve) or []):
+                cell = _power_cell(out, m, sets_of, i)
                 rows.append([out.display(m) if first else "", label if i == 0 else "",
-                             "all" if s["left_out"] is None else "one out",
-                             out.v(m, CURVE, f"{base}/n_categories", "int"), out.v(m, CURVE, f"{base}/p_floor", "f4"),
-                             out.v(m, CURVE, f"{base}/observed_r"), out.v(m, CURVE, f"{base}/observed_p", "p"),
-                             *[out.v(m, CURVE, f"{base}/power/{j}", "f2") for j in range(len(planted))],
-                             out.v(m, CURVE, f"{base}/mde", "f2")])
+                             "all" if s.left_out is None else "one out",
+                             cell(lambda t: t.n_categories, "int"), cell(lambda t: t.p_floor, "f4"),
+                             cell(lambda t: t.observed_r), cell(lambda t: t.observed_p, "p"),
+                             *[cell(lambda t, j=j: t.power[j], "f2") for j in range(len(planted))],
+                             cell(lambda t: t.mde, "f2")])
                 first = False
     head = ["Model", "Statistic", "Categories", "n", "Floor", "Value", "p", *[f"ρ = {r:g}" for r in planted], "MDE"]
     return markdown_table(head, rows, align="lll" + "r" * (len(head) - 3))
+
+
+def _power_cell(out: Outputs, m: str, sets_of: Callable[[Any], Any], i: int) -> Callable[..., Value]:
+    """A reader of the ``i``-th set of those ``sets_of`` takes from the specification curve: ``cell(get, fmt)``."""
+    return lambda get, fmt="r": out.value(m, SpecificationCurve, lambda r: get(sets_of(r)[i]), fmt)
 
 
 @prose
@@ -55,9 +64,9 @@ def power_phrase(out: Outputs) -> str:
     """Methods: how the power is simulated, for one specification and for the primary statistic, and what it means
     for a null."""
     m0 = out.models[0]
-    target = out.v(m0, CURVE, "power/target", "percent_g")
-    draws = out.v(m0, CURVE, "power/draws", "thousands")
-    pooling = POOLING_WORDS.get(str(out.raw(m0, CURVE, "power/specification/pooling")), "mean")
+    target = out.value(m0, SpecificationCurve, lambda r: r.power.target, "percent_g")
+    draws = out.value(m0, SpecificationCurve, lambda r: r.power.draws, "thousands")
+    pooling = POOLING_WORDS.get(str(curve_of(out, m0).power.specification["pooling"]), "mean")
     return ("**Power.** The exact test's reach depends on the categories' UA itself, so its power is simulated "
             f"with each model's own category UA held fixed ({pooling} pooling, raw states, "
             "the last layer: the reference specification): preferences are drawn with a planted population "
@@ -78,15 +87,17 @@ def powerless_words(out: Outputs) -> str:
     what that means for its p."""
     found = []
     for m in out.models:
-        for i, st in enumerate(out.raw(m, CURVE, "power/primary/sets") or []):
-            power, planted = st.get("power") or [], st.get("planted") or []
-            if power and power[-1] is not None and power[-1] < (out.raw(m, CURVE, "power/alpha") or 0.0):
+        power_of = curve_of(out, m).power
+        for i, st in enumerate(power_of.primary.sets or []):
+            power, planted = st.power or [], st.planted or []
+            if power and power[-1] is not None and power[-1] < (power_of.alpha or 0.0):
                 found.append((m, i, len(planted) - 1))
     if not found:
         return ""
     where = join_words([f"{out.display(m)} {'with every category' if i == 0 else 'with one category out'} "
-                        f"({out.v(m, CURVE, f'power/primary/sets/{i}/power/{j}', 'f2')} at ρ = "
-                        f"{out.v(m, CURVE, f'power/primary/sets/{i}/planted/{j}', 'g')})" for m, i, j in found])
+                        f"({out.value(m, SpecificationCurve, lambda r: r.power.primary.sets[i].power[j], 'f2')} at ρ = "
+                        f"{out.value(m, SpecificationCurve, lambda r: r.power.primary.sets[i].planted[j], 'g')})"
+                        for m, i, j in found])
     return (" Planted on one specification, the correlation need not carry over to the universe's other "
             "specifications, whose UA can disagree with it: the primary statistic's power then falls below α, as "
             f"for {where}. Its p stays valid under the null, but such a test cannot find a correlation of one "
@@ -98,9 +109,9 @@ def original_phrase(out: Outputs) -> str:
     """Results: the original study's last-layer r beside this panel's, what the sign means, and the position-0
     reading for a model without a BOS."""
     published = out.at(PUBLISHED_PYTHIA, "category_level/r/-1", "s2")
-    ours = join_words([f"{out.v(m, 'robustness', 'policies/default/final_r')} for {out.display(m)}"
+    ours = join_words([f"{out.value(m, Robustness, lambda r: r.policies.default.final_r)} for {out.display(m)}"
                        for m in out.models])
-    signs = {(out.raw(m, "robustness", "policies/default/final_r") or 0.0) > 0 for m in out.models}
+    signs = {(out.record(m, Robustness).policies.default.final_r or 0.0) > 0 for m in out.models}
     pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
     relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
                 else "signs that differ between the models")
@@ -109,7 +120,7 @@ def original_phrase(out: Outputs) -> str:
             "two are not a replication of each other, and at the power of @tbl-power this panel's sign is not "
             f"established by the category-level test alone{original_test_words(out)}")
     sink_made = [out.display(m) for m, default, excluded in position0_inversions(out)
-                 if not excluded and not out.raw(m, "layerwise", "extraction/bos_added")]
+                 if not excluded and not out.record(m, Layerwise).extraction.bos_added]
     if sink_made:
         text += (f". The strongest negative r here is at the intermediate layers of {join_words(sink_made)} with "
                  "mean pooling, and it appears only while position 0 (the attention sink, and there also the first "
@@ -130,24 +141,26 @@ def original_test_words(out: Outputs) -> str:
     """The original study's published category points under this paper's exact test (``results/panel.json``
     ``original``): r, its exact p, the power at the largest planted correlation and r with one category left out;
     empty where the panel holds no such points."""
-    if not out.has(PANEL_RESULTS, "original") or out.raw_at(PANEL_RESULTS, "original") is None:
+    theirs = out.panel().original
+    if theirs is None:
         return ""
-    planted = out.raw_at(PANEL_RESULTS, "original/power/planted") or []
+    planted = theirs.power.planted or []
     j = len(planted) - 1
-    loo = [r for r in out.raw_at(PANEL_RESULTS, "original/leave_one_out_r") or [] if r is not None]
+    loo = [r for r in theirs.leave_one_out_r or [] if r is not None]
     lo = min(range(len(loo)), key=lambda i: loo[i]) if loo else None
     hi = max(range(len(loo)), key=lambda i: loo[i]) if loo else None
-    n = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
+    n = len(theirs.categories or [])
+    read = out.panel_value
     text = (f": the original's own {_count(n)} published category points give, under this paper's exact test, "
-            f"r = {out.at(PANEL_RESULTS, 'original/r', 's3')} with p = {out.at(PANEL_RESULTS, 'original/p', 'p')} "
-            f"over {out.at(PANEL_RESULTS, 'original/orders', 'thousands')} orders (power "
-            f"{out.at(PANEL_RESULTS, f'original/power/power/{j}', 'f2')} at a planted ρ of "
-            f"{out.at(PANEL_RESULTS, f'original/power/planted/{j}', 'g')})")
+            f"r = {read(lambda r: r.original.r, 's3')} with p = {read(lambda r: r.original.p, 'p')} "
+            f"over {read(lambda r: r.original.orders, 'thousands')} orders (power "
+            f"{read(lambda r: r.original.power.power[j], 'f2')} at a planted ρ of "
+            f"{read(lambda r: r.original.power.planted[j], 'g')})")
     if lo is not None and hi is not None:
-        names = out.raw_at(PANEL_RESULTS, "original/categories") or []
+        names = theirs.categories or []
         weakest = min(range(len(loo)), key=lambda i: abs(loo[i]))
-        text += (f", and r from {out.at(PANEL_RESULTS, f'original/leave_one_out_r/{lo}', 's3')} to "
-                 f"{out.at(PANEL_RESULTS, f'original/leave_one_out_r/{hi}', 's3')} with one category left out"
+        text += (f", and r from {read(lambda r: r.original.leave_one_out_r[lo], 's3')} to "
+                 f"{read(lambda r: r.original.leave_one_out_r[hi], 's3')} with one category left out"
                  + (f" (nearest zero without {category_name(names[weakest])})" if len(names) == len(loo) else ""))
     passes, kept, ours_neither = _original_verdict(out)
     if passes and kept:
@@ -163,15 +176,16 @@ def original_test_words(out: Outputs) -> str:
 def _original_verdict(out: Outputs) -> tuple[bool, bool, bool]:
     """(the original's published points pass the exact test at α; every leave-one-out r keeps their sign; this
     panel's reference r passes for no model and reverses without its most influential category for some)."""
-    if not out.has(PANEL_RESULTS, "original/p"):
+    theirs = out.panel().original
+    if theirs is None:
         return False, False, False
-    r, p = out.raw_at(PANEL_RESULTS, "original/r"), out.raw_at(PANEL_RESULTS, "original/p")
-    loo = [v for v in out.raw_at(PANEL_RESULTS, "original/leave_one_out_r") or [] if v is not None]
+    r, p = theirs.r, theirs.p
+    loo = [v for v in theirs.leave_one_out_r or [] if v is not None]
     alpha = curve_alpha(out, out.models[0])
     kept = bool(loo) and r is not None and all(v * r > 0 for v in loo)
-    ours_pass = any((q := out.raw(m, CURVE, "power/sets/0/observed_p")) is not None and q <= alpha
+    ours_pass = any((q := curve_of(out, m).power.sets[0].observed_p) is not None and q <= alpha
                     for m in out.models)
-    ours_reverse = any(out.raw(m, "robustness", "loco/sign_reversed") for m in out.models)
+    ours_reverse = any(out.record(m, Robustness).loco.sign_reversed for m in out.models)
     return p is not None and p <= alpha, kept, not ours_pass and ours_reverse
 
 
@@ -180,7 +194,7 @@ def discussion_original(out: Outputs) -> str:
     """The Discussion's sentence on the original's r and this panel's: both rest on as many categories, whose exact
     test has the power of the power table; whether the original's passes it; where the two part; the pair level as
     the place to tell the readings apart."""
-    n = out.v(out.models[0], "layerwise", "categories", "count")
+    n = out.value(out.models[0], Layerwise, lambda r: r.categories, "count")
     passes, kept, _ = _original_verdict(out)
     found = divergence(out)
     text = ("The original study's last-layer r and this panel's are both category-level correlations over the same "
@@ -201,7 +215,8 @@ def original_conclusion(out: Outputs) -> str:
     passes, kept, ours_neither = _original_verdict(out)
     if not (passes and kept and ours_neither):
         return ""
-    n = len(out.raw_at(PANEL_RESULTS, "original/categories") or [])
+    theirs = out.panel().original
+    n = len(theirs.categories or []) if theirs is not None else 0
     return ("The original's published category points, under the same exact test, pass it (its choice of layer "
             "uncorrected) and keep their sign with any category left out; this panel's do neither, though "
             f"with {_count(n)} points on each side that contrast is not itself a test of a difference.")
@@ -213,20 +228,20 @@ def negative_without_sink(out: Outputs, poolings: tuple[str, ...] = ("mean", "la
     parts = []
     for m in out.models:
         for pooling in poolings:
-            rs = out.raw(m, "sink_excluded/layerwise", f"poolings/{pooling}/pearson_r") or []
+            rs = out.record(m, Layerwise, stem="sink_excluded/layerwise").poolings[pooling].pearson_r or []
             neg = negative_layers(out, m, "sink_excluded/layerwise", pooling)
             if not neg:
                 continue
             low = min(neg, key=lambda i: rs[i])
             parts.append(f"at {len(neg)} of the {len(rs)} layers of {out.display(m)} with "
                          f"{POOLING_WORDS.get(pooling, pooling)} pooling ({layer_span(neg)}, down to "
-                         f"{out.v(m, 'sink_excluded/layerwise', f'poolings/{pooling}/pearson_r/{low}')})")
+                         f"{out.value(m, Layerwise, lambda r: r.poolings[pooling].pearson_r[low], stem='sink_excluded/layerwise')})")
     return join_words(parts)
 
 
 def _category_row(out: Outputs, m: str, category: str) -> int | None:
-    rows = out.raw(m, "validation", "variants/mean/table") or []
-    return next((i for i, row in enumerate(rows) if row.get("category") == category), None)
+    rows = out.record(m, Validation).variants["mean"].table or []
+    return next((i for i, row in enumerate(rows) if row.category == category), None)
 
 
 class Divergence(NamedTuple):
@@ -253,20 +268,22 @@ def divergence(out: Outputs) -> Divergence | None:
     """(the category that carries every model's sign, its index among the published points, its row in each
     model's validation table, whether every model's UA there has the original's sign, whether every model's mean
     preference does); None where the models' most influential categories differ or no published point matches."""
-    if not out.has(PANEL_RESULTS, "original/categories"):
+    theirs = out.panel().original
+    if theirs is None:
         return None
-    cats = {out.raw(m, "robustness", "loco/most_influential") for m in out.models}
-    names = out.raw_at(PANEL_RESULTS, "original/categories") or []
+    cats = {out.record(m, Robustness).loco.most_influential for m in out.models}
+    names = theirs.categories or []
     if len(cats) != 1 or (cat := cats.pop()) not in names:
         return None
     j = names.index(cat)
-    ua_o, pref_o = out.raw_at(PANEL_RESULTS, f"original/ua/{j}"), out.raw_at(PANEL_RESULTS, f"original/preference/{j}")
+    ua_o, pref_o = theirs.ua[j], theirs.preference[j]
     rows, same_ua, same_pref = [], True, True
     for m in out.models:
         i = _category_row(out, m, cat)
         if i is None:
             return None
-        ua, pref = (out.raw(m, "validation", f"variants/mean/table/{i}/{k}") for k in ("ua", "mean_preference"))
+        row = out.record(m, Validation).variants["mean"].table[i]
+        ua, pref = row.ua, row.mean_preference
         if None in (ua, pref, ua_o, pref_o):
             return None
         same_ua &= ua * ua_o > 0
@@ -286,12 +303,12 @@ def divergence_words(out: Outputs) -> str:
     cat, j, rows, same_ua, same_pref = found
 
     def here(key: str, fmt: str) -> str:
-        return join_words([str(out.v(m, "validation", f"variants/mean/table/{i}/{key}", fmt))
+        return join_words([str(out.value(m, Validation, lambda r: getattr(r.variants["mean"].table[i], key), fmt))
                            for m, i in zip(out.models, rows)])
     ua_words = (f"UA has {'the original' + chr(39) + 's' if same_ua else 'the other'} sign "
-                f"({out.at(PANEL_RESULTS, f'original/ua/{j}', 's3')} there, {here('ua', 's3')} here)")
+                f"({out.panel_value(lambda r: r.original.ua[j], 's3')} there, {here('ua', 's3')} here)")
     pref_words = (f"the mean preference {'the same' if same_pref else 'the other'} sign "
-                  f"({out.at(PANEL_RESULTS, f'original/preference/{j}', 's2')} there, "
+                  f"({out.panel_value(lambda r: r.original.preference[j], 's2')} there, "
                   f"{here('mean_preference', 's2')} here)")
     where = ("so the opposite r comes from the preference, the per-token NLL difference, in that one category"
              if same_ua and not same_pref else
@@ -305,24 +322,25 @@ def checks_phrase(out: Outputs) -> str:
     """Results: the primary statistic over the universe as first declared and over each named robustness check,
     per model, with its exact joint p (comparisons in no family)."""
     m0 = out.models[0]
-    stat = str(out.raw(m0, CURVE, "primary/statistic"))
+    stat = str(curve_of(out, m0).primary.statistic)
     p_key = "median_p" if stat == "median_r" else "share_p"
     words = {"median_r": "median r", "share_positive": "share of r > 0"}.get(stat, stat)
 
     def per_model(test: str) -> str:
-        return join_words([f"{out.v(m, CURVE, f'joint/{test}/{stat}')} (p = {out.v(m, CURVE, f'joint/{test}/{p_key}', 'p')})"
-                           f" for {out.display(m)}" for m in out.models])
+        def joint(m: str, key: str, fmt: str = "r") -> Value:
+            return out.value(m, SpecificationCurve, lambda r: getattr(r.joint[test], key), fmt)
+        return join_words([f"{joint(m, stat)} (p = {joint(m, p_key, 'p')}) for {out.display(m)}" for m in out.models])
     parts = [f"over the universe as first declared, every pooling and NLL, the {words} is {per_model('full_universe')}"]
-    checks = out.raw(m0, CURVE, "universe/robustness_checks") or {}
-    if (checks.get("nll") or {}).get("options"):
+    checks = curve_of(out, m0).universe.robustness_checks or {}
+    if "nll" in checks and checks["nll"].options:
         parts.append(f"with the summed NLL instead, {per_model('other_nll')}")
-    if (checks.get("pooling") or {}).get("options"):
-        pools = join_words([POOLING_WORDS.get(q, q) for q in checks["pooling"]["options"]])
+    if "pooling" in checks and checks["pooling"].options:
+        pools = join_words([POOLING_WORDS.get(q, q) for q in checks["pooling"].options])
         parts.append(f"with {pools} pooling instead, {per_model('other_poolings')}")
     text = "Beside the primary universe, as comparisons in no family: " + "; ".join(parts)
 
     def between(m: str) -> bool:
-        full, a, b = (out.raw(m, CURVE, f"joint/{t}/{stat}") for t in ("full_universe", "declared", "other_nll"))
+        full, a, b = (getattr(curve_of(out, m).joint[t], stat) for t in ("full_universe", "declared", "other_nll"))
         return None not in (full, a, b) and min(a, b) < full < max(a, b)
     if stat == "median_r" and all(between(m) for m in out.models):
         text += (". The first universe mixed the two NLLs' estimands, and its median falls between the medians of "
@@ -374,7 +392,7 @@ def length_matched_phrase(out: Outputs) -> str:
                          f"{out.display(m)}" for m in out.models])
     cat = category_words(out, m0)
     fewest = min((out.record(m, PairModels).length_matched.pairs_per_category[
-        out.record(m, PairModels).categories.index(out.raw(m, CURVE, "joint/without_category/left_out"))], m)
+        out.record(m, PairModels).categories.index(curve_of(out, m).joint["without_category"].left_out)], m)
         for m in out.models)
     surviving = sum(out.record(m, PairModels).length_matched.pair.family.n_maxt_reject
                     + out.record(m, PairModels).length_matched.pair.family.n_reject for m in out.models)
@@ -384,7 +402,7 @@ def length_matched_phrase(out: Outputs) -> str:
     for m in out.models:
         for p, level in out.record(m, PairModels).length_matched.category.poolings.items():
             r = level.r
-            rs = out.raw(m, "layerwise", f"poolings/{p}/pearson_r") or []
+            rs = out.record(m, Layerwise).poolings[p].pearson_r or []
             full = rs[-1] if rs else None
             if r is not None and full is not None:
                 total += 1
@@ -438,7 +456,7 @@ def scope_phrase(out: Outputs) -> str:
     the input has no context and is never scored)."""
     scored = []
     for m in out.models:
-        if out.raw(m, "layerwise", "extraction/bos_added"):
+        if out.record(m, Layerwise).extraction.bos_added:
             scored.append(f"for {out.display(m)} the BOS is that first token, so every word is scored")
         else:
             scored.append(f"for {out.display(m)}, which adds no BOS, the first word is not scored")

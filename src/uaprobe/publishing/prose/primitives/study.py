@@ -13,6 +13,8 @@ import re
 
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, category, join_words, prose
 from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.schema.categories import Layerwise
+from uaprobe.schema.specs import SpecificationCurve
 
 DATA_README = "data/README.md"
 """Documents the dataset; holds the sha256 of the dataset it describes."""
@@ -53,7 +55,7 @@ def is_documented_dataset(out: Outputs) -> bool:
     """Whether every model's extraction read the dataset ``data/README.md`` documents."""
     documented = documented_sha256(out)
     return documented is not None and all(
-        (out.doc(out.model_file(m, "layerwise")).get("extraction") or {}).get("dataset_sha256") == documented
+        out.record(m, Layerwise).extraction.dataset_sha256 == documented
         for m in out.models)
 
 
@@ -65,9 +67,9 @@ def is_default_panel(out: Outputs) -> bool:
 def dataset_sentence(out: Outputs) -> str:
     """Methods: whose dataset it is, its pairs and categories (counts and names)."""
     m0 = out.models[0]
-    counts = (f"{out.v(m0, 'layerwise', 'n_pairs', 'sum')} statement pairs in "
-              f"{out.v(m0, 'layerwise', 'categories', 'count')} categories "
-              f"({out.v(m0, 'layerwise', 'categories', 'names')})")
+    read = out.reader(m0, Layerwise)
+    counts = (f"{read(lambda r: r.n_pairs, 'sum')} statement pairs in {read(lambda r: r.categories, 'count')} "
+              f"categories ({read(lambda r: r.categories, 'names')})")
     if is_documented_dataset(out):
         return f"The dataset is the original study's: {counts}."
     return (f"The dataset is this study's own (`{DATASET}`, documented in `{DATA_README}`; not the original "
@@ -95,7 +97,7 @@ ORIGINAL_LEFT_OUT = "ground_truth_numeric"
 @prose
 def left_out_reason(out: Outputs, m: str) -> str:
     """Why the second joint test leaves out its category: the original dataset's reason, else the declaration."""
-    raw = str(out.raw(m, "specification_curve", "joint/without_category/left_out"))
+    raw = str(out.record(m, SpecificationCurve).joint["without_category"].left_out)
     words = category(raw)
     name = f"{words[:1].upper()}{words[1:]}"
     if raw == ORIGINAL_LEFT_OUT and is_documented_dataset(out):
@@ -118,8 +120,8 @@ def layer_test_phrase(out: Outputs) -> str:
     """Methods: the category-level permutation test of one layer, exact over every order of the category
     preferences or, beyond ``analysis.permutations`` orders, over that many random ones."""
     m0 = out.models[0]
-    count = out.v(m0, "layerwise", "permutation_count", "thousands")
-    if out.raw(m0, "layerwise", "permutation_mode") == "exact":
+    count = out.value(m0, Layerwise, lambda r: r.permutation_count, "thousands")
+    if out.record(m0, Layerwise).permutation_mode == "exact":
         return (f"At that size only an exact test is valid: the permutation test over all {count} orders of the "
                 "category preferences")
     return (f"At that size only a permutation test is valid; the categories' orders outnumber "
@@ -129,11 +131,12 @@ def layer_test_phrase(out: Outputs) -> str:
 
 def curve_test_words(out: Outputs, m: str) -> str:
     """The specification curve's joint permutation p: exact over every relabelling, or Monte Carlo."""
-    count = out.v(m, "specification_curve", "joint/declared/relabellings", "thousands")
-    if out.raw(m, "specification_curve", "joint/declared/mode") == "exact":
+    read = out.reader(m, SpecificationCurve)
+    count = read(lambda r: r.joint["declared"].relabellings, "thousands")
+    if out.record(m, SpecificationCurve).joint["declared"].mode == "exact":
         return (f"its exact joint permutation p applies each of the {count} relabellings of the category preferences "
                 "to every specification at once, so its smallest value is one over that number")
-    bound = out.v(m, "specification_curve", "max_exact_orders", "thousands")
+    bound = read(lambda r: r.max_exact_orders, "thousands")
     return (f"the categories have more orders than the exact test's bound of {bound}, so its joint permutation p "
             f"applies {count} relabellings of the category preferences (the identity and random orders from a seeded "
             "generator) to every specification at once, as a Monte Carlo test: p = (b + 1)/(m + 1) for b of the m "
@@ -143,11 +146,11 @@ def curve_test_words(out: Outputs, m: str) -> str:
 @prose
 def layer_test_word(out: Outputs) -> str:
     """``exact`` or ``Monte Carlo``: the category-level permutation test of one layer (``layerwise.json``)."""
-    return "exact" if out.raw(out.models[0], "layerwise", "permutation_mode") == "exact" else "Monte Carlo"
+    return "exact" if out.record(out.models[0], Layerwise).permutation_mode == "exact" else "Monte Carlo"
 
 
 @prose
 def curve_test_word(out: Outputs) -> str:
     """``exact`` or ``Monte Carlo``: the specification curve's per-specification and joint permutation tests."""
-    return ("exact" if out.raw(out.models[0], "specification_curve", "joint/declared/mode") == "exact"
+    return ("exact" if out.record(out.models[0], SpecificationCurve).joint["declared"].mode == "exact"
             else "Monte Carlo")

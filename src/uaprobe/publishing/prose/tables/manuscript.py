@@ -11,10 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from uaprobe.escape import markdown_code
-from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.prose.primitives.markdown import category, interval, markdown_table
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.values import Value
+from uaprobe.schema.categories import Bins, Layerwise, Validation
+from uaprobe.schema.geometry import Anisotropy, Robustness
+from uaprobe.schema.panel import ModelCurve, ScalingSummary
 
 L_STAR = "L&#42;"
 """L* (the layer of maximal λ1/Σλ) in markdown, written so that two of them never read as emphasis."""
@@ -34,14 +36,14 @@ POOLING_WORDS = {"mean": "mean", "first": "first-token", "last": "last-token"}
 
 def poolings(out: Outputs, m: str) -> list[str]:
     """The poolings whose layer-wise results ``layerwise.json`` holds, mean, first and last first."""
-    present = list(out.raw(m, "layerwise", "poolings"))
+    present = list(out.record(m, Layerwise).poolings)
     return [p for p in POOLING_WORDS if p in present] + sorted(p for p in present if p not in POOLING_WORDS)
 
 
 def same_numbers(out: Outputs, m: str, pooling: str) -> bool:
     """Whether excluding position 0 gives, for this pooling, the default policy's layer curve value for value."""
-    return (out.raw(m, POLICY_FILES["default"], f"poolings/{pooling}/pearson_r")
-            == out.raw(m, POLICY_FILES["sink_excluded"], f"poolings/{pooling}/pearson_r"))
+    return (out.record(m, Layerwise, stem=POLICY_FILES["default"]).poolings[pooling].pearson_r
+            == out.record(m, Layerwise, stem=POLICY_FILES["sink_excluded"]).poolings[pooling].pearson_r)
 
 
 def same_pooling_models(out: Outputs) -> list[str]:
@@ -53,13 +55,14 @@ def same_pooling_models(out: Outputs) -> list[str]:
 def loco_range(out: Outputs, m: str, layer: int, pooling: str = "mean", stem: str = "layerwise") -> tuple[Value, Value] | None:
     """The smallest and the largest r at ``layer`` with one category left out (``poolings/<pooling>/loco_r``
     holds one row per layer, one value per category left out), or None when none is defined."""
-    key = f"poolings/{pooling}/loco_r/{layer}"
-    row = out.raw(m, stem, key)
+    row = out.record(m, Layerwise, stem=stem).poolings[pooling].loco_r[layer]
     finite = [(x, i) for i, x in enumerate(row or []) if x is not None]
     if not finite:
         return None
     (_, lo), (_, hi) = min(finite), max(finite)
-    return out.v(m, stem, f"{key}/{lo}"), out.v(m, stem, f"{key}/{hi}")
+    read = out.reader(m, Layerwise, stem=stem)
+    return (read(lambda r: r.poolings[pooling].loco_r[layer][lo]),
+            read(lambda r: r.poolings[pooling].loco_r[layer][hi]))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -76,8 +79,9 @@ def model_panel_table(out: Outputs) -> str:
         weights = f"{spec.source} {markdown_code(spec.location)}" + (
             f", {markdown_code(getattr(spec, pinned))}" if pinned else "")
         rows.append([out.full_name(m), weights, out.at("params.yaml", f"catalog/{m}/params_millions", "int"),
-                     out.v(m, "layerwise", "n_layers", "int"), out.v(m, "layerwise", "extraction/dtype", "text"),
-                     out.v(m, "layerwise", "extraction/bos_added", "bool")])
+                     *(out.value(m, Layerwise, get, fmt) for get, fmt in (
+                         (lambda r: r.n_layers, "int"), (lambda r: r.extraction.dtype, "text"),
+                         (lambda r: r.extraction.bos_added, "bool")))])
     return markdown_table(["Model", "weights: source, location, revision or file", "params (M)", "layers",
                            "dtype", "BOS"], rows, align="llrrlc")
 
@@ -105,15 +109,17 @@ def layer_table(out: Outputs, pooling: str = "mean") -> str:
     changes no number of the model)."""
     rows = []
     for m in out.models:
-        b = f"poolings/{pooling}"
         same = same_numbers(out, m, pooling)
-        v = out.under(out.model_file(m, "layerwise"), b)
-        for i, layer in enumerate(out.raw(m, "layerwise", "seed_layers")):
-            rows.append([out.display(m), out.v(m, "layerwise", f"seed_layers/{i}", "int"), v(f"pearson_r/{layer}"),
-                         loco_cell(out, m, layer, pooling),
-                         v(f"spearman_rho/{layer}"), v(f"permutation_p/{layer}", "p"),
-                         v(f"permutation_holm_p/{layer}", "p"), v(f"permutation_bh_p/{layer}", "p"),
-                         SAME if same else out.v(m, "sink_excluded/layerwise", f"{b}/pearson_r/{layer}")])
+        read = out.reader(m, Layerwise)
+        for i, layer in enumerate(out.record(m, Layerwise).seed_layers):
+            rows.append([out.display(m), read(lambda r: r.seed_layers[i], "int"),
+                         read(lambda r: r.poolings[pooling].pearson_r[layer]), loco_cell(out, m, layer, pooling),
+                         read(lambda r: r.poolings[pooling].spearman_rho[layer]),
+                         read(lambda r: r.poolings[pooling].permutation_p[layer], "p"),
+                         read(lambda r: r.poolings[pooling].permutation_holm_p[layer], "p"),
+                         read(lambda r: r.poolings[pooling].permutation_bh_p[layer], "p"),
+                         SAME if same else out.value(m, Layerwise, lambda r: r.poolings[pooling].pearson_r[layer],
+                                                     stem="sink_excluded/layerwise")])
     header = ["Model", "layer", "r", "r, one category out", "Spearman", "perm. p", "Holm", "BH", "r, position 0 excl."]
     return markdown_table(header, rows)
 
@@ -122,10 +128,11 @@ def validation_table(out: Outputs, variant: str = "mean") -> str:
     """Seed 003: per model and category, U(A), U(B), UA, the preference, % preferring A, aligned."""
     rows = []
     for m in out.models:
-        base = f"variants/{variant}/table"
-        for i, row in enumerate(out.raw(m, "validation", base)):
-            v = out.under(out.model_file(m, "validation"), f"{base}/{i}")
-            rows.append([out.display(m), category(row["category"]), v("n_pairs", "int"), v("u_a", "f3"), v("u_b", "f3"),
+        for i, row in enumerate(out.record(m, Validation).variants[variant].table):
+            def v(key: str, fmt: str, i: int = i) -> Value:
+                return out.value(m, Validation, lambda r: getattr(r.variants[variant].table[i], key), fmt)
+
+            rows.append([out.display(m), category(row.category), v("n_pairs", "int"), v("u_a", "f3"), v("u_b", "f3"),
                          v("ua", "s4"), v("mean_preference", "s3"), v("pct_prefer_a", "f1"), v("aligned", "bool")])
     return markdown_table(["Model", "category", "pairs", "U(A)", "U(B)", "UA", "preference", "% A", "aligned"],
                           rows, align="llrrrrrrc")
@@ -135,8 +142,10 @@ def validation_summary_table(out: Outputs, variant: str = "mean") -> str:
     """Seed 003: the global statistics of every model."""
     rows = []
     for m in out.models:
-        v = out.under(out.model_file(m, "validation"), f"variants/{variant}/global")
-        rows.append([out.display(m), out.v(m, "validation", "layer", "int"), v("mean_ua", "s4"),
+        def v(key: str, fmt: str, m: str = m) -> Value:
+            return out.value(m, Validation, lambda r: getattr(r.variants[variant].global_, key), fmt)
+
+        rows.append([out.display(m), out.value(m, Validation, lambda r: r.layer, "int"), v("mean_ua", "s4"),
                      v("cohens_d", "s2"), v("r", "r"), v("label", "text"), v("mean_preference", "s3")])
     return markdown_table(["Model", "layer", "mean UA", "Cohen's d", "r", "label", "mean preference"], rows,
                           align="lrrrrcr")
@@ -146,17 +155,24 @@ def validation_summary_table(out: Outputs, variant: str = "mean") -> str:
 
 def scaling_table(out: Outputs, pooling: str = "mean") -> str:
     """Seed 001: peaks, final r and sign changes of every model; the peak-depth summary last."""
-    panel = PANEL_RESULTS
     rows = []
     for m in out.models:
-        v = out.under(panel, f"poolings/{pooling}/models/{m}")
-        rows.append([out.display(m), v("params_millions", "int"), v("n_layers", "int"),
-                     v("peak_positive/r"), f"{v('peak_positive/layer', 'int')} ({v('peak_positive/depth_pct', 'f0')}{NBSP}%)",
-                     v("peak_negative/r"), f"{v('peak_negative/layer', 'int')} ({v('peak_negative/depth_pct', 'f0')}{NBSP}%)",
-                     v("final_r"), v("sign_changes", "count")])
-    s = out.under(panel, f"poolings/{pooling}/summary", fmt="f1")
-    rows.append(["**across the panel**", "", "", "", f"{s('peak_positive_depth_mean')} ± {s('peak_positive_depth_std')} %",
-                 "", f"{s('peak_negative_depth_mean')} ± {s('peak_negative_depth_std')} %", "", ""])
+        def v(get: Callable[[ModelCurve], Any], fmt: str = "r", m: str = m) -> Value:
+            return out.panel_value(lambda r: get(r.poolings[pooling].models[m]), fmt)
+
+        rows.append([out.display(m), v(lambda c: c.params_millions, "int"), v(lambda c: c.n_layers, "int"),
+                     v(lambda c: c.peak_positive.r),
+                     f"{v(lambda c: c.peak_positive.layer, 'int')} ({v(lambda c: c.peak_positive.depth_pct, 'f0')}{NBSP}%)",
+                     v(lambda c: c.peak_negative.r),
+                     f"{v(lambda c: c.peak_negative.layer, 'int')} ({v(lambda c: c.peak_negative.depth_pct, 'f0')}{NBSP}%)",
+                     v(lambda c: c.final_r), v(lambda c: c.sign_changes, "count")])
+
+    def s(get: Callable[[ScalingSummary], Any]) -> Value:
+        return out.panel_value(lambda r: get(r.poolings[pooling].summary), "f1")
+
+    rows.append(["**across the panel**", "", "", "",
+                 f"{s(lambda t: t.peak_positive_depth_mean)} ± {s(lambda t: t.peak_positive_depth_std)} %", "",
+                 f"{s(lambda t: t.peak_negative_depth_mean)} ± {s(lambda t: t.peak_negative_depth_std)} %", "", ""])
     return markdown_table(["Model", "params (M)", "layers", "peak r", "at layer (depth)", "min r",
                            "at layer (depth)", "final r", "sign changes"], rows)
 
@@ -165,13 +181,16 @@ def bins_table(out: Outputs, pooling: str = "mean") -> str:
     """Seed 002: the distribution of the last-layer r over all random partitions, for every k and scheme."""
     rows = []
     for m in out.models:
-        last = out.raw(m, "bins", "n_layers")
-        ks = [int(k) for k in out.raw(m, "bins", "k")]  # the bin counts run (`auto` chosen for the dataset)
-        for scheme, data in out.raw(m, "bins", f"poolings/{pooling}/schemes").items():
-            for k in sorted(data["by_k"], key=int):
-                v = out.under(out.model_file(m, "bins"), f"poolings/{pooling}/schemes/{scheme}/by_k/{k}",
-                              suffix=f"{last}")
-                shown_k = out.v(m, "bins", f"k/{ks.index(int(k))}", "int") if int(k) in ks else k
+        bins = out.record(m, Bins)
+        last = bins.n_layers
+        ks = [int(k) for k in bins.k]  # the bin counts run (`auto` chosen for the dataset)
+        for scheme, data in bins.poolings[pooling].schemes.items():
+            for k in sorted(data.by_k, key=int):
+                def v(key: str, fmt: str, scheme: str = scheme, k: str = k) -> Value:
+                    return out.value(m, Bins, lambda r: getattr(r.poolings[pooling].schemes[scheme].by_k[k], key)[last],
+                                     fmt)
+
+                shown_k = (out.value(m, Bins, lambda r: r.k[ks.index(int(k))], "int") if int(k) in ks else k)
                 rows.append([out.display(m), scheme, shown_k, f"{v('r_mean', 'r')} ± {v('r_std', 'f2')}",
                              v("share_positive", "percent"), v("share_excludes_zero", "percent"), v("n_valid", "int")])
     return markdown_table(["Model", "scheme", "k", "r: mean ± sd", "% with r > 0", "% whose CI excludes 0",
@@ -179,8 +198,9 @@ def bins_table(out: Outputs, pooling: str = "mean") -> str:
 
 
 def _slope_cell(out: Outputs, m: str, side: str) -> str:
-    slope = out.v(m, "anisotropy", f"bell_curve/{side}/slope", "s4")
-    return "n/a" if slope.raw is None else f"{slope} (p{NBSP}{out.v(m, 'anisotropy', f'bell_curve/{side}/p', 'p')})"
+    slope = out.value(m, Anisotropy, lambda r: getattr(r.bell_curve, side).slope, "s4")
+    p = out.value(m, Anisotropy, lambda r: getattr(r.bell_curve, side).p, "p") if slope.raw is not None else None
+    return "n/a" if p is None else f"{slope} (p{NBSP}{p})"
 
 
 def anisotropy_table(out: Outputs) -> str:
@@ -188,13 +208,16 @@ def anisotropy_table(out: Outputs) -> str:
     with every token and with position 0 of every prompt excluded."""
     rows = []
     for m in out.models:
-        v = out.under(out.model_file(m, "anisotropy"), fmt="int")
-        rows.append([out.display(m), f"{v('n_tokens')} {out.raw(m, 'anisotropy', 'token_selection')}",
-                     f"{v('l_star')} ({v('l_star_depth_pct', 'f0')}{NBSP}%)", v("l_star_ties", "layers"),
-                     v("l_star_bootstrap/share_in_ties", "percent"), _slope_cell(out, m, "before"),
+        read = out.reader(m, Anisotropy)
+        rows.append([out.display(m), f"{read(lambda r: r.n_tokens, 'int')} {out.record(m, Anisotropy).token_selection}",
+                     f"{read(lambda r: r.l_star, 'int')} ({read(lambda r: r.l_star_depth_pct, 'f0')}{NBSP}%)",
+                     read(lambda r: r.l_star_ties, "layers"),
+                     read(lambda r: r.l_star_bootstrap.share_in_ties, "percent"), _slope_cell(out, m, "before"),
                      _slope_cell(out, m, "after"),
-                     f"{v('bell_curve/is_bell_curve', 'bool')} / {v('bell_curve/is_bell_curve_significant', 'bool')}",
-                     v("variants/all_tokens/l_star"), v("variants/sink_excluded/l_star")])
+                     f"{read(lambda r: r.bell_curve.is_bell_curve, 'bool')} / "
+                     f"{read(lambda r: r.bell_curve.is_bell_curve_significant, 'bool')}",
+                     read(lambda r: r.variants["all_tokens"].l_star, "int"),
+                     read(lambda r: r.variants["sink_excluded"].l_star, "int")])
     return markdown_table(["Model", "token states", f"{L_STAR} (depth)", "ties", "% in ties", "slope before",
                            "slope after", "bell", f"{L_STAR}, all", f"{L_STAR}, excl."], rows,
                           align="lrrrrrrcrr")
@@ -208,12 +231,14 @@ def sink_table(out: Outputs) -> str:
     """Per model: what sits at position 0 and how much it dominates, at the layer where it peaks."""
     rows = []
     for m in out.models:
-        peak = out.raw(m, "robustness", "sink/max_norm_ratio_layer")
-        v = out.under(out.model_file(m, "robustness"), "sink")
-        bos = out.v(m, "layerwise", "extraction/bos_added", "bool")
+        peak = out.record(m, Robustness).sink.max_norm_ratio_layer
+        read = out.reader(m, Robustness)
+        bos = out.value(m, Layerwise, lambda r: r.extraction.bos_added, "bool")
         rows.append([out.display(m), f"{'BOS' if bos.raw else 'first word'} (BOS added: {bos})",
-                     v("max_norm_ratio", "f1"), v("max_norm_ratio_layer", "int"), v(f"mean_share_median/{peak}", "f2"),
-                     v(f"top_dim_mode/{peak}", "int"), v(f"top_dim_share_median/{peak}", "f2")])
+                     read(lambda r: r.sink.max_norm_ratio, "f1"), read(lambda r: r.sink.max_norm_ratio_layer, "int"),
+                     read(lambda r: r.sink.mean_share_median[peak], "f2"),
+                     read(lambda r: r.sink.top_dim_mode[peak], "int"),
+                     read(lambda r: r.sink.top_dim_share_median[peak], "f2")])
     return markdown_table(["Model", "position 0", "norm ratio", "at layer",
                            "share of the mean (median)", "top dimension (mode)", "its share of the norm² (median)"],
                           rows, align="llrrrrr")
@@ -225,20 +250,21 @@ def sink_table(out: Outputs) -> str:
 
 def length_category(out: Outputs, m: str) -> int | None:
     """Index of the category whose mean content-token difference (B − A) is largest in size."""
-    diffs = out.raw(m, "robustness", "length/mean_token_difference") or []
+    diffs = out.record(m, Robustness).length.mean_token_difference or []
     finite = [(abs(d), i) for i, d in enumerate(diffs) if d is not None]
     return max(finite)[1] if finite else None
 
 
 def other_range(out: Outputs, m: str, skip: int) -> tuple[Value, Value] | None:
     """The smallest and largest mean token difference of the other categories, as values."""
-    diffs = out.raw(m, "robustness", "length/mean_token_difference")
+    diffs = out.record(m, Robustness).length.mean_token_difference
     others = [(d, i) for i, d in enumerate(diffs) if i != skip and d is not None]
     if not others:
         return None
-    key = "length/mean_token_difference/{}"
-    return (out.v(m, "robustness", key.format(min(others)[1]), "s1"),
-            out.v(m, "robustness", key.format(max(others)[1]), "s1"))
+    (_, lo), (_, hi) = min(others), max(others)
+    read = out.reader(m, Robustness)
+    return (read(lambda r: r.length.mean_token_difference[lo], "s1"),
+            read(lambda r: r.length.mean_token_difference[hi], "s1"))
 
 
 def confound_table(out: Outputs) -> str:
@@ -251,32 +277,33 @@ def confound_table(out: Outputs) -> str:
 
     def longest(m: str) -> str:
         i = length_category(out, m)
-        return "n/a" if i is None else category(out.raw(m, "layerwise", "categories")[i])
+        return "n/a" if i is None else category(out.record(m, Layerwise).categories[i])
 
     def diff(m: str) -> Any:
         i = length_category(out, m)
-        return "n/a" if i is None else out.v(m, "robustness", f"length/mean_token_difference/{i}", "s1")
+        return "n/a" if i is None else out.value(m, Robustness, lambda r: r.length.mean_token_difference[i], "s1")
 
     def others(m: str) -> str:
         i = length_category(out, m)
         rest = None if i is None else other_range(out, m, i)
         return "n/a" if rest is None else f"{rest[0]} to {rest[1]}"
 
-    def r(key: str, fmt: str = "r") -> Callable[[str], Value]:
-        return lambda m: out.v(m, "robustness", key, fmt)
+    def rob(get: Callable[[Robustness], Any]) -> Callable[[str], Value]:
+        return lambda m: out.value(m, Robustness, get)
 
     rows = [
         row("category whose B statements are longest relative to A", longest),
         row("its mean content-token difference, B − A", diff),
         row("the other categories' differences", others),
         row("most influential category (found by leaving each out)",
-            lambda m: category(out.raw(m, "robustness", "loco/most_influential"))),
-        row("r(UA, preference), last layer, mean NLL", r("loco/final_r_with")),
-        row("the same without the most influential category", r("loco/final_r_without")),
-        row("lexical baseline r (mean over seeds)", r("lexical_baseline/final_r/mean")),
-        row("lexical baseline r without that category (mean over seeds)", r("loco/lexical_final_r_without/mean")),
-        row("r(UA, preference) with the summed NLL", r("preference/final_r_sum_nll")),
-        row("r(token difference, UA) across categories", r("length/category_r_tokens_ua")),
-        row("r(token difference, preference) across categories", r("length/category_r_tokens_preference")),
+            lambda m: category(out.record(m, Robustness).loco.most_influential)),
+        row("r(UA, preference), last layer, mean NLL", rob(lambda r: r.loco.final_r_with)),
+        row("the same without the most influential category", rob(lambda r: r.loco.final_r_without)),
+        row("lexical baseline r (mean over seeds)", rob(lambda r: r.lexical_baseline.final_r.mean)),
+        row("lexical baseline r without that category (mean over seeds)",
+            rob(lambda r: r.loco.lexical_final_r_without.mean)),
+        row("r(UA, preference) with the summed NLL", rob(lambda r: r.preference.final_r_sum_nll)),
+        row("r(token difference, UA) across categories", rob(lambda r: r.length.category_r_tokens_ua)),
+        row("r(token difference, preference) across categories", rob(lambda r: r.length.category_r_tokens_preference)),
     ]
     return markdown_table(["", *(out.display(m) for m in out.models)], rows, align="l" + "r" * len(out.models))
