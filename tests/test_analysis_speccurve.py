@@ -149,7 +149,7 @@ def test_curve_results_sorted_parallel_columns():
     assert j["without_category"]["left_out"] == "c0" and j["without_category"]["relabellings"] == 120
     assert j["layer_zero"]["layers"] == [0]
     assert body["primary"]["test"] == "declared" and body["primary"]["statistic"] == "median_r"
-    assert speccurve.curve_metrics(body.record)["primary_p"] == j["declared"]["median_p"]
+    assert speccurve.curve_metrics(body.record).primary_p == j["declared"]["median_p"]
 
 
 def _direct_joint(ua_rows, pref_rows, keep):
@@ -219,7 +219,7 @@ def test_declared_and_without_category_joint_tests_match_an_enumeration():
         assert ns["sign_changes"][i] == (rm * rs < 0)
     assert ns["n_sign_changes"] == sum(ns["sign_changes"])
     metrics = speccurve.curve_metrics(body.record)
-    assert metrics["nll_sign_changes"] == ns["n_sign_changes"] and metrics["nll_rows"] == 2 * 2 * 2
+    assert metrics.nll_sign_changes == ns["n_sign_changes"] and metrics.nll_rows == 2 * 2 * 2
 
 
 def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():
@@ -256,7 +256,7 @@ def test_planted_duplicates_are_merged_and_a_planted_effect_reaches_the_floor():
     w = j["without_category"]
     assert w["median_r"] == pytest.approx(1.0) and w["median_p"] == pytest.approx(1 / 120)
     assert w["p_floor"] == pytest.approx(1 / 120)
-    assert speccurve.curve_metrics(body.record)["without_category_p"] == pytest.approx(1 / 120)
+    assert speccurve.curve_metrics(body.record).without_category_p == pytest.approx(1 / 120)
 
 
 def test_unknown_left_out_category_names_the_key():

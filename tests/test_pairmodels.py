@@ -305,7 +305,7 @@ def test_results_are_the_tests_of_each_metric_with_holm_across_layers():
     assert m["any_seed_significant"] == any(p <= 0.5 for p in m["permutation_p"])
     # headline metrics and plot columns read the same numbers
     head = pairmodels.headline_metrics(body_record, pooling="mean")
-    assert head["default"]["margin_asymmetry"]["n_holm_layers"] == pol["poolings"]["mean"]["margin_asymmetry"][
+    assert head["default"]["margin_asymmetry"].n_holm_layers == pol["poolings"]["mean"]["margin_asymmetry"][
         "n_holm_layers"]
     cols = pairmodels.plot_columns(body_record, base={"layer": [0, 1, 2, 3]})
     assert cols["centroid_asymmetry_mean"] == pol["poolings"]["mean"]["centroid_asymmetry"]["partial_r"]
@@ -457,9 +457,9 @@ def test_incremental_results_are_partial_r_given_length_and_the_lexical_metric()
     head = pairmodels.headline_metrics(body_record)["default"]["cross_centroid"]
     i = next(i for i in range(10) if inc["family"]["tests"]["pooling"][i] == "mean"
              and inc["family"]["tests"]["metric"][i] == "cross_centroid")
-    assert head["incremental_partial_r"] == inc["family"]["tests"]["partial_r"][i]
-    assert head["incremental_family_holm_p"] == inc["family"]["tests"]["holm_p"][i]
-    assert head["incremental_without_category_holm_p"] == wc["family"]["tests"]["holm_p"][i]
+    assert head.incremental_partial_r == inc["family"]["tests"]["partial_r"][i]
+    assert head.incremental_family_holm_p == inc["family"]["tests"]["holm_p"][i]
+    assert head.incremental_without_category_holm_p == wc["family"]["tests"]["holm_p"][i]
 
 
 def test_a_metric_that_is_its_lexical_metric_adds_nothing_and_one_beyond_it_reaches_the_floor():

@@ -24,6 +24,8 @@ from uaprobe.analysis.pairs.pair_table import PairTable
 from uaprobe.schema import missing
 from uaprobe.schema.common import Spread
 from uaprobe.schema.document import record
+from uaprobe.schema.metrics import (InferenceMetrics, LengthMetrics, LexicalMetrics, LocoMetrics, RobustnessMetrics,
+                                    SinkExcludedMetrics, SinkMetrics)
 from uaprobe.schema.geometry import (Inference, LexicalBaseline, Length, Loco, Policies, PolicySummary, Robustness,
                                      RobustnessPreference, Sink)
 from uaprobe.analysis.geometry.uniformity import Cosines
@@ -258,24 +260,24 @@ def robustness_results(*, default: PolicyView, sink_excluded: PolicyView, table:
 
 
 def robustness_metrics(rob: Robustness) -> dict[str, Any]:
-    """Headline scalars of ``robustness.json`` for ``metrics/models/<id>.json`` (missing values as they are)."""
+    """The ``robustness`` and ``inference`` records of ``metrics/models/<id>.json``."""
     pol, loco, length, inf = rob.policies, rob.loco, rob.length, rob.inference
     return {
-        "robustness": {
-            "sink_excluded": {"final_r": pol.sink_excluded.final_r, "n_sign_changes": pol.sink_excluded.n_sign_changes,
-                              "n_layers_permutation_holm": pol.sink_excluded.n_layers_permutation_holm},
-            "sink": {"max_norm_ratio": rob.sink.max_norm_ratio, "max_norm_ratio_layer": rob.sink.max_norm_ratio_layer},
-            "length": {"pair_r": length.pair_r, "pair_r_partial": length.pair_r_partial,
-                       "pair_r_partial_category_fe": length.pair_r_partial_category_fe,
-                       "pair_r_tokens_preference": length.pair_r_tokens_preference,
-                       "category_r_tokens_ua": length.category_r_tokens_ua},
-            "loco": {"most_influential": loco.most_influential, "final_r_without": loco.final_r_without},
-            "lexical_baseline": {"final_r_mean": rob.lexical_baseline.final_r.mean,
-                                 "pair_r_mean": rob.lexical_baseline.pair_r.mean},
-            "size_matched_null_final_p": pol.default.size_matched_null_p[-1],
-        },
-        "inference": {"n_layers_permutation_holm": inf.n_layers_permutation_holm,
-                      "n_layers_permutation_bh": inf.n_layers_permutation_bh,
-                      "n_layers_parametric_holm": inf.n_layers_parametric_holm,
-                      "bootstrap_degenerate": inf.bootstrap_degenerate},
+        "robustness": RobustnessMetrics(
+            sink_excluded=SinkExcludedMetrics(final_r=pol.sink_excluded.final_r,
+                                              n_sign_changes=pol.sink_excluded.n_sign_changes,
+                                              n_layers_permutation_holm=pol.sink_excluded.n_layers_permutation_holm),
+            sink=SinkMetrics(max_norm_ratio=rob.sink.max_norm_ratio, max_norm_ratio_layer=rob.sink.max_norm_ratio_layer),
+            length=LengthMetrics(pair_r=length.pair_r, pair_r_partial=length.pair_r_partial,
+                                 pair_r_partial_category_fe=length.pair_r_partial_category_fe,
+                                 pair_r_tokens_preference=length.pair_r_tokens_preference,
+                                 category_r_tokens_ua=length.category_r_tokens_ua),
+            loco=LocoMetrics(most_influential=loco.most_influential, final_r_without=loco.final_r_without),
+            lexical_baseline=LexicalMetrics(final_r_mean=rob.lexical_baseline.final_r.mean,
+                                            pair_r_mean=rob.lexical_baseline.pair_r.mean),
+            size_matched_null_final_p=pol.default.size_matched_null_p[-1]),
+        "inference": InferenceMetrics(n_layers_permutation_holm=inf.n_layers_permutation_holm,
+                                      n_layers_permutation_bh=inf.n_layers_permutation_bh,
+                                      n_layers_parametric_holm=inf.n_layers_parametric_holm,
+                                      bootstrap_degenerate=inf.bootstrap_degenerate),
     }

@@ -37,6 +37,7 @@ from uaprobe.analysis.category.curve_stats import (MAX_EXACT_ORDERS, CurveStats,
 from uaprobe.analysis.inference.stats import TIE_TOLERANCE, holm, rng_for
 from uaprobe.schema import missing
 from uaprobe.schema.document import record
+from uaprobe.schema.metrics import SpecCurveMetrics
 from uaprobe.schema.specs import (Dimensions, JointP, JointTest, LayerZero, MergedSpecs, NllSign, NullBand, Power,
                                   RobustnessCheck, Secondary, SecondaryP, SpecChoices, SpecColumns, SpecId,
                                   SpecificationCurve, Universe, UniverseAxis)
@@ -357,19 +358,19 @@ def _nll_sign(curve: _Curve, kept: np.ndarray) -> NllSign:
                    n_sign_changes=int(flips.sum()))
 
 
-def curve_metrics(curve: SpecificationCurve) -> dict[str, Any]:
-    """The ``specification_curve`` block of ``metrics/models/<id>.json`` (missing values None)."""
+def curve_metrics(curve: SpecificationCurve) -> SpecCurveMetrics:
+    """The ``specification_curve`` record of ``metrics/models/<id>.json``."""
     pr, joint = curve.primary, curve.joint
     stat = pr.statistic
     wc = next(t for t in curve.secondary.tests if t.test == "without_category" and t.statistic == stat)
     full = joint["full_universe"]
-    return missing.as_null({
-        "n_specs": joint["declared"].n_specs, "n_merged": joint["declared"].n_merged,
-        "primary_estimate": pr.estimate, "primary_p": pr.p, "primary_p_floor": pr.p_floor,
-        "without_category_estimate": wc.estimate, "without_category_p": wc.p, "without_category_holm_p": wc.holm_p,
-        "layer_zero_estimate": getattr(joint["layer_zero"], stat), "full_universe_estimate": getattr(full, stat),
-        "full_universe_p": full.median_p if stat == "median_r" else full.share_p,
-        "nll_sign_changes": curve.nll_sign.n_sign_changes, "nll_rows": len(curve.nll_sign.r_mean)})
+    return SpecCurveMetrics(
+        n_specs=joint["declared"].n_specs, n_merged=joint["declared"].n_merged, primary_estimate=pr.estimate,
+        primary_p=pr.p, primary_p_floor=pr.p_floor, without_category_estimate=wc.estimate,
+        without_category_p=wc.p, without_category_holm_p=wc.holm_p,
+        layer_zero_estimate=getattr(joint["layer_zero"], stat), full_universe_estimate=getattr(full, stat),
+        full_universe_p=full.median_p if stat == "median_r" else full.share_p,
+        nll_sign_changes=curve.nll_sign.n_sign_changes, nll_rows=len(curve.nll_sign.r_mean))
 
 
 def layer_r(specs: SpecColumns, *, pooling: str, policy: str, representation: str, nll: str,

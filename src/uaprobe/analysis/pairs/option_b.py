@@ -40,6 +40,7 @@ from uaprobe.analysis.inference.groupstats import Resampling, group_stats
 from uaprobe.analysis.geometry.knn import EPS, knn_density
 from uaprobe.schema import missing
 from uaprobe.schema.document import record
+from uaprobe.schema.metrics import ControlMetrics, OptionBMetrics, PhaseMetrics
 from uaprobe.schema.pairs import ClusterBootstrap, ControlCategory, OptionBMetric, OptionBPooling, PhaseLayers
 from uaprobe.schema.pairs import OptionB as OptionBFile
 from uaprobe.analysis.geometry.view_geometry import GEOMETRY_METRICS, view_geometry
@@ -219,32 +220,30 @@ def _results(values: Mapping[str, np.ndarray], *, n: int, n_views: int, preferen
                           metrics=metrics)
 
 
-def metrics_summary(body: OptionBPooling, *, layer: int) -> dict[str, Any]:
+def metrics_summary(body: OptionBPooling, *, layer: int) -> dict[str, OptionBMetrics]:
     """Headline scalars of :func:`option_b_results` at one layer (e.g. the last), per metric of the
-    original (the leave-one-out r beside its metric); a missing value ``None``."""
-    out: dict[str, Any] = {}
+    original (the leave-one-out r beside its metric)."""
+    out: dict[str, OptionBMetrics] = {}
     for name in METRICS:
         e = body.metrics[name]
-        out[name] = {
-            "final_r": e.pearson_r[layer], "final_ci_low": e.bootstrap_ci_low[layer],
-            "final_ci_high": e.bootstrap_ci_high[layer], "final_permutation_p": e.permutation_p[layer],
-            "final_partial_r": e.partial_r[layer],
-            "n_permutation_holm_reject": sum(1 for v in e.permutation_holm_reject if missing.present(v) and v),
-        }
         loo = body.metrics.get(f"{name}_loo")
-        if loo is not None:
-            out[name]["final_r_loo"] = loo.pearson_r[layer]
-    return missing.as_null(out)
+        out[name] = OptionBMetrics(
+            final_r=e.pearson_r[layer], final_ci_low=e.bootstrap_ci_low[layer],
+            final_ci_high=e.bootstrap_ci_high[layer], final_permutation_p=e.permutation_p[layer],
+            final_partial_r=e.partial_r[layer],
+            n_permutation_holm_reject=sum(1 for v in e.permutation_holm_reject if missing.present(v) and v),
+            **({} if loo is None else {"final_r_loo": loo.pearson_r[layer]}))
+    return out
 
 
 def control_metrics(categories: Mapping[str, ControlCategory], *, n_layers: int, pooling: str = "mean"
-                    ) -> dict[str, Any]:
+                    ) -> dict[str, dict[str, ControlMetrics]]:
     """Headline scalars of :func:`control_results`: per category, the last layer's r and
-    permutation p of each metric of the original, one pooling; a missing value ``None``."""
-    return missing.as_null({name: {m: {"final_r": c.poolings[pooling].metrics[m].pearson_r[n_layers],
-                                       "final_permutation_p": c.poolings[pooling].metrics[m].permutation_p[n_layers]}
-                                   for m in METRICS}
-                            for name, c in categories.items()})
+    permutation p of each metric of the original, one pooling."""
+    return {name: {m: ControlMetrics(final_r=c.poolings[pooling].metrics[m].pearson_r[n_layers],
+                                     final_permutation_p=c.poolings[pooling].metrics[m].permutation_p[n_layers])
+                   for m in METRICS}
+            for name, c in categories.items()}
 
 
 @dataclass(frozen=True)
@@ -303,15 +302,15 @@ def option_b_file(ob: OptionB, *, cluster_bootstrap: ClusterBootstrap, header: M
 def headline_metrics(poolings: Mapping[str, OptionBPooling], *, n_layers: int) -> dict[str, Any]:
     """``option_b`` (per pooling and metric, the last layer) and ``phases`` (per pooling, the
     follow-up paper's metric ``centroid_asymmetry``) for ``metrics/models/<id>.json``."""
-    option_b: dict[str, Any] = {}
-    phase: dict[str, Any] = {}
+    option_b: dict[str, dict[str, OptionBMetrics]] = {}
+    phase: dict[str, PhaseMetrics] = {}
     for p, e in poolings.items():
         option_b[p] = metrics_summary(e, layer=n_layers)
         ph = e.metrics["centroid_asymmetry"].phases
-        phase[p] = {**{f"{name}_mean_r": getattr(ph, name).mean_r for name in phases.PHASES},
-                    "late_ci_low": ph.late.bootstrap_ci_low, "late_ci_high": ph.late.bootstrap_ci_high,
-                    "sign_change": ph.sign_change}
-    return missing.as_null({"option_b": option_b, "phases": phase})
+        phase[p] = PhaseMetrics(**{f"{name}_mean_r": getattr(ph, name).mean_r for name in phases.PHASES},
+                                late_ci_low=ph.late.bootstrap_ci_low, late_ci_high=ph.late.bootstrap_ci_high,
+                                sign_change=ph.sign_change)
+    return {"option_b": option_b, "phases": phase}
 
 
 def plot_columns(poolings: Mapping[str, OptionBPooling], *, base: Mapping[str, list[Any]]) -> dict[str, list[Any]]:

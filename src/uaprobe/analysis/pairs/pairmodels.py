@@ -44,6 +44,7 @@ from uaprobe.analysis.pairs import incremental, option_b
 from uaprobe.analysis.pairs.freedman_lane import PartialTest, PermutedProjections, within_category_orders
 from uaprobe.schema import missing
 from uaprobe.schema.document import record
+from uaprobe.schema.metrics import PairModelsMetrics
 from uaprobe.schema.pairmodels import (Incremental, IncrementalPolicy, IncrementalWithout, LengthMatched,
                                        LexicalPairModelMetric, LexicalPairModels, Mixed, PairFamily, PairModelMetric,
                                        PairModels, PairModelsPolicy)
@@ -289,7 +290,7 @@ def from_embeddings(emb: Embeddings, *, states: Mapping[str, Mapping[str, np.nda
                                params=params, header=header, mixed_and_matched=mixed_and_matched)
 
 
-def headline_metrics(body: PairModels, *, pooling: str = "mean") -> dict[str, Any]:
+def headline_metrics(body: PairModels, *, pooling: str = "mean") -> dict[str, dict[str, PairModelsMetrics]]:
     """``pair_models`` of ``metrics/models/<id>.json``: per policy and metric (one pooling), the
     layers surviving Holm, the range of partial r, the lexical baseline's median, and at the
     pre-declared layer the partial r and its Holm p in the one family, without and with the lexical
@@ -300,20 +301,17 @@ def headline_metrics(body: PairModels, *, pooling: str = "mean") -> dict[str, An
 
     length, lexical = in_family(body.family), in_family(body.incremental.family)
     without = in_family(body.incremental.without_category.family)
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, PairModelsMetrics]] = {}
     for key, pol in body.policies.items():
         lex = pol.lexical_baseline.metrics
-        out[key] = {m: {"n_holm_layers": e.n_holm_layers, "partial_r_min": e.partial_r_min,
-                        "partial_r_max": e.partial_r_max,
-                        "lexical_median_partial_r": lex[m].median_partial_r,
-                        "lexical_any_seed_significant": lex[m].any_seed_significant,
-                        "declared_partial_r": length[key, pooling, m][0],
-                        "declared_family_holm_p": length[key, pooling, m][1],
-                        "incremental_partial_r": lexical[key, pooling, m][0],
-                        "incremental_family_holm_p": lexical[key, pooling, m][1],
-                        "incremental_without_category_partial_r": without[key, pooling, m][0],
-                        "incremental_without_category_holm_p": without[key, pooling, m][1]}
-                    for m, e in pol.poolings[pooling].items()}
+        out[key] = {m: PairModelsMetrics(
+            n_holm_layers=e.n_holm_layers, partial_r_min=e.partial_r_min, partial_r_max=e.partial_r_max,
+            lexical_median_partial_r=lex[m].median_partial_r, lexical_any_seed_significant=lex[m].any_seed_significant,
+            declared_partial_r=length[key, pooling, m][0], declared_family_holm_p=length[key, pooling, m][1],
+            incremental_partial_r=lexical[key, pooling, m][0], incremental_family_holm_p=lexical[key, pooling, m][1],
+            incremental_without_category_partial_r=without[key, pooling, m][0],
+            incremental_without_category_holm_p=without[key, pooling, m][1])
+            for m, e in pol.poolings[pooling].items()}
     return out
 
 

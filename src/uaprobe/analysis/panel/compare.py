@@ -16,8 +16,8 @@ from uaprobe.analysis.panel import scaling
 from uaprobe.analysis.run.documents import StageOutputs, settings
 from uaprobe.schema import missing
 from uaprobe.schema.document import document
-from uaprobe.schema.panel import (PairPower, Panel, PanelAnisotropy, PanelOriginal, PanelPairFamily,
-                                  PanelPairFamilyModel, PanelPrimary, PanelPrimaryModel)
+from uaprobe.schema.panel import (PairPower, Panel, PanelAnisotropy, PanelMetrics, PanelOriginal, PanelPairFamily,
+                                  PanelPairFamilyModel, PanelPoolingMetrics, PanelPrimary, PanelPrimaryModel)
 from uaprobe.analysis.inference.stats import rng_for
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import ConfigError
@@ -218,20 +218,19 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
 
 
 def _panel_metrics(panel: Panel) -> dict[str, Any]:
-    """``metrics/panel.json`` (missing values None)."""
-    metrics: dict[str, Any] = {"poolings": {}}
-    for p, e in panel.poolings.items():
-        s = e.summary
-        metrics["poolings"][p] = {"peak_positive_depth_mean": s.peak_positive_depth_mean,
-                                  "peak_positive_depth_std": s.peak_positive_depth_std,
-                                  "peak_negative_depth_mean": s.peak_negative_depth_mean,
-                                  "peak_negative_depth_std": s.peak_negative_depth_std, "stable": s.stable}
+    """``metrics/panel.json``, built as its model (missing values None)."""
     mean_models = panel.poolings["mean"].models if "mean" in panel.poolings else {}
-    metrics["final_r"] = {m: v.final_r for m, v in mean_models.items()}
-    metrics["peak_positive_depth_pct"] = {m: v.peak_positive.depth_pct for m, v in mean_models.items()}
-    if panel.sink_excluded is not None:
-        metrics["sink_excluded_final_r"] = {m: v.final_r for m, v in panel.sink_excluded["mean"].models.items()}
-    return missing.as_null(metrics)
+    sink_excluded = ({} if panel.sink_excluded is None else
+                     {"sink_excluded_final_r": {m: v.final_r for m, v in panel.sink_excluded["mean"].models.items()}})
+    metrics = PanelMetrics(
+        poolings={p: PanelPoolingMetrics(peak_positive_depth_mean=e.summary.peak_positive_depth_mean,
+                                         peak_positive_depth_std=e.summary.peak_positive_depth_std,
+                                         peak_negative_depth_mean=e.summary.peak_negative_depth_mean,
+                                         peak_negative_depth_std=e.summary.peak_negative_depth_std,
+                                         stable=e.summary.stable) for p, e in panel.poolings.items()},
+        final_r={m: v.final_r for m, v in mean_models.items()},
+        peak_positive_depth_pct={m: v.peak_positive.depth_pct for m, v in mean_models.items()}, **sink_excluded)
+    return missing.as_null(document(metrics))
 
 
 def _panel_plots(model_ids: Sequence[str], poolings: Sequence[str], layerwise_results: Mapping[str, Layerwise],

@@ -22,14 +22,14 @@ from uaprobe.analysis.pairs.pair_table import PairTable, pair_table
 from uaprobe.analysis.run.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
 from uaprobe.analysis.inference.groupstats import Resampling
 from uaprobe.schema import missing
-from uaprobe.schema.document import record
+from uaprobe.schema.document import document, record
 from uaprobe.schema.pairmodels import LengthMatched, Mixed
 from uaprobe.schema.pairs import NeutralControl
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.specs import Dimensions, SpecificationCurve
 from uaprobe.analysis.geometry.representation import transform_all
 from uaprobe.analysis.inference.stats import rng_for
-from uaprobe.analysis.run.summary import model_metrics, model_plots
+from uaprobe.analysis.run.summary import metrics_document, model_metrics, model_plots
 from uaprobe.analysis.geometry.uniformity import CosineForm
 from uaprobe.config import AnalysisParams
 from uaprobe.errors import UAProbeError
@@ -146,6 +146,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         out.add("dimensions", dims)
         out.add("specification_curve", curve)
         out.metrics["specification_curve"] = speccurve.curve_metrics(curve)
+        out.metrics = metrics_document(out.metrics)
         out.plots["representation"] = speccurve.plot_columns(curve, dims, nll=params.preference)
         if on_step:
             on_step()
@@ -277,7 +278,7 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     pm = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
                                     params=params, default_name=default_name, header=header,
                                     mixed_and_matched=random_and_matched.result)
-    out.metrics["pair_models"] = missing.as_null(pairmodels.headline_metrics(pm, pooling=params.primary.pooling))
+    out.metrics["pair_models"] = pairmodels.headline_metrics(pm, pooling=params.primary.pooling)
     out.plots["pair_models"] = missing.as_null(pairmodels.plot_columns(
         pm, base={"layer": list(range(n_layers + 1)), "depth_pct": header["depth_pct"]}))
     out.add("pair_models", pm)
@@ -331,7 +332,7 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
     return {"results": finish(record(NeutralControl, header, categories=categories,
                                      preference={name: missing.series(pref[table.category_of_pair == c])
                                                  for c, name in enumerate(table.categories)})),
-            "metrics": option_b.control_metrics(categories, n_layers=control.n_layers)}
+            "metrics": missing.as_null(document(option_b.control_metrics(categories, n_layers=control.n_layers)))}
 
 
 def analysis_steps(params: AnalysisParams) -> int:

@@ -9,7 +9,10 @@ from uaprobe.analysis.category import robustness
 from uaprobe.schema import missing
 from uaprobe.schema.categories import Bins, Layerwise, Preference, Validation
 from uaprobe.schema.common import ResultsHeader
+from uaprobe.schema.document import document
 from uaprobe.schema.geometry import Anisotropy, Robustness
+from uaprobe.schema.metrics import (AnisotropyMetrics, BinsMetrics, LayerwiseMetrics, ModelMetrics, PairsMetrics,
+                                    PreferenceMetrics, ValidationMetrics)
 from uaprobe.schema.pairs import Pairs
 
 
@@ -19,51 +22,51 @@ def _count(flags: Iterable[Any]) -> int:
 
 
 def model_metrics(records: Mapping[str, ResultsHeader]) -> dict[str, Any]:
-    """Headline scalars of one model (``metrics/models/<id>.json``), missing values None."""
+    """The headline scalars of one model read off its results files (``metrics/models/<id>.json`` but the pair
+    level's, the specification curve's and the control's): key -> the schema's metrics record (or a mapping of
+    them)."""
     lw, val, bn, pr = records["layerwise"], records["validation"], records["bins"], records["pairs"]
     a, pf, rob = records["anisotropy"], records["preference"], records["robustness"]
     assert isinstance(lw, Layerwise) and isinstance(val, Validation) and isinstance(bn, Bins)
     assert isinstance(pr, Pairs) and isinstance(a, Anisotropy) and isinstance(pf, Preference)
     assert isinstance(rob, Robustness)
-    m: dict[str, Any] = {"layerwise": {}, "pairs": {}, "bins": {}}
-    for p, e in lw.poolings.items():
-        m["layerwise"][p] = {
-            "final_r": e.final.r, "final_p": e.final.p, "final_permutation_p": e.permutation_p[-1],
-            "layer0_r": e.pearson_r[0], "layer0_permutation_p": e.permutation_p[0], "prenorm_r": e.prenorm.pearson_r,
-            "peak_positive_r": e.peak_positive.r, "peak_positive_layer": e.peak_positive.layer,
-            "peak_negative_r": e.peak_negative.r, "peak_negative_layer": e.peak_negative.layer,
-            "n_sign_changes": len(e.sign_changes), "n_holm_reject": _count(e.holm_reject),
-            "n_bh_reject": _count(e.bh_reject),
-        }
     g = val.variants["mean"].global_
-    m["validation"] = {"mean_ua": g.mean_ua, "std_ua": g.std_ua, "ci_low": g.ci_low, "ci_high": g.ci_high,
-                       "cohens_d": g.cohens_d, "r": g.r, "mean_preference": g.mean_preference}
-    for scheme, s in bn.poolings["mean"].schemes.items():
-        entry = {f"final_r_mean_k{k}": by_k.r_mean[-1] for k, by_k in s.by_k.items()}
-        ci = s.ci_partition
-        entry.update({"ci_final_r": ci.r[-1], "ci_final_low": ci.bootstrap_ci_low[-1],
-                      "ci_final_high": ci.bootstrap_ci_high[-1],
-                      "n_layers_ci_excludes_zero": _count(ci.ci_excludes_zero)})
-        m["bins"][scheme] = entry
     cluster = pr.cluster_bootstrap.poolings
-    for p, e in pr.poolings.items():
-        m["pairs"][p] = {"final_r": e.final.r, "final_ci_low": e.final.bootstrap_ci_low,
-                         "final_ci_high": e.final.bootstrap_ci_high,
-                         "final_cluster_ci_low": cluster[p]["score"].low[-1],
-                         "final_cluster_ci_high": cluster[p]["score"].high[-1], "peak_abs_r": e.peak_abs.r,
-                         "peak_abs_layer": e.peak_abs.layer}
-    m["anisotropy"] = {"l_star": a.l_star, "l_star_depth_pct": a.l_star_depth_pct,
-                       "is_bell_curve": a.bell_curve.is_bell_curve,
-                       "is_bell_curve_significant": a.bell_curve.is_bell_curve_significant,
-                       "n_l_star_ties": len(a.l_star_ties),
-                       "l_star_all_tokens": a.variants["all_tokens"].l_star,
-                       "l_star_sink_excluded": a.variants["sink_excluded"].l_star,
-                       "distance_to_last_inversion": a.correlation_sign_changes.distance_to_last_inversion}
     mean = pf.poolings["mean"]
-    m["preference"] = {"r_categories_mean_vs_sum": pf.r_categories_mean_vs_sum, "final_r_mean": mean.r_mean[-1],
-                       "final_r_sum": mean.r_sum[-1]}
-    m.update(robustness.robustness_metrics(rob))
-    return missing.as_null(m)
+    return {
+        "layerwise": {p: LayerwiseMetrics(
+            final_r=e.final.r, final_p=e.final.p, final_permutation_p=e.permutation_p[-1], layer0_r=e.pearson_r[0],
+            layer0_permutation_p=e.permutation_p[0], prenorm_r=e.prenorm.pearson_r, peak_positive_r=e.peak_positive.r,
+            peak_positive_layer=e.peak_positive.layer, peak_negative_r=e.peak_negative.r,
+            peak_negative_layer=e.peak_negative.layer, n_sign_changes=len(e.sign_changes),
+            n_holm_reject=_count(e.holm_reject), n_bh_reject=_count(e.bh_reject)) for p, e in lw.poolings.items()},
+        "validation": ValidationMetrics(mean_ua=g.mean_ua, std_ua=g.std_ua, ci_low=g.ci_low, ci_high=g.ci_high,
+                                        cohens_d=g.cohens_d, r=g.r, mean_preference=g.mean_preference),
+        "bins": {scheme: BinsMetrics(
+            **{f"final_r_mean_k{k}": by_k.r_mean[-1] for k, by_k in s.by_k.items()},
+            ci_final_r=s.ci_partition.r[-1], ci_final_low=s.ci_partition.bootstrap_ci_low[-1],
+            ci_final_high=s.ci_partition.bootstrap_ci_high[-1],
+            n_layers_ci_excludes_zero=_count(s.ci_partition.ci_excludes_zero))
+            for scheme, s in bn.poolings["mean"].schemes.items()},
+        "pairs": {p: PairsMetrics(
+            final_r=e.final.r, final_ci_low=e.final.bootstrap_ci_low, final_ci_high=e.final.bootstrap_ci_high,
+            final_cluster_ci_low=cluster[p]["score"].low[-1], final_cluster_ci_high=cluster[p]["score"].high[-1],
+            peak_abs_r=e.peak_abs.r, peak_abs_layer=e.peak_abs.layer) for p, e in pr.poolings.items()},
+        "anisotropy": AnisotropyMetrics(
+            l_star=a.l_star, l_star_depth_pct=a.l_star_depth_pct, is_bell_curve=a.bell_curve.is_bell_curve,
+            is_bell_curve_significant=a.bell_curve.is_bell_curve_significant, n_l_star_ties=len(a.l_star_ties),
+            l_star_all_tokens=a.variants["all_tokens"].l_star, l_star_sink_excluded=a.variants["sink_excluded"].l_star,
+            distance_to_last_inversion=a.correlation_sign_changes.distance_to_last_inversion),
+        "preference": PreferenceMetrics(r_categories_mean_vs_sum=pf.r_categories_mean_vs_sum,
+                                        final_r_mean=mean.r_mean[-1], final_r_sum=mean.r_sum[-1]),
+        **robustness.robustness_metrics(rob),
+    }
+
+
+def metrics_document(pieces: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics/models/<id>.json`` of its pieces (:func:`model_metrics` and the others), built as its model; missing
+    values None (their reasons are in the results files)."""
+    return missing.as_null(document(ModelMetrics(**pieces)))
 
 
 def _series(values: Iterable[Any]) -> list[Any]:
