@@ -226,7 +226,7 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
     from types import SimpleNamespace
 
     from uaprobe.publishing.provenance import supplement
-    from uaprobe.publishing.provenance.outputs import Outputs
+    from outputs_double import InMemory
     from uaprobe.publishing.provenance.values import Ledger
 
     pinned = {"isa": "AVX2", "pins": dict(numerics.ISA_PINS), "threads": "not pinned: ...",
@@ -236,7 +236,7 @@ def test_the_papers_numerics_table_reads_the_results_provenance() -> None:
     analysis = {"isa": "AVX2", "threads": {v: "1" for v in numerics.THREAD_VARIABLES},
                 "openblas": [{"library": "numpy", "core": "Haswell"}]}
     params = SimpleNamespace(model=lambda m: SimpleNamespace(display="Model M"))
-    out = Outputs(root=Path("."), params=params, models=("m",), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
+    out = InMemory(root=Path("."), params=params, models=("m",), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                   files={"results/models/m/layerwise.json": {"numerics": {"extraction": pinned, "analysis": analysis}},
                          "results/panel.json": {}})
     rows = supplement.numerics_rows(out)

@@ -3,7 +3,6 @@ number keeps its source."""
 
 from __future__ import annotations
 
-import typing
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,15 +11,13 @@ import pytest
 
 from uaprobe.publishing.prose.category import phrases as fd
 from uaprobe.publishing.prose.primitives.markdown import count_phrase, sign_word
-from uaprobe.publishing.provenance.outputs import Outputs, R
+from outputs_double import InMemory
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, plain_text
-from uaprobe.schema import Record
-from uaprobe.schema.base import _nullable, _strip
 from uaprobe.schema.geometry import Robustness
 
 
-class Panel(Outputs):
+class Panel(InMemory):
     """Outputs whose files are given in memory (``results[model][stem]``)."""
 
     def __init__(self, results: dict[str, dict[str, Any]]) -> None:
@@ -36,30 +33,6 @@ class Panel(Outputs):
         super().__init__(root=Path("."), params=params, models=tuple(results), ledger=Ledger(Path(".")),  # type: ignore[arg-type]
                          files=files)
         self.results = results
-
-    def record_at(self, file: str, kind: type[R]) -> R:
-        """The file as an unchecked record of ``kind``, built from the file as it is now (a test may edit it)."""
-        return unchecked(kind, self.doc(file))  # type: ignore[return-value]
-
-
-def unchecked(model: type[Record], doc: dict[str, Any]) -> Record:
-    """``doc`` as a record of ``model``, unchecked (a test's file holds only the keys its phrases read), the
-    records below it built the same way."""
-    fields = {name: _unchecked(info.annotation, doc[info.alias or name])
-              for name, info in model.model_fields.items() if (info.alias or name) in doc}
-    return model.model_construct(**fields)
-
-
-def _unchecked(annotation: Any, value: Any) -> Any:
-    annotation = _strip(_nullable(_strip(annotation)[0])[0])[0]
-    args = typing.get_args(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, Record) and isinstance(value, dict):
-        return unchecked(annotation, value)
-    if typing.get_origin(annotation) is dict and isinstance(value, dict):
-        return {k: _unchecked(args[1], v) for k, v in value.items()}
-    if typing.get_origin(annotation) is list and isinstance(value, list):
-        return [_unchecked(args[0], v) for v in value]
-    return value
 
 
 def holm_across(ps: dict[str, float], alpha: float = 0.05) -> dict[str, Any]:

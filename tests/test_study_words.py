@@ -10,6 +10,7 @@ import pytest
 
 from uaprobe.extraction.dataset import sha256_of
 from uaprobe.publishing.prose.primitives import study
+from outputs_double import InMemory
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.values import Ledger, plain_text
 
@@ -23,7 +24,7 @@ def outputs(models: dict[str, str], *, sha: str, root: Path = REPO, categories: 
                  "categories": [f"kind_{i}" for i in range(categories)], "permutation_mode": "exact",
                  "permutation_count": 720}
     files = {Outputs.model_file(m, "layerwise"): layerwise for m in models}
-    return Outputs(root=root, params=params, models=tuple(models), ledger=Ledger(root), files=files)  # type: ignore[arg-type]
+    return InMemory(root=root, params=params, models=tuple(models), ledger=Ledger(root), files=files)  # type: ignore[arg-type]
 
 
 def test_the_shipped_dataset_is_the_original_study_s_and_another_is_the_study_s_own(tmp_path: Path) -> None:
