@@ -143,6 +143,11 @@ def number(x: Any) -> float:
     return math.nan if x is None or isinstance(x, Missing) else float(x)
 
 
+def count_true(flags: Any) -> int:
+    """How many of ``flags`` are true (a missing one is not)."""
+    return sum(1 for v in flags if v is True)
+
+
 def present(x: Any) -> bool:
     """Whether ``x`` is a value: neither a :class:`Missing` nor ``None``."""
     return not (x is None or isinstance(x, Missing))

@@ -118,8 +118,8 @@ def _bell_curve(ratio: np.ndarray, l_star: int | None, *, alpha: float | None) -
     fits = {"before": stats.line_fit(ratio[:l_star]), "after": stats.line_fit(ratio[l_star:])}
     slopes_defined = np.isfinite(fits["before"].slope) and np.isfinite(fits["after"].slope)
     reason = "; ".join(f"{name}: {fit.reason['slope']}" for name, fit in fits.items() if "slope" in fit.reason)
-    significant = {} if alpha is None else {"is_bell_curve_significant": _bell(ratio, l_star, alpha)
-                                            .is_bell_curve_significant}
+    significant = {} if alpha is None else {"is_bell_curve_significant": _significant(fits["before"], fits["after"],
+                                                                                      alpha)}
     return BellCurve(before=_line(fits["before"]), after=_line(fits["after"]),
                      is_bell_curve=missing.flag(fits["before"].slope > 0 and fits["after"].slope < 0,
                                                 defined=slopes_defined, reason=reason or "a slope is undefined"),
@@ -261,15 +261,19 @@ def bootstrap_l_star(x: np.ndarray, prompt_of_token: np.ndarray, *, rng: np.rand
     return np.array(ordered_map(l_star, list(draws)), dtype=np.int64).reshape(resamples)
 
 
+def _significant(before: stats.LineFit, after: stats.LineFit, alpha: float) -> bool:
+    """Both slopes significant at ``alpha``, in the seed's directions (rising before L*, falling after)."""
+    return bool(np.isfinite(before.p) and np.isfinite(after.p) and before.slope > 0 and after.slope < 0
+                and before.p < alpha and after.p < alpha)
+
+
 def _bell(ratio: np.ndarray, l_star: int, alpha: float) -> VariantBellCurve:
-    """The slopes before and after L* with their p-values; significant when both are, in the seed's directions."""
+    """The slopes before and after L* with their p-values and whether both are significant (:func:`_significant`)."""
     before, after = stats.line_fit(ratio[:l_star]), stats.line_fit(ratio[l_star:])
-    significant = bool(np.isfinite(before.p) and np.isfinite(after.p) and before.slope > 0 and after.slope < 0
-                       and before.p < alpha and after.p < alpha)
     few = "too few layers"
     return VariantBellCurve(slope_before=missing.value(before.slope, few), p_before=missing.value(before.p, few),
                             slope_after=missing.value(after.slope, few), p_after=missing.value(after.p, few),
-                            is_bell_curve_significant=significant)
+                            is_bell_curve_significant=_significant(before, after, alpha))
 
 
 def _variant(xv: np.ndarray, profile: Profile, *, tolerance: float, alpha: float) -> AnisotropyVariant:

@@ -30,12 +30,8 @@ def seed_layers(n_layers: int) -> list[int]:
 def sign_change_records(r: np.ndarray, *, layers: Sequence[int], n_layers: int) -> list[SignChange]:
     """One record per sign change between consecutive entries of ``r`` (over ``layers``)."""
     return [SignChange(layer_before=int(layers[i]), layer_after=int(layers[j]), r_before=float(r[i]),
-                       r_after=float(r[j]), midpoint_depth_pct=float(100.0 * _midpoint(layers[i], layers[j]) / n_layers))
+                       r_after=float(r[j]), midpoint_depth_pct=float(100.0 * ((layers[i] + layers[j]) / 2.0) / n_layers))
             for i, j in stats.sign_changes(r)]
-
-
-def _midpoint(a: float, b: float) -> float:
-    return (a + b) / 2.0
 
 
 def peak_record(r: np.ndarray, *, layers: Sequence[int], n_layers: int, lowest: bool,

@@ -231,7 +231,7 @@ def metrics_summary(body: OptionBPooling, *, layer: int) -> dict[str, OptionBMet
             final_r=e.pearson_r[layer], final_ci_low=e.bootstrap_ci_low[layer],
             final_ci_high=e.bootstrap_ci_high[layer], final_permutation_p=e.permutation_p[layer],
             final_partial_r=e.partial_r[layer],
-            n_permutation_holm_reject=sum(1 for v in e.permutation_holm_reject if missing.present(v) and v),
+            n_permutation_holm_reject=missing.count_true(e.permutation_holm_reject),
             **({} if loo is None else {"final_r_loo": loo.pearson_r[layer]}))
     return out
 

@@ -13,7 +13,7 @@ import numpy as np
 from uaprobe.analysis.category import power
 from uaprobe.analysis.inference import multiplicity, stats
 from uaprobe.analysis.panel import scaling
-from uaprobe.analysis.run.documents import StageOutputs, settings
+from uaprobe.analysis.run.documents import StageOutputs, finish, settings
 from uaprobe.schema import missing
 from uaprobe.schema.document import document
 from uaprobe.schema.panel import (PairPower, Panel, PanelAnisotropy, PanelMetrics, PanelOriginal, PanelPairFamily,
@@ -211,9 +211,7 @@ def compare_panel(*, model_ids: Sequence[str], layerwise_results: Mapping[str, L
     panel = Panel(models=list(model_ids), stable_depth_std=params.stable_depth_std, settings=settings(params),
                   **views, anisotropy={m: _panel_anisotropy(m, a) for m, a in anisotropy_results.items()},
                   **optional, nan_reasons={})
-    doc = document(panel)
-    doc["nan_reasons"] = missing.take_reasons(doc)
-    return StageOutputs(results={"panel": doc}, metrics=_panel_metrics(panel),
+    return StageOutputs(results={"panel": finish(panel)}, metrics=_panel_metrics(panel),
                         plots=_panel_plots(model_ids, poolings, layerwise_results, sink_excluded_results))
 
 

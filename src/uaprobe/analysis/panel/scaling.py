@@ -61,15 +61,19 @@ def model_summary(curve: ModelCurve, *, layers: Sequence[int]) -> CurveRecord:
 def panel_summary(models: Mapping[str, CurveRecord], *, stable_depth_std: float) -> ScalingSummary:
     """Mean and std of the peak depths across models, and the seed's stability verdict."""
     why = "no model has a defined peak"
-    depths = {which: np.array([d for m in models.values() if missing.present(d := getattr(m, f"peak_{which}").depth_pct)],
-                              dtype=float) for which in ("positive", "negative")}
-    stat = {f"peak_{which}_depth_{name}": missing.value(getattr(d, name)() if d.size else np.nan, why)
-            for which, d in depths.items() for name in ("mean", "std")}
-    pos = depths["positive"]
+    pos = np.array([m.peak_positive.depth_pct for m in models.values() if missing.present(m.peak_positive.depth_pct)],
+                   dtype=float)
+    neg = np.array([m.peak_negative.depth_pct for m in models.values() if missing.present(m.peak_negative.depth_pct)],
+                   dtype=float)
     std = pos.std() if pos.size else np.nan
-    return ScalingSummary(**stat, n_models_with_peak=int(pos.size),
-                          stable=missing.flag(bool(std < stable_depth_std), defined=pos.size >= 2,
-                                              reason="fewer than 2 models with a defined peak"))
+    return ScalingSummary(
+        peak_positive_depth_mean=missing.value(pos.mean() if pos.size else np.nan, why),
+        peak_positive_depth_std=missing.value(std, why),
+        peak_negative_depth_mean=missing.value(neg.mean() if neg.size else np.nan, why),
+        peak_negative_depth_std=missing.value(neg.std() if neg.size else np.nan, why),
+        n_models_with_peak=int(pos.size),
+        stable=missing.flag(bool(std < stable_depth_std), defined=pos.size >= 2,
+                            reason="fewer than 2 models with a defined peak"))
 
 
 def scaling_view(curves_by_pooling: dict[str, list[ModelCurve]], *, seed_view: bool,

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from uaprobe.analysis.inference import curves
-from uaprobe.schema import missing
+from uaprobe.schema import Record, missing
 from uaprobe.schema.common import ResultsHeader
 from uaprobe.schema.document import document
 from uaprobe.config import AnalysisParams
@@ -66,7 +66,7 @@ def header(*, model_id: str, display: str, n_layers: int, params: AnalysisParams
     }
 
 
-def finish(body: dict[str, Any] | ResultsHeader, header: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def finish(body: dict[str, Any] | Record, header: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One results document: a file's record (:func:`uaprobe.schema.document.record`), or the header and a body, with every missing
     value as ``None`` and the reason of each under its path (:func:`uaprobe.schema.missing.take_reasons`; a
     body's own objects are changed)."""

@@ -194,7 +194,7 @@ def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embedding
     n_layers = emb.n_layers
     mean = out.records["preference"].poolings["mean"]
     r_by_nll = {"mean": missing.number(mean.r_mean[n_layers]), "sum": missing.number(mean.r_sum[n_layers])}
-    rob_body = robustness.robustness_results(
+    return robustness.robustness_results(
         default=runs["default"].view, sink_excluded=runs["sink_excluded"].view, table=table, preference=pref,
         mean_preference=mean_pref, sink=emb.sink, n_content=emb.n_content,
         tokens=(emb.token_ids, emb.token_offsets, emb.token_special), dim=int(emb.pooled["mean"].shape[-1]),
@@ -203,7 +203,6 @@ def _robustness(out: StageOutputs, runs: Mapping[str, PolicyRun], emb: Embedding
         seeds=[params.seed + i for i in range(params.robustness.lexical_seeds)], n_layers=n_layers,
         n_chars=np.array([len(str(t)) for t in emb.text]), rng=rng_for(seed=params.seed, name="per_character"),
         permutations=params.permutations, header=header)
-    return rob_body
 
 
 def _anisotropy(emb: Embeddings, *, sign_changes: Any, header: dict[str, Any], params: AnalysisParams,

@@ -16,11 +16,6 @@ from uaprobe.schema.metrics import (AnisotropyMetrics, BinsMetrics, LayerwiseMet
 from uaprobe.schema.pairs import Pairs
 
 
-def _count(flags: Iterable[Any]) -> int:
-    """How many of ``flags`` are true (a missing one is not)."""
-    return sum(1 for v in flags if v is True)
-
-
 def model_metrics(records: Mapping[str, ResultsHeader]) -> dict[str, Any]:
     """The headline scalars of one model read off its results files (``metrics/models/<id>.json`` but the pair
     level's, the specification curve's and the control's): key -> the schema's metrics record (or a mapping of
@@ -39,14 +34,14 @@ def model_metrics(records: Mapping[str, ResultsHeader]) -> dict[str, Any]:
             layer0_permutation_p=e.permutation_p[0], prenorm_r=e.prenorm.pearson_r, peak_positive_r=e.peak_positive.r,
             peak_positive_layer=e.peak_positive.layer, peak_negative_r=e.peak_negative.r,
             peak_negative_layer=e.peak_negative.layer, n_sign_changes=len(e.sign_changes),
-            n_holm_reject=_count(e.holm_reject), n_bh_reject=_count(e.bh_reject)) for p, e in lw.poolings.items()},
+            n_holm_reject=missing.count_true(e.holm_reject), n_bh_reject=missing.count_true(e.bh_reject)) for p, e in lw.poolings.items()},
         "validation": ValidationMetrics(mean_ua=g.mean_ua, std_ua=g.std_ua, ci_low=g.ci_low, ci_high=g.ci_high,
                                         cohens_d=g.cohens_d, r=g.r, mean_preference=g.mean_preference),
         "bins": {scheme: BinsMetrics(
             **{f"final_r_mean_k{k}": by_k.r_mean[-1] for k, by_k in s.by_k.items()},
             ci_final_r=s.ci_partition.r[-1], ci_final_low=s.ci_partition.bootstrap_ci_low[-1],
             ci_final_high=s.ci_partition.bootstrap_ci_high[-1],
-            n_layers_ci_excludes_zero=_count(s.ci_partition.ci_excludes_zero))
+            n_layers_ci_excludes_zero=missing.count_true(s.ci_partition.ci_excludes_zero))
             for scheme, s in bn.poolings["mean"].schemes.items()},
         "pairs": {p: PairsMetrics(
             final_r=e.final.r, final_ci_low=e.final.bootstrap_ci_low, final_ci_high=e.final.bootstrap_ci_high,

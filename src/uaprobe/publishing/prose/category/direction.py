@@ -19,6 +19,7 @@ from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
 from uaprobe.publishing.provenance.values import Value, median_key
 from uaprobe.publishing.prose.primitives.wording import DOMINATES, NEAR_ZERO
+from uaprobe.names import POLICIES
 from uaprobe.schema.specs import Dimensions, SpecificationCurve
 
 Series = Callable[[Any], Any]
@@ -57,8 +58,6 @@ def _range(out: Outputs, m: str, get: Series, fmt: str) -> tuple[Value, Value] |
 def _extreme_abs(out: Outputs, m: str, get: Series) -> float:
     return max((abs(v) for v in get(out.record(m, Dimensions)) or [] if v is not None), default=float("nan"))
 
-
-POLICIES = ("default", "sink_excluded")
 
 
 @prose
