@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from uaprobe.analysis.run import fit, limits
-from uaprobe.analysis.run.pipeline import analysis_steps, analyze_control, analyze_model
+from uaprobe.analysis.run.pipeline import analysis_steps, analyze_model
 from uaprobe.schema.text import csv_text
 from uaprobe.analysis.geometry.uniformity import cosine_form_for
 from uaprobe.atomic import check_writable, write_files
@@ -73,12 +73,7 @@ def main(argv: list[str] | None = None) -> int:
              "Gram matrices" if cosine_form_for(n_pairs, hidden) == "gram" else "sums of unit vectors")
     with tqdm(total=analysis_steps(analysis), desc=f"analyze {args.model}", unit="step") as bar:
         out = analyze_model(emb, params=params.analysis, model_id=args.model, display=spec.display, source=str(h5),
-                            on_step=bar.update)
-    if control is not None:
-        ctrl = analyze_control(control, params=params.analysis, model_id=args.model, display=spec.display,
-                               source=str(args.control))
-        out.results["neutral_control"] = ctrl["results"]
-        out.metrics["neutral_control"] = ctrl["metrics"]
+                            on_step=bar.update, control=control, control_source=str(args.control))
     metrics_path = args.metrics / f"{args.model}.json"
     provenance = numerics.results_provenance(emb.attrs.get("numerics"), analysis=numerics.record(analysis=True))
     files = {res_dir / f"{stem}.json": results_text({**obj, "numerics": provenance}, kind=Path(stem).name,

@@ -24,13 +24,14 @@ import logging
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
 from uaprobe.publishing.figures import drawing, plotting
 from uaprobe.publishing.figures.figure_registry import FIGURES, PANEL, REFERENCE, manifest_entry, relative
-from uaprobe.schema import load_json, read_results, validate
+from uaprobe.schema import load_json, read_results
+from uaprobe.schema.document import document
+from uaprobe.schema.manifest import FigureEntry, Manifest
 from uaprobe.stage import ParamsWatch, run_stage
 
 log = logging.getLogger("uaprobe.stages.figures")
@@ -38,7 +39,7 @@ log = logging.getLogger("uaprobe.stages.figures")
 FORMATS = ("png", "svg")
 
 
-def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None) -> list[dict[str, Any]]:
+def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None) -> list[FigureEntry]:
     watch = ParamsWatch("figures", params_path)
     params = load_params(params_path)
     out = out.resolve()
@@ -53,7 +54,7 @@ def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None)
     drawn = drawing.draw_all([item.job for item in plan], formats=FORMATS,
                                workers=drawing.worker_count() if workers is None else workers)
     out.parent.mkdir(parents=True, exist_ok=True)
-    entries: list[dict[str, Any]] = []
+    entries: list[FigureEntry] = []
     try:
         build = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     except OSError as exc:
@@ -62,10 +63,8 @@ def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None)
         for item, files in zip(plan, drawn):
             written = plotting.write_figure(files, build / item.target)
             entries.append(manifest_entry(item.job.spec.key, item.model, written, build, out, root, item.sources))
-        manifest = {"stage": "figures", "formats": list(FORMATS), "figures": entries}
-        validate(manifest, "manifest", shown=relative(out / "manifest.json", root),
-                 fix="the figures stage built a manifest its schema refuses (uaprobe.schema); report it")
-        write_file(build / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        manifest = Manifest(stage="figures", formats=list(FORMATS), figures=entries)
+        write_file(build / "manifest.json", json.dumps(document(manifest), indent=2, sort_keys=True) + "\n")
         build.chmod(0o755)
         watch.check()  # params.yaml as at the start, or the earlier figures stay
         replace_directory(build, out)
@@ -76,7 +75,7 @@ def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None)
         shutil.rmtree(build, ignore_errors=True)
         raise
     for e in entries:
-        log.info("%-10s %-14s -> %s", e["key"], e["model"] or "panel", ", ".join(e["files"].values()))
+        log.info("%-10s %-14s -> %s", e.key, e.model or "panel", ", ".join(e.files.values()))
     log.info("wrote %d figures (%s) and %s", len(entries), "+".join(FORMATS), relative(out / "manifest.json", root))
     return entries
 

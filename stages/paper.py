@@ -56,8 +56,7 @@ def write_supplement(root: Path, html: Path, output_dir: Path, out: Outputs) -> 
     targets = (output_dir / SUPPLEMENT_HTML, output_dir / supplement.SUPPLEMENT_CSV, output_dir / FIGURES_HTML)
     targets[0].write_text(supplement.provenance_html(title, tables, supplement.params_text(out)), encoding="utf-8")
     targets[1].write_text(supplement.provenance_csv(tables[0].rows), encoding="utf-8")
-    in_paper = {str(e.get("key")) for e in out.figures.get("figures", [])
-                if embed.figure_label(str(e.get("key")), e.get("model")) in page}
+    in_paper = {e.key for e in out.figures if embed.figure_label(e.key, e.model) in page}
     targets[2].write_text(figures_html(out, lambda p: (root / p).read_bytes(), md5, in_paper), encoding="utf-8")
     return targets
 

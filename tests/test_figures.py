@@ -18,6 +18,7 @@ from matplotlib.text import Text
 from synthetic_h5 import SYNTHETIC_MODELS
 from uaprobe.publishing.figures import figure_spec, figures_geometry, figures_groups, figures_layers, plotting
 from uaprobe.schema import Record, read_results
+from uaprobe.schema.document import document
 from uaprobe.schema.categories import Layerwise, Validation
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,8 +189,8 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_s
     out = tree / "figures"
     entries = run(params_path=tree / "params.yaml", root=tree, out=out)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["figures"] == entries
-    keys = {(e["key"], e["model"]) for e in entries}
+    assert manifest["figures"] == [document(e) for e in entries]
+    keys = {(e.key, e.model) for e in entries}
     for model in ("tiny-b",):
         for key in ("layerwise", "bins", "validation", "anisotropy", "spectrum", "pairs", "loco", "sink"):
             assert (key, model) in keys
@@ -198,9 +199,9 @@ def test_figures_stage_writes_every_figure_and_a_manifest(tmp_path: Path, make_s
     assert ("scaling", None) in keys and ("specification_curve", None) in keys
     assert (out / "panel" / "specification_curve.png").is_file()
     for e in entries:
-        assert e["stage"] == "figures"
-        assert all((tree / s).is_file() for s in e["sources"]), e
-        assert (tree / e["png"]).is_file()
+        assert e.stage == "figures"
+        assert all((tree / s).is_file() for s in e.sources), e
+        assert (tree / e.png).is_file()
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     (out / "models" / "stale-model").mkdir()
     run(params_path=tree / "params.yaml", root=tree, out=out)

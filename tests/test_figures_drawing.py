@@ -71,3 +71,16 @@ def test_written_files_are_the_rendered_bytes(tmp_path) -> None:
     written = plotting.write_figure(files, tmp_path / "x" / "fig.png")
     assert [p.name for p in written] == ["fig.png", "fig.svg"]
     assert [p.read_bytes() for p in written] == [files["png"], files["svg"]]
+
+
+def test_a_figure_that_declares_a_key_its_files_schema_lacks_fails_when_it_is_declared() -> None:
+    FigureSpec("ok", "model", ("layerwise",), (("layerwise", ("poolings/*/pearson_r",)),
+                                               ("data/published/reference-models.json", ("anything",))),
+               _line, "")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="figure 'x' plots sink_excluded/layerwise 'poolings/mean/pearson'.*"
+                                        "layerwise has no key 'poolings/mean/pearson'"):
+        FigureSpec("x", "model", ("layerwise",), (("sink_excluded/layerwise", ("poolings/mean/pearson",)),),
+                   _line, "")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="schema of panel has no key 'poolings/mean/model'"):
+        FigureSpec("y", "panel", ("results/panel.json",), (("results/panel.json", ("poolings/mean/model/*/r",)),),
+                   _line, "")  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from uaprobe.publishing.prose.category import phrases as ph
 from uaprobe.publishing.prose.tables.manuscript import confound_table, length_category, other_range
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.provenance.values import plain_text
+from uaprobe.schema import KeyPathError
 
 CATEGORIES = ["cat_x", "cat_y", "cat_z"]
 
@@ -189,6 +190,8 @@ def test_the_representation_median_is_a_derived_key_that_the_values_recompute() 
     value = cv.representation_median(p, "a", "abtt")
     assert value.raw == pytest.approx(float(np.median(direct)))
     assert value.source.key == "median(specs/r where representation=abtt and distinct=True)"
+    with pytest.raises(KeyPathError):  # a column the schema lacks fails where the median is asked for
+        cv.spec_median(p, "a", representations="abtt")
 
 
 def test_the_primary_test_is_stated_with_its_universe_its_floor_and_the_secondary_family() -> None:

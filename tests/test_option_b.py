@@ -309,13 +309,14 @@ def test_published_category_level_r_from_the_published_table():
 
 def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     from synthetic_h5 import write_synthetic_h5
+    from uaprobe.analysis.run.documents import finish
     from uaprobe.analysis.run.pipeline import analyze_control, analyze_model
     from uaprobe.schema.text import json_text
     from uaprobe.extraction.store import read_embeddings
 
     emb = read_embeddings(write_synthetic_h5(tmp_path / "s.h5", n_layers=8))
     params = small_params()
-    out = analyze_model(emb, params=params, model_id="s")
+    out = analyze_model(emb, params=params, model_id="s", control=emb)
     body = out.results["option_b"]
     assert body["model"] == "s" and body["n_layers"] == 8 and set(body["poolings"]) == {"mean", "last", "first"}
     e = body["poolings"]["mean"]["metrics"]["centroid_asymmetry"]
@@ -333,16 +334,19 @@ def test_analyze_model_writes_option_b_phases_and_plots(tmp_path):
     assert out.plots["option_b"]["centroid_asymmetry_mean"] == e["pearson_r"]
     json_text(body)  # strict JSON: every missing number has a reason
     ctrl = analyze_control(emb, params=params, model_id="s")
-    cats = ctrl["results"]["categories"]
-    assert sum(c["n_pairs"] for c in cats.values()) == len(emb.text) // 2
+    cats = ctrl.results.categories
+    assert sum(c.n_pairs for c in cats.values()) == len(emb.text) // 2
     first = next(iter(cats))
-    n1 = cats[first]["n_pairs"]
+    n1 = cats[first].n_pairs
     ref1 = option_b.pair_metrics(a[:n1], b[:n1])["within_pair_sim"][-1]
-    got1 = cats[first]["poolings"]["mean"]["metrics"]["within_pair_sim"]["pearson_r"][-1]
+    got1 = cats[first].poolings["mean"].metrics["within_pair_sim"].pearson_r[-1]
     assert got1 == pytest.approx(sps.pearsonr(ref1, pref[:n1])[0], abs=1e-12)
-    assert set(ctrl["metrics"]) == set(cats)
-    assert ctrl["metrics"][first]["within_pair_sim"]["final_r"] == got1
-    json_text(ctrl["results"])
+    assert set(ctrl.metrics) == set(cats)
+    assert ctrl.metrics[first]["within_pair_sim"].final_r == got1
+    # in the model's analysis, the control is its own results file and metrics key
+    assert out.results["neutral_control"] == finish(ctrl.results)
+    assert out.metrics["neutral_control"][first]["within_pair_sim"]["final_r"] == got1
+    json_text(finish(ctrl.results))
 
 
 def test_manuscript_tables_quote_the_published_file_and_this_panels_results(synthetic_tree):

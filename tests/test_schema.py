@@ -19,7 +19,8 @@ from uaprobe.analysis.run.pipeline import analyze_model
 from uaprobe.schema.text import json_text
 from uaprobe.config import params_from_mapping
 from uaprobe.publishing.provenance.values import ValueSourceError, lookup
-from uaprobe.schema import MODELS, Record, ResultsFileError, kind_of, read_results, results_text, validate
+from uaprobe.schema import (MODELS, KeyPathError, Record, ResultsFileError, check_key, kind_of, read_results,
+                            results_text, validate)
 from uaprobe.schema import reference
 from uaprobe.schema.base import walk
 from uaprobe.schema.categories import Layerwise
@@ -108,6 +109,30 @@ def test_a_null_by_meaning_needs_no_reason() -> None:
     manifest["figures"][0]["model"] = 3
     assert "key 'figures/0/model' holds an int, expected a string" in refused(
         manifest, "manifest", shown="figures/manifest.json")
+
+
+@pytest.mark.parametrize("kind, key", [
+    ("layerwise", "poolings/*/pearson_r"), ("layerwise", "poolings/mean/sign_changes/0/layer_before"),
+    ("layerwise", "poolings/mean/pearson_r/-1"), ("specification_curve", "specs/*"),
+    ("specification_curve", "specs/representation"), ("panel", "poolings/mean/models/*/r"),
+    ("validation", "variants/mean/global/r"), ("manifest", "figures/*/png")])
+def test_check_key_accepts_every_key_the_schema_declares(tree: Path, kind: str, key: str) -> None:
+    check_key(kind, key)
+    if "*" not in key:  # and the key is where a file of the kind holds it
+        file = {"panel": "results/panel.json", "manifest": None}.get(kind, f"results/models/tiny-a/{kind}.json")
+        if file is not None:
+            lookup(read_results(tree, file), key, file=file)
+
+
+@pytest.mark.parametrize("kind, key, at", [
+    ("layerwise", "poolings/mean/pearson", "poolings/mean/pearson"),
+    ("layerwise", "poolings/mean/pearson_r/x", "poolings/mean/pearson_r/x"),
+    ("layerwise", "pooling/mean", "pooling"), ("specification_curve", "specs/*/r", "specs/*/r"),
+    ("validation", "variants/mean/global_/r", "variants/mean/global_")])
+def test_check_key_names_the_first_key_the_schema_lacks(kind: str, key: str, at: str) -> None:
+    with pytest.raises(KeyPathError) as caught:
+        check_key(kind, key)
+    assert caught.value.at == at
 
 
 def test_the_top_level_and_an_unknown_kind(tree: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from uaprobe.publishing.provenance import supplement
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.provenance.readback import Shown
 from uaprobe.publishing.provenance.values import SUPPLEMENT_HTML, Ledger
+from uaprobe.schema.manifest import FigureEntry
 
 
 def shown(text: str, file: str, key: str, number: int | None, index: int) -> Shown:
@@ -43,8 +44,8 @@ class _Manifest(Outputs):
     """Outputs whose figure manifest is given in memory."""
 
     @property
-    def figures(self) -> dict:  # type: ignore[override]
-        return self.files["figures/manifest.json"]
+    def figures(self) -> list[FigureEntry]:
+        return [FigureEntry.model_construct(**e) for e in self.files["figures/manifest.json"]["figures"]]
 
 
 def test_figure_rows_list_only_the_figures_the_page_shows() -> None:

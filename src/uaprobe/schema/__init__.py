@@ -25,8 +25,8 @@ write with :func:`results_text`. ``docs/results.md`` is generated from these mod
 """
 
 from uaprobe.schema.base import Flag, Index, Label, PerLayer, Record, Stat
-from uaprobe.schema.files import (MODELS, PATHS, WRITER, KeyPathError, ResultsFileError, kind_of, load_json,
+from uaprobe.schema.files import (MODELS, PATHS, WRITER, KeyPathError, ResultsFileError, check_key, kind_of, load_json,
                                   read_results, resolve, results_text, validate)
 
 __all__ = ["Flag", "Index", "KeyPathError", "Label", "MODELS", "PATHS", "PerLayer", "Record", "ResultsFileError", "Stat", "WRITER",
-           "kind_of", "load_json", "read_results", "resolve", "results_text", "validate"]
+           "check_key", "kind_of", "load_json", "read_results", "resolve", "results_text", "validate"]

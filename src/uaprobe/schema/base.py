@@ -194,3 +194,37 @@ def walk(value: Any, annotation: Any, path: tuple[str | int, ...] = (), meta: tu
 def json_path(path: tuple[str | int, ...]) -> str:
     """The ``/``-separated form of a path (``poolings/mean/pearson_r/3``)."""
     return "/".join(map(str, path))
+
+
+def declared(annotation: Any, parts: typing.Sequence[str]) -> Any:
+    """The annotation of the values at the key path ``parts`` below a value of ``annotation``: a record's
+    field by its JSON key, any key of a mapping, any index of a list (``*`` stands for every field, key or index).
+    A key the schema does not declare there is a :class:`KeyError` naming it."""
+    for part in parts:
+        annotation = _below(annotation, part)
+    return annotation
+
+
+def _below(annotation: Any, part: str) -> Any:
+    inner = _strip(_nullable(_strip(annotation)[0])[0])[0]
+    if typing.get_origin(inner) in (Union, types.UnionType):  # a union of records: any alternative's key
+        for alternative in typing.get_args(inner):
+            try:
+                return _below(alternative, part)
+            except KeyError:
+                continue
+        raise KeyError(part)
+    if isinstance(inner, type) and issubclass(inner, BaseModel):
+        if part == "*":  # every field: what any of them declares below
+            fields = tuple(info.annotation for info in inner.model_fields.values())
+            return Union[fields] if len(fields) > 1 else fields[0]
+        name = _field_name(inner, part)
+        if name is None:
+            raise KeyError(part)
+        return inner.model_fields[name].annotation
+    origin, args = typing.get_origin(inner), typing.get_args(inner)
+    if origin is dict and len(args) == 2:
+        return args[1]
+    if origin is list and args and (part == "*" or part.lstrip("-").isdigit()):
+        return args[0]
+    raise KeyError(part)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from uaprobe.schema.text import json_text
 from uaprobe.errors import UAProbeError
-from uaprobe.schema.base import Record, _field_name, json_path, walk
+from uaprobe.schema.base import Record, _field_name, declared, json_path, walk
 from uaprobe.schema.categories import Bins, Layerwise, Preference, Validation
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.manifest import Manifest
@@ -172,6 +172,17 @@ def results_text(doc: Mapping[str, Any], *, kind: str, shown: str | Path) -> str
     validate(doc, kind, shown=shown, fix=f"the {WRITER.get(kind, 'producing')} stage built a file its schema "
                                          "refuses (uaprobe.schema); report it")
     return json_text(doc)
+
+
+def check_key(kind: str, key: str) -> None:
+    """Fail unless the schema of ``kind`` declares the key path ``key`` (``/``-separated, ``*`` for any key
+    or index): a :class:`KeyPathError` at the first key it lacks."""
+    parts = key.split("/")
+    for i in range(len(parts)):
+        try:
+            declared(MODELS[kind], parts[:i + 1])
+        except KeyError:
+            raise KeyPathError("/".join(parts[:i + 1]), parts[i]) from None
 
 
 class KeyPathError(LookupError):

@@ -21,12 +21,14 @@ EXTRACTION_ATTRS = ("model_id", "display", "source", "location", "revision", "dt
 class StageOutputs:
     """What a stage writes: results files (stem -> JSON object), one metrics object, CSV series
     (stem -> ordered columns); ``records``, the results files built as their models (stem -> record), which
-    the metrics and the series are read from."""
+    the metrics and the series are read from; ``pieces``, the metrics' parts as the schema's metrics records
+    (key -> record, or a mapping of them) while the stage runs, from which ``metrics`` is built at its end."""
 
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     plots: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     records: dict[str, ResultsHeader] = field(default_factory=dict)
+    pieces: dict[str, Any] = field(default_factory=dict)
 
     def add(self, stem: str, rec: ResultsHeader) -> None:
         """The results file ``stem``: its record, and the document written (:func:`finish`)."""

@@ -8,7 +8,7 @@ Nothing here touches the file system: the stage writes what it returns.
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -17,13 +17,14 @@ from uaprobe.analysis.geometry import anisotropy, dimensions
 from uaprobe.analysis.inference import clusterboot, phases
 from uaprobe.analysis.pairs import mixed, option_b, pairmodels
 from uaprobe.analysis.run import fit, length_matched
-from uaprobe.analysis.run.documents import StageOutputs, finish, header as results_header, plain
+from uaprobe.analysis.run.documents import StageOutputs, header as results_header, plain
 from uaprobe.analysis.pairs.pair_table import PairTable, pair_table
 from uaprobe.analysis.run.policy_run import BIN_POOLINGS, PolicyRun, analyze_policy
 from uaprobe.analysis.inference.groupstats import Resampling
 from uaprobe.schema import missing
-from uaprobe.schema.document import document, record
+from uaprobe.schema.document import record
 from uaprobe.schema.pairmodels import LengthMatched, Mixed
+from uaprobe.schema.metrics import ControlMetrics
 from uaprobe.schema.pairs import NeutralControl
 from uaprobe.schema.geometry import Anisotropy, Robustness
 from uaprobe.schema.specs import Dimensions, SpecificationCurve
@@ -43,7 +44,7 @@ BESIDE_WORKERS = 2
 """Threads beside the main one: with the main thread's, the sections' units keep two cores busy
 through the serial steps of each section."""
 
-__all__ = ["BIN_POOLINGS", "analysis_steps", "analyze_control", "analyze_model", "table_from_embeddings"]
+__all__ = ["BIN_POOLINGS", "Control", "analysis_steps", "analyze_control", "analyze_model", "table_from_embeddings"]
 
 
 def table_from_embeddings(emb: Embeddings, *, source: str = "extraction file") -> PairTable:
@@ -71,7 +72,8 @@ def _checked_preference(table: PairTable, params: AnalysisParams, source: str) -
 
 def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
                   source: str = "extraction file", form: CosineForm | None = None,
-                  on_step: Callable[[], None] | None = None) -> StageOutputs:
+                  on_step: Callable[[], None] | None = None, control: Embeddings | None = None,
+                  control_source: str = "control extraction file") -> StageOutputs:
     """Every per-model analysis of docs/results.md, from one extraction file's contents.
 
     Every analysis runs under both pooling policies of the file: the default (``pooled/*``, the
@@ -96,6 +98,8 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
             smaller one, see :func:`~uaprobe.analysis.geometry.uniformity.cosine_form_for`); the results
             agree up to rounding.
         on_step: called after each of the :func:`analysis_steps` embedding-sized steps (progress).
+        control: the control pairs' extraction (:func:`analyze_control`: ``neutral_control.json`` and the
+            metrics key ``neutral_control``); ``control_source`` its path, for error messages.
     """
     n_layers = emb.n_layers
     _check_layers(emb, source)
@@ -133,7 +137,7 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         out.add("robustness", _robustness(out, runs, emb, table=table, pref=pref, mean_pref=mean_pref, header=header,
                                           params=params))
 
-        out.metrics = model_metrics(out.records)
+        out.pieces = model_metrics(out.records)
         out.plots = model_plots(out.records)
 
         # after Option B (submitted before it): the pair-level tests with the categories as random effects and on
@@ -145,8 +149,12 @@ def analyze_model(emb: Embeddings, *, params: AnalysisParams, model_id: str, dis
         dims, curve = swept.result()
         out.add("dimensions", dims)
         out.add("specification_curve", curve)
-        out.metrics["specification_curve"] = speccurve.curve_metrics(curve)
-        out.metrics = metrics_document(out.metrics)
+        out.pieces["specification_curve"] = speccurve.curve_metrics(curve)
+        if control is not None:
+            ctrl = analyze_control(control, params=given, model_id=model_id, display=display, source=control_source)
+            out.add("neutral_control", ctrl.results)
+            out.pieces["neutral_control"] = ctrl.metrics
+        out.metrics = metrics_document(out.pieces)
         out.plots["representation"] = speccurve.plot_columns(curve, dims, nll=params.preference)
         if on_step:
             on_step()
@@ -267,7 +275,7 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
         out.add(("" if policy == "default" else f"{policy}/") + "option_b",
                 option_b.option_b_file(ob, cluster_bootstrap=cluster, header=dict(header, policy=policy_name)))
         if policy == "default":
-            out.metrics.update(option_b.headline_metrics(ob.poolings, n_layers=n_layers))
+            out.pieces.update(option_b.headline_metrics(ob.poolings, n_layers=n_layers))
             out.plots["option_b"] = option_b.plot_columns(ob.poolings, base={"layer": list(range(n_layers + 1)),
                                                                              "depth_pct": header["depth_pct"]})
 
@@ -277,7 +285,7 @@ def _add_pair_level(out: StageOutputs, emb: Embeddings, *, states: dict[str, dic
     pm = pairmodels.from_embeddings(emb, states=states, values=values, table=table, preference=pref,
                                     params=params, default_name=default_name, header=header,
                                     mixed_and_matched=random_and_matched.result)
-    out.metrics["pair_models"] = pairmodels.headline_metrics(pm, pooling=params.primary.pooling)
+    out.pieces["pair_models"] = pairmodels.headline_metrics(pm, pooling=params.primary.pooling)
     out.plots["pair_models"] = missing.as_null(pairmodels.plot_columns(
         pm, base={"layer": list(range(n_layers + 1)), "depth_pct": header["depth_pct"]}))
     out.add("pair_models", pm)
@@ -313,11 +321,18 @@ def _swept(sweep: Future[dimensions.Sweep], *, n_layers: int, table: PairTable, 
     return dims, curve
 
 
+class Control(NamedTuple):
+    """The neutral control of one model: its results file and its headline metrics."""
+
+    results: NeutralControl
+    metrics: dict[str, dict[str, ControlMetrics]]
+    """Per control category and metric (``metrics/models/<id>.json``'s ``neutral_control``)."""
+
+
 def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: str, display: str | None = None,
-                    source: str = "control extraction file") -> dict[str, Any]:
+                    source: str = "control extraction file") -> Control:
     """``neutral_control.json``: the Option B analysis on each category of the control pairs
-    (``data/neutral_control.json`` extracted into ``<id>.control.h5``), plus its headline metrics
-    under the key ``metrics``. The pooled states are transformed as ``params.representation`` says,
+    (``data/neutral_control.json`` extracted into ``<id>.control.h5``), and its headline metrics. The pooled states are transformed as ``params.representation`` says,
     over the control file's own statements."""
     table = table_from_embeddings(control, source=source)
     pref = _checked_preference(table, params, source)
@@ -328,10 +343,10 @@ def analyze_control(control: Embeddings, *, params: AnalysisParams, model_id: st
     categories = option_b.control_results(pooled=pooled, row_a=table.row_a, row_b=table.row_b,
                                           category_of_pair=table.category_of_pair, categories=table.categories,
                                           preference=pref, n_content=control.n_content, params=params)
-    return {"results": finish(record(NeutralControl, header, categories=categories,
-                                     preference={name: missing.series(pref[table.category_of_pair == c])
-                                                 for c, name in enumerate(table.categories)})),
-            "metrics": missing.as_null(document(option_b.control_metrics(categories, n_layers=control.n_layers)))}
+    return Control(record(NeutralControl, header, categories=categories,
+                          preference={name: missing.series(pref[table.category_of_pair == c])
+                                      for c, name in enumerate(table.categories)}),
+                   option_b.control_metrics(categories, n_layers=control.n_layers))
 
 
 def analysis_steps(params: AnalysisParams) -> int:

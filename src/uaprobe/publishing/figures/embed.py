@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from uaprobe.publishing.provenance.outputs import ManuscriptDataError, Outputs
 from uaprobe.publishing.prose.primitives.markdown import join_words
+from uaprobe.schema.manifest import FigureEntry
 
 
 def slug(text: str) -> str:
@@ -19,13 +18,13 @@ def slug(text: str) -> str:
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]+", "-", text.lower())).strip("-")
 
 
-def figure_entries(out: Outputs, key: str) -> list[Mapping[str, Any]]:
+def figure_entries(out: Outputs, key: str) -> list[FigureEntry]:
     """The manifest entries of figure ``key``, in panel order (one per model, or one for the panel)."""
-    entries = [e for e in out.figures.get("figures", []) if e.get("key") == key]
+    entries = [e for e in out.figures if e.key == key]
     if not entries:
         raise ManuscriptDataError(f"figures/manifest.json: no figure {key!r}; run the `figures` stage")
     order = {m: i for i, m in enumerate(out.models)}
-    return sorted(entries, key=lambda e: order.get(e.get("model") or "", -1))
+    return sorted(entries, key=lambda e: order.get(e.model or "", -1))
 
 
 def figure_label(key: str, model_id: str | None = None) -> str:
@@ -41,11 +40,11 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
     blocks = []
     first: str | None = None
     for e in figure_entries(out, key):
-        model = e.get("model")
+        model = e.model
         name = out.display(model) if model else "the panel"
         text = caption.format(display=name) if first is None else f"{name}, as @{first}."
         first = first or figure_label(key, model)
-        png = out.root / e["png"]
+        png = out.root / e.png
         path = os.path.relpath(png, paper_dir.resolve()).replace(os.sep, "/")
         blocks.append(f"![{text}]({path}){{#{figure_label(key, model)} width=\"{width}\"}}")
     return "\n\n".join(blocks) + "\n\n"
@@ -53,4 +52,4 @@ def figure_markdown(out: Outputs, key: str, caption: str, *, paper_dir: str | Pa
 
 def figure_refs(out: Outputs, key: str) -> str:
     """Cross-references to every figure of ``key``: ``@fig-key-a and @fig-key-b``."""
-    return join_words([f"@{figure_label(key, e.get('model'))}" for e in figure_entries(out, key)])
+    return join_words([f"@{figure_label(key, e.model)}" for e in figure_entries(out, key)])

@@ -17,6 +17,8 @@ from matplotlib.figure import Figure
 
 from uaprobe.names import PANEL_RESULTS
 from uaprobe.publishing.figures import figure_spec, figures_geometry, figures_groups, figures_layers, figures_original
+from uaprobe.schema import KeyPathError, check_key, kind_of
+from uaprobe.schema.manifest import FigureEntry
 
 REFERENCE = "data/published/reference-models.json"
 """The original study's published scientific-facts points, drawn beside the panel in the validation figure."""
@@ -41,6 +43,20 @@ class FigureSpec:
     model; ``reference``: the published reference points; for ``models``, model id -> those documents)."""
     caption: str
     """What the figure shows, in one or two sentences (the supplement's caption; ``{display}``: the model)."""
+
+    def __post_init__(self) -> None:
+        """Every array it declares is a key of its file's schema (a field renamed there fails here, at import);
+        the quoted data files (``data/``) have no schema."""
+        for name, keys in self.data:
+            if name.startswith("data/"):
+                continue
+            kind = kind_of(name) if name.startswith("results/") else Path(name).name
+            for key in keys:
+                try:
+                    check_key(kind, key)
+                except KeyPathError as exc:
+                    raise TypeError(f"figure {self.key!r} plots {name} {key!r}, but the schema of {kind} has no "
+                                    f"key {exc.at!r}") from None
 
 
 def _unit(docs: Mapping[str, Any]) -> str:
@@ -147,20 +163,19 @@ FIGURES: tuple[FigureSpec, ...] = (
 BY_KEY: Mapping[str, FigureSpec] = {f.key: f for f in FIGURES}
 
 
-def data_line(entry: Mapping[str, Any]) -> str:
+def data_line(entry: FigureEntry) -> str:
     """A caption's closing provenance for a manifest entry: the arrays plotted and their files."""
-    spec = BY_KEY.get(str(entry.get("key")))
+    spec = BY_KEY.get(entry.key)
     if spec is None:
         return ""
-    model = entry.get("model")
     files = []
     for name, keys in spec.data:
         if name.startswith(("results/", "data/")):
             paths = [name]
         elif spec.scope == "models":  # every model's file, as the manifest lists them
-            paths = [s for s in entry.get("sources", []) if s.endswith(f"/{name}.json")]
+            paths = [s for s in entry.sources if s.endswith(f"/{name}.json")]
         else:
-            paths = [f"results/models/{model}/{name}.json"]
+            paths = [f"results/models/{entry.model}/{name}.json"]
         files += [f"`{file}`: " + ", ".join(f"`{k}`" for k in keys) for file in paths]
     return f"Data: {'; '.join(files)}."
 
@@ -174,7 +189,7 @@ def relative(path: Path, root: Path) -> str:
 
 
 def manifest_entry(key: str, model_id: str | None, written: list[Path], build: Path, out: Path, root: Path,
-                   sources: list[str]) -> dict[str, Any]:
+                   sources: list[str]) -> FigureEntry:
     """The manifest entry of a figure drawn into ``build`` and moved to ``out``: its files (paths from the root)."""
     files = {p.suffix.lstrip("."): relative(out / p.relative_to(build), root) for p in written}
-    return {"key": key, "model": model_id, "stage": "figures", "sources": sources, "files": files, "png": files["png"]}
+    return FigureEntry(key=key, model=model_id, stage="figures", sources=sources, files=files, png=files["png"])

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from uaprobe.publishing.figures.figure_registry import BY_KEY, data_line
 from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.schema.manifest import FigureEntry
 
 FIGURES_HTML = "figures.html"
 """The supplementary page of every figure, written beside the paper."""
@@ -19,11 +20,9 @@ STYLE = ("body{font-family:sans-serif;max-width:1000px;margin:auto;padding:1em}"
          "figcaption{font-size:0.95em}code{font-size:0.85em;word-break:break-all}")
 
 
-def figure_caption(out: Outputs, entry: dict) -> str:
+def figure_caption(out: Outputs, entry: FigureEntry) -> str:
     """The registry's caption of a manifest entry, with the model's name (``the panel`` for a panel figure)."""
-    spec = BY_KEY[str(entry["key"])]
-    model = entry.get("model")
-    return spec.caption.format(display=out.display_text(model) if model else "the panel")
+    return BY_KEY[entry.key].caption.format(display=out.display_text(entry.model) if entry.model else "the panel")
 
 
 def figures_html(out: Outputs, read: Callable[[str], bytes], md5: Callable[[str], str],
@@ -34,13 +33,13 @@ def figures_html(out: Outputs, read: Callable[[str], bytes], md5: Callable[[str]
              f"<p>{FIGURES_HTML}: supplementary file of the paper. The figures stage draws these figures from the "
              "results files named under each; the paper shows those marked so. Vector versions (SVG) lie beside "
              "each PNG under <code>figures/</code>.</p>"]
-    for i, entry in enumerate(out.figures.get("figures", []), start=1):
-        png = str(entry["png"])
+    for i, entry in enumerate(out.figures, start=1):
+        png = entry.png
         image = base64.b64encode(read(png)).decode("ascii")
-        where = " Also in the paper." if entry.get("key") in shown else ""
+        where = " Also in the paper." if entry.key in shown else ""
         sources = data_line(entry).removeprefix("Data: ")
         parts.append(
-            f'<figure id="S{i}">\n<img src="data:image/png;base64,{image}" alt="{html.escape(str(entry["key"]))}">\n'
+            f'<figure id="S{i}">\n<img src="data:image/png;base64,{image}" alt="{html.escape(entry.key)}">\n'
             f"<figcaption><b>Figure S{i}.</b> {html.escape(figure_caption(out, entry))}{where}<br>"
             f"Data: {html.escape(sources).replace('`', '')}<br>"
             f"Image: <code>{html.escape(png)}</code>, md5 <code>{md5(png)}</code></figcaption>\n</figure>")

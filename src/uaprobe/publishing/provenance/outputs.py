@@ -12,7 +12,6 @@ is shown in. The quoted data files (``data/published/``), ``params.yaml`` and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -26,6 +25,7 @@ from uaprobe.names import PANEL_RESULTS, short_names
 from uaprobe.publishing.provenance.trace import Trace, traced
 from uaprobe.publishing.provenance.values import Ledger, Source, Value, lookup
 from uaprobe.schema import MODELS, Record, load_json, read_results
+from uaprobe.schema.manifest import FigureEntry, Manifest
 from uaprobe.schema.panel import Panel
 
 R = TypeVar("R", bound=Record)
@@ -37,6 +37,12 @@ FIGURES_DIR = "figures"
 
 PUBLISHED_PYTHIA = "data/published/pythia-6-9b.json"
 """The original study's published Pythia-6.9B numbers, with their source (quoted, not computed)."""
+
+PUBLISHED_R_LAYERS = "category_level/r"
+"""The key of its category-level r per layer in :data:`PUBLISHED_PYTHIA`."""
+
+PUBLISHED_R = f"{PUBLISHED_R_LAYERS}/-1"
+"""The key of its category-level r at the last layer (the r the paper sets beside this panel's)."""
 
 PUBLISHED_REFERENCE = "data/published/reference-models.json"
 """The original study's published scientific-facts values of its four reference models."""
@@ -176,10 +182,10 @@ class Outputs:
         return escape.markdown(self.display_text(model_id))
 
     @property
-    def figures(self) -> Mapping[str, Any]:
-        """``figures/manifest.json`` (empty when the figures have not been drawn)."""
+    def figures(self) -> list[FigureEntry]:
+        """The figures of ``figures/manifest.json``, in its order (none when the figures have not been drawn)."""
         manifest = f"{FIGURES_DIR}/manifest.json"
-        return self.doc(manifest) if (self.root / manifest).is_file() else {}
+        return list(self.record_at(manifest, Manifest).figures) if (self.root / manifest).is_file() else []
 
 
 @dataclass(frozen=True)

@@ -74,10 +74,10 @@ def figure_rows(out: Outputs, page: str, md5: Callable[[str], str]) -> list[list
     md5, and the arrays it plots."""
     shown = set(re.findall(r'id="(fig-[\w-]+)"', page))
     rows = []
-    for e in out.figures.get("figures", []):
-        label = figure_label(str(e.get("key")), e.get("model"))
+    for e in out.figures:
+        label = figure_label(e.key, e.model)
         if label in shown:
-            rows.append([label, "figure", str(e["png"]), md5(str(e["png"])),
+            rows.append([label, "figure", e.png, md5(e.png),
                          data_line(e).removeprefix("Data: ").replace("`", ""), "png"])
     return rows
 

@@ -16,6 +16,7 @@ from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, category, join_words, prose
 from uaprobe.publishing.prose.primitives.study import curve_test_word, curve_test_words, left_out_reason
 from uaprobe.publishing.provenance.values import Value, median_key
+from uaprobe.schema import check_key
 from uaprobe.schema.specs import JointP, SpecificationCurve
 
 CURVE = "specification_curve"
@@ -42,10 +43,18 @@ def representations(out: Outputs, m: str) -> list[str]:
     return list(curve_of(out, m).choices.representation or [])
 
 
+def spec_median(out: Outputs, m: str, **where: Any) -> Value:
+    """The median r over the specifications whose columns hold the values ``where`` names (a derived, sourced
+    value; :func:`~uaprobe.publishing.provenance.values.median_key`), each column a key of the schema."""
+    for column in ("r", *where):
+        check_key(CURVE, f"specs/{column}")
+    return out.v(m, CURVE, median_key("specs/r", **where))
+
+
 def representation_median(out: Outputs, m: str, representation: str) -> Value:
     """The median r over every distinct specification with ``representation`` (a derived, sourced value):
     identical specifications (the same states) are counted once, as in the joint tests."""
-    return out.v(m, CURVE, median_key("specs/r", representation=representation, distinct=True))
+    return spec_median(out, m, representation=representation, distinct=True)
 
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from uaprobe.publishing.prose.category.curve import (CURVE, POOLING_WORDS, REPRESENTATION_WORDS, curve_of,
-                                                     representation_median, representations)
+from uaprobe.publishing.prose.category.curve import (POOLING_WORDS, REPRESENTATION_WORDS, curve_of,
+                                                     representation_median, representations, spec_median)
 from uaprobe.publishing.provenance.outputs import Outputs
 from uaprobe.publishing.prose.primitives.markdown import join_words, markdown_table, prose
-from uaprobe.publishing.provenance.values import Value, median_key
+from uaprobe.publishing.provenance.values import Value
 from uaprobe.publishing.prose.primitives.wording import DOMINATES, NEAR_ZERO
 from uaprobe.names import POLICIES
 from uaprobe.schema.specs import Dimensions, SpecificationCurve
@@ -219,8 +219,8 @@ def _direction_word(out: Outputs, rep: str, pooling: str | None = None) -> str:
     where: dict[str, object] = {"distinct": True} if pooling is None else {"pooling": pooling, "distinct": True}
     moves = set()
     for m in out.models:
-        a = out.v(m, CURVE, median_key("specs/r", representation=rep, **where)).raw
-        b = out.v(m, CURVE, median_key("specs/r", representation="raw", **where)).raw
+        a = spec_median(out, m, representation=rep, **where).raw
+        b = spec_median(out, m, representation="raw", **where).raw
         if a is not None and b is not None:
             moves.add(a > b)
     return "changes" if len(moves) != 1 else ("raises" if moves.pop() else "lowers")

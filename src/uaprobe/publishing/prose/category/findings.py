@@ -12,7 +12,7 @@ from __future__ import annotations
 
 
 from uaprobe.publishing.prose.category.curve import alpha, category_words, curve_of, differs, without_index
-from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, PUBLISHED_R, PUBLISHED_R_LAYERS, Outputs
 from uaprobe.publishing.prose.primitives.markdown import category, join_words, prose
 from uaprobe.publishing.prose.primitives.study import across_models_clause, models_possessive, the_models
 from uaprobe.publishing.prose.primitives.markdown import sign_word
@@ -90,7 +90,7 @@ def confound_verdict(out: Outputs) -> str:
                join_words([out.display(m) for m in flips]))
     baseline = lexical_without_words(out, same)
     if flips:
-        pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") if out.has(PUBLISHED_PYTHIA, "category_level/r") \
+        pub = out.raw_at(PUBLISHED_PYTHIA, PUBLISHED_R) if out.has(PUBLISHED_PYTHIA, PUBLISHED_R_LAYERS) \
             else None
         theirs = (", the original study's," if pub is not None and all(
             (w := out.record(m, Robustness).loco.final_r_without) is not None and w * pub > 0 for m in flips)
@@ -175,9 +175,9 @@ def _per_character(preference: RobustnessPreference) -> bool:
 def per_character_flips(out: Outputs) -> bool:
     """Whether, with the NLL per character, every model's last-layer r has the original study's sign while per token
     it has the other."""
-    if not out.has(PUBLISHED_PYTHIA, "category_level/r"):
+    if not out.has(PUBLISHED_PYTHIA, PUBLISHED_R_LAYERS):
         return False
-    pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1")
+    pub = out.raw_at(PUBLISHED_PYTHIA, PUBLISHED_R)
     for m in out.models:
         preference = out.record(m, Robustness).preference
         if not _per_character(preference):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from uaprobe.publishing.prose.primitives.markdown import count_phrase, join_words, plural, prose
-from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs, R
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, PUBLISHED_R, Outputs, R
 from uaprobe.publishing.prose.tables.manuscript import (
     POLICY_FILES,
     POOLING_WORDS,
@@ -316,7 +316,7 @@ def published_format(x: Any) -> str:
 @prose
 def published_comparison(out: Outputs) -> str:
     """The original study's Pythia-6.9B final-layer r beside this panel's (default policy)."""
-    return (f"{out.at(PUBLISHED_PYTHIA, 'category_level/r/-1', published_format(out.raw_at(PUBLISHED_PYTHIA, 'category_level/r/-1')))} for Pythia-6.9B, as its "
+    return (f"{out.at(PUBLISHED_PYTHIA, PUBLISHED_R, published_format(out.raw_at(PUBLISHED_PYTHIA, PUBLISHED_R)))} for Pythia-6.9B, as its "
             f"published table gives it (`{PUBLISHED_PYTHIA}`), against {per_model(out, Robustness, lambda r: r.policies.default.final_r)} "
             "here")
 

@@ -12,13 +12,12 @@ import re
 
 from uaprobe.publishing.prose.category.curve import POOLING_WORDS, curve_of, differs
 from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_words, prose
-from uaprobe.publishing.provenance.outputs import Outputs
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, PUBLISHED_R, Outputs
 from uaprobe.publishing.prose.panel.design import divergence
 from uaprobe.publishing.prose.category.findings import confound_models, per_character_flips
 from uaprobe.publishing.prose.primitives.formats import pretty
 from uaprobe.publishing.prose.category.phrases import lexical_matches_or_beats, reversing_models
 from uaprobe.publishing.prose.pairs.pair_family import FAMILIES, HYPOTHESIS_SIGN, family_of, survivors, test_sign
-from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA
 from uaprobe.publishing.prose.primitives.wording import MATCH_TOLERANCE
 from uaprobe.publishing.provenance.values import Value, plain_text
 from uaprobe.schema.categories import Layerwise
@@ -178,7 +177,7 @@ def abstract(out: Outputs) -> str:
     detail where the budget requires it (the models' r and p unshown, the poolings unnamed)."""
     n = len(out.models)
     n_cat = len(out.record(out.models[0], Layerwise).categories or [])
-    published = out.at(PUBLISHED_PYTHIA, "category_level/r/-1", "s2")
+    published = out.at(PUBLISHED_PYTHIA, PUBLISHED_R, "s2")
     original, cats_orig = "", "categories"
     if (theirs := out.panel().original) is not None and theirs.p is not None:
         n_orig = len(theirs.categories or [])
@@ -189,7 +188,7 @@ def abstract(out: Outputs) -> str:
              f"{published} across {cats_orig} with Pythia{original}.")
     ours = join_words([str(out.value(m, Robustness, lambda r: r.policies.default.final_r, "s2")) for m in out.models])
     signs = {(out.record(m, Robustness).policies.default.final_r or 0.0) > 0 for m in out.models}
-    pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
+    pub = out.raw_at(PUBLISHED_PYTHIA, PUBLISHED_R) or 0.0
     relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
                 else "signs that differ between models")
     models = f"{NUMBER_WORDS.get(n, str(n))} small {'model' if n == 1 else 'models'}"

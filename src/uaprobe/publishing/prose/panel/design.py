@@ -14,7 +14,7 @@ from uaprobe.publishing.prose.primitives.markdown import NUMBER_WORDS, join_word
 from uaprobe.publishing.prose.pairs.pair_findings import METRIC_WORDS
 from uaprobe.publishing.prose.primitives.markdown import category as category_name
 from uaprobe.publishing.prose.category.phrases import layer_span, negative_layers, position0_inversions
-from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, Outputs
+from uaprobe.publishing.provenance.outputs import PUBLISHED_PYTHIA, PUBLISHED_R, Outputs
 from uaprobe.publishing.provenance.values import Value
 from uaprobe.schema.categories import Layerwise, Validation
 from uaprobe.schema.geometry import Robustness
@@ -108,11 +108,11 @@ def powerless_words(out: Outputs) -> str:
 def original_phrase(out: Outputs) -> str:
     """Results: the original study's last-layer r beside this panel's, what the sign means, and the position-0
     reading for a model without a BOS."""
-    published = out.at(PUBLISHED_PYTHIA, "category_level/r/-1", "s2")
+    published = out.at(PUBLISHED_PYTHIA, PUBLISHED_R, "s2")
     ours = join_words([f"{out.value(m, Robustness, lambda r: r.policies.default.final_r)} for {out.display(m)}"
                        for m in out.models])
     signs = {(out.record(m, Robustness).policies.default.final_r or 0.0) > 0 for m in out.models}
-    pub = out.raw_at(PUBLISHED_PYTHIA, "category_level/r/-1") or 0.0
+    pub = out.raw_at(PUBLISHED_PYTHIA, PUBLISHED_R) or 0.0
     relation = ("the opposite sign" if signs == {pub < 0} else "the same sign" if signs == {pub > 0}
                 else "signs that differ between the models")
     text = (f"The original study reports r = {published} at the last layer of Pythia-6.9B; here, at that layer "
