@@ -22,6 +22,7 @@ from browser import find_chromium, inspect_page, pdf_overprinted_words, pdf_page
 from uaprobe.publishing.prose.panel import abstract
 from uaprobe.publishing.figures import embed, figure_registry
 from uaprobe.publishing.provenance import reproducibility as ap
+from uaprobe.schema import read_results
 from uaprobe.repro import paperdiff
 from uaprobe.publishing.render import render_manuscript
 from uaprobe.publishing.provenance.readback import parse_values, shown_text
@@ -285,15 +286,15 @@ def test_one_apostrophe_character(project: Path) -> None:
 def test_every_figure_the_pipeline_draws_is_shown(project: Path) -> None:
     """Each figure of the manifest is in the paper or in the supplement ``figures.html`` the paper stage
     writes, with its caption, its data and its image."""
-    manifest = json.loads((project / "figures" / "manifest.json").read_text())
+    manifest = read_results(project, "figures/manifest.json")
     page = (project / "paper" / "_output" / "figures.html").read_text(encoding="utf-8")
     figures = re.findall(r"<figure id=\"S\d+\">(.*?)</figure>", page, flags=re.S)
-    assert len(figures) == len(manifest["figures"]) > 0
-    for entry, figure in zip(manifest["figures"], figures):
-        png = (project / entry["png"]).read_bytes()
-        assert base64.b64encode(png).decode("ascii") in figure, entry["png"]
+    assert len(figures) == len(manifest.figures) > 0
+    for entry, figure in zip(manifest.figures, figures):
+        png = (project / entry.png).read_bytes()
+        assert base64.b64encode(png).decode("ascii") in figure, entry.png
         assert hashlib.md5(png).hexdigest() in figure
-        assert figure_registry.BY_KEY[entry["key"]].caption.split("{display}")[-1][:40] in html_module.unescape(figure)
+        assert figure_registry.BY_KEY[entry.key].caption.split("{display}")[-1][:40] in html_module.unescape(figure)
         data = figure_registry.data_line(entry).removeprefix("Data: ").replace("`", "")
         assert data and data in html_module.unescape(figure), entry
 
@@ -633,12 +634,12 @@ def _expand(doc: object, key: str) -> list[object]:
 
 
 def test_every_array_a_figure_caption_names_is_in_its_results_file(project: Path) -> None:
-    manifest = json.loads((project / "figures" / "manifest.json").read_text())
-    assert {e["key"] for e in manifest["figures"]} == set(figure_registry.BY_KEY)
-    for e in manifest["figures"]:
+    manifest = read_results(project, "figures/manifest.json")
+    assert {e.key for e in manifest.figures} == set(figure_registry.BY_KEY)
+    for e in manifest.figures:
         caption = figure_registry.data_line(e)
         for part in caption.removeprefix("Data: ").rstrip(".").split("; "):
             file, keys = part.split(": ", 1)
             doc = _doc(project, file.strip("`"))
             for key in keys.split(", "):
-                assert _expand(doc, key.strip("`")), f"{e['key']}: {file} has no {key}"
+                assert _expand(doc, key.strip("`")), f"{e.key}: {file} has no {key}"
