@@ -6,8 +6,9 @@ Each code is a scratch clone of the repository (``HEAD`` and ``REV``, default ``
 temporary directory, with its own DVC cache holding this checkout's cache objects (hard links), from
 which the outputs of its ``dvc.lock`` are checked out (nothing is written to this checkout or its
 cache); both clones run with this checkout's virtual environment, each with its own ``src/`` first on
-``PYTHONPATH``. A first ``dvc repro`` in each clone, untimed, brings its outputs up to its code; that
-state is saved; where it did not run every stage, one untimed round of the two edits below does
+``PYTHONPATH``. A first ``dvc repro`` in each clone, untimed, brings its outputs up to its code, and the figures are drawn
+again (``dvc repro -f -s figures``: a code that keeps what it drew keeps it, as after an author's own run);
+that state is saved, the store of earlier products (``.cache/``) with it; where it did not run every stage, one untimed round of the two edits below does
 (Python's bytecode and the compiled kernels of that code cached, as in an author's checkout).
 ``--work DIR`` keeps the clones for a later run, which brings them to the revisions and reuses their
 outputs and caches. Then, ``--rounds`` times, the two codes alternating, each clone:
@@ -51,8 +52,9 @@ FAMILIES = ("analyze", "compare", "figures", "paper")
 EDIT = ("  preference: mean ", "  preference: sum  ")
 """The parameter edit: ``analysis.preference`` from ``mean`` to ``sum`` (its line in params.yaml)."""
 SENTENCE = "\nThis sentence was appended to time a manuscript-only edit.\n"
-SAVED = ("dvc.lock", "params.yaml", "paper/paper.qmd", "metrics", "plots")
-"""What ``dvc checkout`` does not restore: the lock, the edited sources, the uncached outputs."""
+SAVED = ("dvc.lock", "params.yaml", "paper/paper.qmd", "metrics", "plots", ".cache")
+"""What ``dvc checkout`` does not restore: the lock, the edited sources, the uncached outputs, the store of
+products of earlier runs (:mod:`uaprobe.memo`: it holds what the run before the edit made, no more)."""
 RUNNING = re.compile(r"Running stage '([^']+)'")
 
 
@@ -186,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, rev in revs.items():
             clones[name] = Clone(rev, work / name)
             first = clones[name].repro()  # untimed: the outputs of this code
+            # untimed: the figures drawn again, as the author's last run drew them, into the code's store of them
+            clones[name].run([clones[name].dvc, "repro", "-f", "-s", "figures"])
             print(f"  {name} ({rev}): brought up to date in {first['seconds']:.1f} s "
                   f"({', '.join(first['ran']) or 'nothing'})", flush=True)
             clones[name].save()

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from uaprobe.atomic import OutputError, check_writable, replace_directory, write_error, write_file
 from uaprobe.config import load_params
+from uaprobe.memo import Memo
 from uaprobe.publishing.figures import drawing, plotting
 from uaprobe.publishing.figures.figure_registry import FIGURES, PANEL, REFERENCE, manifest_entry, relative
 from uaprobe.schema import load_json, read_results
@@ -51,8 +52,8 @@ def run(*, params_path: Path, root: Path, out: Path, workers: int | None = None)
     panel = {PANEL: read_results(root, PANEL)}
     check_writable(out.parent, output=out, fix="make it writable or point --out elsewhere")
     plan = drawing.plan(FIGURES, docs_by_model, panel)
-    drawn = drawing.draw_all([item.job for item in plan], formats=FORMATS,
-                               workers=drawing.worker_count() if workers is None else workers)
+    drawn = drawing.draw_all([item.job for item in plan], formats=FORMATS, memo=Memo.at(root, "figures"),
+                             workers=drawing.worker_count() if workers is None else workers)
     out.parent.mkdir(parents=True, exist_ok=True)
     entries: list[FigureEntry] = []
     try:

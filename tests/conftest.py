@@ -124,8 +124,7 @@ def build_synthetic_project(root: Path, *, models: dict[str, dict[str, Any]] | N
                            seed=seed + 100 + i, category_names=CONTROL_CATEGORIES, **common)
     analyze, compare = _stage("analyze"), _stage("compare")
     with contextlib.chdir(root):
-        for model_id in models:
-            assert analyze.main(["--model", model_id, "--control", f"data/embeddings/{model_id}.control.h5"]) == 0
+        assert analyze.main([arg for m in models for arg in ("--model", m)] + ["--controls"]) == 0
         assert compare.main([]) == 0
     _write_dvc_lock(root)
     return root
@@ -135,7 +134,7 @@ def _write_dvc_lock(root: Path) -> None:
     stages: dict[str, Any] = {}
     for path in sorted((root / "results").rglob("*.json")) + sorted((root / "metrics").rglob("*.json")):
         rel = path.relative_to(root).as_posix()
-        stage = "compare" if "panel" in rel else f"analyze@{rel.split('/')[2] if rel.startswith('results/') else path.stem}"
+        stage = "compare" if "panel" in rel else "analyze"
         stages.setdefault(stage, {"cmd": f"python stages/{stage.split('@')[0]}.py", "outs": []})
         stages[stage]["outs"].append({"path": rel, "hash": "md5", "md5": hashlib.md5(path.read_bytes()).hexdigest(),
                                       "size": path.stat().st_size})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -108,6 +110,46 @@ def test_analyze_writes_every_documented_file(panel):
         kinds = sorted(p.parent.name for p in (base / "plots").glob(f"*/{m}.csv") if p.parent.name != "panel")
         assert kinds == ["anisotropy", "bins", "layerwise", "option_b", "pair_models", "pairs", "representation",
                          "sink"]
+
+
+def _tree(base: Path) -> dict[str, bytes]:
+    return {p.relative_to(base).as_posix(): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+def test_the_panel_in_one_run_is_the_same_bytes_at_any_number_of_workers(panel, tmp_path):
+    """Every model of `models` analysed in one run, on 1 and 2 processes: each model's files the bytes of its own
+    run (the panel fixture's, one model per run)."""
+    (tmp_path / "data/embeddings").mkdir(parents=True)
+    for m, h5 in panel["h5"].items():
+        (tmp_path / "data/embeddings" / f"{m}.h5").symlink_to(h5)
+    runs = {}
+    for workers in (1, 2):  # each run a fresh process, as DVC starts the stage: one that can fork its workers
+        base = tmp_path / f"w{workers}"
+        proc = subprocess.run([sys.executable, str(ROOT / "stages/analyze.py"), "--params", str(panel["params"]),
+                               "--workers", str(workers), "--results", str(base / "results/models"),
+                               "--metrics", str(base / "metrics/models"), "--plots", str(base / "plots")],
+                              cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert ("2 models, on 2 processes" if workers == 2 else "2 models, one after another") in proc.stderr
+        runs[workers] = _tree(base)
+    assert runs[1] == runs[2]
+    alone = {k: v for k, v in _tree(panel["base"]).items() if not k.startswith(("results/panel", "metrics/panel",
+                                                                                 "plots/panel"))}
+    assert sorted(runs[1]) == sorted(alone) and len(alone) > 40
+    # the files' bytes, but for the extraction's path, which each run of the fixture named by --embeddings
+    differ = [k for k in alone if runs[1][k] != alone[k]]
+    assert all(runs[1][k].replace(b"data/embeddings/", b"").replace(str(panel["tmp"]).encode() + b"/", b"")
+               == alone[k].replace(str(panel["tmp"]).encode() + b"/", b"") for k in differ), differ[:3]
+
+
+def test_one_models_files_name_one_model(panel):
+    with pytest.raises(SystemExit):
+        analyze_stage.parse_args(["--embeddings", "x.h5"])
+    with pytest.raises(SystemExit):
+        analyze_stage.parse_args(["--model", "a", "--model", "b", "--control", "c.h5"])
+    with pytest.raises(SystemExit):
+        analyze_stage.parse_args(["--control", "c.h5", "--controls", "--model", "a"])
+    assert analyze_stage.parse_args(["--model", "a", "--model", "b"]).model == ["a", "b"]
 
 
 def test_plot_csvs_have_one_row_per_layer(panel):

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
+from uaprobe import memo
 from uaprobe.publishing.figures import drawing, plotting
 from uaprobe.publishing.figures.figure_registry import FigureSpec
+from uaprobe.schema import Record
 
 
 def _line(docs: Mapping[str, Any]) -> Figure:
@@ -63,7 +65,7 @@ def test_the_plan_lists_each_models_figures_then_the_panels_with_their_sources()
     assert [(str(p.target), p.model) for p in plan] == [("models/m1/a", "m1"), ("models/m2/a", "m2"),
                                                          ("panel/b", None), ("panel/c", None)]
     assert plan[2].sources == ["results/models/m1/layerwise.json", "results/models/m2/layerwise.json"]
-    assert plan[3].sources == ["results/panel.json"] and plan[0].job.docs is docs["m1"]
+    assert plan[3].sources == ["results/panel.json"] and plan[0].job.docs == docs["m1"]
 
 
 def test_written_files_are_the_rendered_bytes(tmp_path) -> None:
@@ -84,3 +86,68 @@ def test_a_figure_that_declares_a_key_its_files_schema_lacks_fails_when_it_is_de
     with pytest.raises(TypeError, match="schema of panel has no key 'poolings/mean/model'"):
         FigureSpec("y", "panel", ("results/panel.json",), (("results/panel.json", ("poolings/mean/model/*/r",)),),
                    _line, "")  # type: ignore[arg-type]
+
+
+class _Doc(Record):
+    """A results file's header fields that change with every parameter, and a series to draw."""
+
+    settings: dict[str, Any]
+    numerics: dict[str, Any] | None = None
+    y: list[float]
+
+
+def _from_doc(docs: Mapping[str, Any]) -> Figure:
+    doc = docs["doc"]
+    return _line({"name": f"alpha {doc.settings['alpha']}", "y": doc.y})
+
+
+def _doc_jobs(alpha: float = 0.05, preference: str = "mean", y0: float = 1.0) -> list[drawing.Job]:
+    spec = FigureSpec(key="d", scope="model", sources=("doc",), data=(), draw=_from_doc, caption="",
+                      settings=("alpha",))
+    docs = {f"m{i}": {"doc": _Doc(settings={"alpha": alpha, "preference": preference}, numerics={"cpu": "x"},
+                                  y=[y0 + i, 2.0, 0.5])} for i in range(3)}
+    return [item.job for item in drawing.plan([spec], docs, {})]
+
+
+def test_a_figure_is_shown_only_the_settings_it_declares() -> None:
+    doc = _doc_jobs()[0].docs["doc"]
+    assert doc.settings["alpha"] == 0.05 and dict(doc.settings) == {"alpha": 0.05} and doc.numerics == {}
+    for read in (lambda: doc.settings["preference"], lambda: doc.settings.get("preference", "mean"),
+                 lambda: "preference" in doc.settings, lambda: doc.numerics["cpu"]):
+        with pytest.raises(drawing.UndeclaredSetting, match="figure 'd' reads (settings|numerics)"):
+            read()
+    undeclared = FigureSpec(key="u", scope="model", sources=("doc",), data=(), draw=_from_doc, caption="")
+    job = drawing.plan([undeclared], {"m": _doc_jobs()[0].docs}, {})[0].job
+    with pytest.raises(drawing.UndeclaredSetting, match="add 'alpha' to its `settings`"):
+        drawing.job_bytes(job, ("png",))
+
+
+def test_the_key_follows_what_a_figure_is_shown_and_nothing_else() -> None:
+    key = [drawing.job_key(j, ("png",)) for j in _doc_jobs()]
+    assert len(set(key)) == 3  # every model's document its own
+    assert [drawing.job_key(j, ("png",)) for j in _doc_jobs(preference="sum")] == key  # undeclared: not shown
+    assert all(a != b for a, b in zip(key, [drawing.job_key(j, ("png",)) for j in _doc_jobs(alpha=0.01)]))
+    moved = [drawing.job_key(j, ("png",)) for j in _doc_jobs(y0=1.5)]
+    assert all(a != b for a, b in zip(key, moved))
+    assert drawing.job_key(_doc_jobs()[0], ("png", "svg")) != key[0]
+
+
+def test_a_figure_found_in_the_store_is_the_figure_drawn(tmp_path, monkeypatch) -> None:
+    store = memo.Memo(tmp_path / "store")
+    fresh = drawing.draw_all(_doc_jobs(), formats=("png", "svg"), workers=1)
+    assert drawing.draw_all(_doc_jobs(), formats=("png", "svg"), workers=2, memo=store) == fresh
+    drawn: list[str] = []
+    real = drawing.job_bytes
+    monkeypatch.setattr(drawing, "job_bytes", lambda job, formats: drawn.append(job.spec.key) or real(job, formats))
+    # another parameter: nothing drawn, the same bytes
+    assert drawing.draw_all(_doc_jobs(preference="sum"), formats=("png", "svg"), workers=1, memo=store) == fresh
+    assert drawn == []
+    # one model's document changed: that figure alone is drawn again, as a fresh drawing draws it
+    changed = _doc_jobs()
+    changed[1] = _doc_jobs(y0=7.0)[1]
+    again = drawing.draw_all(changed, formats=("png", "svg"), workers=1, memo=store)
+    assert drawn == ["d"] and again[0] == fresh[0] and again[2] == fresh[2] and again[1] != fresh[1]
+    assert again[1] == real(changed[1], ("png", "svg"))
+    off = memo.Memo.at(tmp_path, "figures", environ={memo.ENV: "off"})
+    assert off.folder is None and drawing.draw_all(_doc_jobs(), formats=("png",), workers=1, memo=off)
+    assert drawn == ["d"] + ["d"] * 3

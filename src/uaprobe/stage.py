@@ -143,7 +143,7 @@ def run_stage(name: str, main: Callable[[list[str] | None], int | None]) -> NoRe
 
 STAGE_PARAMS: dict[str, tuple[str, ...]] = {
     "extract": ("catalog.{item}", "extract", "pooling", "preset"),
-    "analyze": ("analysis", "catalog.{item}"),
+    "analyze": ("models", "analysis"),
     "compare": ("models", "catalog", "analysis"),
     "figures": ("models",),
     "paper": ("models", "catalog", "extract", "pooling", "preset", "analysis"),

@@ -26,6 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from uaprobe import memo
 from uaprobe.errors import UAProbeError
 from uaprobe.repro.numdiff import under
 
@@ -121,7 +122,8 @@ def scratch_copy(root: Path, dest: Path, files: Iterable[str], inputs: Iterable[
 
 def stage_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a recomputed stage: this interpreter's environment (``stages/run.sh`` honours
-    ``UAPROBE_VENV``), the scratch copy's ``src/`` first on the import path, hash seed fixed."""
+    ``UAPROBE_VENV``), the scratch copy's ``src/`` first on the import path, hash seed fixed, and no product
+    taken from a store of earlier runs (:mod:`uaprobe.memo` off): every output is made again."""
     env = dict(os.environ)
     if "UAPROBE_VENV" not in env and sys.prefix != sys.base_prefix:
         env["UAPROBE_VENV"] = sys.prefix
@@ -129,6 +131,7 @@ def stage_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, s
     env["PYTHONPATH"] = os.pathsep.join([str(scratch / "src"), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONHASHSEED"] = "0"
     env["DVC_NO_ANALYTICS"] = "1"
+    env[memo.ENV] = "off"
     env.update(extra or {})
     return env
 

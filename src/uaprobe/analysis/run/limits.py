@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +119,23 @@ def memory_needs(params: AnalysisParams, sizes: Sizes) -> dict[str, int]:
     }
 
 
+def memory_total(params: AnalysisParams, sizes: Sizes) -> int:
+    """Estimated bytes of one file's whole analysis: every count's arrays and what every run needs."""
+    return BASE_BYTES + sum(memory_needs(params, sizes).values())
+
+
+def at_once(totals: Sequence[int], *, available: int | None, workers: int) -> int:
+    """How many of the analyses of ``totals`` bytes each (every one fits alone) may run at once, at most
+    ``workers``: the most whose largest ``totals`` fit in ``available`` together (None: unknown, ``workers``)."""
+    if available is None:
+        return max(1, min(workers, len(totals)))
+    largest = sorted(totals, reverse=True)
+    k = 1
+    while k < min(workers, len(largest)) and sum(largest[:k + 1]) <= available:
+        k += 1
+    return k
+
+
 def _value(params: AnalysisParams, key: str) -> int:
     obj: object = params
     for part in key.split(".")[1:]:
@@ -135,7 +153,7 @@ def check_memory(params: AnalysisParams, sizes: Sizes, *, available: int | None,
     if available is None:
         return
     needs = memory_needs(params, sizes)
-    total = BASE_BYTES + sum(needs.values())
+    total = memory_total(params, sizes)
     if total <= available:
         return
     key = max(needs, key=lambda k: needs[k])

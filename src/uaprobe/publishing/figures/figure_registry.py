@@ -43,6 +43,9 @@ class FigureSpec:
     model; ``reference``: the published reference points; for ``models``, model id -> those documents)."""
     caption: str
     """What the figure shows, in one or two sentences (the supplement's caption; ``{display}``: the model)."""
+    settings: tuple[str, ...] = ()
+    """The keys of the results files' ``settings`` (the ``analysis`` section of params.yaml) it reads: the only
+    ones it is shown, and so the only ones its drawing is keyed on (:mod:`uaprobe.publishing.figures.drawing`)."""
 
     def __post_init__(self) -> None:
         """Every array it declares is a key of its file's schema (a field renamed there fails here, at import);
@@ -144,7 +147,7 @@ FIGURES: tuple[FigureSpec, ...] = (
                "Specification curve of every model: the category-level r of every distinct specification, sorted, "
                "over the pointwise permutation null band (per rank, the central share of the sorted curves under every "
                "relabelling of the categories' preferences; the share is the confidence level of params.yaml), above "
-               "the choices that make it."),
+               "the choices that make it.", settings=("alpha",)),
     FigureSpec("category_scatter", "models", ("validation", "layerwise"),
                (("validation", ("variants/mean/table/*/ua", "variants/mean/table/*/mean_preference")),),
                lambda d: figures_groups.category_scatter_figure({m: docs["validation"] for m, docs in d.items()},

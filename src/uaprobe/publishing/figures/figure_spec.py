@@ -65,8 +65,7 @@ def row_options(docs: Sequence[SpecificationCurve]) -> list[tuple[str, str, obje
 
 
 def _alpha(doc: SpecificationCurve) -> float:
-    settings = getattr(doc, "settings", None)
-    return float(getattr(settings, "alpha", 0.05) if settings is not None else 0.05)
+    return float(doc.settings["alpha"])
 
 
 def _indicators(panel: Axes, doc: SpecificationCurve, keep: np.ndarray, edges: np.ndarray,
