@@ -60,12 +60,13 @@ def test_the_plan_lists_each_models_figures_then_the_panels_with_their_sources()
     specs = [_spec("a", "model"), _spec("b", "models"), _spec("c", "panel")]
     specs = [FigureSpec(key=s.key, scope=s.scope, sources=("layerwise",) if s.scope != "panel" else ("results/panel.json",),
                         data=(), draw=_line, caption="") for s in specs]
-    docs = {"m1": {"name": "1"}, "m2": {"name": "2"}}
+    docs = {"m1": {"layerwise": "1", "bins": "b1"}, "m2": {"layerwise": "2", "bins": "b2"}}
     plan = drawing.plan(specs, docs, {"panel": {}})
     assert [(str(p.target), p.model) for p in plan] == [("models/m1/a", "m1"), ("models/m2/a", "m2"),
                                                          ("panel/b", None), ("panel/c", None)]
     assert plan[2].sources == ["results/models/m1/layerwise.json", "results/models/m2/layerwise.json"]
-    assert plan[3].sources == ["results/panel.json"] and plan[0].job.docs == docs["m1"]
+    assert plan[3].sources == ["results/panel.json"]
+    assert plan[0].job.docs == {"layerwise": "1"} and plan[2].job.docs == {"m1": {"layerwise": "1"}, "m2": {"layerwise": "2"}}
 
 
 def test_written_files_are_the_rendered_bytes(tmp_path) -> None:

@@ -205,7 +205,7 @@ def test_analyze_refuses_a_broken_extraction_file_before_any_work(project: Path,
     change, names = H5_FAULTS[fault]
     h5 = project / "data" / "embeddings" / "m1.h5"
     _rewrite_h5(h5, change)
-    monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
+    monkeypatch.setattr(STAGES["analyze"], "analyze_models", never("the analysis"))
     message = run_refused("analyze", ["--model", "m1"], root=project, names=[str(Path("data/embeddings/m1.h5")),
                                                                                *names], caplog=caplog, capsys=capsys)
     assert "rerun the extract stage" in message
@@ -282,7 +282,7 @@ def test_analyze_refuses_a_value_the_file_or_the_machine_cannot_take(project: Pa
         section = section[part]
     section[path[-1]] = value
     (project / "params.yaml").write_text(yaml.safe_dump(doc))
-    monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
+    monkeypatch.setattr(STAGES["analyze"], "analyze_models", never("the analysis"))
     run_refused("analyze", ["--model", "m1"], root=project, names=names, caplog=caplog, capsys=capsys)
 
 
@@ -300,7 +300,7 @@ def test_analyze_checks_a_read_only_results_directory_before_the_analysis(projec
                                                                           caplog: pytest.LogCaptureFixture,
                                                                           capsys: pytest.CaptureFixture) -> None:
     read_only_probe(monkeypatch, project / "results" / "models" / "m1")
-    monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
+    monkeypatch.setattr(STAGES["analyze"], "analyze_models", never("the analysis"))
     run_refused("analyze", ["--model", "m1"], root=project,
                 names=["results/models/m1", "is not writable (Read-only file system", "--results"],
                 caplog=caplog, capsys=capsys)
@@ -322,7 +322,7 @@ def test_analyze_on_a_real_read_only_results_directory(project: Path, tmpfs: Any
                                                        capsys: pytest.CaptureFixture) -> None:
     _on_tmpfs(project / "results", tmpfs, spare=1 << 20)
     remount_read_only(project / "results")
-    monkeypatch.setattr(STAGES["analyze"], "analyze_model", never("the analysis"))
+    monkeypatch.setattr(STAGES["analyze"], "analyze_models", never("the analysis"))
     run_refused("analyze", ["--model", "m1"], root=project, names=["results/models/m1", "Read-only file system"],
                 caplog=caplog, capsys=capsys)
 
@@ -745,14 +745,14 @@ def test_params_changed_while_analyze_runs_writes_nothing(project: Path, monkeyp
     doc["analysis"]["seed"] = 4243
     params.write_text(yaml.safe_dump(doc))
     analyze = STAGES["analyze"]
-    real = analyze.analyze_model
+    real = analyze.analyze_models
 
     def put_back(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
         params.write_text(original)
         return out
 
-    monkeypatch.setattr(analyze, "analyze_model", put_back)
+    monkeypatch.setattr(analyze, "analyze_models", put_back)
     message = run_refused("analyze", ["--model", "m1"], root=project, names=["params.yaml", "analysis",
                           "4243", "dvc repro"], caplog=caplog, capsys=capsys, before=before)
     assert "changed while stage analyze ran" in message

@@ -80,7 +80,9 @@ def shown(doc: Any, spec: FigureSpec) -> Any:
 
 
 def _shown_all(docs: Mapping[str, Any], spec: FigureSpec) -> dict[str, Any]:
-    return {name: shown(doc, spec) for name, doc in docs.items()}
+    """The documents of ``spec``'s sources (and the published reference points, where given), as it is shown them:
+    a source it does not declare is not there."""
+    return {name: shown(doc, spec) for name, doc in docs.items() if name in spec.sources or name == "reference"}
 
 
 @dataclass(frozen=True)
