@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from conftest import remount_read_only
 from synthetic_h5 import write_synthetic_h5
-from uaprobe import atomic, cli
+from uaprobe import atomic, cli, memo
 from uaprobe.schema import MODELS as SCHEMAS
 from uaprobe.stage import EXIT_ERROR, stage_main
 
@@ -59,8 +59,12 @@ STAGES = {name: load_stage(name) for name in ("analyze", "compare", "figures", "
 
 
 def listing(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (hidden ones included) with its bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file under ``root`` (hidden ones included) with its bytes, but the store of figures drawn
+    (``.cache/``: no output; what a failed stage drew is kept there, under the figure's inputs, to save the
+    next run the time)."""
+    store = root / memo.FOLDER
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and store not in p.parents}
 
 
 @pytest.fixture(scope="module")
@@ -691,7 +695,8 @@ def test_sigterm_in_every_stage_leaves_nothing_behind(project: Path, tmp_path: P
     assert proc.returncode == 128 + 15, proc.stderr[-3000:]
     assert "stopped by SIGTERM" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert listing(project) == before, sorted(set(listing(project)) ^ set(before))
-    assert not [p for p in project.iterdir() if p.name.startswith(".")], list(project.iterdir())
+    stray = [p for p in project.iterdir() if p.name.startswith(".") and p.name != memo.FOLDER.parts[0]]
+    assert not stray, list(project.iterdir())
 
 
 DRAWING_DRIVER = """import os, runpy, signal, sys, time
