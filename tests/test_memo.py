@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 
 from uaprobe import forking, memo
 from uaprobe.analysis.run import limits
-from uaprobe.errors import UAProbeError
 
 
 def test_a_stored_product_comes_back_whole_and_a_missing_one_is_none(tmp_path) -> None:
@@ -67,9 +68,27 @@ def test_forked_jobs_come_back_in_their_order_and_a_failure_is_raised() -> None:
         forking.forked_map(_square, 2, workers=0)
 
 
+DIES = """
+import os
+from uaprobe import forking
+assert forking.can_fork()
+try:
+    forking.forked_map(lambda i: os._exit(9) if i == 1 else i, 3, workers=2, what="analyses")
+except UAProbeError as exc:
+    print(exc)
+"""
+
+
 def test_a_worker_that_dies_is_named_with_the_fix() -> None:
-    with pytest.raises(UAProbeError, match="worker process running the analyses died.*--workers 1"):
-        forking.forked_map(lambda i: os._exit(9) if i == 1 else i, 3, workers=2, what="analyses")
+    # in a fresh process, which can fork (one where numba's threads ran runs the jobs itself, and would die)
+    proc = subprocess.run([sys.executable, "-c", DIES], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "worker process running the analyses died" in proc.stdout and "--workers 1" in proc.stdout
+
+
+def test_without_fork_the_jobs_run_in_the_callers_process(monkeypatch) -> None:
+    monkeypatch.setattr(forking, "can_fork", lambda: False)
+    assert forking.forked_map(lambda i: os.getpid(), 3, workers=2) == [os.getpid()] * 3
 
 
 def test_as_many_analyses_at_once_as_the_memory_holds() -> None:
