@@ -71,6 +71,7 @@ def test_forked_jobs_come_back_in_their_order_and_a_failure_is_raised() -> None:
 DIES = """
 import os
 from uaprobe import forking
+from uaprobe.errors import UAProbeError
 assert forking.can_fork()
 try:
     forking.forked_map(lambda i: os._exit(9) if i == 1 else i, 3, workers=2, what="analyses")
