@@ -88,7 +88,9 @@ def test_a_worker_that_dies_is_named_with_the_fix() -> None:
 
 
 def test_without_fork_the_jobs_run_in_the_callers_process(monkeypatch) -> None:
+    assert not forking.forks(1, workers=4) and not forking.forks(3, workers=1)
     monkeypatch.setattr(forking, "can_fork", lambda: False)
+    assert not forking.forks(3, workers=2)
     assert forking.forked_map(lambda i: os.getpid(), 3, workers=2) == [os.getpid()] * 3
 
 

@@ -51,6 +51,12 @@ def can_fork() -> bool:
     return not getattr(parallel, "_is_initialized", False)
 
 
+def forks(n: int, workers: int) -> bool:
+    """Whether :func:`forked_map` runs ``n`` jobs on ``workers`` forked processes (else in the caller's
+    process, one after another)."""
+    return workers > 1 and n > 1 and can_fork()
+
+
 def forked_map(call: Callable[[int], T], n: int, *, workers: int, first: Sequence[int] = (),
                what: str = "jobs") -> list[T]:
     """``[call(i) for i in range(n)]`` on ``workers`` forked processes, results in index order; ``first``: the
@@ -60,7 +66,7 @@ def forked_map(call: Callable[[int], T], n: int, *, workers: int, first: Sequenc
     global _CALL
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    if workers == 1 or n < 2 or not can_fork():
+    if not forks(n, workers):
         return [call(i) for i in range(n)]
     order = list(dict.fromkeys([*first, *range(n)]))
     _CALL = call
@@ -76,4 +82,4 @@ def forked_map(call: Callable[[int], T], n: int, *, workers: int, first: Sequenc
         _CALL = None
 
 
-__all__: Sequence[str] = ("can_fork", "forked_map", "worker_count")
+__all__: Sequence[str] = ("can_fork", "forked_map", "forks", "worker_count")

@@ -22,7 +22,7 @@ from uaprobe.analysis.run import fit, limits
 from uaprobe.analysis.run.pipeline import analysis_steps, analyze_model
 from uaprobe.config import AnalysisParams
 from uaprobe.extraction.store import read_embeddings
-from uaprobe.forking import can_fork, forked_map
+from uaprobe.forking import forked_map, forks
 from uaprobe.repro import numerics
 from uaprobe.schema import results_text
 from uaprobe.schema.text import csv_text
@@ -106,10 +106,10 @@ def analyze_models(jobs: Sequence[ModelJob], params: AnalysisParams, targets: Ta
                    workers: int) -> dict[Path, str]:
     """Every file of every model's analyses, by path, the models analysed on ``workers`` processes (checked
     first: :func:`check_all`)."""
-    parallel = workers > 1 and len(jobs) > 1 and can_fork()
+    parallel = forks(len(jobs), workers)
     if len(jobs) > 1:
         log.info("%d models, %s", len(jobs), f"on {min(workers, len(jobs))} processes" if parallel else
-                 "one after another" + ("" if workers == 1 else " (numba's threads already run in this process)"))
+                 "one after another" + ("" if workers == 1 else " (this process cannot fork its workers)"))
     per_model = forked_map(lambda i: model_files(jobs[i], params, targets, progress=not parallel), len(jobs),
                            workers=workers, what="analyses")
     return {path: text for files in per_model for path, text in files.items()}

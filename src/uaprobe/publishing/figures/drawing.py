@@ -150,16 +150,15 @@ def draw_all(jobs: Sequence[Job], *, formats: Sequence[str], workers: int,
     todo = [i for i, files in enumerate(found) if files is None or sorted(files) != sorted(formats)]
     # a figure of the whole panel draws every model: those start first, so that no long one starts last
     first = [t for t, i in enumerate(todo) if jobs[i].spec.scope != "model"]
-    drawn = forked_map(lambda t: job_bytes(jobs[todo[t]], formats), len(todo), workers=workers, first=first,
-                       what="figures")
-    for i, files in zip(todo, drawn):
-        found[i] = files
+    drawn = dict(zip(todo, forked_map(lambda t: job_bytes(jobs[todo[t]], formats), len(todo), workers=workers,
+                                      first=first, what="figures")))
+    for i, files in drawn.items():
         memo.put(keys[i], files)
     if memo.folder is not None:
         memo.prune(keep=KEEP_RUNS * len(jobs))
         log.info("%d figures drawn, %d unchanged since an earlier run (%s)", len(todo), len(jobs) - len(todo),
                  memo.folder)
-    return [f for f in found if f is not None]
+    return [drawn[i] if i in drawn else files for i, files in enumerate(found)]
 
 
 __all__: Sequence[str] = ("Declared", "Job", "Planned", "UndeclaredSetting", "draw_all", "job_bytes", "job_key", "plan", "shown",
